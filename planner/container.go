@@ -1,0 +1,42 @@
+package planner
+
+// Placeholders in a planned argv: the checkout directory and the run id exist only at apply, which fills them in.
+const (
+	CheckoutPlaceholder = "<checkout>"
+	RunPlaceholder      = "<run>"
+)
+
+// Container paths fixed by the container entrypoint contract.
+const (
+	WorkDir           = "/work"
+	PromptFilename    = ".kew-prompt.txt"
+	VerdictFilename   = ".kew-review-verdict.json"
+	VerdictMountPath  = WorkDir + "/" + VerdictFilename
+	AgentUID          = 1001
+	AgentHomeTmpfs    = "/home/agent"
+	AgentHomeTmpfsOpt = "exec,uid=1001,gid=1001,mode=0700"
+	ScratchTmpfs      = "/tmp"
+	LabelNode         = "kewplan.node"
+	LabelRun          = "kewplan.run"
+	ContainerPrefix   = "kew-"
+)
+
+// Container is the single source of truth for one node's container: Argv renders it for people, and the
+// executor derives the Engine API configuration from the same fields, so the two cannot drift.
+type Container struct {
+	Name      string   // "kew-<node>"
+	Node      string   // node name, value of the kewplan.node label
+	RunID     string   // value of the kewplan.run label; RunPlaceholder in a plan
+	Checkout  string   // host directory bound at /work; CheckoutPlaceholder in a plan
+	Image     string   // image reference
+	Network   string   // network name: the allowlist network, or "bridge" for open
+	PidsLimit int64    // --pids-limit
+	Memory    string   // --memory as written ("4g"); "" when unset
+	CPUs      string   // --cpus as written ("2", "1.5"); "" when unset
+	Env       []string // credential names forwarded by name, in declared order; never NAME=value
+	Args      []string // container command (the entrypoint's "$@")
+}
+
+// Argv is the exact `docker run` argv, one element per word.
+// STUB: the planner work replaces this body with the argv of the planner issue.
+func (c *Container) Argv() []string { return nil }

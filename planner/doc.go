@@ -1,0 +1,7 @@
+// Package planner turns a configuration and its inputs into a Plan: for every node the runner, image, network,
+// credentials, container args and prompt, checked against the fail-closed rules, with one Container from which
+// both the displayed `docker run` argv and the Docker Engine API configuration are derived.
+//
+// Build is pure: no Docker, no git, no environment reads. Files named by file() are read through the fs.FS in
+// Inputs. The planner does not print; views render a Plan.
+package planner

@@ -1,0 +1,54 @@
+package runners
+
+// Runner is one agent adapter.
+type Runner interface {
+	// Name is the runner's name as written in configuration ("claude-code", ...).
+	Name() string
+	// Protocol is the stdout vocabulary its meter reads: "claude-code", "opencode", "pi", "hermes" or "lemonade".
+	Protocol() string
+	// RequiredCredentials are environment variable names forwarded into the container by name, in order.
+	RequiredCredentials() []string
+	// ContainerArgs is the container command (the entrypoint's "$@") for a routed model.
+	ContainerArgs(model string) []string
+	// NewMeter starts metering one run; routedModel is the fallback when the stream names no model.
+	NewMeter(routedModel string) Meter
+}
+
+// Meter reads one run's stdout, one line at a time. It is not safe for concurrent use.
+type Meter interface {
+	// Line observes one complete stdout line, without its trailing "\n" (a trailing "\r" is tolerated).
+	Line(line []byte)
+	// Oversized records a line longer than MaxLineBytes that was skipped unread.
+	Oversized()
+	// Totals reports the figures so far; after the last line it is the run's final RunTotals.
+	Totals() RunTotals
+}
+
+// MaxLineBytes is the longest stdout line a meter parses; longer lines are counted as oversized and skipped.
+const MaxLineBytes = 16 << 20
+
+// Model sources for RunTotals.ModelSource.
+const (
+	ModelReported = "reported" // the stream named the model
+	ModelRouted   = "routed"   // the stream named none; the routed model stands in
+)
+
+// RunTotals is the telemetry of one run. Token figures are never guessed: a field the vocabulary does not carry
+// stays zero, and CostUSD stays nil when the agent reported no cost.
+type RunTotals struct {
+	Model            string   `json:"model"`
+	ModelSource      string   `json:"model_source"`
+	SessionID        string   `json:"session_id"`
+	InputTokens      int64    `json:"input_tokens"`
+	OutputTokens     int64    `json:"output_tokens"`
+	CacheReadTokens  int64    `json:"cache_read_tokens"`
+	CacheWriteTokens int64    `json:"cache_write_tokens"`
+	CostUSD          *float64 `json:"cost_usd"`
+	IsError          bool     `json:"is_error"`
+	Turns            *int64   `json:"turns"`
+	// Finished is true once the vocabulary's terminal event was seen (claude-code/hermes result, pi agent_settled).
+	Finished       bool  `json:"finished"`
+	Events         int64 `json:"events"`
+	UnparsedLines  int64 `json:"unparsed_lines"`
+	OversizedLines int64 `json:"oversized_lines"`
+}
