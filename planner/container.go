@@ -1,5 +1,7 @@
 package planner
 
+import "strconv"
+
 // Placeholders in a planned argv: the checkout directory and the run id exist only at apply, which fills them in.
 const (
 	CheckoutPlaceholder = "<checkout>"
@@ -37,6 +39,26 @@ type Container struct {
 	Args      []string // container command (the entrypoint's "$@")
 }
 
-// Argv is the exact `docker run` argv, one element per word.
-// STUB: the planner work replaces this body with the argv of the planner issue.
-func (c *Container) Argv() []string { return nil }
+// Argv is the exact `docker run` argv, one element per word. The prompt never appears in it (the entrypoint reads
+// /work/.kew-prompt.txt), and credentials are forwarded by name only, so the argv can be shown and logged.
+func (c *Container) Argv() []string {
+	argv := make([]string, 0, 32+2*len(c.Env)+len(c.Args))
+	argv = append(argv,
+		"docker", "run", "--rm", "--name", c.Name, "--read-only", "--tmpfs", ScratchTmpfs,
+		"--tmpfs", AgentHomeTmpfs+":"+AgentHomeTmpfsOpt, "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+		"--pids-limit", strconv.FormatInt(c.PidsLimit, 10), "--network", c.Network)
+	if c.Memory != "" {
+		argv = append(argv, "--memory", c.Memory)
+	}
+	if c.CPUs != "" {
+		argv = append(argv, "--cpus", c.CPUs)
+	}
+	argv = append(argv,
+		"--label", LabelNode+"="+c.Node, "--label", LabelRun+"="+c.RunID,
+		"-v", c.Checkout+":"+WorkDir, "-w", WorkDir)
+	for _, name := range c.Env {
+		argv = append(argv, "-e", name)
+	}
+	argv = append(argv, c.Image)
+	return append(argv, c.Args...)
+}

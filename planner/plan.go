@@ -21,15 +21,20 @@ type Inputs struct {
 	Outputs map[string]map[string]cty.Value
 	FS      fs.FS    // serves file()/templatefile(), rooted at the configuration's directory
 	Targets []string // --target: plan these nodes and everything they depend on; empty means all
+	// Policy is an organisation policy given outside the configuration (kewplan plan --policy FILE); nil when
+	// none was given. The configuration's own policy block is cfg.Policy.
+	Policy *config.Policy
 }
 
 // Plan is the result of Build.
 type Plan struct {
 	FormatVersion string
-	ConfigDigest  string       // sha256 over configuration files, files read by functions, and variable values
-	Nodes         []*NodePlan  // dependency order; ties broken by name
+	ConfigDigest  string              // sha256 over configuration files, files read by functions, and variable values
+	Nodes         []*NodePlan         // dependency order; ties broken by name
 	Exposure      map[string][]string // credential name -> nodes it reaches, sorted
 	Diagnostics   hcl.Diagnostics
+	// DigestInputs are what ConfigDigest covers, kept for saved plans and their staleness check.
+	DigestInputs DigestInputs
 }
 
 // NodePlan is one node's decisions.
@@ -45,6 +50,9 @@ type NodePlan struct {
 	Ref         string
 	Branch      string
 	Timeout     time.Duration
+	PidsLimit   int64    // the sandbox's limits, which every container of the plan gets
+	Memory      string   // "" when unset
+	CPUs        string   // "" when unset
 	Credentials []string // names, in declared order
 	// CredentialOrigins says where each credential came from, parallel to Credentials: "builtin" or the
 	// runner block's range as "file:line" for an override or a custom runner. Policy review flags widening.
@@ -53,19 +61,64 @@ type NodePlan struct {
 	Prompt            Prompt
 	// Unknown names the attributes whose values are known only after apply (e.g. "ref", "prompt").
 	Unknown   []string
-	Container *Container // nil when the node has an error
+	Container *Container // nil when the node has an error, or its argv is known only after apply
+	// PullRequest is the evaluated pull_request block; nil when none was written.
+	PullRequest *PullRequestPlan
+	// Errors is true when a diagnostic of severity error concerns this node.
+	Errors    bool
 	DeclRange hcl.Range
+}
+
+// PullRequestPlan is a node's pull_request block, evaluated.
+type PullRequestPlan struct {
+	Base  string
+	Title string
 }
 
 // Prompt describes the prompt without ever placing it in argv.
 type Prompt struct {
 	Text   string // the full prompt, reviewer paragraph included; never rendered in views
-	SHA256 string // hex digest of Text
+	SHA256 string // hex digest of Text; "" while the prompt is unknown
 	Bytes  int
 }
 
+// Known is true when the prompt's text is known at plan time.
+func (p Prompt) Known() bool { return p.SHA256 != "" }
+
+// Node returns the plan of the named node, or nil.
+func (p *Plan) Node(name string) *NodePlan {
+	for _, n := range p.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// HasErrors reports whether the plan carries any error diagnostic.
+func (p *Plan) HasErrors() bool { return p.Diagnostics.HasErrors() }
+
+// PlanCheck is a check over a finished plan. Files of this package register checks with registerPlanCheck in an
+// init function (the organisation policy in policy*.go does). A check returns its diagnostics and, for a node
+// it refuses, sets that node's Errors and clears its Container so no argv is rendered for it.
+type PlanCheck func(cfg *config.Config, in Inputs, p *Plan) hcl.Diagnostics
+
+var planChecks []PlanCheck
+
+func registerPlanCheck(c PlanCheck) { planChecks = append(planChecks, c) }
+
 // Build plans every node of cfg. It never reads the environment, Docker or git.
-// STUB: the planner work replaces this body.
 func Build(cfg *config.Config, in Inputs) (*Plan, hcl.Diagnostics) {
-	return &Plan{FormatVersion: FormatVersion}, nil
+	p := &Plan{FormatVersion: FormatVersion, Exposure: map[string][]string{}}
+	if cfg == nil {
+		p.Diagnostics = hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No configuration",
+			Detail: "There is no configuration to plan; fix the errors reported while loading it."}}
+		return p, p.Diagnostics
+	}
+	b := newBuilder(cfg, in)
+	b.build(p)
+	for _, check := range planChecks {
+		p.Diagnostics = append(p.Diagnostics, check(cfg, in, p)...)
+	}
+	return p, p.Diagnostics
 }

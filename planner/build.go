@@ -1,0 +1,684 @@
+package planner
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/runners"
+)
+
+// OriginBuiltin is the credential origin of a built-in runner's own credentials.
+const OriginBuiltin = "builtin"
+
+// DefaultTimeout applies when a node sets no timeout.
+const DefaultTimeout = 60 * time.Minute
+
+// UnknownValue is how human views show a value that is known only after apply.
+const UnknownValue = "(known after apply)"
+
+// credentialName is what a credential entry must be: a bare environment variable name.
+var credentialName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// builder holds what every node's planning shares: the evaluation context is built once, each runner is
+// resolved once, and each per-configuration warning is raised once.
+type builder struct {
+	cfg     *config.Config
+	in      Inputs
+	ctx     *hcl.EvalContext
+	reads   *config.ReadLog
+	runners map[string]*resolvedRunner
+	// badRunners are declared runners with a credential-by-value error, already reported once.
+	badRunners map[string]bool
+}
+
+// resolvedRunner is a node's effective runner: a built-in, a custom runner block, or a block overriding a
+// built-in's credentials or args.
+type resolvedRunner struct {
+	name     string
+	protocol string
+	creds    []string
+	origins  []string
+	builtin  runners.Runner // nil for a custom runner
+	decl     *config.Runner // nil for a built-in without a block
+}
+
+// args is the container command for a routed model, with diagnostics from evaluating a runner block's args.
+func (r *resolvedRunner) args(ctx *hcl.EvalContext, model string) ([]string, hcl.Diagnostics) {
+	if r.decl != nil && r.decl.Args != nil {
+		return config.EvalRunnerArgs(r.decl, ctx, model)
+	}
+	if r.builtin != nil {
+		return r.builtin.ContainerArgs(model), nil
+	}
+	return nil, nil
+}
+
+func newBuilder(cfg *config.Config, in Inputs) *builder {
+	return &builder{
+		cfg:        cfg,
+		in:         in,
+		reads:      &config.ReadLog{Files: map[string]string{}},
+		runners:    map[string]*resolvedRunner{},
+		badRunners: map[string]bool{},
+	}
+}
+
+func (b *builder) build(p *Plan) {
+	var diags hcl.Diagnostics
+	ctx, ctxDiags := b.cfg.EvalContext(&config.Scope{Vars: b.in.Vars, Outputs: b.in.Outputs, FS: b.in.FS, Reads: b.reads})
+	diags = append(diags, ctxDiags...)
+	if ctx == nil {
+		ctx = &hcl.EvalContext{}
+	}
+	b.ctx = ctx
+
+	g, gDiags := newGraph(b.cfg)
+	diags = append(diags, gDiags...)
+	sel := make([]bool, len(g.names))
+	if len(b.in.Targets) > 0 {
+		var tDiags hcl.Diagnostics
+		sel, tDiags = g.closure(b.in.Targets)
+		diags = append(diags, tDiags...)
+	} else {
+		for i := range sel {
+			sel[i] = true
+		}
+	}
+	order, cyclic, oDiags := g.order(sel)
+	diags = append(diags, oDiags...)
+	diags = append(diags, b.checkRunnerBlocks()...)
+
+	p.Nodes = make([]*NodePlan, 0, len(order))
+	for _, i := range order {
+		np, nDiags := b.planNode(g, i)
+		if cyclic[i] {
+			np.Errors = true
+			np.Container = nil
+		}
+		diags = append(diags, nDiags...)
+		p.Nodes = append(p.Nodes, np)
+	}
+	diags = append(diags, b.warnings(p)...)
+	p.Exposure = exposure(p.Nodes)
+
+	p.DigestInputs.Files = configFileDigests(b.cfg.Dir, b.cfg.Files)
+	for name, sum := range b.reads.Files {
+		p.DigestInputs.Files = append(p.DigestInputs.Files, FileDigest{Name: name, Kind: FileRead, SHA256: sum})
+	}
+	sortFileDigests(p.DigestInputs.Files)
+	vars, err := EncodeVariables(b.in.Vars)
+	if err != nil {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Variable value cannot be recorded",
+			Detail: fmt.Sprintf("The plan's digest covers every variable value, and this one cannot be encoded: %v.", err)})
+	}
+	p.DigestInputs.Variables = vars
+	p.ConfigDigest = p.DigestInputs.Digest()
+	p.Diagnostics = diags
+}
+
+// checkRunnerBlocks reports credential entries that are not bare names, once per runner block.
+func (b *builder) checkRunnerBlocks() hcl.Diagnostics {
+	names := make([]string, 0, len(b.cfg.Runners))
+	for name := range b.cfg.Runners {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var diags hcl.Diagnostics
+	for _, name := range names {
+		r := b.cfg.Runners[name]
+		for i, c := range r.Credentials {
+			if credentialName.MatchString(c) {
+				continue
+			}
+			subject := r.CredentialsRange
+			if i < len(r.CredentialRanges) {
+				subject = r.CredentialRanges[i]
+			}
+			diags = append(diags, NewDiagnostic(RuleCredentialByValue, rangePtr(subject),
+				fmt.Sprintf("Runner %q lists the credential %s, which is not a bare environment variable name.", name, describeCredential(c))))
+			b.badRunners[name] = true
+		}
+	}
+	return diags
+}
+
+// describeCredential names a bad credential entry without ever echoing a value written after "=".
+func describeCredential(c string) string {
+	switch {
+	case strings.TrimSpace(c) == "":
+		return "entry \"\" (empty)"
+	case strings.Contains(c, "="):
+		name, _, _ := strings.Cut(c, "=")
+		return fmt.Sprintf("entry %q followed by \"=\" and a value (the value is not shown)", name)
+	default:
+		return fmt.Sprintf("entry %q", c)
+	}
+}
+
+// resolveRunner finds the effective runner of a name, once per name; nil when it is neither built in nor declared.
+func (b *builder) resolveRunner(name string) *resolvedRunner {
+	if r, ok := b.runners[name]; ok {
+		return r
+	}
+	builtin, isBuiltin := runners.Builtin(name)
+	decl := b.cfg.Runners[name]
+	var r *resolvedRunner
+	switch {
+	case isBuiltin:
+		r = &resolvedRunner{name: name, protocol: builtin.Protocol(), builtin: builtin, decl: decl}
+		r.creds = builtin.RequiredCredentials()
+		r.origins = repeat(OriginBuiltin, len(r.creds))
+		if decl != nil && decl.Credentials != nil {
+			r.creds, r.origins = declaredCredentials(decl)
+		}
+	case decl != nil:
+		r = &resolvedRunner{name: name, protocol: decl.Protocol, decl: decl}
+		r.creds, r.origins = declaredCredentials(decl)
+	}
+	b.runners[name] = r
+	return r
+}
+
+func declaredCredentials(decl *config.Runner) ([]string, []string) {
+	creds := append([]string(nil), decl.Credentials...)
+	origins := make([]string, len(creds))
+	for i := range creds {
+		rng := decl.CredentialsRange
+		if i < len(decl.CredentialRanges) {
+			rng = decl.CredentialRanges[i]
+		}
+		if rng.Filename == "" {
+			rng = decl.DeclRange
+		}
+		origins[i] = fmt.Sprintf("%s:%d", rng.Filename, rng.Start.Line)
+	}
+	return creds, origins
+}
+
+func repeat(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+// nodeEval evaluates one node's attributes, collecting diagnostics and the names of unknown attributes.
+type nodeEval struct {
+	b       *builder
+	np      *NodePlan
+	diags   hcl.Diagnostics
+	unknown []string
+	written string // the prompt as written, trimmed, without the reviewer paragraph
+}
+
+// evalState is what evaluating an attribute found.
+type evalState int
+
+const (
+	evalAbsent  evalState = iota // not written
+	evalKnown                    // a known, non-null string
+	evalUnknown                  // known only after apply
+	evalNull                     // null
+	evalInvalid                  // an error was reported
+)
+
+// str evaluates an optional string attribute.
+func (e *nodeEval) str(attr string, expr hcl.Expression) (string, evalState) {
+	if expr == nil {
+		return "", evalAbsent
+	}
+	v, diags := expr.Value(e.b.ctx)
+	e.diags = append(e.diags, diags...)
+	if diags.HasErrors() {
+		return "", evalInvalid
+	}
+	v, _ = v.UnmarkDeep()
+	if !v.IsWhollyKnown() {
+		e.unknown = append(e.unknown, attr)
+		return "", evalUnknown
+	}
+	if v.IsNull() {
+		return "", evalNull
+	}
+	sv, err := convert.Convert(v, cty.String)
+	if err != nil {
+		rng := expr.Range()
+		e.diags = append(e.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError, Summary: "Incorrect attribute value type", Subject: &rng,
+			Detail: fmt.Sprintf("The %s attribute of node %q must be a string: %v.", attr, e.np.Name, err),
+		})
+		return "", evalInvalid
+	}
+	return sv.AsString(), evalKnown
+}
+
+// opt evaluates an optional string attribute, keeping def unless a known value was written.
+func (e *nodeEval) opt(attr string, expr hcl.Expression, def string) string {
+	if s, st := e.str(attr, expr); st == evalKnown {
+		return s
+	}
+	return def
+}
+
+func (b *builder) planNode(g *graph, i int) (*NodePlan, hcl.Diagnostics) {
+	n := g.nodes[i]
+	np := &NodePlan{Name: n.Name, DeclRange: n.DeclRange, Role: config.RoleWorker, Timeout: DefaultTimeout,
+		Network: b.cfg.Sandbox.Network, PidsLimit: b.cfg.Sandbox.PidsLimit, Memory: b.cfg.Sandbox.Memory,
+		CPUs: b.cfg.Sandbox.CPUs}
+	for _, j := range g.deps[i] {
+		np.DependsOn = append(np.DependsOn, g.names[j])
+	}
+	e := &nodeEval{b: b, np: np}
+
+	runnerName, runnerState := e.str("runner", n.Runner)
+	np.Runner = runnerName
+	if role, st := e.str("role", n.Role); st == evalKnown {
+		if role != config.RoleWorker && role != config.RoleReviewer {
+			e.diags = append(e.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid role",
+				Subject: rangePtr(n.Role.Range()),
+				Detail:  fmt.Sprintf("Node %q has role %q; a role is %q or %q.", n.Name, role, config.RoleWorker, config.RoleReviewer)})
+		} else {
+			np.Role = role
+		}
+	}
+	model, modelState := e.str("model", n.Model)
+	np.Model = model
+	np.Repo = e.opt("repo", n.Repo, "")
+	np.Ref = e.opt("ref", n.Ref, "")
+	np.Branch = e.opt("branch", n.Branch, "kew/"+n.Name)
+	b.planPrompt(e, n)
+	if t, st := e.str("timeout", n.Timeout); st == evalKnown {
+		d, err := time.ParseDuration(t)
+		if err != nil || d <= 0 {
+			e.diags = append(e.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid timeout",
+				Subject: rangePtr(n.Timeout.Range()),
+				Detail:  fmt.Sprintf("Node %q has timeout %q; write a positive duration such as \"45m\" or \"2h\".", n.Name, t)})
+		} else {
+			np.Timeout = d
+		}
+	}
+	if n.PullRequest != nil {
+		np.PullRequest = &PullRequestPlan{
+			Base:  e.opt("pull_request.base", n.PullRequest.Base, ""),
+			Title: e.opt("pull_request.title", n.PullRequest.Title, ""),
+		}
+	}
+
+	var r *resolvedRunner
+	switch runnerState {
+	case evalKnown:
+		r = b.planRunner(e, n, runnerName)
+	case evalAbsent, evalNull:
+		e.diags = append(e.diags, NewDiagnostic(RuleUnknownRunner, rangePtr(n.DeclRange),
+			fmt.Sprintf("Node %q names no runner.", n.Name)))
+	case evalUnknown:
+		e.diags = append(e.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Runner not known at plan time",
+			Subject: rangePtr(n.Runner.Range()),
+			Detail:  fmt.Sprintf("The runner of node %q depends on a value known only after apply, so its credentials and image cannot be reviewed. Name the runner directly.", n.Name)})
+	}
+
+	// The routed model must reach the container (config leaves a missing model to this rule).
+	switch {
+	case modelState == evalAbsent:
+		e.diags = append(e.diags, NewDiagnostic(RuleModelNotRouted, rangePtr(n.DeclRange),
+			fmt.Sprintf("Node %q has no model attribute, so nothing says which model its agent runs.", n.Name)))
+	case modelState == evalNull || (modelState == evalKnown && strings.TrimSpace(model) == ""):
+		e.diags = append(e.diags, NewDiagnostic(RuleModelNotRouted, rangePtr(n.Model.Range()),
+			fmt.Sprintf("Node %q has an empty model, so nothing says which model its agent runs.", n.Name)))
+		modelState = evalInvalid
+	}
+
+	var args []string
+	argsKnown := false
+	if r != nil && modelState == evalKnown {
+		args, argsKnown = b.planArgs(e, n, r, model)
+	}
+	if r != nil && modelState == evalUnknown {
+		e.unknown = append(e.unknown, "argv")
+	}
+
+	np.Unknown = e.unknown
+	np.Errors = e.diags.HasErrors()
+	if !np.Errors && r != nil && argsKnown {
+		np.Container = b.container(np, args)
+	}
+	return np, e.diags
+}
+
+// planPrompt evaluates the prompt, appends the reviewer paragraph, and digests it.
+func (b *builder) planPrompt(e *nodeEval, n *config.Node) {
+	np := e.np
+	if n.Prompt == nil {
+		e.diags = append(e.diags, NewDiagnostic(RuleEmptyPrompt, rangePtr(n.DeclRange),
+			fmt.Sprintf("Node %q has no prompt attribute.", n.Name)))
+		return
+	}
+	text, st := e.str("prompt", n.Prompt)
+	switch st {
+	case evalUnknown, evalInvalid:
+		return
+	case evalNull:
+		text = ""
+	}
+	if strings.TrimSpace(text) == "" {
+		e.diags = append(e.diags, NewDiagnostic(RuleEmptyPrompt, rangePtr(n.Prompt.Range()),
+			fmt.Sprintf("The prompt of node %q is empty or only whitespace.", n.Name)))
+		return
+	}
+	e.written = strings.TrimSpace(text)
+	// The role decides the paragraph; an unknown or invalid role left np.Role at worker.
+	if np.Role == config.RoleReviewer {
+		text = strings.TrimRight(text, "\n") + "\n\n" + ReviewerParagraph
+	}
+	np.Prompt = Prompt{Text: text, SHA256: sha256Hex([]byte(text)), Bytes: len(text)}
+}
+
+// planRunner resolves the node's runner, its image and credentials, reporting every rule that refuses them.
+func (b *builder) planRunner(e *nodeEval, n *config.Node, name string) *resolvedRunner {
+	np := e.np
+	runnerRange := rangePtr(n.Runner.Range())
+	r := b.resolveRunner(name)
+	if r == nil {
+		known := append(runners.BuiltinNames(), sortedKeys(b.cfg.Runners)...)
+		detail := fmt.Sprintf("Node %q names the runner %q, which is neither built in nor declared.", n.Name, name)
+		if s := suggest(name, known); s != "" {
+			detail += fmt.Sprintf(" Did you mean %q?", s)
+		}
+		e.diags = append(e.diags, NewDiagnostic(RuleUnknownRunner, runnerRange, detail))
+		return nil
+	}
+	np.Protocol = r.protocol
+	np.Credentials = r.creds
+	np.CredentialOrigins = r.origins
+
+	sb := b.cfg.Sandbox
+	switch {
+	case sb.Images[name] != "":
+		np.Image = sb.Images[name]
+	case name == "claude-code" && sb.Image != "":
+		np.Image = sb.Image
+	default:
+		detail := fmt.Sprintf("Node %q runs on %q, and the sandbox maps no image to that runner.", n.Name, name)
+		if sb.Image != "" {
+			detail += fmt.Sprintf(" The legacy single image %q serves claude-code only; routing %q into it hands the claude CLI another agent's flags.", sb.Image, name)
+		}
+		e.diags = append(e.diags, NewDiagnostic(RuleUnmappedRunner, runnerRange, detail))
+	}
+
+	if len(r.creds) == 0 {
+		subject := runnerRange
+		what := fmt.Sprintf("The runner %q declares no in-container credential", name)
+		if r.decl != nil && r.decl.Credentials != nil {
+			subject = rangePtr(r.decl.CredentialsRange)
+		} else if r.decl != nil {
+			what = fmt.Sprintf("The runner block %q declares no credentials", name)
+			subject = rangePtr(r.decl.DeclRange)
+		}
+		e.diags = append(e.diags, NewDiagnostic(RuleCredentiallessRunner, subject,
+			fmt.Sprintf("%s, so the agent of node %q could not authenticate inside the container.", what, n.Name)))
+	}
+	if b.badRunners[name] {
+		// Reported once at the runner block; the node is refused with it.
+		e.diags = append(e.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Runner is refused",
+			Subject: runnerRange, Extra: RuleRef{ID: RuleCredentialByValue},
+			Detail: fmt.Sprintf("Node %q runs on %q, whose credentials are not all bare environment names (reported at the runner block). Fix the runner block.", n.Name, name)})
+	}
+	return r
+}
+
+// Host-owned arguments: the prompt travels in /work/.kew-prompt.txt, and a session belongs to the host.
+var hostOwnedFlags = map[string]string{
+	"-p": "the print/prompt mode belongs to the image's entrypoint", "--print": "the print/prompt mode belongs to the image's entrypoint",
+	"--prompt": "the prompt travels in /work/.kew-prompt.txt, never in argv", "--prompt-file": "the prompt travels in /work/.kew-prompt.txt, never in argv",
+	"-q": "the prompt travels in /work/.kew-prompt.txt, never in argv", "--query": "the prompt travels in /work/.kew-prompt.txt, never in argv",
+	"--query-file": "the prompt travels in /work/.kew-prompt.txt, never in argv",
+	"--resume":     "a session to resume lives on the host, not in the container", "-r": "a session to resume lives on the host, not in the container",
+	"--continue": "a session to continue lives on the host, not in the container", "-c": "a session to continue lives on the host, not in the container",
+	"--session-id": "a session id is host state and means nothing inside the container", "--session": "a session id is host state and means nothing inside the container",
+}
+
+// hostOwned says why arg is host-owned, or "" when it may reach the container.
+func hostOwned(arg, prompt string) string {
+	flag, value, hasValue := strings.Cut(arg, "=")
+	if why, ok := hostOwnedFlags[flag]; ok && strings.HasPrefix(flag, "-") {
+		return why
+	}
+	if prompt != "" && (arg == prompt || len(arg) >= 64 && strings.Contains(prompt, arg)) {
+		return "it repeats the prompt, which travels in /work/.kew-prompt.txt, never in argv"
+	}
+	path := arg
+	if hasValue && strings.HasPrefix(flag, "-") {
+		path = value
+	}
+	if strings.HasPrefix(path, "/") {
+		clean := "/" + strings.TrimLeft(path, "/")
+		if clean != WorkDir && !strings.HasPrefix(clean, WorkDir+"/") {
+			return "it is an absolute path outside /work, the container's only host mount"
+		}
+		if strings.Contains(clean, "/..") {
+			return "it is a path that climbs out of /work"
+		}
+	}
+	return ""
+}
+
+// planArgs evaluates the container args and checks them. argsKnown is false when they cannot be rendered.
+func (b *builder) planArgs(e *nodeEval, n *config.Node, r *resolvedRunner, model string) (args []string, argsKnown bool) {
+	args, diags := r.args(b.ctx, model)
+	e.diags = append(e.diags, diags...)
+	if diags.HasErrors() {
+		return nil, false
+	}
+	argsRange := rangePtr(n.Runner.Range())
+	var elems []hclsyntax.Expression
+	if r.decl != nil && r.decl.Args != nil {
+		argsRange = rangePtr(r.decl.Args.Range())
+		if tuple, ok := r.decl.Args.(*hclsyntax.TupleConsExpr); ok && len(tuple.Exprs) == len(args) {
+			elems = tuple.Exprs
+		}
+	}
+	prompt := e.written
+	for k, a := range args {
+		why := hostOwned(a, prompt)
+		if why == "" {
+			continue
+		}
+		subject := argsRange
+		if elems != nil {
+			subject = rangePtr(elems[k].Range())
+		}
+		e.diags = append(e.diags, NewDiagnostic(RuleHostOwnedArg, subject,
+			fmt.Sprintf("The args of runner %q for node %q include %q: %s.", r.name, n.Name, shorten(a), why)))
+	}
+	if !carriesModel(args, model) {
+		subject := rangePtr(n.Model.Range())
+		if r.decl != nil && r.decl.Args != nil {
+			subject = argsRange
+		}
+		e.diags = append(e.diags, NewDiagnostic(RuleModelNotRouted, subject,
+			fmt.Sprintf("Node %q routes the model %q, but the container args of runner %q do not carry it (%s).",
+				n.Name, model, r.name, describeArgs(args))))
+	}
+	return args, true
+}
+
+// carriesModel is true when an argument is the model, or a flag=model.
+func carriesModel(args []string, model string) bool {
+	for _, a := range args {
+		if a == model || strings.HasSuffix(a, "="+model) {
+			return true
+		}
+	}
+	return false
+}
+
+func describeArgs(args []string) string {
+	if len(args) == 0 {
+		return "there are none"
+	}
+	return "they are " + ShellJoin(args)
+}
+
+// shorten keeps a diagnostic readable when an argument is long (a pasted prompt).
+func shorten(s string) string {
+	if len(s) <= 60 {
+		return s
+	}
+	return s[:57] + "..."
+}
+
+// container renders the node's Container with the apply-time placeholders.
+func (b *builder) container(np *NodePlan, args []string) *Container {
+	sb := b.cfg.Sandbox
+	network := sb.AllowlistNetwork
+	if sb.Network == config.NetworkOpen {
+		network = "bridge"
+	}
+	return &Container{
+		Name:      ContainerPrefix + np.Name,
+		Node:      np.Name,
+		RunID:     RunPlaceholder,
+		Checkout:  CheckoutPlaceholder,
+		Image:     np.Image,
+		Network:   network,
+		PidsLimit: sb.PidsLimit,
+		Memory:    sb.Memory,
+		CPUs:      sb.CPUs,
+		Env:       append([]string(nil), np.Credentials...),
+		Args:      append([]string(nil), args...),
+	}
+}
+
+// warnings raises each configuration-wide warning once, about the nodes planned.
+func (b *builder) warnings(p *Plan) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	sb := b.cfg.Sandbox
+	if len(p.Nodes) == 0 {
+		return nil
+	}
+	if sb.Network == config.NetworkOpen {
+		var nodes []string
+		creds := map[string]bool{}
+		for _, np := range p.Nodes {
+			if len(np.Credentials) > 0 {
+				nodes = append(nodes, np.Name)
+				for _, c := range np.Credentials {
+					creds[c] = true
+				}
+			}
+		}
+		if len(nodes) > 0 {
+			diags = append(diags, NewDiagnostic(RuleOpenNetworkCredentials, rangePtr(sb.NetworkRange),
+				fmt.Sprintf("network = \"open\" gives full egress to %s, which %s %s.", countNodes(nodes),
+					pick(len(nodes) == 1, "holds", "hold"), strings.Join(sortedKeys(creds), ", "))))
+		}
+	}
+	// One warning per image reference that is not pinned, at the place it is written.
+	type imageUse struct {
+		ref   string
+		rng   hcl.Range
+		nodes []string
+	}
+	var uses []*imageUse
+	seen := map[string]*imageUse{}
+	for _, np := range p.Nodes {
+		if np.Image == "" || strings.Contains(np.Image, "@sha256:") {
+			continue
+		}
+		rng, ok := sb.ImageRanges[np.Runner]
+		if !ok || sb.Images[np.Runner] != np.Image {
+			rng = sb.ImageRange
+		}
+		key := fmt.Sprintf("%s\x00%s:%d:%d", np.Image, rng.Filename, rng.Start.Line, rng.Start.Column)
+		u := seen[key]
+		if u == nil {
+			u = &imageUse{ref: np.Image, rng: rng}
+			seen[key] = u
+			uses = append(uses, u)
+		}
+		u.nodes = append(u.nodes, np.Name)
+	}
+	for _, u := range uses {
+		diags = append(diags, NewDiagnostic(RuleImageNotPinned, rangePtr(u.rng),
+			fmt.Sprintf("The image %q (used by %s) has no @sha256: digest.", u.ref, countNodes(u.nodes))))
+	}
+	if sb.Memory == "" {
+		subject := sb.DeclRange
+		diags = append(diags, NewDiagnostic(RuleNoMemoryLimit, rangePtr(subject),
+			fmt.Sprintf("The sandbox sets no memory limit for the containers of %s.", countNodes(nodeNames(p.Nodes)))))
+	}
+	return diags
+}
+
+// countNodes names up to three nodes and counts the rest.
+func countNodes(nodes []string) string {
+	switch {
+	case len(nodes) == 1:
+		return fmt.Sprintf("node %q", nodes[0])
+	case len(nodes) <= 3:
+		q := make([]string, len(nodes))
+		for i, n := range nodes {
+			q[i] = fmt.Sprintf("%q", n)
+		}
+		return "nodes " + strings.Join(q, ", ")
+	default:
+		return fmt.Sprintf("%d nodes (%q, %q and %d more)", len(nodes), nodes[0], nodes[1], len(nodes)-2)
+	}
+}
+
+func nodeNames(nodes []*NodePlan) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.Name
+	}
+	return out
+}
+
+func pick(cond bool, a, b string) string {
+	if cond {
+		return a
+	}
+	return b
+}
+
+// exposure maps each credential to the nodes it reaches, sorted by node name.
+func exposure(nodes []*NodePlan) map[string][]string {
+	out := map[string][]string{}
+	for _, np := range nodes {
+		for _, c := range np.Credentials {
+			out[c] = append(out[c], np.Name)
+		}
+	}
+	for _, ns := range out {
+		sort.Strings(ns)
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,241 @@
+package planner
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/kewplan/kewplan/config"
+)
+
+// SavedState is the `saved` object of a saved plan: what `apply PLANFILE` needs to re-plan exactly the reviewed
+// configuration and to refuse it once anything the digest covers has changed.
+type SavedState struct {
+	// ConfigPath is the configuration (file or directory), relative to the plan file's directory, with forward
+	// slashes, so a checkout can move without invalidating its plan files.
+	ConfigPath string `json:"config_path"`
+	// Variables are the variable values the plan used, canonical JSON (see EncodeVariables).
+	Variables map[string]json.RawMessage `json:"variables"`
+	// Files are the digests of every configuration file and every file read by file() or templatefile().
+	Files []FileDigest `json:"files"`
+	// Targets are the --target names the plan was made with; empty: all nodes.
+	Targets []string `json:"targets"`
+
+	configArg string // the configuration path as the user gave it (relative to the working directory)
+	dir       string // the plan file's directory, once written or read
+}
+
+// NewSavedState records the inputs of p; configPath is the configuration path as given on the command line.
+func NewSavedState(p *Plan, configPath string, targets []string) *SavedState {
+	vars := p.DigestInputs.Variables
+	if vars == nil {
+		vars = map[string]json.RawMessage{}
+	}
+	return &SavedState{
+		Variables: vars,
+		Files:     append([]FileDigest{}, p.DigestInputs.Files...),
+		Targets:   nonNil(targets),
+		configArg: configPath,
+	}
+}
+
+// ConfigLocation is the configuration path to load, relative to the working directory (or absolute).
+func (s *SavedState) ConfigLocation() string {
+	if s.dir == "" {
+		if s.configArg != "" {
+			return s.configArg
+		}
+		return filepath.FromSlash(s.ConfigPath)
+	}
+	return filepath.Join(s.dir, filepath.FromSlash(s.ConfigPath))
+}
+
+// Vars decodes the recorded variable values.
+func (s *SavedState) Vars() (map[string]cty.Value, error) { return DecodeVariables(s.Variables) }
+
+// WriteSaved writes doc, which must carry Saved, to path as indented JSON readable only by its owner (variable
+// values may be secrets). The file is replaced atomically, so a reader never sees half a plan.
+func WriteSaved(path string, doc *Document) error {
+	if doc.Saved == nil {
+		return errors.New("write saved plan: the document has no saved state")
+	}
+	planDir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("write saved plan: %w", err)
+	}
+	cfgAbs, err := filepath.Abs(doc.Saved.ConfigLocation())
+	if err != nil {
+		return fmt.Errorf("write saved plan: %w", err)
+	}
+	rel, err := filepath.Rel(planDir, cfgAbs)
+	if err != nil {
+		rel = cfgAbs
+	}
+	doc.Saved.ConfigPath = filepath.ToSlash(rel)
+	doc.Saved.dir = filepath.Dir(path)
+
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		return fmt.Errorf("write saved plan: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".kewplan-plan-*")
+	if err != nil {
+		return fmt.Errorf("write saved plan: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(buf.Bytes()); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write saved plan %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write saved plan %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write saved plan %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadSaved reads a plan file written by WriteSaved. A `plan --json` document without a saved object is refused:
+// it records neither the configuration nor the variables needed to apply it.
+func ReadSaved(path string) (*Document, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read saved plan: %w", err)
+	}
+	var doc Document
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("read saved plan %s: not a kewplan plan file: %v", path, err)
+	}
+	if err := doc.Check(); err != nil {
+		return nil, fmt.Errorf("read saved plan %s: %w", path, err)
+	}
+	if doc.Saved == nil {
+		return nil, fmt.Errorf("read saved plan %s: it has no \"saved\" object; write plan files with kewplan plan --out FILE (plan --json output cannot be applied)", path)
+	}
+	doc.Saved.dir = filepath.Dir(path)
+	if doc.Saved.Variables == nil {
+		doc.Saved.Variables = map[string]json.RawMessage{}
+	}
+	return &doc, nil
+}
+
+// ErrStale is wrapped by CheckStale's error.
+var ErrStale = errors.New("Saved plan is stale")
+
+// CheckStale recomputes the config digest from the configuration and the recorded variable values and compares
+// it with the plan's. The error wraps ErrStale and names every file that changed, appeared or disappeared.
+func CheckStale(doc *Document) error {
+	if doc.Saved == nil {
+		return fmt.Errorf("%w: the plan has no saved state to check", ErrStale)
+	}
+	s := doc.Saved
+	loc := s.ConfigLocation()
+	cfg, diags := config.Load(loc)
+	if diags.HasErrors() || cfg == nil {
+		msg := "it does not load"
+		for _, d := range diags {
+			if d.Severity == hcl.DiagError {
+				msg = d.Summary
+				if d.Subject != nil {
+					msg = fmt.Sprintf("%s: %s", d.Subject.Filename, d.Summary)
+				}
+				break
+			}
+		}
+		return fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, loc, msg)
+	}
+	current := configFileDigests(cfg.Dir, cfg.Files)
+	for _, f := range s.Files {
+		if f.Kind != FileRead {
+			continue
+		}
+		b, err := fs.ReadFile(os.DirFS(cfg.Dir), f.Name)
+		sum := "missing"
+		if err == nil {
+			sum = sha256Hex(b)
+		}
+		current = append(current, FileDigest{Name: f.Name, Kind: FileRead, SHA256: sum})
+	}
+	sortFileDigests(current)
+	changes := diffFiles(s.Files, current)
+	for _, name := range sortedKeys(cfg.Variables) {
+		if _, ok := s.Variables[name]; !ok {
+			changes = append(changes, fmt.Sprintf("variable %q was added", name))
+		}
+	}
+	for _, name := range sortedKeys(s.Variables) {
+		if _, ok := cfg.Variables[name]; !ok {
+			changes = append(changes, fmt.Sprintf("variable %q was removed", name))
+		}
+	}
+	recomputed := (&DigestInputs{Files: current, Variables: s.Variables}).Digest()
+	if len(changes) == 0 && recomputed != doc.ConfigDigest {
+		changes = append(changes, "the recorded files or variable values do not match the plan's config_digest (was the plan file edited?)")
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s since it was saved. Run kewplan plan again and review the new plan", ErrStale, strings.Join(changes, "; "))
+}
+
+// diffFiles describes how the current files differ from the recorded ones.
+func diffFiles(saved, current []FileDigest) []string {
+	key := func(f FileDigest) string { return f.Kind + "\x00" + f.Name }
+	was := map[string]FileDigest{}
+	for _, f := range saved {
+		was[key(f)] = f
+	}
+	now := map[string]FileDigest{}
+	for _, f := range current {
+		now[key(f)] = f
+	}
+	var out []string
+	for _, f := range current {
+		old, ok := was[key(f)]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("configuration file %s was added", f.Name))
+		case f.SHA256 == "missing":
+			out = append(out, fmt.Sprintf("%s was removed", f.Name))
+		case old.SHA256 != f.SHA256:
+			out = append(out, fmt.Sprintf("%s changed", f.Name))
+		}
+	}
+	for _, f := range saved {
+		if _, ok := now[key(f)]; !ok {
+			out = append(out, fmt.Sprintf("configuration file %s was removed", f.Name))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LoadSaved loads what a saved plan was made from, for apply to re-plan it after CheckStale passed: the
+// configuration and the Inputs (recorded variables, targets, and file access rooted at the configuration).
+func LoadSaved(doc *Document) (*config.Config, Inputs, error) {
+	if doc.Saved == nil {
+		return nil, Inputs{}, errors.New("the plan has no saved state")
+	}
+	cfg, diags := config.Load(doc.Saved.ConfigLocation())
+	if diags.HasErrors() || cfg == nil {
+		return nil, Inputs{}, fmt.Errorf("%w: the configuration no longer loads", ErrStale)
+	}
+	vars, err := doc.Saved.Vars()
+	if err != nil {
+		return nil, Inputs{}, fmt.Errorf("saved plan variables: %w", err)
+	}
+	return cfg, Inputs{Vars: vars, FS: os.DirFS(cfg.Dir), Targets: doc.Saved.Targets}, nil
+}
