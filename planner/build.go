@@ -512,10 +512,10 @@ func (b *builder) planArgs(e *nodeEval, n *config.Node, r *resolvedRunner, model
 	return args, true
 }
 
-// carriesModel is true when an argument is the model, or a flag=model.
+// carriesModel is true when an argument is the model, a flag=model, or a provider-qualified provider/model.
 func carriesModel(args []string, model string) bool {
 	for _, a := range args {
-		if a == model || strings.HasSuffix(a, "="+model) {
+		if a == model || strings.HasSuffix(a, "="+model) || strings.HasSuffix(a, "/"+model) {
 			return true
 		}
 	}

@@ -1,0 +1,480 @@
+package views
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/kewplan/kewplan/planner"
+)
+
+// PlanJSON is the JSON plan document (`kewplan plan --json`, and saved plans with their `saved` object). The type
+// lives in planner, which writes and reads saved plans; these names are the ones views and `kewplan diff` use.
+type PlanJSON = planner.Document
+
+// NodeJSON is one node of a PlanJSON.
+type NodeJSON = planner.NodeDocument
+
+// NewPlanJSON converts a plan, with its diagnostics in the validate shape (files gives their source snippets).
+func NewPlanJSON(p *planner.Plan, kewplanVersion string, files map[string][]byte) *PlanJSON {
+	doc := planner.NewDocument(p, kewplanVersion)
+	doc.Diagnostics = planRawDiagnostics(p.Diagnostics, files)
+	return doc
+}
+
+// PlanRenderer writes a plan document in one format.
+type PlanRenderer func(w io.Writer, doc *PlanJSON) error
+
+// PlanFormats are the formats of `kewplan plan --format` and `kewplan show`; adding a format is one entry.
+var PlanFormats = map[string]PlanRenderer{
+	"human":    WritePlanHuman,
+	"json":     WritePlanJSON,
+	"markdown": WritePlanMarkdown,
+}
+
+// PlanFormatNames lists PlanFormats, sorted, for help texts and errors.
+func PlanFormatNames() []string {
+	names := make([]string, 0, len(PlanFormats))
+	for n := range PlanFormats {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// WritePlanJSON writes the document as indented JSON. Map keys are sorted by encoding/json, so the bytes are
+// deterministic. The saved object is left out: `plan --json` prints only the plan.
+func WritePlanJSON(w io.Writer, doc *PlanJSON) error {
+	c := *doc
+	c.Saved = nil
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&c); err != nil {
+		return err
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// planDiagnostic is the part of a diagnostic in the validate shape that the plan views read back.
+type planDiagnostic struct {
+	Severity string                 `json:"severity"`
+	Summary  string                 `json:"summary"`
+	Detail   string                 `json:"detail"`
+	Rule     string                 `json:"rule,omitempty"`
+	Range    *planner.RangeDocument `json:"range,omitempty"`
+}
+
+// planRawDiagnostics encodes diagnostics in the validate shape.
+func planRawDiagnostics(diags hcl.Diagnostics, files map[string][]byte) []json.RawMessage {
+	out := make([]json.RawMessage, 0, len(diags))
+	for _, d := range diags {
+		pd := planDiagnostic{Severity: planner.SeverityError, Summary: d.Summary, Detail: d.Detail,
+			Rule: planner.DiagnosticRuleID(d)}
+		if d.Severity == hcl.DiagWarning {
+			pd.Severity = planner.SeverityWarning
+		}
+		if d.Subject != nil {
+			pd.Range = planner.NewRangeDocument(*d.Subject)
+		}
+		b, err := json.Marshal(pd)
+		if err != nil {
+			continue // a struct of strings always encodes
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// decodePlanDiagnostics reads the diagnostics of a document back; entries this version cannot read are kept as
+// bare errors, so nothing is silently dropped.
+func decodePlanDiagnostics(raws []json.RawMessage) []planDiagnostic {
+	out := make([]planDiagnostic, 0, len(raws))
+	for _, raw := range raws {
+		var d planDiagnostic
+		if err := json.Unmarshal(raw, &d); err != nil {
+			d = planDiagnostic{Severity: planner.SeverityError, Summary: "Unreadable diagnostic", Detail: string(raw)}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func (d planDiagnostic) location() string {
+	if d.Range == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d", d.Range.Filename, d.Range.Start.Line)
+}
+
+// planCounts summarises a document for the closing line.
+type planCounts struct {
+	nodes, runnable, errors, warnings, credentials int
+}
+
+func countPlan(doc *PlanJSON, diags []planDiagnostic) planCounts {
+	c := planCounts{nodes: len(doc.Nodes), credentials: len(doc.Exposure)}
+	for _, n := range doc.Nodes {
+		if len(n.Argv) > 0 {
+			c.runnable++
+		}
+	}
+	for _, d := range diags {
+		if d.Severity == planner.SeverityWarning {
+			c.warnings++
+		} else {
+			c.errors++
+		}
+	}
+	return c
+}
+
+func planPlural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// planSummaryLine is the plan's one-line verdict.
+func planSummaryLine(c planCounts) string {
+	parts := fmt.Sprintf("%s, %s exposed, %s, %s", planPlural(c.nodes, "node", "nodes"),
+		planPlural(c.credentials, "credential", "credentials"), planPlural(c.errors, "error", "errors"),
+		planPlural(c.warnings, "warning", "warnings"))
+	if c.errors > 0 {
+		return fmt.Sprintf("Plan failed: %s. Nodes with errors have no argv; fix the errors and plan again.", parts)
+	}
+	return fmt.Sprintf("Plan: %s.", parts)
+}
+
+// planDockerValueFlags are the docker run flags of a planned argv that take a value.
+var planDockerValueFlags = map[string]bool{
+	"--name": true, "--tmpfs": true, "--cap-drop": true, "--security-opt": true, "--pids-limit": true,
+	"--network": true, "--memory": true, "--cpus": true, "--label": true, "-v": true, "-w": true, "-e": true,
+}
+
+// ArgvLines splits a planned `docker run` argv into shell-quoted lines of one flag each (with its value), the
+// image on its own line, then the container args the same way. Joined with " \\\n" they form a command a
+// reviewer can read and paste.
+func ArgvLines(argv []string) []string {
+	if len(argv) < 2 {
+		return []string{planner.ShellJoin(argv)}
+	}
+	lines := []string{planner.ShellJoin(argv[:2])}
+	i := 2
+	for ; i < len(argv); i++ {
+		a := argv[i]
+		if !strings.HasPrefix(a, "-") {
+			break // the image
+		}
+		if planDockerValueFlags[a] && i+1 < len(argv) {
+			lines = append(lines, planner.ShellJoin(argv[i:i+2]))
+			i++
+			continue
+		}
+		lines = append(lines, planner.ShellQuote(a))
+	}
+	if i < len(argv) {
+		lines = append(lines, planner.ShellQuote(argv[i]))
+		i++
+	}
+	for ; i < len(argv); i++ {
+		a := argv[i]
+		if strings.HasPrefix(a, "-") && !strings.Contains(a, "=") && i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
+			lines = append(lines, planner.ShellJoin(argv[i:i+2]))
+			i++
+			continue
+		}
+		lines = append(lines, planner.ShellQuote(a))
+	}
+	return lines
+}
+
+// planNodeFacts are the labelled lines of one node, shared by the human and markdown views.
+func planNodeFacts(n *NodeJSON) [][2]string {
+	unknown := map[string]bool{}
+	for _, u := range n.Unknown {
+		unknown[u] = true
+	}
+	val := func(attr, v string) string {
+		if unknown[attr] {
+			return planner.UnknownValue
+		}
+		if v == "" {
+			return "(none)"
+		}
+		return v
+	}
+	runner := val("runner", n.Runner)
+	if n.Protocol != "" && n.Protocol != n.Runner {
+		runner += " (protocol " + n.Protocol + ")"
+	}
+	prompt := planner.UnknownValue
+	if !unknown["prompt"] {
+		prompt = "(none)"
+		if n.Prompt.SHA256 != "" {
+			prompt = fmt.Sprintf("sha256:%s, %s", n.Prompt.SHA256, planPlural(n.Prompt.Bytes, "byte", "bytes"))
+		}
+	}
+	creds := "(none)"
+	if len(n.Credentials) > 0 {
+		parts := make([]string, len(n.Credentials))
+		for i, c := range n.Credentials {
+			parts[i] = c
+			if i < len(n.CredentialOrigins) {
+				parts[i] += " (" + n.CredentialOrigins[i] + ")"
+			}
+		}
+		creds = strings.Join(parts, ", ")
+	}
+	deps := "(none)"
+	if len(n.DependsOn) > 0 {
+		deps = strings.Join(n.DependsOn, ", ")
+	}
+	facts := [][2]string{
+		{"runner", runner},
+		{"role", val("role", n.Role)},
+		{"image", val("image", n.Image)},
+		{"network", val("network", n.Network)},
+		{"model", val("model", n.Model)},
+		{"prompt", prompt},
+		{"credentials", creds},
+		{"depends on", deps},
+	}
+	var rest []string
+	for _, u := range n.Unknown {
+		switch u {
+		case "runner", "role", "model", "prompt", "argv":
+		default:
+			rest = append(rest, u)
+		}
+	}
+	if len(rest) > 0 {
+		facts = append(facts, [2]string{"after apply", strings.Join(rest, ", ")})
+	}
+	return facts
+}
+
+// planArgvNote says why a node has no argv, or "" when it has one.
+func planArgvNote(n *NodeJSON) string {
+	switch {
+	case len(n.Argv) > 0:
+		return ""
+	case n.Errors:
+		return "(none: the node has errors, see below)"
+	default:
+		for _, u := range n.Unknown {
+			if u == "argv" || u == "model" || u == "runner" {
+				return planner.UnknownValue
+			}
+		}
+		return "(none: the node has errors, see below)"
+	}
+}
+
+// WritePlanHuman writes the plan for a reviewer: each node in dependency order with its argv, the credential
+// exposure, the diagnostics, and a one-line summary.
+func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
+	ew := &planWriter{w: w}
+	diags := decodePlanDiagnostics(doc.Diagnostics)
+	counts := countPlan(doc, diags)
+	if len(doc.Nodes) == 0 {
+		ew.printf("No nodes to plan.\n")
+	} else {
+		ew.printf("kewplan plans %s, in dependency order. Config digest %s.\n", planPlural(len(doc.Nodes), "node", "nodes"), doc.ConfigDigest)
+	}
+	for i := range doc.Nodes {
+		n := &doc.Nodes[i]
+		ew.printf("\nnode %q\n", n.Name)
+		for _, f := range planNodeFacts(n) {
+			ew.printf("  %-12s %s\n", f[0], f[1])
+		}
+		if note := planArgvNote(n); note != "" {
+			ew.printf("  %-12s %s\n", "argv", note)
+			continue
+		}
+		ew.printf("  argv\n")
+		lines := ArgvLines(n.Argv)
+		for k, l := range lines {
+			indent := "      "
+			if k == 0 {
+				indent = "    "
+			}
+			if k < len(lines)-1 {
+				l += " \\"
+			}
+			ew.printf("%s%s\n", indent, l)
+		}
+	}
+	if len(doc.Exposure) > 0 {
+		ew.printf("\nCredential exposure\n")
+		names := make([]string, 0, len(doc.Exposure))
+		width := len("CREDENTIAL")
+		for c := range doc.Exposure {
+			names = append(names, c)
+			width = max(width, len(c))
+		}
+		sort.Strings(names)
+		ew.printf("  %-*s  %s\n", width, "CREDENTIAL", "NODES")
+		for _, c := range names {
+			ew.printf("  %-*s  %s\n", width, c, strings.Join(doc.Exposure[c], ", "))
+		}
+	}
+	for _, d := range diags {
+		writePlanDiagnostic(ew, d)
+	}
+	ew.printf("\n%s\n", planSummaryLine(counts))
+	return ew.err
+}
+
+func writePlanDiagnostic(ew *planWriter, d planDiagnostic) {
+	title := "Error"
+	if d.Severity == planner.SeverityWarning {
+		title = "Warning"
+	}
+	ew.printf("\n%s: %s", title, d.Summary)
+	if d.Rule != "" {
+		ew.printf(" [%s]", d.Rule)
+	}
+	ew.printf("\n")
+	if loc := d.location(); loc != "" {
+		ew.printf("  on %s\n", loc)
+	}
+	if d.Detail != "" {
+		for _, line := range planWrap(d.Detail, 100) {
+			ew.printf("  %s\n", line)
+		}
+	}
+}
+
+// planWrap breaks text into lines of at most width bytes at spaces (a longer word keeps its own line).
+func planWrap(text string, width int) []string {
+	var lines []string
+	for _, para := range strings.Split(text, "\n") {
+		line := ""
+		for _, word := range strings.Fields(para) {
+			switch {
+			case line == "":
+				line = word
+			case len(line)+1+len(word) > width:
+				lines = append(lines, line)
+				line = word
+			default:
+				line += " " + word
+			}
+		}
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// WritePlanMarkdown writes the plan as a pull-request comment: a table of nodes, the exposure, the diagnostics,
+// and each argv in a collapsible section.
+func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
+	ew := &planWriter{w: w}
+	diags := decodePlanDiagnostics(doc.Diagnostics)
+	counts := countPlan(doc, diags)
+	ew.printf("## kewplan plan\n\n%s\n\nConfig digest: `%s`\n", planSummaryLine(counts), doc.ConfigDigest)
+	if len(doc.Nodes) > 0 {
+		ew.printf("\n| Node | Runner | Role | Image | Network | Model | Prompt | Credentials | Depends on |\n")
+		ew.printf("|---|---|---|---|---|---|---|---|---|\n")
+		for i := range doc.Nodes {
+			n := &doc.Nodes[i]
+			facts := map[string]string{}
+			for _, f := range planNodeFacts(n) {
+				facts[f[0]] = f[1]
+			}
+			prompt := facts["prompt"]
+			if n.Prompt.SHA256 != "" {
+				prompt = fmt.Sprintf("`%s…` (%s)", n.Prompt.SHA256[:12], planPlural(n.Prompt.Bytes, "byte", "bytes"))
+			}
+			ew.printf("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s |\n", planMDCell(n.Name), planMDCell(facts["runner"]),
+				planMDCell(facts["role"]), planMDCode(facts["image"]), planMDCell(facts["network"]), planMDCode(facts["model"]),
+				planMDCell(prompt), planMDCell(strings.Join(n.Credentials, ", ")), planMDCell(strings.Join(n.DependsOn, ", ")))
+		}
+	}
+	if len(doc.Exposure) > 0 {
+		ew.printf("\n### Credential exposure\n\n| Credential | Nodes |\n|---|---|\n")
+		names := make([]string, 0, len(doc.Exposure))
+		for c := range doc.Exposure {
+			names = append(names, c)
+		}
+		sort.Strings(names)
+		for _, c := range names {
+			ew.printf("| `%s` | %s |\n", planMDCell(c), planMDCell(strings.Join(doc.Exposure[c], ", ")))
+		}
+	}
+	if len(diags) > 0 {
+		ew.printf("\n### Diagnostics\n\n")
+		for _, d := range diags {
+			title := "Error"
+			if d.Severity == planner.SeverityWarning {
+				title = "Warning"
+			}
+			ew.printf("- **%s: %s**", title, planMDInline(d.Summary))
+			if d.Rule != "" {
+				ew.printf(" (`%s`)", d.Rule)
+			}
+			if loc := d.location(); loc != "" {
+				ew.printf(" at `%s`", loc)
+			}
+			if d.Detail != "" {
+				ew.printf(": %s", planMDInline(d.Detail))
+			}
+			ew.printf("\n")
+		}
+	}
+	if len(doc.Nodes) > 0 {
+		ew.printf("\n### Container argv\n")
+		for i := range doc.Nodes {
+			n := &doc.Nodes[i]
+			ew.printf("\n<details><summary><code>%s</code></summary>\n\n", planHTMLEscape(n.Name))
+			if note := planArgvNote(n); note != "" {
+				ew.printf("%s\n\n</details>\n", planMDInline(note))
+				continue
+			}
+			ew.printf("```sh\n%s\n```\n\n</details>\n", strings.Join(ArgvLines(n.Argv), " \\\n  "))
+		}
+	}
+	return ew.err
+}
+
+var planMDEscaper = strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ")
+
+// planMDCell escapes text for a markdown table cell.
+func planMDCell(s string) string { return planMDEscaper.Replace(s) }
+
+// planMDCode renders a value in code, unless it is a placeholder such as "(none)".
+func planMDCode(s string) string {
+	if strings.HasPrefix(s, "(") || s == "" {
+		return planMDCell(s)
+	}
+	return "`" + strings.ReplaceAll(planMDCell(s), "`", "'") + "`"
+}
+
+// planMDInline keeps text on one markdown line.
+func planMDInline(s string) string { return strings.NewReplacer("\n", " ", "\r", " ").Replace(s) }
+
+var planHTMLEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
+
+func planHTMLEscape(s string) string { return planHTMLEscaper.Replace(s) }
+
+// planWriter keeps the first write error, so renderers can print line by line and check once.
+type planWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *planWriter) printf(format string, args ...any) {
+	if e.err != nil {
+		return
+	}
+	_, e.err = fmt.Fprintf(e.w, format, args...)
+}
