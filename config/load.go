@@ -1,11 +1,198 @@
 package config
 
 import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
 
+// FileExtension is the suffix of configuration files.
+const FileExtension = ".hcl"
+
+// maxConfigFileBytes bounds one configuration file: configurations are small, and a stray multi-gigabyte file
+// named *.hcl must not exhaust memory.
+const maxConfigFileBytes = 8 << 20
+
 // Load reads path: one .hcl file, or a directory whose *.hcl files (not recursive) form one configuration.
-// STUB: the config work replaces this body.
+// The returned Config is never nil: even when the diagnostics hold errors it carries the sources read so far
+// (Files), so that diagnostics can be rendered with snippets. Its contents are only meaningful without errors.
 func Load(path string) (*Config, hcl.Diagnostics) {
-	return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Not implemented"}}
+	cfg := newConfig(path)
+	names, diags := configFileNames(path)
+	if diags.HasErrors() {
+		return cfg, diags
+	}
+	if info, err := os.Stat(path); err == nil && !info.IsDir() {
+		cfg.Dir = filepath.Dir(path)
+	}
+
+	var bodies []*hclsyntax.Body
+	for _, name := range names {
+		src, err := readConfigFile(name)
+		if err != nil {
+			diags = append(diags, errorDiag("Cannot read configuration file",
+				fmt.Sprintf("Reading %s failed: %s. Check that the file exists and is readable.", name, describeFSError(err)),
+				hcl.Range{}))
+			continue
+		}
+		cfg.Files[name] = src
+		body, fileDiags := parseConfigSource(name, src)
+		diags = append(diags, fileDiags...)
+		if fileDiags.HasErrors() {
+			// A file that does not parse would only produce confusing follow-on errors from its partial body.
+			continue
+		}
+		bodies = append(bodies, body)
+	}
+	for _, body := range bodies {
+		diags = append(diags, cfg.decodeFile(body)...)
+	}
+	if !diags.HasErrors() {
+		diags = append(diags, cfg.checkStatic()...)
+	}
+	sortDiagnostics(diags)
+	return cfg, diags
+}
+
+func newConfig(path string) *Config {
+	return &Config{
+		Dir:       path,
+		Files:     map[string][]byte{},
+		Variables: map[string]*Variable{},
+		Locals:    map[string]*Local{},
+		Sandbox:   defaultSandbox(),
+		Runners:   map[string]*Runner{},
+		Nodes:     map[string]*Node{},
+	}
+}
+
+// configFileNames lists the files that form the configuration at path, in name order.
+func configFileNames(path string) ([]string, hcl.Diagnostics) {
+	if path == "" {
+		path = "."
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, hcl.Diagnostics{errorDiag("Configuration not found",
+				fmt.Sprintf("The path %s does not exist. Give the path of a .hcl file, or of a directory holding .hcl files.", path),
+				hcl.Range{})}
+		}
+		return nil, hcl.Diagnostics{errorDiag("Cannot read configuration",
+			fmt.Sprintf("Reading %s failed: %s.", path, describeFSError(err)), hcl.Range{})}
+	}
+	if !info.IsDir() {
+		if !strings.HasSuffix(path, FileExtension) {
+			return nil, hcl.Diagnostics{errorDiag("Not a configuration file",
+				fmt.Sprintf("The file %s does not end in %s. Configuration files are named *%s; rename the file or give the directory that holds the configuration.", path, FileExtension, FileExtension),
+				hcl.Range{})}
+		}
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, hcl.Diagnostics{errorDiag("Cannot read configuration directory",
+			fmt.Sprintf("Listing %s failed: %s.", path, describeFSError(err)), hcl.Range{})}
+	}
+	var names []string
+	for _, e := range entries {
+		n := e.Name()
+		// Hidden files are editor and tool droppings (.#lock files, swap files), never configuration.
+		if !strings.HasSuffix(n, FileExtension) || strings.HasPrefix(n, ".") || e.IsDir() {
+			continue
+		}
+		if e.Type()&fs.ModeSymlink != 0 {
+			if fi, err := os.Stat(filepath.Join(path, n)); err == nil && fi.IsDir() {
+				continue
+			}
+		}
+		names = append(names, filepath.Join(path, n))
+	}
+	if len(names) == 0 {
+		return nil, hcl.Diagnostics{errorDiag("No configuration files",
+			fmt.Sprintf("The directory %s holds no %s files (subdirectories are not searched). Give the path of a directory that holds the configuration, or of one .hcl file.", path, FileExtension),
+			hcl.Range{})}
+	}
+	return names, nil
+}
+
+func readConfigFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if info.Size() > maxConfigFileBytes {
+		return nil, fmt.Errorf("the file is %d bytes, over the %d MiB limit for a configuration file", info.Size(), maxConfigFileBytes>>20)
+	}
+	src, err := io.ReadAll(io.LimitReader(f, maxConfigFileBytes+1))
+	if err == nil && len(src) > maxConfigFileBytes {
+		err = fmt.Errorf("the file is over the %d MiB limit for a configuration file", maxConfigFileBytes>>20)
+	}
+	return src, err
+}
+
+// describeFSError drops the Go operation prefix ("open x: ") so the message reads as a sentence fragment.
+func describeFSError(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// parseConfigSource checks the encoding and parses src as HCL native syntax.
+func parseConfigSource(name string, src []byte) (*hclsyntax.Body, hcl.Diagnostics) {
+	if d := checkUTF8(name, src); d != nil {
+		return nil, hcl.Diagnostics{d}
+	}
+	f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+	if f == nil {
+		return nil, diags
+	}
+	body, _ := f.Body.(*hclsyntax.Body)
+	return body, diags
+}
+
+// checkUTF8 reports the first byte of src that is not valid UTF-8.
+func checkUTF8(name string, src []byte) *hcl.Diagnostic {
+	if utf8.Valid(src) {
+		return nil
+	}
+	pos := hcl.InitialPos
+	for i := 0; i < len(src); {
+		r, size := utf8.DecodeRune(src[i:])
+		if r == utf8.RuneError && size <= 1 {
+			end := pos
+			end.Byte++
+			end.Column++
+			return errorDiag("Invalid UTF-8 encoding",
+				fmt.Sprintf("%s holds a byte (0x%02x) that is not valid UTF-8. Configuration files must be UTF-8 text: re-save the file as UTF-8 (for example with iconv -t UTF-8).", name, src[i]),
+				hcl.Range{Filename: name, Start: pos, End: end})
+		}
+		if r == '\n' {
+			pos.Line++
+			pos.Column = 1
+		} else {
+			pos.Column++
+		}
+		pos.Byte += size
+		i += size
+	}
+	return nil
 }

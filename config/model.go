@@ -13,6 +13,10 @@ type Config struct {
 	// Files holds the source of every configuration file by the name used in diagnostics ranges,
 	// for snippets and for the config digest. Names are relative to the working directory as given.
 	Files map[string][]byte
+	// VarFiles holds the source of every --var-file read by ResolveVariables, by the name given, so that
+	// diagnostics in them render with snippets. They are not part of the configuration (nor of its digest):
+	// their values reach the plan as variable values.
+	VarFiles map[string][]byte
 
 	Variables map[string]*Variable
 	Locals    map[string]*Local
@@ -95,15 +99,15 @@ const (
 // Node is a `node "name"` block. Attribute expressions are evaluated by the caller with EvalContext, because
 // they may reference variables and other nodes' outputs that are known only after apply.
 type Node struct {
-	Name      string
-	Runner    hcl.Expression
-	Role      hcl.Expression // nil: worker
-	Model     hcl.Expression // nil when missing (a planner rule reports it)
-	Repo      hcl.Expression
-	Ref       hcl.Expression // nil: the remote's default branch
-	Branch    hcl.Expression // nil: "kew/<name>"
-	Prompt    hcl.Expression
-	Timeout   hcl.Expression // nil: 60m
+	Name    string
+	Runner  hcl.Expression
+	Role    hcl.Expression // nil: worker
+	Model   hcl.Expression // nil when missing (a planner rule reports it)
+	Repo    hcl.Expression
+	Ref     hcl.Expression // nil: the remote's default branch
+	Branch  hcl.Expression // nil: "kew/<name>"
+	Prompt  hcl.Expression
+	Timeout hcl.Expression // nil: 60m
 	// DependsOn is the union of explicit depends_on entries and node.<name> references found in any attribute,
 	// deduplicated, in source order. Each keeps the range of its first mention.
 	DependsOn   []NodeRef

@@ -1,0 +1,264 @@
+package config
+
+import (
+	"fmt"
+	"math/big"
+	"regexp"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// rootSchema is the top level of a configuration file.
+var rootSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "variable", LabelNames: []string{"name"}},
+		{Type: "locals"},
+		{Type: "sandbox"},
+		{Type: "runner", LabelNames: []string{"name"}},
+		{Type: "node", LabelNames: []string{"name"}},
+		{Type: "policy"},
+	},
+}
+
+// namePattern is what node and runner names must match: a node name becomes part of a container name
+// ("kew-<node>") and a label value, so it is restricted to what Docker accepts there.
+var namePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
+
+// maxNameLength keeps "kew-<node>" within a DNS label, which Docker uses as the container's hostname.
+const maxNameLength = 59
+
+// decodeFile decodes one file's body into c, reporting duplicates against what earlier files declared.
+func (c *Config) decodeFile(body hcl.Body) hcl.Diagnostics {
+	content, diags := bodyContent(body, rootSchema, "the top level of a configuration file")
+	for _, block := range content.Blocks {
+		switch block.Type {
+		case "variable":
+			v, d := decodeVariableBlock(block)
+			diags = append(diags, d...)
+			if v == nil {
+				continue
+			}
+			if prev, ok := c.Variables[v.Name]; ok {
+				diags = append(diags, duplicateDiag("variable", v.Name, block, prev.DeclRange))
+				continue
+			}
+			c.Variables[v.Name] = v
+		case "locals":
+			locals, d := decodeLocalsBlock(block)
+			diags = append(diags, d...)
+			for _, l := range locals {
+				if prev, ok := c.Locals[l.Name]; ok {
+					diags = append(diags, errorDiag("Duplicate local value",
+						fmt.Sprintf("A local value named %q was already defined at %s. Local value names must be unique across all locals blocks of the configuration; rename or remove one of them.", l.Name, rangeString(prev.DeclRange)),
+						l.DeclRange))
+					continue
+				}
+				c.Locals[l.Name] = l
+			}
+		case "sandbox":
+			if c.Sandbox.DeclRange.Filename != "" {
+				diags = append(diags, errorDiag("Duplicate sandbox block",
+					fmt.Sprintf("A sandbox block was already written at %s. A configuration has at most one sandbox block; merge the two.", rangeString(c.Sandbox.DeclRange)),
+					block.DefRange))
+				continue
+			}
+			sb, d := decodeSandboxBlock(block)
+			diags = append(diags, d...)
+			c.Sandbox = sb
+		case "runner":
+			r, d := decodeRunnerBlock(block)
+			diags = append(diags, d...)
+			if r == nil {
+				continue
+			}
+			if prev, ok := c.Runners[r.Name]; ok {
+				diags = append(diags, duplicateDiag("runner", r.Name, block, prev.DeclRange))
+				continue
+			}
+			c.Runners[r.Name] = r
+		case "node":
+			n, d := decodeNodeBlock(block)
+			diags = append(diags, d...)
+			if n == nil {
+				continue
+			}
+			if prev, ok := c.Nodes[n.Name]; ok {
+				diags = append(diags, duplicateDiag("node", n.Name, block, prev.DeclRange))
+				continue
+			}
+			c.Nodes[n.Name] = n
+		case "policy":
+			if c.Policy != nil {
+				diags = append(diags, errorDiag("Duplicate policy block",
+					fmt.Sprintf("A policy block was already written at %s. A configuration has at most one policy block; merge the two.", rangeString(c.Policy.DeclRange)),
+					block.DefRange))
+				continue
+			}
+			p, d := decodePolicyBlock(block)
+			diags = append(diags, d...)
+			if p != nil {
+				c.Policy = p
+			}
+		}
+	}
+	return diags
+}
+
+func duplicateDiag(kind, name string, block *hcl.Block, prev hcl.Range) *hcl.Diagnostic {
+	return errorDiag(fmt.Sprintf("Duplicate %s block", kind),
+		fmt.Sprintf("A %s named %q was already declared at %s. Each %s name must be unique within the configuration; rename or remove one of the two blocks.", kind, name, rangeString(prev), kind),
+		block.LabelRanges[0])
+}
+
+// rangeString renders a range as "file:line", the way diagnostics refer to another place.
+func rangeString(r hcl.Range) string {
+	return fmt.Sprintf("%s:%d", r.Filename, r.Start.Line)
+}
+
+// checkName reports a block label that cannot serve as a node or runner name.
+func checkName(kind, name string, rng hcl.Range) *hcl.Diagnostic {
+	switch {
+	case !namePattern.MatchString(name):
+		return errorDiag(fmt.Sprintf("Invalid %s name", kind),
+			fmt.Sprintf("The %s name %q is not valid. A %s name starts with a letter and holds only letters, digits, underscores and dashes, because it becomes part of a container name; for example %q.", kind, name, kind, suggestName(name)),
+			rng)
+	case len(name) > maxNameLength:
+		return errorDiag(fmt.Sprintf("Invalid %s name", kind),
+			fmt.Sprintf("The %s name is %d characters long. A %s name is at most %d characters, so that its container's host name fits in a DNS label; shorten it.", kind, len(name), kind, maxNameLength),
+			rng)
+	}
+	return nil
+}
+
+// suggestName turns an invalid name into a valid one for the fix hint.
+func suggestName(name string) string {
+	out := make([]byte, 0, len(name))
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		switch {
+		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z':
+			out = append(out, ch)
+		case ch >= '0' && ch <= '9', ch == '_', ch == '-':
+			if len(out) > 0 {
+				out = append(out, ch)
+			}
+		default:
+			if len(out) > 0 && out[len(out)-1] != '-' {
+				out = append(out, '-')
+			}
+		}
+	}
+	if len(out) == 0 {
+		return "my-node"
+	}
+	return string(out)
+}
+
+// constValue evaluates an attribute that is decided when the configuration loads, before variables exist.
+func constValue(attr *hcl.Attribute, where string) (cty.Value, hcl.Diagnostics) {
+	if vars := attr.Expr.Variables(); len(vars) > 0 {
+		return cty.DynamicVal, hcl.Diagnostics{errorDiag("Reference not allowed here",
+			fmt.Sprintf("The %s argument of %s is decided when the configuration is loaded, before variables, locals and node outputs exist, so it cannot refer to %s. Write a literal value instead.", attr.Name, where, traversalString(vars[0])),
+			vars[0].SourceRange())}
+	}
+	if hasFunctionCall(attr.Expr) {
+		return cty.DynamicVal, hcl.Diagnostics{errorDiag("Function call not allowed here",
+			fmt.Sprintf("The %s argument of %s is decided when the configuration is loaded, so it must be a literal value, not a function call.", attr.Name, where),
+			attr.Expr.Range())}
+	}
+	v, diags := attr.Expr.Value(nil)
+	return v, diags
+}
+
+func hasFunctionCall(expr hcl.Expression) bool {
+	syn, ok := expr.(hclsyntax.Expression)
+	if !ok {
+		return false
+	}
+	found := false
+	hclsyntax.VisitAll(syn, func(n hclsyntax.Node) hcl.Diagnostics {
+		if _, ok := n.(*hclsyntax.FunctionCallExpr); ok {
+			found = true
+		}
+		return nil
+	})
+	return found
+}
+
+// constString decodes a literal string attribute.
+func constString(attr *hcl.Attribute, where string) (string, hcl.Diagnostics) {
+	v, diags := constValue(attr, where)
+	if diags.HasErrors() {
+		return "", diags
+	}
+	s, d := asString(v, attr, where)
+	return s, append(diags, d...)
+}
+
+// asString converts an evaluated attribute value to a Go string, reporting null and wrong types.
+func asString(v cty.Value, attr *hcl.Attribute, where string) (string, hcl.Diagnostics) {
+	if v.IsNull() {
+		return "", hcl.Diagnostics{errorDiag("Missing value",
+			fmt.Sprintf("The %s argument of %s is null. Give it a string value, or remove the argument to use the default.", attr.Name, where),
+			attr.Expr.Range())}
+	}
+	sv, err := convert.Convert(v, cty.String)
+	if err != nil {
+		return "", hcl.Diagnostics{wrongTypeDiag(attr, where, "a string", v.Type())}
+	}
+	if !sv.IsKnown() {
+		return "", nil
+	}
+	return sv.AsString(), nil
+}
+
+func wrongTypeDiag(attr *hcl.Attribute, where, want string, got cty.Type) *hcl.Diagnostic {
+	return errorDiag("Wrong value type",
+		fmt.Sprintf("The %s argument of %s must be %s, but this value is %s. Change the value to %s.", attr.Name, where, want, got.FriendlyName(), want),
+		attr.Expr.Range())
+}
+
+// constStringList decodes a literal list of strings, returning each element's range.
+func constStringList(attr *hcl.Attribute, where string) ([]string, []hcl.Range, hcl.Diagnostics) {
+	exprs, diags := hcl.ExprList(attr.Expr)
+	if diags.HasErrors() {
+		return nil, nil, hcl.Diagnostics{errorDiag("Wrong value type",
+			fmt.Sprintf("The %s argument of %s must be a list of strings written in brackets, for example %s = [\"A\", \"B\"].", attr.Name, where, attr.Name),
+			attr.Expr.Range())}
+	}
+	list := make([]string, 0, len(exprs))
+	ranges := make([]hcl.Range, 0, len(exprs))
+	for _, e := range exprs {
+		s, d := constString(&hcl.Attribute{Name: attr.Name, Expr: e, Range: e.Range(), NameRange: attr.NameRange}, where)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		list = append(list, s)
+		ranges = append(ranges, e.Range())
+	}
+	return list, ranges, diags
+}
+
+// constWholeNumber decodes a literal whole number.
+func constWholeNumber(attr *hcl.Attribute, where string) (int64, hcl.Diagnostics) {
+	v, diags := constValue(attr, where)
+	if diags.HasErrors() {
+		return 0, diags
+	}
+	nv, err := convert.Convert(v, cty.Number)
+	if err != nil || nv.IsNull() {
+		return 0, hcl.Diagnostics{wrongTypeDiag(attr, where, "a whole number", v.Type())}
+	}
+	bf := nv.AsBigFloat()
+	n, acc := bf.Int64()
+	if acc != big.Exact {
+		return 0, hcl.Diagnostics{errorDiag("Invalid number",
+			fmt.Sprintf("The %s argument of %s must be a whole number within 64 bits, but %s is not. Write a whole number.", attr.Name, where, bf.Text('f', -1)),
+			attr.Expr.Range())}
+	}
+	return n, nil
+}

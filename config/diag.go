@@ -1,0 +1,143 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/agext/levenshtein"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// errorDiag builds an error diagnostic pointing at subject. A zero subject leaves the diagnostic without a range.
+func errorDiag(summary, detail string, subject hcl.Range) *hcl.Diagnostic {
+	d := &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail}
+	if subject.Filename != "" {
+		r := subject
+		d.Subject = &r
+	}
+	return d
+}
+
+// warningDiag is errorDiag's warning twin.
+func warningDiag(summary, detail string, subject hcl.Range) *hcl.Diagnostic {
+	d := errorDiag(summary, detail, subject)
+	d.Severity = hcl.DiagWarning
+	return d
+}
+
+// didYouMean returns ` Did you mean "x"?` when one of options is close to given, else "".
+func didYouMean(given string, options []string) string {
+	best, bestDist := "", 3
+	for _, o := range options {
+		if d := levenshtein.Distance(given, o, nil); d < bestDist {
+			best, bestDist = o, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" Did you mean %q?", best)
+}
+
+// quotedList renders names as `"a", "b" and "c"`.
+func quotedList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	switch len(q) {
+	case 0:
+		return "nothing"
+	case 1:
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1]
+}
+
+// bodyContent decodes body on schema like hcl.Body.Content, but words the diagnostics for an unsupported
+// argument or block with the list of what the block accepts and a "did you mean" suggestion. where names the
+// block for the reader, e.g. `a node block`.
+func bodyContent(body hcl.Body, schema *hcl.BodySchema, where string) (*hcl.BodyContent, hcl.Diagnostics) {
+	syn, ok := body.(*hclsyntax.Body)
+	if !ok {
+		return body.Content(schema)
+	}
+	content, _, diags := syn.PartialContent(schema)
+
+	var attrNames, blockNames []string
+	for _, a := range schema.Attributes {
+		attrNames = append(attrNames, a.Name)
+	}
+	for _, b := range schema.Blocks {
+		blockNames = append(blockNames, b.Type)
+	}
+	known := func(list []string, name string) bool {
+		for _, n := range list {
+			if n == name {
+				return true
+			}
+		}
+		return false
+	}
+
+	names := make([]string, 0, len(syn.Attributes))
+	for name := range syn.Attributes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if known(attrNames, name) {
+			continue
+		}
+		attr := syn.Attributes[name]
+		var detail string
+		switch {
+		case known(blockNames, name):
+			detail = fmt.Sprintf("%q is a block, not an argument, in %s. Write it as %s { ... } without the equals sign.", name, where, name)
+		case len(attrNames) == 0 && where == "the top level of a configuration file":
+			detail = fmt.Sprintf("An argument named %q is not expected at %s, which holds only blocks (%s). If this file sets variable values, keep it outside the configuration directory and pass it with --var-file.", name, where, strings.Join(blockNames, ", "))
+		case len(attrNames) == 0:
+			detail = fmt.Sprintf("An argument named %q is not expected in %s, which takes no arguments.", name, where)
+		default:
+			detail = fmt.Sprintf("An argument named %q is not expected in %s.%s The arguments it accepts are %s.", name, where, didYouMean(name, attrNames), quotedList(attrNames))
+		}
+		diags = append(diags, errorDiag("Unsupported argument", detail, attr.NameRange))
+	}
+	for _, block := range syn.Blocks {
+		if known(blockNames, block.Type) {
+			continue
+		}
+		var detail string
+		switch {
+		case known(attrNames, block.Type):
+			detail = fmt.Sprintf("%q is an argument, not a block, in %s. Assign it with an equals sign: %s = ...", block.Type, where, block.Type)
+		case len(blockNames) == 0:
+			detail = fmt.Sprintf("Blocks of type %q are not expected in %s, which holds no nested blocks.%s", block.Type, where, didYouMean(block.Type, attrNames))
+		default:
+			detail = fmt.Sprintf("Blocks of type %q are not expected in %s.%s The block types it accepts are %s.", block.Type, where, didYouMean(block.Type, blockNames), quotedList(blockNames))
+		}
+		diags = append(diags, errorDiag("Unsupported block type", detail, block.TypeRange))
+	}
+	return content, diags
+}
+
+// sortDiagnostics orders diagnostics by file, then position, keeping range-less ones first in their given order,
+// so that output never depends on map iteration.
+func sortDiagnostics(diags hcl.Diagnostics) {
+	sort.SliceStable(diags, func(i, j int) bool {
+		a, b := diags[i].Subject, diags[j].Subject
+		switch {
+		case a == nil && b == nil:
+			return false
+		case a == nil:
+			return true
+		case b == nil:
+			return false
+		case a.Filename != b.Filename:
+			return a.Filename < b.Filename
+		}
+		return a.Start.Byte < b.Start.Byte
+	})
+}
