@@ -5,12 +5,9 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
-	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/runners"
@@ -18,9 +15,6 @@ import (
 
 // OriginBuiltin is the credential origin of a built-in runner's own credentials.
 const OriginBuiltin = "builtin"
-
-// DefaultTimeout applies when a node sets no timeout.
-const DefaultTimeout = 60 * time.Minute
 
 // UnknownValue is how human views show a value that is known only after apply.
 const UnknownValue = "(known after apply)"
@@ -178,20 +172,26 @@ func (b *builder) resolveRunner(name string) *resolvedRunner {
 		r.creds = builtin.RequiredCredentials()
 		r.origins = repeat(OriginBuiltin, len(r.creds))
 		if decl != nil && decl.Credentials != nil {
-			r.creds, r.origins = declaredCredentials(decl)
+			r.creds, r.origins = declaredCredentials(decl, r.creds)
 		}
 	case decl != nil:
 		r = &resolvedRunner{name: name, protocol: decl.Protocol, decl: decl}
-		r.creds, r.origins = declaredCredentials(decl)
+		r.creds, r.origins = declaredCredentials(decl, nil)
 	}
 	b.runners[name] = r
 	return r
 }
 
-func declaredCredentials(decl *config.Runner) ([]string, []string) {
+// declaredCredentials are a runner block's credentials with their origins: a name the overridden built-in declares
+// itself keeps OriginBuiltin, and every other name is a widening whose origin is the entry's "file:line".
+func declaredCredentials(decl *config.Runner, builtin []string) ([]string, []string) {
 	creds := append([]string(nil), decl.Credentials...)
 	origins := make([]string, len(creds))
 	for i := range creds {
+		if contains(builtin, creds[i]) {
+			origins[i] = OriginBuiltin
+			continue
+		}
 		rng := decl.CredentialsRange
 		if i < len(decl.CredentialRanges) {
 			rng = decl.CredentialRanges[i]
@@ -212,13 +212,25 @@ func repeat(s string, n int) []string {
 	return out
 }
 
-// nodeEval evaluates one node's attributes, collecting diagnostics and the names of unknown attributes.
+// nodeEval is one node's planning in progress: its diagnostics and the attributes known only after apply.
 type nodeEval struct {
-	b       *builder
 	np      *NodePlan
 	diags   hcl.Diagnostics
 	unknown []string
 	written string // the prompt as written, trimmed, without the reviewer paragraph
+}
+
+// attrState says what evaluating an attribute found.
+func (e *nodeEval) attrState(attr string, expr hcl.Expression) evalState {
+	switch {
+	case expr == nil:
+		return evalAbsent
+	case contains(e.unknown, attr):
+		return evalUnknown
+	case erroredAt(e.diags, expr.Range()):
+		return evalInvalid
+	}
+	return evalKnown
 }
 
 // evalState is what evaluating an attribute found.
@@ -226,113 +238,60 @@ type evalState int
 
 const (
 	evalAbsent  evalState = iota // not written
-	evalKnown                    // a known, non-null string
+	evalKnown                    // a known string
 	evalUnknown                  // known only after apply
-	evalNull                     // null
 	evalInvalid                  // an error was reported
 )
 
-// str evaluates an optional string attribute.
-func (e *nodeEval) str(attr string, expr hcl.Expression) (string, evalState) {
-	if expr == nil {
-		return "", evalAbsent
+// erroredAt reports whether an error diagnostic points inside rng.
+func erroredAt(diags hcl.Diagnostics, rng hcl.Range) bool {
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError && d.Subject != nil && d.Subject.Filename == rng.Filename &&
+			d.Subject.Start.Byte >= rng.Start.Byte && d.Subject.End.Byte <= rng.End.Byte {
+			return true
+		}
 	}
-	v, diags := expr.Value(e.b.ctx)
-	e.diags = append(e.diags, diags...)
-	if diags.HasErrors() {
-		return "", evalInvalid
-	}
-	v, _ = v.UnmarkDeep()
-	if !v.IsWhollyKnown() {
-		e.unknown = append(e.unknown, attr)
-		return "", evalUnknown
-	}
-	if v.IsNull() {
-		return "", evalNull
-	}
-	sv, err := convert.Convert(v, cty.String)
-	if err != nil {
-		rng := expr.Range()
-		e.diags = append(e.diags, &hcl.Diagnostic{
-			Severity: hcl.DiagError, Summary: "Incorrect attribute value type", Subject: &rng,
-			Detail: fmt.Sprintf("The %s attribute of node %q must be a string: %v.", attr, e.np.Name, err),
-		})
-		return "", evalInvalid
-	}
-	return sv.AsString(), evalKnown
-}
-
-// opt evaluates an optional string attribute, keeping def unless a known value was written.
-func (e *nodeEval) opt(attr string, expr hcl.Expression, def string) string {
-	if s, st := e.str(attr, expr); st == evalKnown {
-		return s
-	}
-	return def
+	return false
 }
 
 func (b *builder) planNode(g *graph, i int) (*NodePlan, hcl.Diagnostics) {
 	n := g.nodes[i]
-	np := &NodePlan{Name: n.Name, DeclRange: n.DeclRange, Role: config.RoleWorker, Timeout: DefaultTimeout,
-		Network: b.cfg.Sandbox.Network, PidsLimit: b.cfg.Sandbox.PidsLimit, Memory: b.cfg.Sandbox.Memory,
-		CPUs: b.cfg.Sandbox.CPUs}
+	sb := b.cfg.Sandbox
+	np := &NodePlan{Name: n.Name, DeclRange: n.DeclRange, Network: sb.Network, PidsLimit: sb.PidsLimit,
+		Memory: sb.Memory, CPUs: sb.CPUs}
 	for _, j := range g.deps[i] {
 		np.DependsOn = append(np.DependsOn, g.names[j])
 	}
-	e := &nodeEval{b: b, np: np}
-
-	runnerName, runnerState := e.str("runner", n.Runner)
-	np.Runner = runnerName
-	if role, st := e.str("role", n.Role); st == evalKnown {
-		if role != config.RoleWorker && role != config.RoleReviewer {
-			e.diags = append(e.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid role",
-				Subject: rangePtr(n.Role.Range()),
-				Detail:  fmt.Sprintf("Node %q has role %q; a role is %q or %q.", n.Name, role, config.RoleWorker, config.RoleReviewer)})
-		} else {
-			np.Role = role
-		}
+	// config checks each attribute's type and value (role, timeout, ref names, the repository address).
+	nv, diags := config.EvalNode(n, b.ctx)
+	e := &nodeEval{np: np, diags: diags, unknown: nv.Unknown}
+	np.Runner, np.Role, np.Model, np.Repo, np.Ref, np.Branch, np.Timeout =
+		nv.Runner, nv.Role, nv.Model, nv.Repo, nv.Ref, nv.Branch, nv.Timeout
+	if nv.PullRequest != nil {
+		np.PullRequest = &PullRequestPlan{Base: nv.PullRequest.Base, Title: nv.PullRequest.Title}
 	}
-	model, modelState := e.str("model", n.Model)
-	np.Model = model
-	np.Repo = e.opt("repo", n.Repo, "")
-	np.Ref = e.opt("ref", n.Ref, "")
-	np.Branch = e.opt("branch", n.Branch, "kew/"+n.Name)
-	b.planPrompt(e, n)
-	if t, st := e.str("timeout", n.Timeout); st == evalKnown {
-		d, err := time.ParseDuration(t)
-		if err != nil || d <= 0 {
-			e.diags = append(e.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid timeout",
-				Subject: rangePtr(n.Timeout.Range()),
-				Detail:  fmt.Sprintf("Node %q has timeout %q; write a positive duration such as \"45m\" or \"2h\".", n.Name, t)})
-		} else {
-			np.Timeout = d
-		}
-	}
-	if n.PullRequest != nil {
-		np.PullRequest = &PullRequestPlan{
-			Base:  e.opt("pull_request.base", n.PullRequest.Base, ""),
-			Title: e.opt("pull_request.title", n.PullRequest.Title, ""),
-		}
-	}
+	b.planPrompt(e, n, nv.Prompt)
 
 	var r *resolvedRunner
-	switch runnerState {
+	switch e.attrState("runner", n.Runner) {
 	case evalKnown:
-		r = b.planRunner(e, n, runnerName)
-	case evalAbsent, evalNull:
+		r = b.planRunner(e, n, nv.Runner)
+	case evalAbsent:
 		e.diags = append(e.diags, NewDiagnostic(RuleUnknownRunner, rangePtr(n.DeclRange),
 			fmt.Sprintf("Node %q names no runner.", n.Name)))
 	case evalUnknown:
 		e.diags = append(e.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Runner not known at plan time",
 			Subject: rangePtr(n.Runner.Range()),
-			Detail:  fmt.Sprintf("The runner of node %q depends on a value known only after apply, so its credentials and image cannot be reviewed. Name the runner directly.", n.Name)})
+			Detail:  fmt.Sprintf("The runner of node %q depends on a value known only after apply, so its credentials and image cannot be reviewed before it runs. Name the runner directly.", n.Name)})
 	}
 
 	// The routed model must reach the container (config leaves a missing model to this rule).
+	modelState := e.attrState("model", n.Model)
 	switch {
 	case modelState == evalAbsent:
 		e.diags = append(e.diags, NewDiagnostic(RuleModelNotRouted, rangePtr(n.DeclRange),
 			fmt.Sprintf("Node %q has no model attribute, so nothing says which model its agent runs.", n.Name)))
-	case modelState == evalNull || (modelState == evalKnown && strings.TrimSpace(model) == ""):
+	case modelState == evalKnown && strings.TrimSpace(nv.Model) == "":
 		e.diags = append(e.diags, NewDiagnostic(RuleModelNotRouted, rangePtr(n.Model.Range()),
 			fmt.Sprintf("Node %q has an empty model, so nothing says which model its agent runs.", n.Name)))
 		modelState = evalInvalid
@@ -341,7 +300,7 @@ func (b *builder) planNode(g *graph, i int) (*NodePlan, hcl.Diagnostics) {
 	var args []string
 	argsKnown := false
 	if r != nil && modelState == evalKnown {
-		args, argsKnown = b.planArgs(e, n, r, model)
+		args, argsKnown = b.planArgs(e, n, r, nv.Model)
 	}
 	if r != nil && modelState == evalUnknown {
 		e.unknown = append(e.unknown, "argv")
@@ -355,20 +314,16 @@ func (b *builder) planNode(g *graph, i int) (*NodePlan, hcl.Diagnostics) {
 	return np, e.diags
 }
 
-// planPrompt evaluates the prompt, appends the reviewer paragraph, and digests it.
-func (b *builder) planPrompt(e *nodeEval, n *config.Node) {
+// planPrompt checks the prompt, appends the reviewer paragraph, and digests it.
+func (b *builder) planPrompt(e *nodeEval, n *config.Node, text string) {
 	np := e.np
-	if n.Prompt == nil {
+	switch e.attrState("prompt", n.Prompt) {
+	case evalAbsent:
 		e.diags = append(e.diags, NewDiagnostic(RuleEmptyPrompt, rangePtr(n.DeclRange),
 			fmt.Sprintf("Node %q has no prompt attribute.", n.Name)))
 		return
-	}
-	text, st := e.str("prompt", n.Prompt)
-	switch st {
 	case evalUnknown, evalInvalid:
 		return
-	case evalNull:
-		text = ""
 	}
 	if strings.TrimSpace(text) == "" {
 		e.diags = append(e.diags, NewDiagnostic(RuleEmptyPrompt, rangePtr(n.Prompt.Range()),
@@ -376,7 +331,11 @@ func (b *builder) planPrompt(e *nodeEval, n *config.Node) {
 		return
 	}
 	e.written = strings.TrimSpace(text)
-	// The role decides the paragraph; an unknown or invalid role left np.Role at worker.
+	if contains(e.unknown, "role") {
+		// Whether kewplan appends the reviewer paragraph is not known yet, so neither is the prompt's digest.
+		e.unknown = append(e.unknown, "prompt")
+		return
+	}
 	if np.Role == config.RoleReviewer {
 		text = strings.TrimRight(text, "\n") + "\n\n" + ReviewerParagraph
 	}
