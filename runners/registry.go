@@ -1,22 +1,76 @@
 package runners
 
-import "io"
+import (
+	"slices"
+	"sort"
+)
 
-// STUB bodies: the runners work replaces them; the signatures are the contract other packages build against.
+// builtin is a runner kewplan ships: fixed name, vocabulary, credential names and argv shape.
+type builtin struct {
+	name        string
+	protocol    string
+	credentials []string
+	args        func(model string) []string
+}
+
+func (r *builtin) Name() string     { return r.name }
+func (r *builtin) Protocol() string { return r.protocol }
+
+// RequiredCredentials returns a fresh copy, so that a caller cannot widen the built-in's declaration.
+func (r *builtin) RequiredCredentials() []string { return slices.Clone(r.credentials) }
+
+func (r *builtin) ContainerArgs(model string) []string { return r.args(model) }
+
+func (r *builtin) NewMeter(routedModel string) Meter {
+	m, _ := NewMeter(r.protocol, routedModel)
+	return m
+}
+
+var builtins = map[string]*builtin{
+	claudeCode.name: claudeCode,
+	opencode.name:   opencode,
+	pi.name:         pi,
+	hermes.name:     hermes,
+	lemonade.name:   lemonade,
+}
 
 // Builtin returns the built-in runner of that name: claude-code, opencode, pi, hermes, lemonade.
-func Builtin(name string) (Runner, bool) { return nil, false }
+func Builtin(name string) (Runner, bool) {
+	r, ok := builtins[name]
+	if !ok {
+		return nil, false
+	}
+	return r, true
+}
 
 // BuiltinNames lists the built-in runners, sorted.
-func BuiltinNames() []string { return nil }
+func BuiltinNames() []string {
+	names := make([]string, 0, len(builtins))
+	for n := range builtins {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
 
-// Protocols lists the stdout vocabularies a custom runner may declare.
+// Protocols lists the stdout vocabularies a custom runner may declare. "lemonade" is not among them: it is
+// pi's vocabulary with the cost forced to zero, a property of the built-in, not a wire format.
 func Protocols() []string { return []string{"claude-code", "hermes", "opencode", "pi"} }
 
-// NewMeter starts a meter for a vocabulary; false when the protocol is unknown.
-func NewMeter(protocol, routedModel string) (Meter, bool) { return nil, false }
-
-// Feed reads r to EOF, splitting on "\n" with bounded memory: every byte is copied verbatim to log (when not
-// nil), each line of at most MaxLineBytes goes to m.Line, and a longer one to m.Oversized without being held in
-// memory. It returns the first read or log-write error.
-func Feed(r io.Reader, m Meter, log io.Writer) error { return nil }
+// NewMeter starts a meter for a vocabulary ("claude-code", "opencode", "pi", "hermes" or "lemonade"); false when
+// the protocol is unknown. routedModel is reported, with ModelSource "routed", when the stream names no model.
+func NewMeter(protocol, routedModel string) (Meter, bool) {
+	switch protocol {
+	case "claude-code":
+		return newClaudeMeter(routedModel), true
+	case "opencode":
+		return newOpencodeMeter(routedModel), true
+	case "pi":
+		return newPiMeter(routedModel), true
+	case "hermes":
+		return newHermesMeter(routedModel), true
+	case "lemonade":
+		return newLemonadeMeter(routedModel), true
+	}
+	return nil, false
+}
