@@ -66,7 +66,7 @@ func newClaudeMeter(routed string) *claudeMeter { return &claudeMeter{tally: tal
 // line has been validated.
 type claudeLine struct {
 	typ, subtype, session, model, message, parent, errField, apiErr []byte
-	isError, cost, legacyCost, usage, turns, modelUsage              []byte
+	isError, cost, legacyCost, usage, turns, modelUsage             []byte
 }
 
 func (m *claudeMeter) Line(line []byte) {

@@ -44,7 +44,9 @@ type opencodeMeter struct {
 	done    bool
 }
 
-func newOpencodeMeter(routed string) *opencodeMeter { return &opencodeMeter{tally: tally{routed: routed}} }
+func newOpencodeMeter(routed string) *opencodeMeter {
+	return &opencodeMeter{tally: tally{routed: routed}}
+}
 
 func (m *opencodeMeter) Line(line []byte) {
 	var typ, session, part []byte
