@@ -123,15 +123,18 @@ var catalogue = []Rule{
 }
 
 var (
-	catalogueMu   sync.RWMutex
-	catalogueByID map[string]int
+	catalogueMu sync.RWMutex
+	// catalogueByID is initialised with the package's variables, before any init function (the policy file's
+	// registers its rules from one) runs.
+	catalogueByID = indexRules(catalogue)
 )
 
-func init() {
-	catalogueByID = make(map[string]int, len(catalogue))
-	for i, r := range catalogue {
-		catalogueByID[r.ID] = i
+func indexRules(rs []Rule) map[string]int {
+	m := make(map[string]int, len(rs))
+	for i, r := range rs {
+		m[r.ID] = i
 	}
+	return m
 }
 
 // RegisterRules adds rules to the catalogue (the policy checks do, from their own files). It panics on a
