@@ -1,0 +1,621 @@
+package executor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/planner"
+)
+
+// DefaultParallelism is how many nodes run at once when ApplyOptions.Parallelism is 0.
+const DefaultParallelism = 4
+
+// DefaultTimeout applies to a node without a timeout.
+const DefaultTimeout = 60 * time.Minute
+
+// DefaultStateDir is the state directory's name beside the configuration.
+const DefaultStateDir = ".kewplan"
+
+// ApplyOptions configure one apply.
+type ApplyOptions struct {
+	// Config and Vars re-plan a downstream node once its dependencies' outputs are known. With a nil Config the
+	// plan is applied as it stands (a node whose values are unknown then fails).
+	Config *config.Config
+	Vars   map[string]cty.Value
+	// Plan is what to apply; it must have no errors.
+	Plan *planner.Plan
+	// StateDir holds the ledger, logs, checkouts and the lock. Required.
+	StateDir string
+	// Parallelism bounds the nodes running at once; 0 means DefaultParallelism.
+	Parallelism int
+	// Environ is kewplan's environment (os.Environ() shape): the only source of credential values and of
+	// DOCKER_HOST.
+	Environ []string
+	// Hook receives progress; nil means NilHook.
+	Hook Hook
+	// KewplanVersion is recorded on the run.
+	KewplanVersion string
+	// ProgressInterval throttles NodeProgress events per node; 0 means 500ms.
+	ProgressInterval time.Duration
+	// KeepCheckouts leaves each node's checkout in the state directory after it finished (prompt file removed).
+	KeepCheckouts bool
+	// Janitor, when set, tracks the live containers and prompt files so a second signal can clean up at once.
+	Janitor *Janitor
+}
+
+// PreflightError lists every reason apply refused to start; nothing ran.
+type PreflightError struct {
+	Problems []string
+}
+
+func (e *PreflightError) Error() string {
+	if len(e.Problems) == 1 {
+		return "preflight: " + e.Problems[0]
+	}
+	return fmt.Sprintf("preflight found %d problems:\n  - %s", len(e.Problems), strings.Join(e.Problems, "\n  - "))
+}
+
+// Apply runs a plan: preflight (engine, images, networks, credentials, lock), then every node in dependency order
+// with at most Parallelism at once, recording each in the ledger and reporting through the hook. It returns an
+// error only when it could not start (a *PreflightError, or the state directory or ledger failing); node
+// failures are in the summary, whose Status is succeeded, failed or cancelled.
+func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
+	if opts.Plan == nil {
+		return nil, errors.New("apply: no plan")
+	}
+	if opts.Plan.Diagnostics.HasErrors() {
+		return nil, errors.New("apply: the plan has errors; run `kewplan plan` to see them")
+	}
+	if opts.StateDir == "" {
+		return nil, errors.New("apply: no state directory")
+	}
+	if opts.Parallelism <= 0 {
+		opts.Parallelism = DefaultParallelism
+	}
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = 500 * time.Millisecond
+	}
+	hook := opts.Hook
+	if hook == nil {
+		hook = NilHook{}
+	}
+	stateDir, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("state directory %s: %w", opts.StateDir, err)
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	a := &applier{
+		opts:     opts,
+		hook:     &syncHook{h: hook},
+		stateDir: stateDir,
+		env:      envMap(opts.Environ),
+		pid:      os.Getpid(),
+		imageIDs: map[string]string{},
+		outputs:  map[string]map[string]cty.Value{},
+		janitor:  opts.Janitor,
+	}
+	if a.janitor == nil {
+		a.janitor = NewJanitor()
+	}
+
+	lock, lockErr := lockStateDir(stateDir)
+	if lock != nil {
+		defer lock.Unlock()
+	}
+	if err := a.preflight(ctx, lockErr); err != nil {
+		return nil, err
+	}
+	defer a.engine.Close()
+
+	a.ledger, err = OpenLedger(filepath.Join(stateDir, LedgerFile))
+	if err != nil {
+		return nil, err
+	}
+	defer a.ledger.Close()
+	a.sweep(ctx)
+
+	a.runID = newRunID(time.Now())
+	a.janitor.bind(a.engine, a.ledger, a.runID)
+	started := time.Now()
+	if err := a.ledger.StartRun(RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.pid}); err != nil {
+		return nil, err
+	}
+	names := make([]string, len(opts.Plan.Nodes))
+	for i, np := range opts.Plan.Nodes {
+		names[i] = np.Name
+	}
+	a.hook.ApplyStart(ApplyStartEvent{RunID: a.runID, StateDir: stateDir, ConfigDigest: opts.Plan.ConfigDigest, Nodes: names, Parallelism: opts.Parallelism, Time: started})
+
+	results := a.runGraph(ctx)
+
+	sum := ApplySummary{RunID: a.runID, Started: started, Ended: time.Now(), StateDir: stateDir, Status: RunSucceeded}
+	for _, np := range opts.Plan.Nodes {
+		r := results[np.Name]
+		sum.Nodes = append(sum.Nodes, *r)
+		sum.InputTokens += r.Totals.InputTokens
+		sum.OutputTokens += r.Totals.OutputTokens
+		sum.CacheReadTokens += r.Totals.CacheReadTokens
+		sum.CacheWriteTokens += r.Totals.CacheWriteTokens
+		if c := r.Totals.CostUSD; c != nil {
+			total := *c
+			if sum.CostUSD != nil {
+				total += *sum.CostUSD
+			}
+			sum.CostUSD = &total
+		}
+		if !NodeSucceeded(r.Status) && sum.Status == RunSucceeded {
+			sum.Status = RunFailed
+		}
+	}
+	if ctx.Err() != nil {
+		sum.Status = RunCancelled
+	}
+	if err := a.ledger.FinishRun(a.runID, sum.Status, sum.Ended); err != nil {
+		a.warn("", fmt.Sprintf("could not record the end of run %s: %v", a.runID, err))
+	}
+	a.janitor.done()
+	a.hook.ApplyDone(sum)
+	return &sum, nil
+}
+
+type applier struct {
+	opts     ApplyOptions
+	hook     *syncHook
+	engine   *Engine
+	ledger   *Ledger
+	stateDir string
+	runID    string
+	pid      int
+	env      map[string]string
+	imageIDs map[string]string // image ref -> id, from preflight
+	janitor  *Janitor
+
+	mu      sync.Mutex                      // guards outputs, imageIDs after preflight
+	outputs map[string]map[string]cty.Value // finished nodes' outputs, for re-planning
+	planMu  sync.Mutex                      // serialises re-plans
+}
+
+func (a *applier) warn(node, msg string) {
+	a.hook.Warning(WarningEvent{RunID: a.runID, Node: node, Message: msg, Time: time.Now()})
+}
+
+// preflight checks everything a node needs before any container starts, collecting every problem so one apply
+// attempt tells the user all that is missing.
+func (a *applier) preflight(ctx context.Context, lockErr error) error {
+	var problems []string
+	if lockErr != nil {
+		problems = append(problems, lockErr.Error())
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		problems = append(problems, "git is not installed or not on PATH: kewplan clones each node's repository with the system git; install git")
+	}
+	for _, np := range a.opts.Plan.Nodes {
+		if np.Container == nil {
+			problems = append(problems, fmt.Sprintf("node %q has no container in the plan (it has errors); run `kewplan plan` to see them", np.Name))
+			continue
+		}
+		if len(np.Credentials) == 0 {
+			problems = append(problems, fmt.Sprintf("node %q: runner %q forwards no credential, so the agent could not authenticate; declare the runner's credentials", np.Name, np.Runner))
+			continue
+		}
+		set := false
+		for _, name := range np.Credentials {
+			if a.env[name] != "" {
+				set = true
+				break
+			}
+		}
+		if !set {
+			problems = append(problems, fmt.Sprintf("node %q: none of runner %q's credentials is set in kewplan's environment (%s); export one of them, for example `export %s=…`",
+				np.Name, np.Runner, strings.Join(np.Credentials, ", "), np.Credentials[0]))
+		}
+	}
+
+	eng, err := Connect(ctx, a.opts.Environ)
+	if err != nil {
+		problems = append(problems, err.Error())
+	} else {
+		a.engine = eng
+		images := map[string][]string{}
+		networks := map[string][]string{}
+		for _, np := range a.opts.Plan.Nodes {
+			if np.Container == nil {
+				continue
+			}
+			images[np.Container.Image] = append(images[np.Container.Image], np.Name)
+			if np.Network == config.NetworkAllowlist || (np.Network == "" && np.Container.Network != "bridge") {
+				networks[np.Container.Network] = append(networks[np.Container.Network], np.Name)
+			}
+		}
+		for _, ref := range sortedKeys(images) {
+			info, err := eng.InspectImage(ctx, ref)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("node %s: %v", quoteList(images[ref]), err))
+				continue
+			}
+			a.imageIDs[ref] = info.ID
+		}
+		for _, name := range sortedKeys(networks) {
+			info, err := eng.InspectNetwork(ctx, name)
+			if errors.Is(err, ErrNotFound) {
+				problems = append(problems, fmt.Sprintf("node %s: the allowlist network %q does not exist; kewplan fails closed and never falls back to another network: create it with `docker network create --internal %s` and attach your egress proxy to it",
+					quoteList(networks[name]), name, name))
+				continue
+			}
+			if err != nil {
+				problems = append(problems, err.Error())
+				continue
+			}
+			if !info.Internal {
+				a.warn("", fmt.Sprintf("the allowlist network %q is not --internal: containers on it can reach the internet directly, not only through your proxy; recreate it with `docker network create --internal %s`", name, name))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		if a.engine != nil {
+			a.engine.Close()
+			a.engine = nil
+		}
+		return &PreflightError{Problems: problems}
+	}
+	return nil
+}
+
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// newRunID is sortable by start time and unique: UTC time plus random bits.
+func newRunID(t time.Time) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return t.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}
+
+// runGraph runs every node in dependency order, at most Parallelism at once, and returns each node's result.
+func (a *applier) runGraph(ctx context.Context) map[string]*NodeResult {
+	nodes := a.opts.Plan.Nodes
+	inPlan := map[string]bool{}
+	for _, np := range nodes {
+		inPlan[np.Name] = true
+	}
+	results := map[string]*NodeResult{}
+	started := map[string]bool{}
+	type done struct {
+		name string
+		res  *NodeResult
+	}
+	finished := make(chan done)
+	running := 0
+
+	finish := func(np *planner.NodePlan, status, reason string) {
+		r := a.baseResult(np)
+		r.Status, r.Reason, r.Ended = status, reason, time.Now()
+		if err := a.ledger.RecordNode(r); err != nil {
+			a.warn(np.Name, err.Error())
+		}
+		results[np.Name] = r
+		a.hook.NodeDone(*r)
+	}
+
+	for len(results) < len(nodes) {
+		progressed := false
+		for _, np := range nodes {
+			if results[np.Name] != nil || started[np.Name] {
+				continue
+			}
+			if ctx.Err() != nil {
+				finish(np, StatusCancelled, "not started: the apply was cancelled")
+				progressed = true
+				continue
+			}
+			ready, blocked := true, ""
+			for _, dep := range np.DependsOn {
+				if !inPlan[dep] {
+					blocked = fmt.Sprintf("dependency %q is not part of this plan", dep)
+					break
+				}
+				r := results[dep]
+				if r == nil {
+					ready = false
+					continue
+				}
+				if !NodeSucceeded(r.Status) {
+					blocked = fmt.Sprintf("dependency %q %s", dep, describeStatus(r.Status))
+					break
+				}
+			}
+			if blocked != "" {
+				finish(np, StatusSkipped, blocked)
+				progressed = true
+				continue
+			}
+			if !ready || running >= a.opts.Parallelism {
+				continue
+			}
+			started[np.Name] = true
+			running++
+			progressed = true
+			go func(np *planner.NodePlan) {
+				finished <- done{np.Name, a.runNode(ctx, np)}
+			}(np)
+		}
+		if len(results) == len(nodes) {
+			break
+		}
+		if running == 0 {
+			if progressed {
+				continue
+			}
+			// Nothing runs and nothing can start: only a cycle does that, which the planner refuses.
+			for _, np := range nodes {
+				if results[np.Name] == nil {
+					finish(np, StatusSkipped, "its dependencies can never finish (a dependency cycle)")
+				}
+			}
+			break
+		}
+		d := <-finished
+		running--
+		results[d.name] = d.res
+		a.mu.Lock()
+		a.outputs[d.name] = nodeOutputs(d.res)
+		a.mu.Unlock()
+	}
+	return results
+}
+
+func describeStatus(status string) string {
+	switch status {
+	case StatusFailed:
+		return "failed"
+	case StatusTimedOut:
+		return "timed out"
+	case StatusCancelled:
+		return "was cancelled"
+	case StatusHeld:
+		return "is held for a human (no usable verdict)"
+	case StatusChangesRequested:
+		return "requested changes"
+	case StatusRejected:
+		return "rejected the change"
+	case StatusSkipped:
+		return "was skipped"
+	default:
+		return "did not succeed (" + status + ")"
+	}
+}
+
+// nodeOutputs are the values node.<name>.<output> takes for downstream nodes.
+func nodeOutputs(r *NodeResult) map[string]cty.Value {
+	commit := r.Commit
+	if commit == "" {
+		commit = r.BaseCommit
+	}
+	verdict := ""
+	if r.Verdict != nil {
+		verdict = r.Verdict.Verdict
+	}
+	return map[string]cty.Value{
+		"commit":     cty.StringVal(commit),
+		"branch":     cty.StringVal(r.Branch),
+		"status":     cty.StringVal(r.Status),
+		"verdict":    cty.StringVal(verdict),
+		"session_id": cty.StringVal(r.Totals.SessionID),
+	}
+}
+
+func (a *applier) baseResult(np *planner.NodePlan) *NodeResult {
+	r := &NodeResult{
+		RunID: a.runID, Node: np.Name, Runner: np.Runner, Protocol: np.Protocol, Role: np.Role,
+		Image: np.Image, Model: np.Model, PromptSHA256: np.Prompt.SHA256,
+	}
+	if r.Role == "" {
+		r.Role = config.RoleWorker
+	}
+	if np.Container != nil && r.Image == "" {
+		r.Image = np.Container.Image
+	}
+	a.mu.Lock()
+	r.ImageID = a.imageIDs[r.Image]
+	a.mu.Unlock()
+	return r
+}
+
+// replan renders a downstream node again with its dependencies' outputs known, so its argv and prompt are the
+// ones actually used.
+func (a *applier) replan(np *planner.NodePlan) (*planner.NodePlan, error) {
+	cfg := a.opts.Config
+	if cfg == nil || len(np.DependsOn) == 0 {
+		return np, nil
+	}
+	a.mu.Lock()
+	outputs := make(map[string]map[string]cty.Value, len(a.outputs))
+	for k, v := range a.outputs {
+		outputs[k] = v
+	}
+	a.mu.Unlock()
+	in := planner.Inputs{Vars: a.opts.Vars, Outputs: outputs, Targets: []string{np.Name}}
+	if cfg.Dir != "" {
+		in.FS = os.DirFS(cfg.Dir)
+	}
+	a.planMu.Lock()
+	p, diags := planner.Build(cfg, in)
+	a.planMu.Unlock()
+	if diags.HasErrors() || (p != nil && p.Diagnostics.HasErrors()) {
+		all := append(hcl.Diagnostics{}, diags...)
+		if p != nil {
+			all = append(all, p.Diagnostics...)
+		}
+		return nil, fmt.Errorf("re-planning with the upstream outputs failed: %s", diagText(all))
+	}
+	if p != nil {
+		for _, n := range p.Nodes {
+			if n.Name == np.Name {
+				return n, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("re-planning with the upstream outputs did not produce node %q", np.Name)
+}
+
+func diagText(diags hcl.Diagnostics) string {
+	var parts []string
+	for _, d := range diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		s := d.Summary
+		if d.Subject != nil {
+			s = fmt.Sprintf("%s:%d: %s", d.Subject.Filename, d.Subject.Start.Line, s)
+		}
+		if d.Detail != "" {
+			s += ": " + d.Detail
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// syncHook serialises hook calls.
+type syncHook struct {
+	mu sync.Mutex
+	h  Hook
+}
+
+func (s *syncHook) ApplyStart(e ApplyStartEvent) { s.mu.Lock(); defer s.mu.Unlock(); s.h.ApplyStart(e) }
+func (s *syncHook) NodeStart(e NodeStartEvent)   { s.mu.Lock(); defer s.mu.Unlock(); s.h.NodeStart(e) }
+func (s *syncHook) NodeProgress(e NodeProgressEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.h.NodeProgress(e)
+}
+func (s *syncHook) NodeDone(e NodeResult)    { s.mu.Lock(); defer s.mu.Unlock(); s.h.NodeDone(e) }
+func (s *syncHook) Warning(e WarningEvent)   { s.mu.Lock(); defer s.mu.Unlock(); s.h.Warning(e) }
+func (s *syncHook) ApplyDone(e ApplySummary) { s.mu.Lock(); defer s.mu.Unlock(); s.h.ApplyDone(e) }
+
+// Janitor remembers what a running apply must clean up, so that a second interrupt can make one last, bounded
+// attempt (kill and remove the containers, delete the prompt files, mark the run cancelled) before the process
+// exits without waiting for the nodes to wind down.
+type Janitor struct {
+	mu         sync.Mutex
+	engine     *Engine
+	ledger     *Ledger
+	runID      string
+	containers map[string]bool
+	prompts    map[*promptFile]bool
+	finished   bool
+}
+
+// NewJanitor returns an empty janitor; pass it in ApplyOptions.
+func NewJanitor() *Janitor {
+	return &Janitor{containers: map[string]bool{}, prompts: map[*promptFile]bool{}}
+}
+
+func (j *Janitor) bind(e *Engine, l *Ledger, runID string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.engine, j.ledger, j.runID = e, l, runID
+}
+
+func (j *Janitor) done() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.finished = true
+}
+
+func (j *Janitor) addContainer(id string)        { j.mu.Lock(); j.containers[id] = true; j.mu.Unlock() }
+func (j *Janitor) dropContainer(id string)       { j.mu.Lock(); delete(j.containers, id); j.mu.Unlock() }
+func (j *Janitor) addPrompt(p *promptFile)       { j.mu.Lock(); j.prompts[p] = true; j.mu.Unlock() }
+func (j *Janitor) dropPrompt(p *promptFile)      { j.mu.Lock(); delete(j.prompts, p); j.mu.Unlock() }
+func (j *Janitor) snapshot() ([]string, []*promptFile, *Engine, *Ledger, string, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	ids := make([]string, 0, len(j.containers))
+	for id := range j.containers {
+		ids = append(ids, id)
+	}
+	ps := make([]*promptFile, 0, len(j.prompts))
+	for p := range j.prompts {
+		ps = append(ps, p)
+	}
+	return ids, ps, j.engine, j.ledger, j.runID, j.finished
+}
+
+// Now makes the last cleanup attempt, waiting at most timeout, and returns what failed.
+func (j *Janitor) Now(timeout time.Duration) []error {
+	ids, prompts, eng, ledger, runID, finished := j.snapshot()
+	if finished {
+		return nil
+	}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, p := range prompts {
+		if err := p.Remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if eng != nil {
+		for _, id := range ids {
+			wg.Add(1)
+			go func(id string) {
+				defer wg.Done()
+				if err := eng.ForceRemove(id); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}(id)
+		}
+	}
+	doneCh := make(chan struct{})
+	go func() { wg.Wait(); close(doneCh) }()
+	select {
+	case <-doneCh:
+	case <-time.After(timeout):
+		mu.Lock()
+		errs = append(errs, fmt.Errorf("cleanup did not finish within %s; check `docker ps -a --filter label=%s=%s`", timeout, planner.LabelRun, runID))
+		mu.Unlock()
+	}
+	if ledger != nil && runID != "" {
+		if err := ledger.FinishRun(runID, RunCancelled, time.Now()); err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(errs)
+}

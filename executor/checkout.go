@@ -1,0 +1,284 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/kewplan/kewplan/planner"
+)
+
+// Host-side git runs here only on checkouts kewplan just cloned, before any container has touched them, and never
+// with the repository's hooks: the agent's work is read back by the broker (broker.go), never by these helpers.
+
+// gitCommand runs the system git with hooks disabled, no terminal prompts and no user-supplied transports.
+func gitCommand(ctx context.Context, dir string, args ...string) *exec.Cmd {
+	full := append([]string{"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"}, args...)
+	cmd := exec.CommandContext(ctx, "git", full...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_PROTOCOL_FROM_USER=0", "GIT_ASKPASS=", "SSH_ASKPASS=")
+	return cmd
+}
+
+func runGit(ctx context.Context, dir string, args ...string) (string, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := gitCommand(ctx, dir, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > 2000 {
+			msg = msg[:2000] + "…"
+		}
+		if msg == "" {
+			msg = err.Error()
+		}
+		return "", fmt.Errorf("git %s: %s", args[0], msg)
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// isLocalRepo reports whether repo names a path on this host rather than a URL or an scp-style address.
+func isLocalRepo(repo string) bool {
+	if strings.Contains(repo, "://") {
+		return strings.HasPrefix(repo, "file://")
+	}
+	if i := strings.IndexByte(repo, ':'); i > 0 && !strings.ContainsRune(repo[:i], '/') {
+		return false // user@host:path
+	}
+	return true
+}
+
+// ResolveRepo makes a relative local repository path relative to the configuration directory, so a configuration
+// works the same from any working directory. URLs and absolute paths are returned unchanged.
+func ResolveRepo(repo, configDir string) string {
+	if !isLocalRepo(repo) || strings.HasPrefix(repo, "file://") || filepath.IsAbs(repo) || configDir == "" {
+		return repo
+	}
+	abs, err := filepath.Abs(filepath.Join(configDir, repo))
+	if err != nil {
+		return repo
+	}
+	return abs
+}
+
+// cloneCheckout clones repo into dir (which must not exist) and checks out ref: a branch of the remote (checked
+// out as a local branch of the same name), a tag, or a commit id; "" means the remote's default branch. It returns
+// the commit checked out. Local repositories are copied, never hard-linked: a hard-linked object file would let
+// the agent (which owns the checkout) rewrite the source repository's objects.
+func cloneCheckout(ctx context.Context, repo, ref, dir string) (string, error) {
+	if strings.HasPrefix(repo, "-") {
+		return "", fmt.Errorf("repo %q starts with '-': refusing to pass it to git", repo)
+	}
+	if strings.HasPrefix(ref, "-") {
+		return "", fmt.Errorf("ref %q starts with '-': refusing to pass it to git", ref)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return "", fmt.Errorf("clone %s: %w", repo, err)
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		return "", fmt.Errorf("clone %s: checkout directory %s already exists", repo, dir)
+	}
+	if _, err := runGit(ctx, filepath.Dir(dir), "clone", "--quiet", "--no-hardlinks", "--", repo, dir); err != nil {
+		return "", fmt.Errorf("clone %s: %w", repo, err)
+	}
+	if ref != "" {
+		if sha, err := runGit(ctx, dir, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/"+ref+"^{commit}"); err == nil && sha != "" {
+			if _, err := runGit(ctx, dir, "checkout", "--quiet", "-B", ref, sha); err != nil {
+				return "", fmt.Errorf("check out %s of %s: %w", ref, repo, err)
+			}
+		} else if sha, err := runGit(ctx, dir, "rev-parse", "--verify", "--quiet", "--end-of-options", ref+"^{commit}"); err == nil && sha != "" {
+			if _, err := runGit(ctx, dir, "checkout", "--quiet", "--detach", sha); err != nil {
+				return "", fmt.Errorf("check out %s of %s: %w", ref, repo, err)
+			}
+		} else {
+			return "", fmt.Errorf("ref %q is neither a branch, a tag nor a commit of %s; check the node's ref (or the upstream node that produced it)", ref, repo)
+		}
+	}
+	head, err := runGit(ctx, dir, "rev-parse", "--verify", "HEAD^{commit}")
+	if err != nil {
+		return "", fmt.Errorf("clone %s: %s has no commit to check out: %w", repo, ref, err)
+	}
+	return head, nil
+}
+
+// makeWritableByAgent gives the container's uid the checkout. As root, chown -R to 1001:1001 without following
+// links; as another user, open it up with permission bits (the container runs as 1001, not as us).
+func makeWritableByAgent(dir string) error {
+	switch euid := os.Geteuid(); {
+	case euid == 0:
+		return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, planner.AgentUID, planner.AgentUID)
+		})
+	case euid == planner.AgentUID:
+		return nil
+	default:
+		return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.Type()&fs.ModeSymlink != 0 {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			mode := info.Mode().Perm() | 0o666
+			if d.IsDir() || info.Mode().Perm()&0o100 != 0 {
+				mode |= 0o111
+			}
+			return os.Chmod(p, mode)
+		})
+	}
+}
+
+// promptFile is the prompt written into one checkout. The checkout's root is opened once, before the container
+// starts, and every later operation goes through that handle: nothing the agent plants (a link, a renamed
+// directory) can redirect it outside the checkout.
+type promptFile struct {
+	mu      sync.Mutex // Remove may race with a last-resort cleanup after a second signal
+	root    *os.Root
+	removed bool
+	closed  bool
+}
+
+// ErrPromptExists is wrapped when something (file, link, directory, FIFO) already sits at the prompt's name.
+var ErrPromptExists = errors.New("prompt file name already taken")
+
+// writePrompt creates <checkout>/.kew-prompt.txt exclusively (refusing anything already there, a symlink
+// included, so a planted link can never make kewplan truncate or write another file), makes it readable by the
+// agent's uid only where possible, and lists it in .git/info/exclude so it can never be committed.
+func writePrompt(checkout string, text []byte) (*promptFile, error) {
+	root, err := os.OpenRoot(checkout)
+	if err != nil {
+		return nil, fmt.Errorf("open checkout %s: %w", checkout, err)
+	}
+	if fi, err := root.Lstat(planner.PromptFilename); err == nil {
+		root.Close()
+		return nil, fmt.Errorf("%w: %s already exists in the checkout (%s); the repository must not contain it — remove it from the repository",
+			ErrPromptExists, planner.PromptFilename, fi.Mode().Type())
+	}
+	mode := os.FileMode(0o600)
+	euid := os.Geteuid()
+	if euid != 0 && euid != planner.AgentUID {
+		mode = 0o644 // the container's uid is not ours and we cannot chown: it must be able to read it
+	}
+	f, err := root.OpenFile(planner.PromptFilename, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
+	if err != nil {
+		root.Close()
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("%w: %s: %v", ErrPromptExists, planner.PromptFilename, err)
+		}
+		return nil, fmt.Errorf("write prompt file: %w", err)
+	}
+	p := &promptFile{root: root}
+	_, werr := f.Write(text)
+	if werr == nil && euid == 0 {
+		werr = f.Chown(planner.AgentUID, planner.AgentUID)
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = excludeFromGit(root, "/"+planner.PromptFilename, "/"+planner.VerdictFilename)
+	}
+	if werr != nil {
+		rmErr := p.Remove()
+		p.Close()
+		return nil, errors.Join(fmt.Errorf("write prompt file: %w", werr), rmErr)
+	}
+	return p, nil
+}
+
+func excludeFromGit(root *os.Root, patterns ...string) error {
+	if fi, err := root.Lstat(".git"); err != nil || !fi.IsDir() {
+		return fmt.Errorf("the checkout's .git is not a directory")
+	}
+	if err := root.MkdirAll(".git/info", 0o755); err != nil {
+		return fmt.Errorf("exclude the prompt from git: %w", err)
+	}
+	f, err := root.OpenFile(".git/info/exclude", os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return fmt.Errorf("exclude the prompt from git: %w", err)
+	}
+	_, err = f.WriteString("\n# kewplan: host-written files, never committed\n" + strings.Join(patterns, "\n") + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("exclude the prompt from git: %w", err)
+	}
+	return nil
+}
+
+// Remove unlinks the prompt's name (never following a link the agent may have put there). It is idempotent. When
+// the agent turned the name into a non-empty directory, that directory is removed too, inside the checkout only,
+// and the error still reports it.
+func (p *promptFile) Remove() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.removed {
+		return nil
+	}
+	if p.closed {
+		return errors.New("delete prompt file: the checkout handle is already closed")
+	}
+	err := p.root.Remove(planner.PromptFilename)
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		p.removed = true
+		return nil
+	}
+	fi, lerr := p.root.Lstat(planner.PromptFilename)
+	if lerr == nil && fi.IsDir() {
+		if rerr := p.root.RemoveAll(planner.PromptFilename); rerr == nil {
+			p.removed = true
+			return fmt.Errorf("the prompt file had been replaced by a directory; it was removed")
+		}
+	}
+	return fmt.Errorf("delete prompt file %s: %w", planner.PromptFilename, err)
+}
+
+// Close releases the checkout handle.
+func (p *promptFile) Close() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	return p.root.Close()
+}
+
+// removeStalePrompt deletes a prompt file left in a checkout by an apply that died.
+func removeStalePrompt(checkout string) (bool, error) {
+	root, err := os.OpenRoot(checkout)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	defer root.Close()
+	if _, err := root.Lstat(planner.PromptFilename); err != nil {
+		return false, nil
+	}
+	p := &promptFile{root: root}
+	return true, p.Remove()
+}

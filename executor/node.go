@@ -1,0 +1,478 @@
+package executor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/runners"
+)
+
+// runNode runs one node from checkout to verdict or push and always returns its recorded result. Whatever
+// happens, the prompt file is deleted and the container is gone when it returns.
+func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *NodeResult) {
+	res = a.baseResult(planned)
+	res.Status = StatusRunning
+	res.Started = time.Now()
+	if err := a.ledger.RecordNode(res); err != nil {
+		a.warn(planned.Name, err.Error())
+	}
+	a.hook.NodeStart(NodeStartEvent{RunID: a.runID, Node: planned.Name, Runner: planned.Runner, Image: res.Image, Model: planned.Model, Time: res.Started})
+
+	checkout := filepath.Join(a.stateDir, "checkouts", a.runID, planned.Name)
+	defer func() {
+		res.Ended = time.Now()
+		if !a.opts.KeepCheckouts {
+			if err := os.RemoveAll(checkout); err != nil {
+				a.warn(planned.Name, fmt.Sprintf("could not remove the checkout %s: %v", checkout, err))
+			}
+		}
+		if err := a.ledger.RecordNode(res); err != nil {
+			a.warn(planned.Name, err.Error())
+		}
+		a.hook.NodeDone(*res)
+	}()
+	fail := func(status, reason string) *NodeResult {
+		res.Status, res.Reason = status, reason
+		return res
+	}
+	if ctx.Err() != nil {
+		return fail(StatusCancelled, "the apply was cancelled before the node started")
+	}
+
+	np, err := a.replan(planned)
+	if err != nil {
+		return fail(StatusFailed, err.Error())
+	}
+	res.Runner, res.Protocol, res.Model = np.Runner, np.Protocol, np.Model
+	if np.Container == nil {
+		return fail(StatusFailed, "the node's plan has errors; run `kewplan plan` to see them")
+	}
+	if len(np.Unknown) > 0 {
+		return fail(StatusFailed, fmt.Sprintf("values still unknown after its dependencies finished: %s", strings.Join(np.Unknown, ", ")))
+	}
+	res.Image = np.Container.Image
+	if id, err := a.imageID(ctx, res.Image); err != nil {
+		return fail(StatusFailed, err.Error())
+	} else {
+		res.ImageID = id
+	}
+	prompt := []byte(np.Prompt.Text)
+	sum := sha256.Sum256(prompt)
+	res.PromptSHA256 = hex.EncodeToString(sum[:])
+	if strings.TrimSpace(np.Prompt.Text) == "" {
+		return fail(StatusFailed, "the prompt is empty after rendering; an agent without a prompt burns the dispatch")
+	}
+
+	// 1. A fresh checkout, owned by the container's uid.
+	repo := np.Repo
+	if a.opts.Config != nil {
+		repo = ResolveRepo(repo, a.opts.Config.Dir)
+	}
+	base, err := cloneCheckout(ctx, repo, np.Ref, checkout)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fail(StatusCancelled, "the apply was cancelled while cloning")
+		}
+		return fail(StatusFailed, err.Error())
+	}
+	res.BaseCommit = base
+	if err := makeWritableByAgent(checkout); err != nil {
+		return fail(StatusFailed, fmt.Sprintf("make the checkout writable by uid %d: %v", planner.AgentUID, err))
+	}
+
+	// 2. The prompt file, deleted on every path out of this function.
+	pf, err := writePrompt(checkout, prompt)
+	if err != nil {
+		return fail(StatusFailed, err.Error())
+	}
+	a.janitor.addPrompt(pf)
+	promptGone := false
+	defer func() {
+		if !promptGone {
+			if err := pf.Remove(); err != nil {
+				a.warn(np.Name, "SECURITY: "+err.Error())
+				res.Status = StatusFailed
+				res.Reason = joinReason(res.Reason, err.Error())
+			}
+		}
+		a.janitor.dropPrompt(pf)
+		pf.Close()
+	}()
+
+	// 3. The container, from the same planner.Container the argv shows.
+	c := FillContainer(np.Container, a.runID, checkout)
+	spec, err := ApplyContainerSpec(c, a.env, a.pid)
+	if err != nil {
+		return fail(StatusFailed, err.Error())
+	}
+	res.Argv = AppliedArgv(c, a.pid)
+
+	// 4. Stream and meter.
+	logDir := filepath.Join(a.stateDir, "logs", a.runID)
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return fail(StatusFailed, fmt.Sprintf("log directory: %v", err))
+	}
+	res.StdoutLog = filepath.Join(logDir, np.Name+".stdout.log")
+	res.StderrLog = filepath.Join(logDir, np.Name+".stderr.log")
+	stdoutLog, err := createLog(res.StdoutLog)
+	if err != nil {
+		return fail(StatusFailed, err.Error())
+	}
+	defer stdoutLog.Close()
+	stderrLog, err := createLog(res.StderrLog)
+	if err != nil {
+		return fail(StatusFailed, err.Error())
+	}
+	defer stderrLog.Close()
+
+	meter, ok := runners.NewMeter(np.Protocol, np.Model)
+	if !ok || meter == nil {
+		a.warn(np.Name, fmt.Sprintf("no meter for protocol %q: the node runs, but its telemetry is lost", np.Protocol))
+		meter = &blindMeter{model: np.Model}
+	}
+	pm := &progressMeter{Meter: meter, every: a.opts.ProgressInterval, emit: func(t runners.RunTotals) {
+		a.hook.NodeProgress(NodeProgressEvent{RunID: a.runID, Node: np.Name, Elapsed: time.Since(res.Started), Totals: t, Time: time.Now()})
+	}}
+	pr, pw := io.Pipe()
+	feedDone := make(chan error, 1)
+	go func() {
+		err := runners.Feed(pr, pm, stdoutLog)
+		// Whatever Feed did, never leave the demultiplexer blocked on a pipe nobody reads.
+		_, _ = io.Copy(io.Discard, pr)
+		feedDone <- err
+	}()
+	tail := &tailWriter{max: 512}
+
+	timeout := np.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	var containerID string
+	run, runErr := a.engine.Run(ctx, spec, RunOptions{
+		Stdout:  pw,
+		Stderr:  io.MultiWriter(stderrLog, tail),
+		Timeout: timeout,
+		Created: func(id string) { containerID = id; a.janitor.addContainer(id) },
+	})
+	pw.Close()
+	feedErr := <-feedDone
+	if containerID != "" {
+		a.janitor.dropContainer(containerID)
+	}
+	res.Totals = meter.Totals()
+	if run != nil && run.ExitCode >= 0 {
+		code := run.ExitCode
+		res.ExitCode = &code
+	}
+
+	// The container is gone: delete the prompt before anything reads the checkout back.
+	promptGone = true
+	promptErr := pf.Remove()
+	if promptErr != nil {
+		a.warn(np.Name, "SECURITY: "+promptErr.Error())
+	}
+
+	// 5. The outcome.
+	switch {
+	case runErr != nil:
+		if run != nil && run.CleanupErr != nil {
+			a.warn(np.Name, run.CleanupErr.Error())
+		}
+		if ctx.Err() != nil {
+			return fail(StatusCancelled, joinReason("the apply was cancelled", runErr.Error()))
+		}
+		return fail(StatusFailed, runErr.Error())
+	case run.CleanupErr != nil:
+		a.warn(np.Name, run.CleanupErr.Error())
+		return fail(StatusFailed, "the container could not be confirmed removed: "+run.CleanupErr.Error())
+	case run.Cancelled:
+		return fail(StatusCancelled, "the apply was cancelled; the container was killed and removed")
+	case run.TimedOut:
+		return fail(StatusTimedOut, fmt.Sprintf("killed at its %s timeout", timeout))
+	case promptErr != nil:
+		return fail(StatusFailed, promptErr.Error())
+	case run.ExitCode != 0:
+		reason := fmt.Sprintf("the agent exited with status %d", run.ExitCode)
+		if last := tail.lastLine(); last != "" {
+			reason += ": " + last
+		}
+		return fail(StatusFailed, reason)
+	case run.StreamErr != nil:
+		return fail(StatusFailed, run.StreamErr.Error())
+	case feedErr != nil:
+		return fail(StatusFailed, fmt.Sprintf("reading the agent's output: %v", feedErr))
+	case res.Totals.IsError:
+		return fail(StatusFailed, "the agent exited 0 but its stream reported an error")
+	}
+
+	if np.Role == config.RoleReviewer {
+		v, err := CollectVerdict(checkout, filepath.Join(a.stateDir, "verdicts", a.runID, np.Name))
+		if err != nil {
+			return fail(StatusHeld, fmt.Sprintf("held for a human: %v", err))
+		}
+		res.Verdict = v
+		res.Commit = base
+		switch v.Verdict {
+		case VerdictApprove:
+			res.Status = StatusApproved
+		case VerdictRequestChanges:
+			return fail(StatusChangesRequested, "the reviewer requested changes")
+		case VerdictReject:
+			return fail(StatusRejected, "the reviewer rejected the change")
+		default:
+			return fail(StatusHeld, fmt.Sprintf("held for a human: unknown verdict %q", v.Verdict))
+		}
+		return res
+	}
+
+	req := BrokerRequest{Checkout: checkout, Repo: repo, BaseCommit: base, Branch: np.Branch, StateDir: filepath.Join(a.stateDir, "broker")}
+	if pr, err := a.pullRequest(np.Name); err != nil {
+		return fail(StatusFailed, err.Error())
+	} else {
+		req.PullRequest = pr
+	}
+	push, err := BrokerPush(ctx, req)
+	if err != nil {
+		return fail(StatusFailed, fmt.Sprintf("the agent succeeded but its commits were not published: %v", err))
+	}
+	res.Commit, res.Branch, res.Pushed, res.PullRequest = push.Commit, push.Branch, push.Pushed, push.PullRequest
+	if res.Commit == "" {
+		res.Commit = base
+	}
+	if push.PullRequestSkipped != "" {
+		a.warn(np.Name, "no pull request: "+push.PullRequestSkipped)
+	}
+	res.Status = StatusSucceeded
+	return res
+}
+
+// imageID returns the id of a local image, inspecting images first seen after preflight (a re-plan may name one).
+func (a *applier) imageID(ctx context.Context, ref string) (string, error) {
+	a.mu.Lock()
+	id, ok := a.imageIDs[ref]
+	a.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	info, err := a.engine.InspectImage(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	a.mu.Lock()
+	a.imageIDs[ref] = info.ID
+	a.mu.Unlock()
+	return info.ID, nil
+}
+
+// pullRequest evaluates a node's pull_request block with every finished node's outputs known.
+func (a *applier) pullRequest(node string) (*PullRequestRequest, error) {
+	cfg := a.opts.Config
+	if cfg == nil || cfg.Nodes[node] == nil || cfg.Nodes[node].PullRequest == nil {
+		return nil, nil
+	}
+	block := cfg.Nodes[node].PullRequest
+	a.mu.Lock()
+	outputs := make(map[string]map[string]cty.Value, len(a.outputs))
+	for k, v := range a.outputs {
+		outputs[k] = v
+	}
+	a.mu.Unlock()
+	scope := &config.Scope{Vars: a.opts.Vars, Outputs: outputs}
+	if cfg.Dir != "" {
+		scope.FS = os.DirFS(cfg.Dir)
+	}
+	a.planMu.Lock()
+	ectx, diags := cfg.EvalContext(scope)
+	a.planMu.Unlock()
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("pull_request: %s", diagText(diags))
+	}
+	pr := &PullRequestRequest{}
+	for _, f := range []struct {
+		expr hcl.Expression
+		dst  *string
+	}{{block.Base, &pr.Base}, {block.Title, &pr.Title}} {
+		if f.expr == nil {
+			continue
+		}
+		v, d := f.expr.Value(ectx)
+		if d.HasErrors() {
+			return nil, fmt.Errorf("pull_request: %s", diagText(d))
+		}
+		if v.IsNull() || !v.IsKnown() || !v.Type().Equals(cty.String) {
+			continue
+		}
+		*f.dst = v.AsString()
+	}
+	return pr, nil
+}
+
+func joinReason(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	default:
+		return a + "; " + b
+	}
+}
+
+func createLog(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create log %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// progressMeter forwards every line to the runner's meter and reports its totals at most every `every`.
+type progressMeter struct {
+	runners.Meter
+	every time.Duration
+	last  time.Time
+	emit  func(runners.RunTotals)
+}
+
+func (p *progressMeter) Line(line []byte) {
+	p.Meter.Line(line)
+	if now := time.Now(); now.Sub(p.last) >= p.every {
+		p.last = now
+		p.emit(p.Meter.Totals())
+	}
+}
+
+// blindMeter stands in when a protocol has no meter: lines are counted as unparsed, the routed model stands.
+type blindMeter struct {
+	model string
+	t     runners.RunTotals
+}
+
+func (b *blindMeter) Line([]byte) { b.t.UnparsedLines++ }
+func (b *blindMeter) Oversized()  { b.t.OversizedLines++ }
+func (b *blindMeter) Totals() runners.RunTotals {
+	t := b.t
+	t.Model, t.ModelSource = b.model, runners.ModelRouted
+	return t
+}
+
+// tailWriter keeps the last max bytes written, for a failure's reason.
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append([]byte(nil), t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+// lastLine is the last non-empty line of stderr, trimmed to valid UTF-8 and 200 bytes. It is agent text: views
+// sanitise it before display.
+func (t *tailWriter) lastLine() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimRight(string(t.buf), "\r\n"), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if l == "" {
+			continue
+		}
+		l = strings.ToValidUTF8(l, "\uFFFD")
+		if len(l) > 200 {
+			cut := 200
+			for cut > 0 && !utf8.RuneStart(l[cut]) {
+				cut--
+			}
+			l = l[:cut] + "…"
+		}
+		return l
+	}
+	return ""
+}
+
+// sweep removes what an apply that died left behind: its containers (found by kewplan's labels and owned by this
+// state directory: a run recorded in this ledger, or a bind mount under this state directory's checkouts), its
+// prompt files and checkouts; and marks its ledger rows abandoned. Holding the state lock proves that apply is
+// dead, whatever the pid label says; the pid is reported so a user can match it to a process list.
+func (a *applier) sweep(ctx context.Context) {
+	abandoned, err := a.ledger.AbandonStale(time.Now())
+	if err != nil {
+		a.warn("", fmt.Sprintf("could not mark stale runs abandoned: %v", err))
+	}
+	for _, id := range abandoned {
+		a.warn("", fmt.Sprintf("run %s ended without recording an outcome (kewplan was killed?); it is marked abandoned", id))
+	}
+	checkouts := filepath.Join(a.stateDir, "checkouts")
+	list, err := a.engine.ListContainers(ctx, planner.LabelRun)
+	if err != nil {
+		a.warn("", fmt.Sprintf("could not look for orphaned containers: %v", err))
+	}
+	for _, c := range list {
+		run := c.Labels[planner.LabelRun]
+		owned := false
+		for _, src := range c.BindSources {
+			if rel, err := filepath.Rel(checkouts, src); err == nil && !strings.HasPrefix(rel, "..") {
+				owned = true
+			}
+		}
+		if !owned {
+			if _, _, err := a.ledger.Run(run); err == nil {
+				owned = true
+			}
+		}
+		if !owned {
+			continue
+		}
+		if err := a.engine.ForceRemove(c.ID); err != nil {
+			a.warn("", fmt.Sprintf("could not remove container %s left by run %s: %v", c.Name, run, err))
+			continue
+		}
+		a.warn("", fmt.Sprintf("removed container %s left by run %s (kewplan pid %s)", c.Name, run, c.Labels[LabelPID]))
+	}
+	runs, err := os.ReadDir(checkouts)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		a.warn("", fmt.Sprintf("could not look for stale checkouts: %v", err))
+	}
+	for _, r := range runs {
+		if !r.IsDir() {
+			continue
+		}
+		runDir := filepath.Join(checkouts, r.Name())
+		nodes, _ := os.ReadDir(runDir)
+		for _, n := range nodes {
+			found, err := removeStalePrompt(filepath.Join(runDir, n.Name()))
+			if err != nil {
+				a.warn("", fmt.Sprintf("SECURITY: could not delete the prompt file left in %s: %v", filepath.Join(runDir, n.Name()), err))
+				continue
+			}
+			if found {
+				a.warn("", fmt.Sprintf("deleted a prompt file left by run %s in the checkout of node %s", r.Name(), n.Name()))
+			}
+		}
+		if err := os.RemoveAll(runDir); err != nil {
+			a.warn("", fmt.Sprintf("could not remove stale checkouts %s: %v", runDir, err))
+		}
+	}
+}
