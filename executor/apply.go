@@ -554,10 +554,10 @@ func (j *Janitor) done() {
 	j.finished = true
 }
 
-func (j *Janitor) addContainer(id string)        { j.mu.Lock(); j.containers[id] = true; j.mu.Unlock() }
-func (j *Janitor) dropContainer(id string)       { j.mu.Lock(); delete(j.containers, id); j.mu.Unlock() }
-func (j *Janitor) addPrompt(p *promptFile)       { j.mu.Lock(); j.prompts[p] = true; j.mu.Unlock() }
-func (j *Janitor) dropPrompt(p *promptFile)      { j.mu.Lock(); delete(j.prompts, p); j.mu.Unlock() }
+func (j *Janitor) addContainer(id string)   { j.mu.Lock(); j.containers[id] = true; j.mu.Unlock() }
+func (j *Janitor) dropContainer(id string)  { j.mu.Lock(); delete(j.containers, id); j.mu.Unlock() }
+func (j *Janitor) addPrompt(p *promptFile)  { j.mu.Lock(); j.prompts[p] = true; j.mu.Unlock() }
+func (j *Janitor) dropPrompt(p *promptFile) { j.mu.Lock(); delete(j.prompts, p); j.mu.Unlock() }
 func (j *Janitor) snapshot() ([]string, []*promptFile, *Engine, *Ledger, string, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()

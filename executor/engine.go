@@ -710,4 +710,3 @@ func envMap(environ []string) map[string]string {
 	}
 	return m
 }
-
