@@ -1,0 +1,288 @@
+package planner
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/kewplan/kewplan/config"
+)
+
+// Rule ids of the organisation policy (the `policy` block, in the configuration or given with --policy FILE).
+// Each is an error: a policy states what an organisation refuses, not what it would like.
+const (
+	RulePolicyRequirePinnedImages  = "policy-require-pinned-images"
+	RulePolicyAllowedNetworks      = "policy-allowed-networks"
+	RulePolicyAllowedImagePrefixes = "policy-allowed-image-prefixes"
+	RulePolicyCredentials          = "policy-credentials"
+	RulePolicyMaxPidsLimit         = "policy-max-pids-limit"
+)
+
+// PolicyRules are the catalogue entries of the organisation policy; they are part of Rules().
+func PolicyRules() []Rule {
+	return []Rule{
+		{
+			ID: RulePolicyRequirePinnedImages, Severity: SeverityError,
+			Summary:     "Image not pinned, as the policy requires",
+			Description: "The organisation policy sets require_pinned_images: every image must be named by its @sha256: digest, so that the image that runs is the one that was reviewed. A tag can be moved to other content after approval.",
+			Help:        "Pin the image in the sandbox block: \"name:tag@sha256:<digest>\" (docker inspect --format '{{index .RepoDigests 0}}' shows the digest).",
+		},
+		{
+			ID: RulePolicyAllowedNetworks, Severity: SeverityError,
+			Summary:     "Network mode not allowed by the policy",
+			Description: "The organisation policy lists the sandbox network modes it allows (allowed_networks). Open egress lets a prompt-injected agent send what it holds, credentials and code, anywhere.",
+			Help:        "Set the sandbox network to a mode the policy allows, normally network = \"allowlist\".",
+		},
+		{
+			ID: RulePolicyAllowedImagePrefixes, Severity: SeverityError,
+			Summary:     "Image not from a registry the policy allows",
+			Description: "The organisation policy lists the image name prefixes it allows (allowed_image_prefixes), so that agents run only images the organisation builds or vets.",
+			Help:        "Use an image whose reference starts with one of the allowed prefixes, or have the policy extended.",
+		},
+		{
+			ID: RulePolicyCredentials, Severity: SeverityError,
+			Summary:     "Credential not allowed for this runner by the policy",
+			Description: "The organisation policy maps each credential to the runners that may receive it (credentials). A credential forwarded to any other runner, or one the policy does not list, widens what a prompt-injected agent in that container can exfiltrate.",
+			Help:        "Route the node to a runner the policy allows for that credential, remove the credential from the runner's declaration, or have the policy extended.",
+		},
+		{
+			ID: RulePolicyMaxPidsLimit, Severity: SeverityError,
+			Summary:     "PIDs limit above the policy's maximum",
+			Description: "The organisation policy bounds every container's --pids-limit (max_pids_limit): the limit is what stops a fork bomb from exhausting the host.",
+			Help:        "Lower pids_limit in the sandbox block to at most the policy's max_pids_limit.",
+		},
+	}
+}
+
+func init() {
+	RegisterRules(PolicyRules()...)
+	registerPlanCheck(checkPolicies)
+}
+
+// checkPolicies applies the configuration's policy block and the --policy file, if any, and refuses the nodes
+// that break them: they keep their place in the plan but get no argv.
+func checkPolicies(cfg *config.Config, in Inputs, p *Plan) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, pol := range []*config.Policy{cfg.Policy, in.Policy} {
+		if pol == nil {
+			continue
+		}
+		found, refused := checkPolicy(cfg, p, pol)
+		diags = append(diags, found...)
+		for _, np := range p.Nodes {
+			if refused[np.Name] {
+				np.Errors = true
+				np.Container = nil
+			}
+		}
+	}
+	return diags
+}
+
+// CheckPolicy checks a finished plan against an organisation policy, without changing the plan. Build already
+// applies the configuration's policy and Inputs.Policy; CheckPolicy serves callers holding a plan and another
+// policy. Without the configuration, the diagnostics point at the nodes' blocks.
+func CheckPolicy(plan *Plan, p *config.Policy) hcl.Diagnostics {
+	if plan == nil || p == nil {
+		return nil
+	}
+	diags, _ := checkPolicy(nil, plan, p)
+	return diags
+}
+
+var policyPinnedDigest = regexp.MustCompile(`@sha256:[0-9a-f]{64}$`)
+
+// policyViolation groups the nodes that break one policy rule at one place, so a sandbox setting shared by a hundred
+// nodes is one diagnostic, not a hundred.
+type policyViolation struct {
+	rule    string
+	subject hcl.Range
+	what    string // the offending value, for the detail
+	nodes   []string
+}
+
+// checkPolicy returns the diagnostics and the names of the nodes that break the policy. cfg may be nil.
+func checkPolicy(cfg *config.Config, plan *Plan, pol *config.Policy) (hcl.Diagnostics, map[string]bool) {
+	var order []*policyViolation
+	byKey := map[string]*policyViolation{}
+	refused := map[string]bool{}
+	add := func(rule string, subject hcl.Range, what, node string) {
+		key := fmt.Sprintf("%s\x00%s\x00%s:%d:%d", rule, what, subject.Filename, subject.Start.Line, subject.Start.Column)
+		v := byKey[key]
+		if v == nil {
+			v = &policyViolation{rule: rule, subject: subject, what: what}
+			byKey[key] = v
+			order = append(order, v)
+		}
+		v.nodes = append(v.nodes, node)
+		refused[node] = true
+	}
+	where := policyWhere(pol)
+
+	for _, np := range plan.Nodes {
+		if np.Image != "" {
+			if pol.RequirePinnedImages && !policyPinnedDigest.MatchString(np.Image) {
+				add(RulePolicyRequirePinnedImages, policyImageRange(cfg, np), np.Image, np.Name)
+			}
+			if len(pol.AllowedImagePrefixes) > 0 && !policyHasAnyPrefix(np.Image, pol.AllowedImagePrefixes) {
+				add(RulePolicyAllowedImagePrefixes, policyImageRange(cfg, np), np.Image, np.Name)
+			}
+		}
+		if len(pol.AllowedNetworks) > 0 && np.Network != "" && !contains(pol.AllowedNetworks, np.Network) {
+			add(RulePolicyAllowedNetworks, policySandboxRange(cfg, np, func(s *config.Sandbox) hcl.Range { return s.NetworkRange }),
+				np.Network, np.Name)
+		}
+		if pol.Credentials != nil {
+			for i, cred := range np.Credentials {
+				allowed, listed := pol.Credentials[cred]
+				if listed && contains(allowed, np.Runner) {
+					continue
+				}
+				add(RulePolicyCredentials, policyCredentialRange(cfg, np, i), cred+"\x00"+np.Runner, np.Name)
+			}
+		}
+		if pol.MaxPidsLimit > 0 {
+			if pids, ok := policyPidsLimit(cfg, np); ok && (pids > pol.MaxPidsLimit || pids <= 0) {
+				add(RulePolicyMaxPidsLimit, policySandboxRange(cfg, np, func(s *config.Sandbox) hcl.Range { return s.PidsLimitRange }),
+					fmt.Sprint(pids), np.Name)
+			}
+		}
+	}
+
+	var diags hcl.Diagnostics
+	for _, v := range order {
+		var detail string
+		switch v.rule {
+		case RulePolicyRequirePinnedImages:
+			detail = fmt.Sprintf("The image %q (used by %s) has no @sha256: digest, and the policy%s requires every image pinned.",
+				v.what, countNodes(v.nodes), where)
+		case RulePolicyAllowedImagePrefixes:
+			detail = fmt.Sprintf("The image %q (used by %s) starts with none of the prefixes the policy%s allows: %s.",
+				v.what, countNodes(v.nodes), where, policyQuoteList(pol.AllowedImagePrefixes))
+		case RulePolicyAllowedNetworks:
+			detail = fmt.Sprintf("%s %s network = %q, and the policy%s allows only %s.",
+				policyCapitalise(countNodes(v.nodes)), pick(len(v.nodes) == 1, "has", "have"), v.what, where, policyQuoteList(pol.AllowedNetworks))
+		case RulePolicyCredentials:
+			cred, runner, _ := strings.Cut(v.what, "\x00")
+			allowed, listed := pol.Credentials[cred]
+			switch {
+			case !listed:
+				detail = fmt.Sprintf("The runner %q forwards %s to %s, and the policy%s does not list %s among the credentials it allows.",
+					runner, cred, countNodes(v.nodes), where, cred)
+			case len(allowed) == 0:
+				detail = fmt.Sprintf("The runner %q forwards %s to %s, and the policy%s allows no runner to receive %s.",
+					runner, cred, countNodes(v.nodes), where, cred)
+			default:
+				detail = fmt.Sprintf("The runner %q forwards %s to %s, and the policy%s allows %s only for %s.",
+					runner, cred, countNodes(v.nodes), where, cred, policyQuoteList(allowed))
+			}
+		case RulePolicyMaxPidsLimit:
+			detail = fmt.Sprintf("%s %s pids_limit %s, and the policy%s allows at most %d.",
+				policyCapitalise(countNodes(v.nodes)), pick(len(v.nodes) == 1, "has", "have"), v.what, where, pol.MaxPidsLimit)
+		}
+		subject := v.subject
+		diags = append(diags, NewDiagnostic(v.rule, rangePtr(subject), detail))
+	}
+	return diags, refused
+}
+
+// policyWhere names the policy's declaration for details: " (policy.hcl:3)".
+func policyWhere(pol *config.Policy) string {
+	if pol.DeclRange.Filename == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (%s:%d)", pol.DeclRange.Filename, pol.DeclRange.Start.Line)
+}
+
+// policyImageRange is where the node's image is written: its entry in the sandbox images map, else the legacy image,
+// else the node's block.
+func policyImageRange(cfg *config.Config, np *NodePlan) hcl.Range {
+	if cfg != nil && cfg.Sandbox != nil {
+		sb := cfg.Sandbox
+		if r, ok := sb.ImageRanges[np.Runner]; ok && sb.Images[np.Runner] == np.Image && r.Filename != "" {
+			return r
+		}
+		if sb.Image == np.Image && sb.ImageRange.Filename != "" {
+			return sb.ImageRange
+		}
+	}
+	return np.DeclRange
+}
+
+// policySandboxRange is where a sandbox setting is written, else the sandbox block, else the node's block (a default
+// that nobody wrote is best fixed where the node is).
+func policySandboxRange(cfg *config.Config, np *NodePlan, attr func(*config.Sandbox) hcl.Range) hcl.Range {
+	if cfg != nil && cfg.Sandbox != nil {
+		if r := attr(cfg.Sandbox); r.Filename != "" {
+			return r
+		}
+		if cfg.Sandbox.DeclRange.Filename != "" {
+			return cfg.Sandbox.DeclRange
+		}
+	}
+	return np.DeclRange
+}
+
+// policyCredentialRange is where the i-th credential of the node is declared: its entry in a runner block that declares
+// credentials, else the node's runner attribute (a built-in's declaration lives in kewplan), else the node.
+func policyCredentialRange(cfg *config.Config, np *NodePlan, i int) hcl.Range {
+	if cfg == nil {
+		return np.DeclRange
+	}
+	cred := np.Credentials[i]
+	if r, ok := cfg.Runners[np.Runner]; ok && r.Credentials != nil {
+		for j, c := range r.Credentials {
+			if c == cred && j < len(r.CredentialRanges) && r.CredentialRanges[j].Filename != "" {
+				return r.CredentialRanges[j]
+			}
+		}
+		if r.CredentialsRange.Filename != "" {
+			return r.CredentialsRange
+		}
+	}
+	if n, ok := cfg.Nodes[np.Name]; ok {
+		if a, ok := n.Attrs["runner"]; ok && a != nil {
+			return a.Range
+		}
+	}
+	return np.DeclRange
+}
+
+// pidsLimit is the node's --pids-limit: from its container, else from the sandbox.
+func policyPidsLimit(cfg *config.Config, np *NodePlan) (int64, bool) {
+	if np.Container != nil {
+		return np.Container.PidsLimit, true
+	}
+	if cfg != nil && cfg.Sandbox != nil {
+		return cfg.Sandbox.PidsLimit, true
+	}
+	return 0, false
+}
+
+func policyHasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func policyQuoteList(list []string) string {
+	q := make([]string, len(list))
+	for i, v := range list {
+		q[i] = fmt.Sprintf("%q", v)
+	}
+	sort.Strings(q)
+	return strings.Join(q, ", ")
+}
+
+func policyCapitalise(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
