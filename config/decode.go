@@ -39,6 +39,7 @@ func (c *Config) decodeFile(body hcl.Body) hcl.Diagnostics {
 			v, d := decodeVariableBlock(block)
 			diags = append(diags, d...)
 			if v == nil {
+				c.rejected["var."+block.Labels[0]] = true
 				continue
 			}
 			if prev, ok := c.Variables[v.Name]; ok {
@@ -83,6 +84,7 @@ func (c *Config) decodeFile(body hcl.Body) hcl.Diagnostics {
 			n, d := decodeNodeBlock(block)
 			diags = append(diags, d...)
 			if n == nil {
+				c.rejected["node."+block.Labels[0]] = true
 				continue
 			}
 			if prev, ok := c.Nodes[n.Name]; ok {

@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/agext/levenshtein"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
@@ -31,7 +30,7 @@ func warningDiag(summary, detail string, subject hcl.Range) *hcl.Diagnostic {
 func didYouMean(given string, options []string) string {
 	best, bestDist := "", 3
 	for _, o := range options {
-		if d := levenshtein.Distance(given, o, nil); d < bestDist {
+		if d := editDistance(given, o); d < bestDist {
 			best, bestDist = o, d
 		}
 	}
@@ -101,7 +100,13 @@ func bodyContent(body hcl.Body, schema *hcl.BodySchema, where string) (*hcl.Body
 		case len(attrNames) == 0:
 			detail = fmt.Sprintf("An argument named %q is not expected in %s, which takes no arguments.", name, where)
 		default:
-			detail = fmt.Sprintf("An argument named %q is not expected in %s.%s The arguments it accepts are %s.", name, where, didYouMean(name, attrNames), quotedList(attrNames))
+			var unset []string
+			for _, n := range attrNames {
+				if _, set := content.Attributes[n]; !set {
+					unset = append(unset, n)
+				}
+			}
+			detail = fmt.Sprintf("An argument named %q is not expected in %s.%s The arguments it accepts are %s.", name, where, didYouMean(name, unset), quotedList(attrNames))
 		}
 		diags = append(diags, errorDiag("Unsupported argument", detail, attr.NameRange))
 	}
@@ -140,4 +145,31 @@ func sortDiagnostics(diags hcl.Diagnostics) {
 		}
 		return a.Start.Byte < b.Start.Byte
 	})
+}
+
+// editDistance is the optimal string alignment distance: insertions, deletions, substitutions and
+// transpositions of adjacent characters each cost 1, so "modle" is one edit from "model".
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
 }

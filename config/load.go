@@ -35,9 +35,11 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 	}
 
 	var bodies []*hclsyntax.Body
+	parsed := true
 	for _, name := range names {
 		src, err := readConfigFile(name)
 		if err != nil {
+			parsed = false
 			diags = append(diags, errorDiag("Cannot read configuration file",
 				fmt.Sprintf("Reading %s failed: %s. Check that the file exists and is readable.", name, describeFSError(err)),
 				hcl.Range{}))
@@ -47,6 +49,7 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 		body, fileDiags := parseConfigSource(name, src)
 		diags = append(diags, fileDiags...)
 		if fileDiags.HasErrors() {
+			parsed = false
 			// A file that does not parse would only produce confusing follow-on errors from its partial body.
 			continue
 		}
@@ -55,7 +58,9 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 	for _, body := range bodies {
 		diags = append(diags, cfg.decodeFile(body)...)
 	}
-	if !diags.HasErrors() {
+	if parsed {
+		// Whole-configuration checks need every file; with one missing they would report its declarations as
+		// undeclared.
 		diags = append(diags, cfg.checkStatic()...)
 	}
 	sortDiagnostics(diags)
@@ -71,6 +76,7 @@ func newConfig(path string) *Config {
 		Sandbox:   defaultSandbox(),
 		Runners:   map[string]*Runner{},
 		Nodes:     map[string]*Node{},
+		rejected:  map[string]bool{},
 	}
 }
 

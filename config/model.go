@@ -24,6 +24,10 @@ type Config struct {
 	Runners   map[string]*Runner
 	Nodes     map[string]*Node
 	Policy    *Policy // nil when no policy block was written
+
+	// rejected holds "node.<name>" and "var.<name>" for blocks whose label was refused, so that references to
+	// them are not reported a second time as undeclared.
+	rejected map[string]bool
 }
 
 // Variable is a `variable "name"` block.

@@ -54,11 +54,11 @@ func (c *Config) checkStatic() hcl.Diagnostics {
 		}
 	}
 	diags = append(diags, c.checkLocalCycles()...)
-	if diags.HasErrors() {
-		return diags
-	}
 	c.collectDependencies()
-	diags = append(diags, c.checkStaticValues()...)
+	if !diags.HasErrors() {
+		// Evaluating with unresolved references would only repeat them as evaluation errors.
+		diags = append(diags, c.checkStaticValues()...)
+	}
 	return diags
 }
 
@@ -115,7 +115,7 @@ func (c *Config) checkTraversal(trav hcl.Traversal, scope refScope) *hcl.Diagnos
 		if !ok {
 			return errorDiag("Invalid reference", "A reference to a variable names it after var, for example var.model.", rng)
 		}
-		if _, ok := c.Variables[name]; !ok {
+		if _, ok := c.Variables[name]; !ok && !c.rejected["var."+name] {
 			return errorDiag("Reference to undeclared input variable",
 				fmt.Sprintf("No variable named %q is declared.%s Declare it with a variable %q { } block, or correct the name.", name, didYouMean(name, sortedKeys(c.Variables)), name),
 				rng)
@@ -141,6 +141,9 @@ func (c *Config) checkTraversal(trav hcl.Traversal, scope refScope) *hcl.Diagnos
 		name, ok := step(1)
 		if !ok {
 			return errorDiag("Invalid reference", "A reference to a node output names the node and the output, for example node.fix.commit.", rng)
+		}
+		if c.rejected["node."+name] {
+			return nil
 		}
 		if _, ok := c.Nodes[name]; !ok {
 			return errorDiag("Reference to undeclared node",

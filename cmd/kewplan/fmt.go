@@ -1,9 +1,177 @@
 package main
 
-import "errors"
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
 
-// FmtCmd is a STUB: the issue that owns `kewplan fmt` replaces this file.
-type FmtCmd struct{}
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/rogpeppe/go-internal/diff"
 
-// Run is not implemented yet.
-func (FmtCmd) Run(env *Env) error { return errors.New("kewplan fmt is not implemented yet") }
+	"github.com/kewplan/kewplan/config"
+)
+
+// Exit statuses of `kewplan fmt`.
+const (
+	fmtExitSyntax      = 2 // a file has syntax errors and was left as it is
+	fmtExitUnformatted = 3 // --check found files to reformat
+)
+
+// FmtCmd is `kewplan fmt [PATH...] [--check] [--diff]`.
+type FmtCmd struct {
+	Paths []string `arg:"" optional:"" help:"Files or directories to format (directories: their *.hcl files, not recursive). Default: the current directory. - reads standard input and writes standard output."`
+	Check bool     `help:"Do not write: list the files that are not formatted and exit 3 if there are any."`
+	Diff  bool     `help:"Print a unified diff of the changes."`
+}
+
+// Help shows an example.
+func (FmtCmd) Help() string {
+	return "Example:\n  kewplan fmt --check --diff examples/\n\n" +
+		"Rewrites files in place and lists the ones it changed. Exit status 0 when done, 3 when --check found\n" +
+		"unformatted files, 2 when a file has syntax errors (such a file is never rewritten)."
+}
+
+// Run formats every file; one file's problem does not stop the others.
+func (c *FmtCmd) Run(env *Env) error {
+	paths := c.Paths
+	if len(paths) == 0 {
+		paths = []string{"."}
+	}
+	var files []string
+	for _, p := range paths {
+		if p == "-" {
+			files = append(files, p)
+			continue
+		}
+		found, err := fmtFiles(p)
+		if err != nil {
+			return err
+		}
+		files = append(files, found...)
+	}
+	syntaxErrors, unformatted := false, false
+	for _, name := range files {
+		changed, src, diags, err := c.formatFile(env, name)
+		if err != nil {
+			return err
+		}
+		if diags.HasErrors() {
+			syntaxErrors = true
+			printDiags(env, diags, map[string][]byte{displayName(name): src})
+			continue
+		}
+		unformatted = unformatted || changed
+	}
+	switch {
+	case syntaxErrors:
+		return ExitCode(fmtExitSyntax)
+	case c.Check && unformatted:
+		return ExitCode(fmtExitUnformatted)
+	}
+	return nil
+}
+
+func displayName(name string) string {
+	if name == "-" {
+		return "<stdin>"
+	}
+	return name
+}
+
+// fmtFiles lists the files a path argument stands for.
+func fmtFiles(p string) ([]string, error) {
+	info, err := os.Stat(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s does not exist; give a .hcl file or a directory holding .hcl files", p)
+		}
+		return nil, err
+	}
+	if !info.IsDir() {
+		if !strings.HasSuffix(p, config.FileExtension) {
+			return nil, fmt.Errorf("%s is not a .hcl file; kewplan fmt formats only configuration and variable files", p)
+		}
+		return []string{p}, nil
+	}
+	entries, err := os.ReadDir(p)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), config.FileExtension) && !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, filepath.Join(p, e.Name()))
+		}
+	}
+	return out, nil
+}
+
+// formatFile formats one file (or standard input for "-"). It reports whether the file was not formatted, and
+// returns its source for the snippets of syntax errors.
+func (c *FmtCmd) formatFile(env *Env, name string) (bool, []byte, hcl.Diagnostics, error) {
+	var src []byte
+	var err error
+	var mode fs.FileMode
+	if name == "-" {
+		src, err = io.ReadAll(env.Stdin)
+		name = displayName(name)
+	} else {
+		var info fs.FileInfo
+		if info, err = os.Stat(name); err == nil {
+			mode = info.Mode().Perm()
+			src, err = os.ReadFile(name)
+		}
+	}
+	if err != nil {
+		return false, nil, nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	if diags := checkFmtSyntax(name, src); diags.HasErrors() {
+		return false, src, diags, nil
+	}
+	out := hclwrite.Format(src)
+	if name == "<stdin>" {
+		if c.Diff && !bytes.Equal(src, out) {
+			env.Stdout.Write(diff.Diff(name, src, name+" (formatted)", out))
+			return true, src, nil, nil
+		}
+		if !c.Check {
+			env.Stdout.Write(out)
+		}
+		return !bytes.Equal(src, out), src, nil, nil
+	}
+	if bytes.Equal(src, out) {
+		return false, src, nil, nil
+	}
+	fmt.Fprintln(env.Stdout, name)
+	if c.Diff {
+		env.Stdout.Write(diff.Diff(name, src, name+" (formatted)", out))
+	}
+	if !c.Check {
+		// Written in place, keeping the file's mode and following a symbolic link to the real file.
+		if err := os.WriteFile(name, out, mode); err != nil {
+			return true, src, nil, fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	return true, src, nil, nil
+}
+
+// checkFmtSyntax refuses what hclwrite would mangle: invalid UTF-8 and syntax errors.
+func checkFmtSyntax(name string, src []byte) hcl.Diagnostics {
+	if !utf8.Valid(src) {
+		return hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid UTF-8 encoding",
+			Detail:   fmt.Sprintf("%s is not UTF-8 text, so it was not formatted. Re-save it as UTF-8.", name),
+		}}
+	}
+	_, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+	return diags
+}

@@ -1,9 +1,80 @@
 package main
 
-import "errors"
+import (
+	"fmt"
+	"maps"
+	"slices"
 
-// ValidateCmd is a STUB: the issue that owns `kewplan validate` replaces this file.
-type ValidateCmd struct{}
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
 
-// Run is not implemented yet.
-func (ValidateCmd) Run(env *Env) error { return errors.New("kewplan validate is not implemented yet") }
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/views"
+)
+
+// ValidateCmd is `kewplan validate [PATH] [--json] [--var …] [--var-file …]`.
+type ValidateCmd struct {
+	Path     string `arg:"" optional:"" default:"." help:"A .hcl file, or a directory whose *.hcl files (not recursive) form the configuration."`
+	JSON     bool   `name:"json" help:"Print the result as JSON, in the shape of terraform validate -json."`
+	VarFlags `embed:""`
+}
+
+// Help shows an example.
+func (ValidateCmd) Help() string {
+	return "Example:\n  kewplan validate examples/review-pipeline.hcl --var model=claude-sonnet-4-5\n\n" +
+		"Exit status 0 when the configuration is valid (warnings allowed), 1 when it has errors."
+}
+
+// Run checks the configuration in layers, each only when the previous one found no error, so that a mistake
+// is reported once, where it was made: syntax and schema, references and literal values, variables, every
+// node's evaluated attributes (function calls such as file()), then the planner's fail-closed rules.
+func (c *ValidateCmd) Run(env *Env) error {
+	cfg, vals, diags := loadConfig(env, c.Path, c.VarFlags)
+	if !diags.HasErrors() {
+		diags = append(diags, evaluateAll(cfg, vals)...)
+	}
+	if !diags.HasErrors() {
+		_, d := planner.Build(cfg, planner.Inputs{Vars: vals, FS: config.DirFS(cfg.Dir)})
+		diags = append(diags, d...)
+	}
+	diags = dedupeDiagnostics(diags)
+	views.SortDiagnostics(diags)
+
+	if c.JSON {
+		doc := views.NewValidateJSON(diags, configSources(cfg)...)
+		if err := views.WriteValidateJSON(env.Stdout, doc); err != nil {
+			return err
+		}
+		if !doc.Valid {
+			return ExitCode(1)
+		}
+		return nil
+	}
+	printDiags(env, diags, configSources(cfg)...)
+	if diags.HasErrors() {
+		return ExitCode(1)
+	}
+	if len(diags) > 0 {
+		fmt.Fprintln(env.Stdout, "\nSuccess! The configuration is valid, but there were warnings as shown above.")
+		return nil
+	}
+	fmt.Fprintln(env.Stdout, "Success! The configuration is valid.")
+	return nil
+}
+
+// evaluateAll evaluates every node's attributes and every runner's args once, with the resolved variables and
+// unknown node outputs, to catch what only evaluation shows: a file() of a missing file, a wrong type from a
+// variable, a function failing on its arguments.
+func evaluateAll(cfg *config.Config, vals map[string]cty.Value) hcl.Diagnostics {
+	ctx, diags := cfg.EvalContext(&config.Scope{Vars: vals, FS: config.DirFS(cfg.Dir)})
+	for _, name := range slices.Sorted(maps.Keys(cfg.Nodes)) {
+		_, d := config.EvalNode(cfg.Nodes[name], ctx)
+		diags = append(diags, d...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Runners)) {
+		_, d := config.EvalRunnerArgs(cfg.Runners[name], ctx, "model")
+		diags = append(diags, d...)
+	}
+	return diags
+}

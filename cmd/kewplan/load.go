@@ -1,0 +1,75 @@
+package main
+
+import (
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/views"
+)
+
+// VarFlags are the variable options shared by every command that reads a configuration. Embed it with
+// `embed:""`. Values are never split on commas: --var 'tags=["a","b"]' is one value.
+type VarFlags struct {
+	Vars     []string `name:"var" sep:"none" placeholder:"NAME=VALUE" help:"Set a variable (repeatable). Highest precedence."`
+	VarFiles []string `name:"var-file" sep:"none" placeholder:"FILE" help:"Read variable values from an .hcl file of name = value lines (repeatable; later files win)."`
+}
+
+// loadConfig loads the configuration at path and resolves its variables from the environment (KEWPLAN_VAR_*),
+// --var-file and --var, in Terraform's precedence. cfg is never nil, so diagnostics can always be printed
+// with their sources (see printDiags). Variables are resolved only when the configuration loaded cleanly.
+func loadConfig(env *Env, path string, vf VarFlags) (*config.Config, map[string]cty.Value, hcl.Diagnostics) {
+	if path == "" {
+		path = "."
+	}
+	cfg, diags := config.Load(path)
+	if diags.HasErrors() {
+		return cfg, nil, diags
+	}
+	vals, d := cfg.ResolveVariables(config.VariableInputs{Env: env.Environ, VarFiles: vf.VarFiles, Vars: vf.Vars})
+	diags = append(diags, d...)
+	return cfg, vals, diags
+}
+
+// configSources returns the sources diagnostics of cfg may point into: the configuration and its variable files.
+func configSources(cfg *config.Config) []map[string][]byte {
+	if cfg == nil {
+		return nil
+	}
+	return []map[string][]byte{cfg.Files, cfg.VarFiles}
+}
+
+// printDiags writes diagnostics for people to stderr, with source snippets from files, in colour only on a
+// terminal without --no-color.
+func printDiags(env *Env, diags hcl.Diagnostics, files ...map[string][]byte) {
+	if len(diags) == 0 {
+		return
+	}
+	_ = views.WriteDiagnostics(env.Stderr, diags, useColor(env), files...)
+}
+
+func useColor(env *Env) bool { return env.Terminal && !env.NoColor }
+
+// dedupeDiagnostics drops diagnostics identical to an earlier one, which happens when two stages evaluate the
+// same expression (validate's own evaluation and the planner's).
+func dedupeDiagnostics(diags hcl.Diagnostics) hcl.Diagnostics {
+	type key struct {
+		sev             hcl.DiagnosticSeverity
+		summary, detail string
+		rng             hcl.Range
+	}
+	seen := map[key]bool{}
+	out := diags[:0:0]
+	for _, d := range diags {
+		k := key{sev: d.Severity, summary: d.Summary, detail: d.Detail}
+		if d.Subject != nil {
+			k.rng = *d.Subject
+		}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, d)
+	}
+	return out
+}

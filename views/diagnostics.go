@@ -1,0 +1,380 @@
+package views
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hcled"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/mitchellh/go-wordwrap"
+
+	"github.com/kewplan/kewplan/planner"
+)
+
+// ValidateFormatVersion is the version of the `validate --json` document, Terraform's `validate -json` shape.
+const ValidateFormatVersion = "1.0"
+
+// ValidateJSON is the document `kewplan validate --json` prints.
+type ValidateJSON struct {
+	FormatVersion string           `json:"format_version"`
+	Valid         bool             `json:"valid"`
+	ErrorCount    int              `json:"error_count"`
+	WarningCount  int              `json:"warning_count"`
+	Diagnostics   []DiagnosticJSON `json:"diagnostics"`
+}
+
+// DiagnosticJSON is one diagnostic in the shape of Terraform's JSON diagnostics, plus `rule` when a named rule
+// of the planner's catalogue produced it.
+type DiagnosticJSON struct {
+	Severity string       `json:"severity"` // "error" or "warning"
+	Summary  string       `json:"summary"`
+	Detail   string       `json:"detail"`
+	Rule     string       `json:"rule,omitempty"`
+	Range    *RangeJSON   `json:"range,omitempty"`
+	Snippet  *SnippetJSON `json:"snippet,omitempty"`
+}
+
+// RangeJSON is a source range; lines and columns count from 1, bytes from 0.
+type RangeJSON struct {
+	Filename string  `json:"filename"`
+	Start    PosJSON `json:"start"`
+	End      PosJSON `json:"end"`
+}
+
+// PosJSON is a position in a source file.
+type PosJSON struct {
+	Line   int `json:"line"`
+	Column int `json:"column"`
+	Byte   int `json:"byte"`
+}
+
+// SnippetJSON is the source around a diagnostic, as in Terraform's JSON diagnostics: Code holds whole lines
+// starting at StartLine, and the highlight offsets are byte offsets into Code.
+type SnippetJSON struct {
+	Context              *string `json:"context"`
+	Code                 string  `json:"code"`
+	StartLine            int     `json:"start_line"`
+	HighlightStartOffset int     `json:"highlight_start_offset"`
+	HighlightEndOffset   int     `json:"highlight_end_offset"`
+}
+
+// Severities as written in JSON.
+const (
+	SeverityError   = "error"
+	SeverityWarning = "warning"
+)
+
+// maxSnippetLines bounds the code shown for a range spanning many lines (a whole block, say).
+const maxSnippetLines = 6
+
+// redactedSpan replaces the highlighted source of a diagnostic about a secret value.
+const redactedSpan = "(redacted)"
+
+// diagnosticRuleID returns the id of the rule that raised d, or "".
+func diagnosticRuleID(d *hcl.Diagnostic) string {
+	if x, ok := d.Extra.(interface{ RuleID() string }); ok {
+		return x.RuleID()
+	}
+	return ""
+}
+
+// redacted reports whether d points at a value that must never be printed: a credential written by value.
+// Its snippet shows the line with the span replaced, so the reader still sees where it is.
+func redacted(d *hcl.Diagnostic) bool {
+	if x, ok := d.Extra.(interface{ Redact() bool }); ok && x.Redact() {
+		return true
+	}
+	return diagnosticRuleID(d) == planner.RuleCredentialByValue
+}
+
+// sourceFiles parses configuration sources on demand, for the "in node "x"" context of a snippet.
+type sourceFiles struct {
+	src    map[string][]byte
+	parsed map[string]*hcl.File
+}
+
+func newSourceFiles(files ...map[string][]byte) *sourceFiles {
+	sf := &sourceFiles{src: map[string][]byte{}, parsed: map[string]*hcl.File{}}
+	for _, m := range files {
+		for k, v := range m {
+			sf.src[k] = v
+		}
+	}
+	return sf
+}
+
+func (sf *sourceFiles) context(filename string, offset int) string {
+	f, ok := sf.parsed[filename]
+	if !ok {
+		if src, ok := sf.src[filename]; ok && utf8.Valid(src) {
+			f, _ = hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+		}
+		sf.parsed[filename] = f
+	}
+	if f == nil {
+		return ""
+	}
+	return hcled.ContextString(f, offset)
+}
+
+// NewDiagnosticJSON converts one diagnostic; files (name -> source) gives the snippet.
+func NewDiagnosticJSON(d *hcl.Diagnostic, files map[string][]byte) DiagnosticJSON {
+	return newDiagnosticJSON(d, newSourceFiles(files))
+}
+
+func newDiagnosticJSON(d *hcl.Diagnostic, sf *sourceFiles) DiagnosticJSON {
+	out := DiagnosticJSON{
+		Severity: SeverityError,
+		Summary:  d.Summary,
+		Detail:   d.Detail,
+		Rule:     diagnosticRuleID(d),
+	}
+	if d.Severity == hcl.DiagWarning {
+		out.Severity = SeverityWarning
+	}
+	if d.Subject == nil {
+		return out
+	}
+	s := *d.Subject
+	out.Range = &RangeJSON{
+		Filename: s.Filename,
+		Start:    PosJSON{Line: s.Start.Line, Column: s.Start.Column, Byte: s.Start.Byte},
+		End:      PosJSON{Line: s.End.Line, Column: s.End.Column, Byte: s.End.Byte},
+	}
+	out.Snippet = snippet(d, sf)
+	return out
+}
+
+// snippet cuts the lines of the diagnostic's range (widened to its context range, if any) out of the source.
+// It returns nil when the source is unavailable or does not match the range, rather than guess.
+func snippet(d *hcl.Diagnostic, sf *sourceFiles) *SnippetJSON {
+	s := *d.Subject
+	src, ok := sf.src[s.Filename]
+	if !ok || s.Start.Byte < 0 || s.End.Byte > len(src) || s.Start.Byte > s.End.Byte {
+		return nil
+	}
+	from := s
+	if d.Context != nil && d.Context.Filename == s.Filename && d.Context.Start.Byte <= s.Start.Byte &&
+		d.Context.End.Byte >= s.End.Byte && d.Context.End.Byte <= len(src) {
+		from = *d.Context
+	}
+	lineStart := bytes.LastIndexByte(src[:from.Start.Byte], '\n') + 1
+	startLine := 1 + bytes.Count(src[:lineStart], []byte("\n"))
+	lineEnd := len(src)
+	if i := bytes.IndexByte(src[from.End.Byte:], '\n'); i >= 0 {
+		lineEnd = from.End.Byte + i
+	}
+	if from.End.Byte > from.Start.Byte && from.End.Byte > 0 && src[from.End.Byte-1] == '\n' {
+		lineEnd = from.End.Byte - 1 // a range ending just after a newline does not take in the next line
+	}
+	if lineEnd < lineStart {
+		lineEnd = lineStart
+	}
+	code := string(src[lineStart:lineEnd])
+	hlStart, hlEnd := s.Start.Byte-lineStart, s.End.Byte-lineStart
+	if hlEnd > len(code) {
+		hlEnd = len(code)
+	}
+	if lines := strings.Split(code, "\n"); len(lines) > maxSnippetLines {
+		code = strings.Join(lines[:maxSnippetLines], "\n")
+		if hlStart > len(code) {
+			hlStart = len(code)
+		}
+		if hlEnd > len(code) {
+			hlEnd = len(code)
+		}
+	}
+	if redacted(d) && hlStart <= hlEnd {
+		code = code[:hlStart] + redactedSpan + code[hlEnd:]
+		hlEnd = hlStart + len(redactedSpan)
+	}
+	out := &SnippetJSON{Code: code, StartLine: startLine, HighlightStartOffset: hlStart, HighlightEndOffset: hlEnd}
+	if c := sf.context(s.Filename, s.Start.Byte); c != "" {
+		out.Context = &c
+	}
+	return out
+}
+
+// DiagnosticsJSON converts diagnostics in order; files (name -> source) gives the snippets.
+func DiagnosticsJSON(diags hcl.Diagnostics, files ...map[string][]byte) []DiagnosticJSON {
+	sf := newSourceFiles(files...)
+	out := make([]DiagnosticJSON, 0, len(diags))
+	for _, d := range diags {
+		out = append(out, newDiagnosticJSON(d, sf))
+	}
+	return out
+}
+
+// NewValidateJSON builds the `validate --json` document.
+func NewValidateJSON(diags hcl.Diagnostics, files ...map[string][]byte) *ValidateJSON {
+	doc := &ValidateJSON{FormatVersion: ValidateFormatVersion, Diagnostics: DiagnosticsJSON(diags, files...)}
+	for _, d := range diags {
+		if d.Severity == hcl.DiagWarning {
+			doc.WarningCount++
+		} else {
+			doc.ErrorCount++
+		}
+	}
+	doc.Valid = doc.ErrorCount == 0
+	return doc
+}
+
+// WriteValidateJSON writes doc as indented JSON with a stable key order.
+func WriteValidateJSON(w io.Writer, doc *ValidateJSON) error {
+	return writeIndentedJSON(w, doc)
+}
+
+func writeIndentedJSON(w io.Writer, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// ANSI styles for human diagnostics.
+const (
+	ansiReset     = "\x1b[0m"
+	ansiBold      = "\x1b[1m"
+	ansiRed       = "\x1b[31m"
+	ansiYellow    = "\x1b[33m"
+	ansiUnderline = "\x1b[4m"
+)
+
+// diagnosticWidth is where details are wrapped: a fixed width keeps output identical in every terminal and log.
+const diagnosticWidth = 78
+
+// WriteDiagnostics renders diagnostics for people, in the way of Terraform's format.Diagnostic:
+//
+//	Error: Unsupported argument
+//
+//	  on examples/quickstart.hcl line 12, in node "fix":
+//	  12:   modle = "claude-sonnet-4-5"
+//	        ^^^^^
+//
+//	An argument named "modle" is not expected in a node block. Did you mean "model"?
+//
+// files (name -> source, several maps merged) gives the snippets. color adds ANSI styles; the span is then
+// also underlined.
+func WriteDiagnostics(w io.Writer, diags hcl.Diagnostics, color bool, files ...map[string][]byte) error {
+	bw := bufio.NewWriter(w)
+	sf := newSourceFiles(files...)
+	for i, d := range diags {
+		if i > 0 {
+			bw.WriteString("\n")
+		}
+		writeDiagnostic(bw, newDiagnosticJSON(d, sf), color)
+	}
+	return bw.Flush()
+}
+
+// WriteDiagnosticJSONHuman renders diagnostics already in the JSON shape (read back from a saved document).
+func WriteDiagnosticJSONHuman(w io.Writer, diags []DiagnosticJSON, color bool) error {
+	bw := bufio.NewWriter(w)
+	for i, d := range diags {
+		if i > 0 {
+			bw.WriteString("\n")
+		}
+		writeDiagnostic(bw, d, color)
+	}
+	return bw.Flush()
+}
+
+func writeDiagnostic(w *bufio.Writer, d DiagnosticJSON, color bool) {
+	style := func(s, codes string) string {
+		if !color {
+			return s
+		}
+		return codes + s + ansiReset
+	}
+	label := style("Error:", ansiBold+ansiRed)
+	if d.Severity == SeverityWarning {
+		label = style("Warning:", ansiBold+ansiYellow)
+	}
+	summary := d.Summary
+	if d.Rule != "" {
+		summary += " [" + d.Rule + "]"
+	}
+	fmt.Fprintf(w, "%s %s\n", label, style(summary, ansiBold))
+
+	if d.Range != nil {
+		w.WriteString("\n")
+		if d.Snippet != nil && d.Snippet.Context != nil {
+			fmt.Fprintf(w, "  on %s line %d, in %s:\n", d.Range.Filename, d.Range.Start.Line, *d.Snippet.Context)
+		} else {
+			fmt.Fprintf(w, "  on %s line %d:\n", d.Range.Filename, d.Range.Start.Line)
+		}
+		if d.Snippet != nil {
+			writeSnippet(w, d.Snippet, color)
+		}
+	}
+	if d.Detail != "" {
+		w.WriteString("\n")
+		for _, para := range strings.Split(d.Detail, "\n") {
+			if para == "" {
+				w.WriteString("\n")
+				continue
+			}
+			w.WriteString(wordwrap.WrapString(para, diagnosticWidth))
+			w.WriteString("\n")
+		}
+	}
+}
+
+// writeSnippet prints the code lines with numbers, the highlighted span underlined when colour is on and
+// marked with carets on the line below in any case.
+func writeSnippet(w *bufio.Writer, sn *SnippetJSON, color bool) {
+	lines := strings.Split(sn.Code, "\n")
+	numWidth := len(fmt.Sprint(sn.StartLine + len(lines) - 1))
+	hlStart, hlEnd := sn.HighlightStartOffset, sn.HighlightEndOffset
+	offset := 0
+	for i, line := range lines {
+		lineStart, lineEnd := offset, offset+len(line)
+		offset = lineEnd + 1
+		shown := strings.ReplaceAll(line, "\t", " ")
+		prefix := fmt.Sprintf("  %*d: ", numWidth, sn.StartLine+i)
+		a, b := max(hlStart, lineStart)-lineStart, min(hlEnd, lineEnd)-lineStart
+		marked := a < b || (hlStart == hlEnd && hlStart >= lineStart && hlStart <= lineEnd)
+		if !marked || !utf8.ValidString(shown[:a]) {
+			fmt.Fprintf(w, "%s%s\n", prefix, strings.TrimRight(shown, " "))
+			continue
+		}
+		if color && a < b {
+			fmt.Fprintf(w, "%s%s%s%s%s%s\n", prefix, shown[:a], ansiUnderline, shown[a:b], ansiReset, strings.TrimRight(shown[b:], " "))
+		} else {
+			fmt.Fprintf(w, "%s%s\n", prefix, strings.TrimRight(shown, " "))
+		}
+		marks := max(utf8.RuneCountInString(shown[a:max(a, b)]), 1)
+		fmt.Fprintf(w, "%s%s\n", strings.Repeat(" ", len(prefix)+utf8.RuneCountInString(shown[:a])), strings.Repeat("^", marks))
+	}
+}
+
+// SortDiagnostics orders diagnostics by file and position, range-less ones first, keeping the given order
+// otherwise: merged diagnostics from several stages then read top to bottom.
+func SortDiagnostics(diags hcl.Diagnostics) {
+	sort.SliceStable(diags, func(i, j int) bool {
+		a, b := diags[i].Subject, diags[j].Subject
+		switch {
+		case a == nil && b == nil:
+			return false
+		case a == nil:
+			return true
+		case b == nil:
+			return false
+		case a.Filename != b.Filename:
+			return a.Filename < b.Filename
+		}
+		return a.Start.Byte < b.Start.Byte
+	})
+}
