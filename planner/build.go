@@ -94,7 +94,7 @@ func (b *builder) build(p *Plan) {
 	p.Nodes = make([]*NodePlan, 0, len(order))
 	for _, i := range order {
 		np, nDiags := b.planNode(g, i)
-		if cyclic[i] {
+		if cyclic[i] || g.missing[i] {
 			np.Errors = true
 			np.Container = nil
 		}
@@ -138,24 +138,49 @@ func (b *builder) checkRunnerBlocks() hcl.Diagnostics {
 				subject = r.CredentialRanges[i]
 			}
 			diags = append(diags, NewDiagnostic(RuleCredentialByValue, rangePtr(subject),
-				fmt.Sprintf("Runner %q lists the credential %s, which is not a bare environment variable name.", name, describeCredential(c))))
+				fmt.Sprintf("In the credentials of runner %q, %s: a credential is the bare name of an environment variable, forwarded as -e NAME.", name, describeCredential(i, c))))
 			b.badRunners[name] = true
 		}
 	}
 	return diags
 }
 
-// describeCredential names a bad credential entry without ever echoing a value written after "=".
-func describeCredential(c string) string {
+// describeCredential says what is wrong with a credential entry without echoing it: an entry that is not a
+// name may well be the secret itself, pasted in the wrong place. Only a valid name before "=" is shown.
+func describeCredential(i int, c string) string {
+	entry := fmt.Sprintf("entry %d", i+1)
+	name, _, hasValue := strings.Cut(c, "=")
 	switch {
 	case strings.TrimSpace(c) == "":
-		return "entry \"\" (empty)"
-	case strings.Contains(c, "="):
-		name, _, _ := strings.Cut(c, "=")
-		return fmt.Sprintf("entry %q followed by \"=\" and a value (the value is not shown)", name)
+		return entry + " is empty"
+	case hasValue && credentialName.MatchString(name):
+		return fmt.Sprintf("%s is %q followed by \"=\" and a value (not shown)", entry, name)
+	case hasValue:
+		return entry + " holds \"=\" and a value (not shown)"
+	case strings.HasPrefix(c, "-"):
+		return entry + " starts with \"-\", so docker would read it as a flag (the entry is not shown)"
+	case strings.ContainsAny(c, " \t\r\n"):
+		return entry + " holds white space (the entry is not shown)"
 	default:
-		return fmt.Sprintf("entry %q", c)
+		return entry + " holds characters other than letters, digits and \"_\", or starts with a digit (the entry is not shown, in case it is a secret)"
 	}
+}
+
+// validCredentials keeps the entries that are bare names, with their origins: an invalid entry is reported at its
+// runner block and must not travel on into plans, views or saved files, where it could expose a secret.
+func validCredentials(creds, origins []string) ([]string, []string) {
+	for _, c := range creds {
+		if !credentialName.MatchString(c) {
+			var keptC, keptO []string
+			for i, c := range creds {
+				if credentialName.MatchString(c) {
+					keptC, keptO = append(keptC, c), append(keptO, origins[i])
+				}
+			}
+			return keptC, keptO
+		}
+	}
+	return creds, origins
 }
 
 // resolveRunner finds the effective runner of a name, once per name; nil when it is neither built in nor declared.
@@ -177,6 +202,9 @@ func (b *builder) resolveRunner(name string) *resolvedRunner {
 	case decl != nil:
 		r = &resolvedRunner{name: name, protocol: decl.Protocol, decl: decl}
 		r.creds, r.origins = declaredCredentials(decl, nil)
+	}
+	if r != nil {
+		r.creds, r.origins = validCredentials(r.creds, r.origins)
 	}
 	b.runners[name] = r
 	return r
@@ -374,7 +402,7 @@ func (b *builder) planRunner(e *nodeEval, n *config.Node, name string) *resolved
 		e.diags = append(e.diags, NewDiagnostic(RuleUnmappedRunner, runnerRange, detail))
 	}
 
-	if len(r.creds) == 0 {
+	if len(r.creds) == 0 && !b.badRunners[name] {
 		subject := runnerRange
 		what := fmt.Sprintf("The runner %q declares no in-container credential", name)
 		if r.decl != nil && r.decl.Credentials != nil {

@@ -19,6 +19,8 @@ type graph struct {
 	deps  [][]int            // node -> the nodes it depends on, deduplicated, in source order
 	refs  [][]config.NodeRef // parallel to deps: where each dependency was named
 	users [][]int            // node -> the nodes that depend on it
+	// missing marks the nodes that depend on a node that does not exist: they cannot run.
+	missing []bool
 }
 
 // newGraph indexes the nodes and reports dependencies on nodes that do not exist.
@@ -36,6 +38,7 @@ func newGraph(cfg *config.Config) (*graph, hcl.Diagnostics) {
 	g.deps = make([][]int, len(g.names))
 	g.refs = make([][]config.NodeRef, len(g.names))
 	g.users = make([][]int, len(g.names))
+	g.missing = make([]bool, len(g.names))
 	var diags hcl.Diagnostics
 	for i, n := range g.nodes {
 		seen := map[int]bool{}
@@ -47,6 +50,7 @@ func newGraph(cfg *config.Config) (*graph, hcl.Diagnostics) {
 					detail = fmt.Sprintf("Node %q depends on %q, which is not declared. Did you mean %q?", n.Name, ref.Name, s)
 				}
 				diags = append(diags, NewDiagnostic(RuleUnknownDependency, rangePtr(ref.Range), detail))
+				g.missing[i] = true
 				continue
 			}
 			if seen[j] {

@@ -1,0 +1,31 @@
+# Two independent chains; --target review plans implement and review only.
+sandbox {
+  memory = "4g"
+  images = {
+    claude-code = "kew-agent@sha256:0b7d5c8e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4"
+    pi          = "kew-pi@sha256:2d9f7eaf3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6"
+  }
+}
+
+node "implement" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = "https://github.com/acme/widgets.git"
+  prompt = "Add a --dry-run flag."
+}
+
+node "review" {
+  runner     = "claude-code"
+  role       = "reviewer"
+  model      = "claude-sonnet-4-5"
+  repo       = "https://github.com/acme/widgets.git"
+  prompt     = "Review kew/implement."
+  depends_on = [node.implement]
+}
+
+node "translate" {
+  runner = "pi"
+  model  = "qwen/qwen3-coder"
+  repo   = "https://github.com/acme/docs.git"
+  prompt = "Translate the changelog."
+}
