@@ -1,6 +1,12 @@
 package executor
 
-import "errors"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+)
 
 // Verdict values a reviewer may write in its sidecar.
 const (
@@ -31,12 +37,80 @@ type Verdict struct {
 	StoredPath string `json:"stored_path"`
 }
 
-// ErrNoVerdict is wrapped by CollectVerdict when no sidecar exists anywhere it looks.
-var ErrNoVerdict = errors.New("no verdict sidecar")
+// Sentinel errors wrapped by CollectVerdict's *VerdictError; any of them holds the node for a human.
+var (
+	// ErrNoVerdict: no sidecar exists anywhere CollectVerdict looks.
+	ErrNoVerdict = errors.New("no verdict sidecar")
+	// ErrVerdictRefused: a sidecar exists but is not a plain regular file that may be read (a link, a FIFO, a
+	// directory, too large, hard-linked, ambiguous).
+	ErrVerdictRefused = errors.New("verdict sidecar refused")
+	// ErrVerdictUnparseable: the sidecar's bytes do not match the strict schema.
+	ErrVerdictUnparseable = errors.New("verdict sidecar unparseable")
+)
+
+// MaxVerdictBytes bounds a sidecar: a verdict is a short summary and a list of findings.
+const MaxVerdictBytes = 1 << 20
+
+// Recovery search bounds: how deep below the checkout root, and how many directory entries in all.
+const (
+	verdictSearchDepth   = 4
+	verdictSearchEntries = 10000
+)
+
+// VerdictError says why a reviewer's node is held instead of judged. Location, StoredPath and SHA256 are set as
+// far as collection got: an unparseable sidecar was still stored and digested, so a human can read the exact
+// bytes that were refused.
+type VerdictError struct {
+	Location   string // where the sidecar was (or was looked for), relative to the checkout root
+	Recovered  bool
+	StoredPath string
+	SHA256     string
+	Reason     string // why the node is held, in a sentence a person can act on
+	Err        error  // ErrNoVerdict, ErrVerdictRefused, ErrVerdictUnparseable, or an environment error
+}
+
+func (e *VerdictError) Error() string { return "reviewer verdict held for a human: " + e.Reason }
+func (e *VerdictError) Unwrap() error { return e.Err }
 
 // CollectVerdict reads a reviewer's sidecar from checkout after its container is gone, stores a copy under
-// storeDir, and parses the stored bytes. Any error means the node is held for a human.
-// STUB: the reviewers work replaces this body.
+// storeDir, and parses the stored bytes. Any error means the node is held for a human; it is a *VerdictError.
+//
+// The sidecar is read once, without following a link at any component, only if it is a regular file with a single
+// link of at most MaxVerdictBytes. A hard-linked sidecar is refused because its inode is shared with another
+// path, which may be outside the checkout (a local clone hard-links object files to the source repository). When
+// the root has no sidecar at all, subdirectories are searched (at most 4 levels and 10,000 entries, .git skipped,
+// no links followed) and a single sidecar found there is used with Recovered set: the contract tells the reviewer
+// to write /work/.kew-review-verdict.json, but an agent working in a subdirectory may write a relative name.
+// Two or more recovered sidecars are ambiguous and refused. A sidecar at the root that is refused is never
+// replaced by one found elsewhere.
 func CollectVerdict(checkout, storeDir string) (*Verdict, error) {
-	return nil, ErrNoVerdict
+	return collectVerdict(checkout, storeDir)
+}
+
+// storeVerdictBytes writes the sidecar's bytes to a new file under storeDir (0600, created exclusively).
+func storeVerdictBytes(storeDir string, data []byte) (string, error) {
+	if err := os.MkdirAll(storeDir, 0o700); err != nil {
+		return "", fmt.Errorf("create verdict store: %w", err)
+	}
+	f, err := os.CreateTemp(storeDir, "review-verdict-*.json") // O_EXCL, mode 0600
+	if err != nil {
+		return "", fmt.Errorf("store verdict: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return "", fmt.Errorf("store verdict: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", fmt.Errorf("store verdict: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("store verdict: %w", err)
+	}
+	return f.Name(), nil
+}
+
+func verdictDigest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }

@@ -1,0 +1,157 @@
+//go:build unix
+
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kewplan/kewplan/planner"
+)
+
+func collectVerdict(checkout, storeDir string) (*Verdict, error) {
+	name := planner.VerdictFilename
+	root, err := openHostileRoot(checkout)
+	if err != nil {
+		return nil, &VerdictError{Location: name, Err: err,
+			Reason: fmt.Sprintf("cannot open the checkout to read %s: %v", name, err)}
+	}
+	defer root.Close()
+
+	loc, recovered := name, false
+	if _, err := root.lstat(name); err != nil {
+		if !hostileMissing(err) {
+			return nil, &VerdictError{Location: loc, Err: err, Reason: fmt.Sprintf("cannot inspect %s: %v", name, err)}
+		}
+		found, truncated, err := searchVerdict(root, name)
+		if err != nil {
+			return nil, &VerdictError{Location: loc, Err: err,
+				Reason: fmt.Sprintf("no %s at the checkout root, and searching subdirectories failed: %v", name, err)}
+		}
+		switch len(found) {
+		case 0:
+			reason := fmt.Sprintf("the reviewer wrote no %s at the checkout root or in any subdirectory; only that "+
+				"file carries a verdict (never the agent's output), and it must be written to %s", name, planner.VerdictMountPath)
+			if truncated {
+				reason += fmt.Sprintf(" (the subdirectory search stopped after %d entries)", verdictSearchEntries)
+			}
+			return nil, &VerdictError{Location: loc, Err: ErrNoVerdict, Reason: reason}
+		case 1:
+			loc, recovered = found[0], true
+		default:
+			return nil, &VerdictError{Location: found[0], Recovered: true, Err: ErrVerdictRefused,
+				Reason: fmt.Sprintf("no %s at the checkout root, and %d candidates in subdirectories (%s); the verdict is "+
+					"ambiguous, so none is used", name, len(found), strings.Join(found, ", "))}
+		}
+	}
+
+	data, err := readVerdictSidecar(root, loc)
+	if err != nil {
+		ve := &VerdictError{Location: loc, Recovered: recovered, Err: err, Reason: err.Error()}
+		var hfe *hostileFileError
+		if errors.As(err, &hfe) {
+			ve.Err = ErrVerdictRefused
+			ve.Reason = fmt.Sprintf("%s; a reviewer must write a plain regular file at %s (links, pipes, "+
+				"directories and files over %d bytes are never read)", hfe.Error(), planner.VerdictMountPath, MaxVerdictBytes)
+		}
+		return nil, ve
+	}
+
+	stored, err := storeVerdictBytes(storeDir, data)
+	if err != nil {
+		return nil, &VerdictError{Location: loc, Recovered: recovered, Err: err, Reason: err.Error()}
+	}
+	v, err := decodeVerdict(data)
+	if err != nil {
+		ve := &VerdictError{Location: loc, Recovered: recovered, StoredPath: stored, SHA256: verdictDigest(data),
+			Err: ErrVerdictUnparseable, Reason: fmt.Sprintf("%s:%v (the refused bytes are kept at %s)", loc, err, stored)}
+		return nil, ve
+	}
+	v.Location = loc
+	v.Recovered = recovered
+	v.StoredPath = stored
+	return v, nil
+}
+
+// readVerdictSidecar reads the sidecar at a checkout-relative location, refusing links at every component, any
+// file type but regular, a hard-linked inode, and anything over MaxVerdictBytes.
+func readVerdictSidecar(root *hostileDir, loc string) ([]byte, error) {
+	dir := root
+	base := loc
+	if i := strings.LastIndexByte(loc, '/'); i >= 0 {
+		d, err := root.openPath(loc[:i])
+		if err != nil {
+			return nil, err
+		}
+		defer d.Close()
+		dir, base = d, loc[i+1:]
+	}
+	f, st, err := dir.openRegular(base)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st.Nlink != 1 {
+		return nil, &hostileFileError{Rel: loc, Reason: fmt.Sprintf("has %d hard links, so its inode is shared with "+
+			"another path that may lie outside the checkout", st.Nlink)}
+	}
+	return hostileReadAtMost(f, st, MaxVerdictBytes, loc)
+}
+
+// searchVerdict looks for name in subdirectories of root, breadth first, at most verdictSearchDepth levels deep and
+// verdictSearchEntries entries in all. It never descends into a link, a .git directory or another filesystem. It
+// reports every candidate (of any file type) so that the caller can refuse ambiguity, and whether it stopped early.
+func searchVerdict(root *hostileDir, name string) (found []string, truncated bool, err error) {
+	budget := verdictSearchEntries
+	level := []string{"."}
+	for depth := 0; depth <= verdictSearchDepth && len(level) > 0; depth++ {
+		var next []string
+		for _, rel := range level {
+			dir := root
+			if rel != "." {
+				d, err := root.openPath(rel)
+				if err != nil {
+					var hfe *hostileFileError
+					if errors.As(err, &hfe) || hostileMissing(err) {
+						continue // a directory swapped for a link or removed: not descended into
+					}
+					return nil, false, err
+				}
+				dir = d
+			}
+			names, more, err := dir.readNames(budget)
+			if err != nil {
+				if dir != root {
+					dir.Close()
+				}
+				return nil, false, err
+			}
+			budget -= len(names)
+			for _, n := range names {
+				if n == name {
+					if depth > 0 {
+						found = append(found, dir.join(n))
+					}
+					continue
+				}
+				if n == ".git" || depth == verdictSearchDepth {
+					continue
+				}
+				st, err := dir.lstat(n)
+				if err != nil || !st.dir() || st.Dev != root.dev {
+					continue
+				}
+				next = append(next, dir.join(n))
+			}
+			if dir != root {
+				dir.Close()
+			}
+			if more || budget <= 0 {
+				return found, true, nil
+			}
+		}
+		level = next
+	}
+	return found, false, nil
+}
