@@ -246,6 +246,7 @@ type nodeEval struct {
 	diags   hcl.Diagnostics
 	unknown []string
 	written string // the prompt as written, trimmed, without the reviewer paragraph
+	refused bool   // an error reported elsewhere (at its runner block) refuses the node
 }
 
 // attrState says what evaluating an attribute found.
@@ -335,7 +336,7 @@ func (b *builder) planNode(g *graph, i int) (*NodePlan, hcl.Diagnostics) {
 	}
 
 	np.Unknown = e.unknown
-	np.Errors = e.diags.HasErrors()
+	np.Errors = e.diags.HasErrors() || e.refused
 	if !np.Errors && r != nil && argsKnown {
 		np.Container = b.container(np, args)
 	}
@@ -415,10 +416,8 @@ func (b *builder) planRunner(e *nodeEval, n *config.Node, name string) *resolved
 			fmt.Sprintf("%s, so the agent of node %q could not authenticate inside the container.", what, n.Name)))
 	}
 	if b.badRunners[name] {
-		// Reported once at the runner block; the node is refused with it.
-		e.diags = append(e.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Runner is refused",
-			Subject: runnerRange, Extra: RuleRef{ID: RuleCredentialByValue},
-			Detail: fmt.Sprintf("Node %q runs on %q, whose credentials are not all bare environment names (reported at the runner block). Fix the runner block.", n.Name, name)})
+		// Reported once, at the runner block; the node is refused with it.
+		e.refused = true
 	}
 	return r
 }

@@ -63,51 +63,36 @@ func WritePlanJSON(w io.Writer, doc *PlanJSON) error {
 	return err
 }
 
-// planDiagnostic is the part of a diagnostic in the validate shape that the plan views read back.
-type planDiagnostic struct {
-	Severity string                 `json:"severity"`
-	Summary  string                 `json:"summary"`
-	Detail   string                 `json:"detail"`
-	Rule     string                 `json:"rule,omitempty"`
-	Range    *planner.RangeDocument `json:"range,omitempty"`
-}
-
-// planRawDiagnostics encodes diagnostics in the validate shape.
+// planRawDiagnostics encodes diagnostics in the validate shape, snippets included (a credential written by
+// value is redacted there).
 func planRawDiagnostics(diags hcl.Diagnostics, files map[string][]byte) []json.RawMessage {
 	out := make([]json.RawMessage, 0, len(diags))
-	for _, d := range diags {
-		pd := planDiagnostic{Severity: planner.SeverityError, Summary: d.Summary, Detail: d.Detail,
-			Rule: planner.DiagnosticRuleID(d)}
-		if d.Severity == hcl.DiagWarning {
-			pd.Severity = planner.SeverityWarning
-		}
-		if d.Subject != nil {
-			pd.Range = planner.NewRangeDocument(*d.Subject)
-		}
-		b, err := json.Marshal(pd)
+	for _, d := range DiagnosticsJSON(diags, files) {
+		b, err := json.Marshal(d)
 		if err != nil {
-			continue // a struct of strings always encodes
+			continue // a struct of strings and numbers always encodes
 		}
 		out = append(out, b)
 	}
 	return out
 }
 
-// decodePlanDiagnostics reads the diagnostics of a document back; entries this version cannot read are kept as
-// bare errors, so nothing is silently dropped.
-func decodePlanDiagnostics(raws []json.RawMessage) []planDiagnostic {
-	out := make([]planDiagnostic, 0, len(raws))
+// decodePlanDiagnostics reads the diagnostics of a document back; an entry this version cannot read is kept as
+// an error saying so, so nothing is silently dropped.
+func decodePlanDiagnostics(raws []json.RawMessage) []DiagnosticJSON {
+	out := make([]DiagnosticJSON, 0, len(raws))
 	for _, raw := range raws {
-		var d planDiagnostic
-		if err := json.Unmarshal(raw, &d); err != nil {
-			d = planDiagnostic{Severity: planner.SeverityError, Summary: "Unreadable diagnostic", Detail: string(raw)}
+		var d DiagnosticJSON
+		if err := json.Unmarshal(raw, &d); err != nil || d.Summary == "" {
+			d = DiagnosticJSON{Severity: SeverityError, Summary: "Unreadable diagnostic",
+				Detail: "The plan holds a diagnostic this version of kewplan cannot read."}
 		}
 		out = append(out, d)
 	}
 	return out
 }
 
-func (d planDiagnostic) location() string {
+func planDiagLocation(d DiagnosticJSON) string {
 	if d.Range == nil {
 		return ""
 	}
@@ -119,7 +104,7 @@ type planCounts struct {
 	nodes, runnable, errors, warnings, credentials int
 }
 
-func countPlan(doc *PlanJSON, diags []planDiagnostic) planCounts {
+func countPlan(doc *PlanJSON, diags []DiagnosticJSON) planCounts {
 	c := planCounts{nodes: len(doc.Nodes), credentials: len(doc.Exposure)}
 	for _, n := range doc.Nodes {
 		if len(n.Argv) > 0 {
@@ -127,7 +112,7 @@ func countPlan(doc *PlanJSON, diags []planDiagnostic) planCounts {
 		}
 	}
 	for _, d := range diags {
-		if d.Severity == planner.SeverityWarning {
+		if d.Severity == SeverityWarning {
 			c.warnings++
 		} else {
 			c.errors++
@@ -327,52 +312,12 @@ func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
 			ew.printf("  %-*s  %s\n", width, c, strings.Join(doc.Exposure[c], ", "))
 		}
 	}
-	for _, d := range diags {
-		writePlanDiagnostic(ew, d)
+	if len(diags) > 0 && ew.err == nil {
+		ew.printf("\n")
+		ew.err = WriteDiagnosticJSONHuman(ew.w, diags, false)
 	}
 	ew.printf("\n%s\n", planSummaryLine(counts))
 	return ew.err
-}
-
-func writePlanDiagnostic(ew *planWriter, d planDiagnostic) {
-	title := "Error"
-	if d.Severity == planner.SeverityWarning {
-		title = "Warning"
-	}
-	ew.printf("\n%s: %s", title, d.Summary)
-	if d.Rule != "" {
-		ew.printf(" [%s]", d.Rule)
-	}
-	ew.printf("\n")
-	if loc := d.location(); loc != "" {
-		ew.printf("  on %s\n", loc)
-	}
-	if d.Detail != "" {
-		for _, line := range planWrap(d.Detail, 100) {
-			ew.printf("  %s\n", line)
-		}
-	}
-}
-
-// planWrap breaks text into lines of at most width bytes at spaces (a longer word keeps its own line).
-func planWrap(text string, width int) []string {
-	var lines []string
-	for _, para := range strings.Split(text, "\n") {
-		line := ""
-		for _, word := range strings.Fields(para) {
-			switch {
-			case line == "":
-				line = word
-			case len(line)+1+len(word) > width:
-				lines = append(lines, line)
-				line = word
-			default:
-				line += " " + word
-			}
-		}
-		lines = append(lines, line)
-	}
-	return lines
 }
 
 // WritePlanMarkdown writes the plan as a pull-request comment: a table of nodes, the exposure, the diagnostics,
@@ -415,14 +360,14 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 		ew.printf("\n### Diagnostics\n\n")
 		for _, d := range diags {
 			title := "Error"
-			if d.Severity == planner.SeverityWarning {
+			if d.Severity == SeverityWarning {
 				title = "Warning"
 			}
 			ew.printf("- **%s: %s**", title, planMDInline(d.Summary))
 			if d.Rule != "" {
 				ew.printf(" (`%s`)", d.Rule)
 			}
-			if loc := d.location(); loc != "" {
+			if loc := planDiagLocation(d); loc != "" {
 				ew.printf(" at `%s`", loc)
 			}
 			if d.Detail != "" {
