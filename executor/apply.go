@@ -207,8 +207,8 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 		problems = append(problems, "git is not installed or not on PATH: kewplan clones each node's repository with the system git; install git")
 	}
 	for _, np := range a.opts.Plan.Nodes {
-		if np.Container == nil {
-			problems = append(problems, fmt.Sprintf("node %q has no container in the plan (it has errors); run `kewplan plan` to see them", np.Name))
+		if np.Errors || (np.Container == nil && len(np.Unknown) == 0) {
+			problems = append(problems, fmt.Sprintf("node %q has errors in the plan; run `kewplan plan` to see them", np.Name))
 			continue
 		}
 		if len(np.Credentials) == 0 {
@@ -236,12 +236,19 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 		images := map[string][]string{}
 		networks := map[string][]string{}
 		for _, np := range a.opts.Plan.Nodes {
-			if np.Container == nil {
-				continue
+			// A node whose values depend on another node's outputs has no container until apply re-plans it;
+			// its image and network are known all the same.
+			image, netName := np.Image, ""
+			if np.Container != nil {
+				image, netName = np.Container.Image, np.Container.Network
+			} else if a.opts.Config != nil && a.opts.Config.Sandbox != nil {
+				netName = a.opts.Config.Sandbox.AllowlistNetwork
 			}
-			images[np.Container.Image] = append(images[np.Container.Image], np.Name)
-			if np.Network == config.NetworkAllowlist || (np.Network == "" && np.Container.Network != "bridge") {
-				networks[np.Container.Network] = append(networks[np.Container.Network], np.Name)
+			if image != "" {
+				images[image] = append(images[image], np.Name)
+			}
+			if np.Network == config.NetworkAllowlist && netName != "" {
+				networks[netName] = append(networks[netName], np.Name)
 			}
 		}
 		for _, ref := range sortedKeys(images) {

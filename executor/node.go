@@ -14,9 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/hashicorp/hcl/v2"
-	"github.com/zclconf/go-cty/cty"
-
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
@@ -59,11 +56,11 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 		return fail(StatusFailed, err.Error())
 	}
 	res.Runner, res.Protocol, res.Model = np.Runner, np.Protocol, np.Model
-	if np.Container == nil {
-		return fail(StatusFailed, "the node's plan has errors; run `kewplan plan` to see them")
-	}
 	if len(np.Unknown) > 0 {
 		return fail(StatusFailed, fmt.Sprintf("values still unknown after its dependencies finished: %s", strings.Join(np.Unknown, ", ")))
+	}
+	if np.Container == nil {
+		return fail(StatusFailed, "the node's plan has errors; run `kewplan plan` to see them")
 	}
 	res.Image = np.Container.Image
 	if id, err := a.imageID(ctx, res.Image); err != nil {
@@ -241,10 +238,8 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	}
 
 	req := BrokerRequest{Checkout: checkout, Repo: repo, BaseCommit: base, Branch: np.Branch, StateDir: filepath.Join(a.stateDir, "broker")}
-	if pr, err := a.pullRequest(np.Name); err != nil {
-		return fail(StatusFailed, err.Error())
-	} else {
-		req.PullRequest = pr
+	if np.PullRequest != nil {
+		req.PullRequest = &PullRequestRequest{Base: np.PullRequest.Base, Title: np.PullRequest.Title}
 	}
 	push, err := BrokerPush(ctx, req)
 	if err != nil {
@@ -277,49 +272,6 @@ func (a *applier) imageID(ctx context.Context, ref string) (string, error) {
 	a.imageIDs[ref] = info.ID
 	a.mu.Unlock()
 	return info.ID, nil
-}
-
-// pullRequest evaluates a node's pull_request block with every finished node's outputs known.
-func (a *applier) pullRequest(node string) (*PullRequestRequest, error) {
-	cfg := a.opts.Config
-	if cfg == nil || cfg.Nodes[node] == nil || cfg.Nodes[node].PullRequest == nil {
-		return nil, nil
-	}
-	block := cfg.Nodes[node].PullRequest
-	a.mu.Lock()
-	outputs := make(map[string]map[string]cty.Value, len(a.outputs))
-	for k, v := range a.outputs {
-		outputs[k] = v
-	}
-	a.mu.Unlock()
-	scope := &config.Scope{Vars: a.opts.Vars, Outputs: outputs}
-	if cfg.Dir != "" {
-		scope.FS = os.DirFS(cfg.Dir)
-	}
-	a.planMu.Lock()
-	ectx, diags := cfg.EvalContext(scope)
-	a.planMu.Unlock()
-	if diags.HasErrors() {
-		return nil, fmt.Errorf("pull_request: %s", diagText(diags))
-	}
-	pr := &PullRequestRequest{}
-	for _, f := range []struct {
-		expr hcl.Expression
-		dst  *string
-	}{{block.Base, &pr.Base}, {block.Title, &pr.Title}} {
-		if f.expr == nil {
-			continue
-		}
-		v, d := f.expr.Value(ectx)
-		if d.HasErrors() {
-			return nil, fmt.Errorf("pull_request: %s", diagText(d))
-		}
-		if v.IsNull() || !v.IsKnown() || !v.Type().Equals(cty.String) {
-			continue
-		}
-		*f.dst = v.AsString()
-	}
-	return pr, nil
 }
 
 func joinReason(a, b string) string {

@@ -1,0 +1,224 @@
+// Command fakeagent stands in for a coding agent in the executor's tests against the real engine. It is the
+// image's entrypoint (FROM scratch, USER 1001:1001): it reads the prompt file the way the contract says
+// (KEW_PROMPT_FILE, default /work/.kew-prompt.txt, exit 64 when missing or empty), and the prompt's first lines,
+// `key=value`, choose what it does:
+//
+//	mode=succeed   stream claude-code NDJSON ending in a result event, exit 0 (the default)
+//	mode=fail      stream an error result, say why on stderr, exit 3
+//	mode=hang      stream the init event, then block forever
+//	mode=huge      print one 20 MiB line, then a normal run
+//	mode=garbage   print invalid JSON, NULs, invalid UTF-8 and terminal escapes, then a normal run
+//	mode=probe     probe the hardening from inside and report it in a system event, then a normal run
+//	mode=verdict   write /work/.kew-review-verdict.json with verdict=<v>, then a normal run
+//	mode=commit    commit file=<name> with content=<text> by writing git objects itself, then a normal run
+//	tokens=I,O,CR,CW   usage figures of the result event (default 11,22,33,44)
+//	cost=F             total_cost_usd of the result event (default 0.0125; "none" omits it)
+//	session=S          session id (default "fake-session")
+//	sleep=D            sleep D (a Go duration) before the result
+//
+// The routed model comes from the `--model` argument, as the contract's "$@" slot delivers it.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "--noop" {
+		os.Exit(0) // the probe executes a copy of itself to test exec permissions
+	}
+	promptPath := os.Getenv("KEW_PROMPT_FILE")
+	if promptPath == "" {
+		promptPath = "/work/.kew-prompt.txt"
+	}
+	prompt, err := os.ReadFile(promptPath)
+	if err != nil || len(bytes.TrimSpace(prompt)) == 0 {
+		fmt.Fprintf(os.Stderr, "fakeagent: prompt file %s is missing or empty: %v\n", promptPath, err)
+		os.Exit(64)
+	}
+	opts := parse(string(prompt))
+	model := "unknown-model"
+	for i, a := range os.Args {
+		if a == "--model" && i+1 < len(os.Args) {
+			model = os.Args[i+1]
+		}
+	}
+	session := opts.get("session", "fake-session")
+	emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": model, "cwd": mustGetwd()})
+
+	switch mode := opts.get("mode", "succeed"); mode {
+	case "succeed":
+	case "fail":
+		emitResult(opts, session, model, true)
+		fmt.Fprintln(os.Stderr, "fakeagent: failing as asked")
+		os.Exit(3)
+	case "hang":
+		fmt.Fprintln(os.Stderr, "fakeagent: hanging as asked")
+		select {}
+	case "huge":
+		line := bytes.Repeat([]byte("x"), 20<<20)
+		os.Stdout.Write(append(line, '\n'))
+	case "garbage":
+		os.Stdout.WriteString("this is not json\n")
+		os.Stdout.Write([]byte("{\"type\":\"assistant\",\x00\"broken\n"))
+		os.Stdout.Write([]byte{0xff, 0xfe, 0xfd, '\n'})
+		os.Stdout.WriteString("\x1b[2J\x1b]52;c;ZXZpbA==\x07{\"type\":\"nonsense\"}\n")
+		fmt.Fprintln(os.Stderr, "\x1b[31mred stderr\x1b[0m")
+	case "probe":
+		emit(map[string]any{"type": "system", "subtype": "probe", "session_id": session, "probe": probe()})
+	case "verdict":
+		v := map[string]any{"verdict": opts.get("verdict", "approve"), "summary": "fake review", "findings": []any{}}
+		b, _ := json.Marshal(v)
+		if err := os.WriteFile("/work/.kew-review-verdict.json", b, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "fakeagent:", err)
+			os.Exit(5)
+		}
+	case "commit":
+		name, content := opts.get("file", "FAKE.md"), opts.get("content", "written by fakeagent")
+		sha, err := commitFile(mustGetwd(), name, content+"\n", "fakeagent: add "+name)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fakeagent: commit:", err)
+			os.Exit(6)
+		}
+		emit(map[string]any{"type": "assistant", "session_id": session, "message": map[string]any{
+			"id": "msg_commit", "model": model, "content": []any{map[string]any{"type": "text", "text": "committed " + sha}},
+			"usage": map[string]any{"input_tokens": 1, "output_tokens": 1}}})
+	default:
+		fmt.Fprintf(os.Stderr, "fakeagent: unknown mode %q\n", mode)
+		os.Exit(2)
+	}
+	if d := opts.get("sleep", ""); d != "" {
+		if dur, err := time.ParseDuration(d); err == nil {
+			time.Sleep(dur)
+		}
+	}
+	emit(map[string]any{"type": "assistant", "session_id": session, "message": map[string]any{
+		"id": "msg_1", "model": model, "content": []any{map[string]any{"type": "text", "text": "done"}},
+		"usage": map[string]any{"input_tokens": 1, "output_tokens": 1}}})
+	emitResult(opts, session, model, false)
+}
+
+type options map[string]string
+
+func (o options) get(k, def string) string {
+	if v, ok := o[k]; ok {
+		return v
+	}
+	return def
+}
+
+func parse(prompt string) options {
+	o := options{}
+	for _, line := range strings.Split(prompt, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok || strings.ContainsAny(k, " \t") || k == "" {
+			break // directives are the leading key=value lines; the rest is prose
+		}
+		o[k] = v
+	}
+	return o
+}
+
+func emit(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	os.Stdout.Write(append(b, '\n'))
+}
+
+func emitResult(o options, session, model string, isError bool) {
+	tok := [4]int64{11, 22, 33, 44}
+	if t := o.get("tokens", ""); t != "" {
+		for i, f := range strings.SplitN(t, ",", 4) {
+			tok[i], _ = strconv.ParseInt(f, 10, 64)
+		}
+	}
+	r := map[string]any{
+		"type": "result", "subtype": "success", "is_error": isError, "num_turns": 2, "session_id": session,
+		"usage": map[string]any{"input_tokens": tok[0], "output_tokens": tok[1], "cache_read_input_tokens": tok[2], "cache_creation_input_tokens": tok[3]},
+		"modelUsage": map[string]any{model: map[string]any{"inputTokens": tok[0], "outputTokens": tok[1]}},
+		"result":     "fake result",
+	}
+	if c := o.get("cost", "0.0125"); c != "none" {
+		f, _ := strconv.ParseFloat(c, 64)
+		r["total_cost_usd"] = f
+	}
+	emit(r)
+}
+
+func mustGetwd() string {
+	wd, _ := os.Getwd()
+	return wd
+}
+
+// probe reports the hardening as seen from inside the container.
+func probe() map[string]any {
+	out := map[string]any{}
+	out["uid"] = os.Getuid()
+	out["gid"] = os.Getgid()
+	out["cwd"] = mustGetwd()
+
+	err := os.WriteFile("/kewplan-probe", []byte("x"), 0o644)
+	out["root_write_error"] = errString(err)
+	out["root_write_erofs"] = errors.Is(err, syscall.EROFS)
+
+	status, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "CapEff", "CapBnd", "CapPrm", "NoNewPrivs", "Seccomp":
+			out[k] = strings.TrimSpace(v)
+		}
+	}
+
+	self, _ := os.ReadFile("/proc/self/exe")
+	out["home_exec"] = tryExec("/home/agent/fakeagent-copy", self)
+	out["tmp_exec"] = tryExec("/tmp/fakeagent-copy", self)
+	out["home_write"] = errString(os.WriteFile("/home/agent/probe.txt", []byte("x"), 0o600))
+	out["work_write"] = errString(os.WriteFile("/work/.probe-write", []byte("x"), 0o644))
+	_ = os.Remove("/work/.probe-write")
+
+	var names []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out["env_names"] = names
+	return out
+}
+
+// tryExec copies the agent binary to path and runs it; "ok" or the error.
+func tryExec(path string, binary []byte) string {
+	if err := os.WriteFile(path, binary, 0o755); err != nil {
+		return "write: " + err.Error()
+	}
+	cmd := exec.Command(path, "--noop")
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Run(); err != nil {
+		return "exec: " + err.Error()
+	}
+	return "ok"
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
