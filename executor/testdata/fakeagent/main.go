@@ -147,7 +147,7 @@ func emitResult(o options, session, model string, isError bool) {
 	}
 	r := map[string]any{
 		"type": "result", "subtype": "success", "is_error": isError, "num_turns": 2, "session_id": session,
-		"usage": map[string]any{"input_tokens": tok[0], "output_tokens": tok[1], "cache_read_input_tokens": tok[2], "cache_creation_input_tokens": tok[3]},
+		"usage":      map[string]any{"input_tokens": tok[0], "output_tokens": tok[1], "cache_read_input_tokens": tok[2], "cache_creation_input_tokens": tok[3]},
 		"modelUsage": map[string]any{model: map[string]any{"inputTokens": tok[0], "outputTokens": tok[1]}},
 		"result":     "fake result",
 	}
