@@ -111,23 +111,34 @@ func WriteSaved(path string, doc *Document) error {
 // ReadSaved reads a plan file written by WriteSaved. A `plan --json` document without a saved object is refused:
 // it records neither the configuration nor the variables needed to apply it.
 func ReadSaved(path string) (*Document, error) {
-	b, err := os.ReadFile(path)
+	doc, err := ReadDocument(path)
 	if err != nil {
-		return nil, fmt.Errorf("read saved plan: %w", err)
-	}
-	var doc Document
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("read saved plan %s: not a kewplan plan file: %v", path, err)
-	}
-	if err := doc.Check(); err != nil {
-		return nil, fmt.Errorf("read saved plan %s: %w", path, err)
+		return nil, err
 	}
 	if doc.Saved == nil {
 		return nil, fmt.Errorf("read saved plan %s: it has no \"saved\" object; write plan files with kewplan plan --out FILE (plan --json output cannot be applied)", path)
 	}
-	doc.Saved.dir = filepath.Dir(path)
-	if doc.Saved.Variables == nil {
-		doc.Saved.Variables = map[string]json.RawMessage{}
+	return doc, nil
+}
+
+// ReadDocument reads a plan document: a saved plan, or the output of `kewplan plan --json`.
+func ReadDocument(path string) (*Document, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	var doc Document
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("read plan %s: not a kewplan plan file: %v", path, err)
+	}
+	if err := doc.Check(); err != nil {
+		return nil, fmt.Errorf("read plan %s: %w", path, err)
+	}
+	if doc.Saved != nil {
+		doc.Saved.dir = filepath.Dir(path)
+		if doc.Saved.Variables == nil {
+			doc.Saved.Variables = map[string]json.RawMessage{}
+		}
 	}
 	return &doc, nil
 }

@@ -20,10 +20,11 @@ type PlanJSON = planner.Document
 // NodeJSON is one node of a PlanJSON.
 type NodeJSON = planner.NodeDocument
 
-// NewPlanJSON converts a plan, with its diagnostics in the validate shape (files gives their source snippets).
-func NewPlanJSON(p *planner.Plan, kewplanVersion string, files map[string][]byte) *PlanJSON {
+// NewPlanJSON converts a plan, with its diagnostics in the validate shape (files, name -> source, gives their
+// snippets; several maps are merged).
+func NewPlanJSON(p *planner.Plan, kewplanVersion string, files ...map[string][]byte) *PlanJSON {
 	doc := planner.NewDocument(p, kewplanVersion)
-	doc.Diagnostics = planRawDiagnostics(p.Diagnostics, files)
+	doc.Diagnostics = planRawDiagnostics(p.Diagnostics, files...)
 	return doc
 }
 
@@ -65,9 +66,9 @@ func WritePlanJSON(w io.Writer, doc *PlanJSON) error {
 
 // planRawDiagnostics encodes diagnostics in the validate shape, snippets included (a credential written by
 // value is redacted there).
-func planRawDiagnostics(diags hcl.Diagnostics, files map[string][]byte) []json.RawMessage {
+func planRawDiagnostics(diags hcl.Diagnostics, files ...map[string][]byte) []json.RawMessage {
 	out := make([]json.RawMessage, 0, len(diags))
-	for _, d := range DiagnosticsJSON(diags, files) {
+	for _, d := range DiagnosticsJSON(diags, files...) {
 		b, err := json.Marshal(d)
 		if err != nil {
 			continue // a struct of strings and numbers always encodes
