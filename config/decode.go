@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"regexp"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -219,7 +220,7 @@ func asString(v cty.Value, attr *hcl.Attribute, where string) (string, hcl.Diagn
 
 func wrongTypeDiag(attr *hcl.Attribute, where, want string, got cty.Type) *hcl.Diagnostic {
 	return errorDiag("Wrong value type",
-		fmt.Sprintf("The %s argument of %s must be %s, but this value is %s. Change the value to %s.", attr.Name, where, want, got.FriendlyName(), want),
+		fmt.Sprintf("The %s argument of %s must be %s, but this value is %s. Change the value to %s.", attr.Name, where, want, typeName(got), want),
 		attr.Expr.Range())
 }
 
@@ -263,4 +264,13 @@ func constWholeNumber(attr *hcl.Attribute, where string) (int64, hcl.Diagnostics
 			attr.Expr.Range())}
 	}
 	return n, nil
+}
+
+// typeName names a value's type with its article: "a string", "an object".
+func typeName(ty cty.Type) string {
+	n := ty.FriendlyName()
+	if strings.ContainsAny(n[:1], "aeiou") {
+		return "an " + n
+	}
+	return "a " + n
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"io/fs"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/hcl/v2"
@@ -169,7 +170,7 @@ func argsList(r *Runner, val cty.Value) ([]string, hcl.Diagnostics) {
 	ty := val.Type()
 	if !(ty.IsListType() || ty.IsTupleType() || ty.IsSetType()) && ty != cty.DynamicPseudoType {
 		return nil, hcl.Diagnostics{errorDiag("Wrong value type",
-			fmt.Sprintf("The args of %s must be a list of strings, but this value is %s. Write it in brackets, for example args = [\"--model\", model].", where, ty.FriendlyName()), rng)}
+			fmt.Sprintf("The args of %s must be a list of strings, but this value is %s. Write it in brackets, for example args = [\"--model\", model].", where, typeName(ty)), rng)}
 	}
 	if !val.IsKnown() {
 		return nil, hcl.Diagnostics{errorDiag("Unknown runner arguments",
@@ -186,7 +187,7 @@ func argsList(r *Runner, val cty.Value) ([]string, hcl.Diagnostics) {
 		sv, err := convert.Convert(ev, cty.String)
 		if err != nil {
 			return nil, hcl.Diagnostics{errorDiag("Wrong value type",
-				fmt.Sprintf("Element %d of the args of %s is %s, not a string. Every argument must be a string.", i, where, ev.Type().FriendlyName()), rng)}
+				fmt.Sprintf("Element %d of the args of %s is %s, not a string. Every argument must be a string.", i, where, typeName(ev.Type())), rng)}
 		}
 		if !sv.IsKnown() {
 			return nil, hcl.Diagnostics{errorDiag("Unknown runner arguments",
@@ -201,6 +202,17 @@ func argsList(r *Runner, val cty.Value) ([]string, hcl.Diagnostics) {
 // with every variable, node output and file unknown. It catches wrong types and invalid literal values early.
 func (c *Config) checkStaticValues() hcl.Diagnostics {
 	ctx, diags := c.evalContext(&Scope{}, staticFunctions())
+	// Blocks whose label was refused are missing from the model; references to them evaluate as unknown
+	// rather than fail a second time.
+	for key := range c.rejected {
+		root, name, _ := strings.Cut(key, ".")
+		obj := ctx.Variables[root].AsValueMap()
+		if obj == nil {
+			obj = map[string]cty.Value{}
+		}
+		obj[name] = cty.DynamicVal
+		ctx.Variables[root] = cty.ObjectVal(obj)
+	}
 	for _, name := range sortedKeys(c.Nodes) {
 		_, d := EvalNode(c.Nodes[name], ctx)
 		diags = append(diags, d...)
