@@ -1,9 +1,103 @@
 package main
 
-import "errors"
+import (
+	"fmt"
+	"strings"
 
-// PlanCmd is a STUB: the issue that owns `kewplan plan` replaces this file.
-type PlanCmd struct{}
+	"github.com/hashicorp/hcl/v2"
 
-// Run is not implemented yet.
-func (PlanCmd) Run(env *Env) error { return errors.New("kewplan plan is not implemented yet") }
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/views"
+)
+
+// PlanCmd is `kewplan plan [PATH] [--out FILE] [--json | --format F] [--var …] [--var-file …] [--target NODE]…`.
+type PlanCmd struct {
+	Path     string   `arg:"" optional:"" default:"." help:"A .hcl file, or a directory whose *.hcl files (not recursive) form the configuration."`
+	Out      string   `name:"out" placeholder:"FILE" help:"Also save the plan to FILE, for kewplan apply FILE and kewplan show FILE."`
+	JSON     bool     `name:"json" help:"Print the plan as JSON (the same as --format json)."`
+	Format   string   `name:"format" default:"human" placeholder:"FORMAT" help:"Output format: human, json or markdown (a pull-request comment)."`
+	Targets  []string `name:"target" sep:"none" placeholder:"NODE" help:"Plan only NODE and everything it depends on (repeatable)."`
+	Policy   string   `name:"policy" placeholder:"FILE" type:"path" help:"Also enforce the organisation policy block in FILE."`
+	VarFlags `embed:""`
+}
+
+// Help shows an example.
+func (PlanCmd) Help() string {
+	return "Example:\n  kewplan plan examples/review-pipeline.hcl --out review.plan\n  kewplan plan --format markdown > plan.md\n\n" +
+		"Exit status 0 when every node can run (warnings allowed), 1 when any node is refused."
+}
+
+// Run plans the configuration and renders the plan; nodes with errors get no argv.
+func (c *PlanCmd) Run(env *Env) error {
+	render, format, err := planRenderer(c.Format, c.JSON)
+	if err != nil {
+		return err
+	}
+	p, files, ok := c.plan(env)
+	if !ok {
+		return ExitCode(1)
+	}
+	doc := views.NewPlanJSON(p, version, files...)
+	if err := render(env.Stdout, doc); err != nil {
+		return err
+	}
+	if c.Out != "" {
+		if p.HasErrors() {
+			fmt.Fprintf(env.Stderr, "The plan has errors, so it was not saved to %s.\n", c.Out)
+		} else {
+			doc.Saved = planner.NewSavedState(p, c.Path, c.Targets)
+			if err := planner.WriteSaved(c.Out, doc); err != nil {
+				return err
+			}
+			msg := env.Stdout
+			if format != "human" {
+				msg = env.Stderr // keep stdout a single document
+			}
+			fmt.Fprintf(msg, "\nSaved the plan to %s. Review it, then run: kewplan apply %s\n", c.Out, c.Out)
+		}
+	}
+	if p.HasErrors() {
+		return ExitCode(1)
+	}
+	return nil
+}
+
+// plan loads, resolves and plans; when the configuration does not load it prints the diagnostics itself and
+// returns ok false.
+func (c *PlanCmd) plan(env *Env) (*planner.Plan, []map[string][]byte, bool) {
+	cfg, vals, diags := loadConfig(env, c.Path, c.VarFlags)
+	files := configSources(cfg)
+	if diags.HasErrors() {
+		printDiags(env, diags, files...)
+		return nil, nil, false
+	}
+	in := planner.Inputs{Vars: vals, FS: config.DirFS(cfg.Dir), Targets: c.Targets}
+	if c.Policy != "" {
+		pol, polFiles, d := config.LoadPolicyFile(c.Policy)
+		files = append(files, polFiles)
+		if d.HasErrors() {
+			printDiags(env, append(diags, d...), files...)
+			return nil, nil, false
+		}
+		diags = append(diags, d...)
+		in.Policy = pol
+	}
+	p, planDiags := planner.Build(cfg, in)
+	// The configuration's own warnings belong to the plan too.
+	p.Diagnostics = dedupeDiagnostics(append(append(hcl.Diagnostics{}, diags...), planDiags...))
+	planner.SortDiagnostics(p.Diagnostics)
+	return p, files, true
+}
+
+// planRenderer picks the renderer of --format (or --json); show uses it too.
+func planRenderer(format string, asJSON bool) (views.PlanRenderer, string, error) {
+	if asJSON {
+		format = "json"
+	}
+	render, ok := views.PlanFormats[format]
+	if !ok {
+		return nil, "", fmt.Errorf("unknown --format %q: use one of %s", format, strings.Join(views.PlanFormatNames(), ", "))
+	}
+	return render, format, nil
+}

@@ -1,9 +1,46 @@
 package main
 
-import "errors"
+import (
+	"path/filepath"
 
-// RunnersCmd is a STUB: the issue that owns `kewplan runners` replaces this file.
-type RunnersCmd struct{}
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/views"
+)
 
-// Run is not implemented yet.
-func (RunnersCmd) Run(env *Env) error { return errors.New("kewplan runners is not implemented yet") }
+// RunnersCmd is `kewplan runners [PATH] [--json]`.
+type RunnersCmd struct {
+	Path string `arg:"" optional:"" help:"A .hcl file, or a directory whose *.hcl files form the configuration (default: the current directory, when it holds any)."`
+	JSON bool   `name:"json" help:"Print the runners as JSON."`
+}
+
+// Help shows an example.
+func (RunnersCmd) Help() string {
+	return "Example:\n  kewplan runners examples/multi-runner.hcl\n\n" +
+		"Without a configuration it lists the built-in runners. A credential added by a runner block shows where\n" +
+		"it was declared: that is a widening of what the runner's agent can read."
+}
+
+// Run lists the built-in runners and the configuration's runner blocks.
+func (c *RunnersCmd) Run(env *Env) error {
+	var cfg *config.Config
+	path := c.Path
+	if path == "" {
+		if found, _ := filepath.Glob("*.hcl"); len(found) > 0 {
+			path = "."
+		}
+	}
+	if path != "" {
+		loaded, diags := config.Load(path)
+		if diags.HasErrors() {
+			printDiags(env, diags, configSources(loaded)...)
+			return ExitCode(1)
+		}
+		cfg = loaded
+	}
+	list := planner.ListRunners(cfg)
+	if c.JSON {
+		return views.WriteRunnersJSON(env.Stdout, list)
+	}
+	return views.WriteRunnersHuman(env.Stdout, list)
+}

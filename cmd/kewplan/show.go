@@ -1,9 +1,51 @@
 package main
 
-import "errors"
+import (
+	"errors"
+	"fmt"
 
-// ShowCmd is a STUB: the issue that owns `kewplan show` replaces this file.
-type ShowCmd struct{}
+	"github.com/kewplan/kewplan/planner"
+)
 
-// Run is not implemented yet.
-func (ShowCmd) Run(env *Env) error { return errors.New("kewplan show is not implemented yet") }
+// ShowCmd is `kewplan show PLANFILE [--json | --format F]`.
+type ShowCmd struct {
+	PlanFile string `arg:"" name:"planfile" help:"A plan saved with kewplan plan --out (or printed by kewplan plan --json)."`
+	JSON     bool   `name:"json" help:"Print the plan as JSON (the same as --format json)."`
+	Format   string `name:"format" default:"human" placeholder:"FORMAT" help:"Output format: human, json or markdown."`
+}
+
+// Help shows an example.
+func (ShowCmd) Help() string {
+	return "Example:\n  kewplan plan --out review.plan && kewplan show review.plan\n\n" +
+		"Exit status 1 when the plan has errors, or when a saved plan is stale: a configuration file, a file it\n" +
+		"reads, or a variable changed since it was saved (kewplan apply would refuse it)."
+}
+
+// Run renders the plan file, then checks that a saved plan still matches its configuration.
+func (c *ShowCmd) Run(env *Env) error {
+	render, _, err := planRenderer(c.Format, c.JSON)
+	if err != nil {
+		return err
+	}
+	doc, err := planner.ReadDocument(c.PlanFile)
+	if err != nil {
+		return err
+	}
+	if err := render(env.Stdout, doc); err != nil {
+		return err
+	}
+	failed := doc.HasErrors()
+	if doc.Saved != nil {
+		if err := planner.CheckStale(doc); err != nil {
+			if !errors.Is(err, planner.ErrStale) {
+				return err
+			}
+			fmt.Fprintf(env.Stderr, "Error: %v\n", err)
+			failed = true
+		}
+	}
+	if failed {
+		return ExitCode(1)
+	}
+	return nil
+}
