@@ -131,16 +131,16 @@ func (d *Diff) Empty() bool {
 		len(d.DiagnosticsAdded) == 0 && len(d.DiagnosticsResolved) == 0
 }
 
-// maxPlanBytes bounds a plan file read for a diff: a 10,000-node plan is a few megabytes.
-const maxPlanBytes = 256 << 20
+// MaxPlanBytes bounds a plan file read for a diff: a 10,000-node plan is a few megabytes.
+const MaxPlanBytes = 256 << 20
 
 // ErrTooLarge is returned for a plan file larger than kewplan reads.
-var ErrTooLarge = fmt.Errorf("plan file larger than %d MiB", maxPlanBytes>>20)
+var ErrTooLarge = fmt.Errorf("plan file larger than %d MiB", MaxPlanBytes>>20)
 
 // DecodePlan reads a saved plan or a `kewplan plan --json` document. name is used in errors. It refuses a
 // document whose format_version has another major version than this kewplan writes.
 func DecodePlan(data []byte, name string) (*planner.Document, error) {
-	if len(data) > maxPlanBytes {
+	if len(data) > MaxPlanBytes {
 		return nil, fmt.Errorf("%s: %w", name, ErrTooLarge)
 	}
 	var doc planner.Document

@@ -1,9 +1,134 @@
 package main
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 
-// DiffCmd is a STUB: the issue that owns `kewplan diff` replaces this file.
-type DiffCmd struct{}
+	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/review"
+	"github.com/kewplan/kewplan/views"
+)
 
-// Run is not implemented yet.
-func (DiffCmd) Run(env *Env) error { return errors.New("kewplan diff is not implemented yet") }
+// DiffCmd is `kewplan diff BASE HEAD [--format human|json|markdown|sarif]`.
+type DiffCmd struct {
+	Base   string `arg:"" name:"base" help:"The plan before the change: a saved plan (kewplan plan --out) or kewplan plan --json output; - reads standard input."`
+	Head   string `arg:"" name:"head" help:"The plan after the change, in the same forms as BASE."`
+	Format string `name:"format" default:"human" placeholder:"FORMAT" help:"Output format: human, json, markdown (a pull-request comment) or sarif (GitHub code scanning)."`
+}
+
+// Help shows an example and the exit statuses.
+func (DiffCmd) Help() string {
+	return "Example:\n" +
+		"  kewplan plan --json > head.json\n" +
+		"  kewplan diff base.json head.json --format markdown > comment.md\n\n" +
+		"Exit status 0 when nothing widens credential exposure, 2 when something does (a credential reaches a node\n" +
+		"it did not reach, a node gains open egress, a hardening flag is lost or weakened, an image leaves its\n" +
+		"pinned digest: review required), and 1 on error. Narrowing is shown but does not fail."
+}
+
+// Run compares the plans, renders the diff and sets the exit status.
+func (c *DiffCmd) Run(env *Env) error {
+	render, ok := views.DiffFormats[c.Format]
+	if !ok {
+		return fmt.Errorf("unknown --format %q: use one of %s", c.Format, strings.Join(views.DiffFormatNames(), ", "))
+	}
+	if c.Base == "-" && c.Head == "-" {
+		return errors.New("only one of BASE and HEAD can be read from standard input (-)")
+	}
+	base, err := readPlanArg(env, c.Base, "BASE")
+	if err != nil {
+		return err
+	}
+	head, err := readPlanArg(env, c.Head, "HEAD")
+	if err != nil {
+		return err
+	}
+	d := review.Compare(c.Base, base, c.Head, head)
+	opts := views.DiffOptions{
+		Color:          useColor(env),
+		KewplanVersion: version,
+		Source:         readRelativeSource,
+		URI:            sarifURI,
+	}
+	if err := render(env.Stdout, d, opts); err != nil {
+		return fmt.Errorf("write diff: %w", err)
+	}
+	if d.Widened() {
+		return ExitCode(2)
+	}
+	return nil
+}
+
+// readPlanArg reads and decodes one plan argument; role ("BASE" or "HEAD") makes errors say which one failed.
+func readPlanArg(env *Env, name, role string) (*planner.Document, error) {
+	var data []byte
+	var err error
+	if name == "-" {
+		data, err = io.ReadAll(io.LimitReader(env.Stdin, review.MaxPlanBytes+1))
+	} else {
+		data, err = readPlanFile(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s plan: %w", role, err)
+	}
+	doc, err := review.DecodePlan(data, name)
+	if err != nil {
+		return nil, fmt.Errorf("%s plan %w", role, err)
+	}
+	return doc, nil
+}
+
+func readPlanFile(name string) ([]byte, error) {
+	info, err := os.Stat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%s does not exist: give a file written by kewplan plan --out or kewplan plan --json", name)
+	case err != nil:
+		return nil, err
+	case info.IsDir():
+		return nil, fmt.Errorf("%s is a directory: give a plan file written by kewplan plan --out or kewplan plan --json", name)
+	case info.Size() > review.MaxPlanBytes:
+		return nil, fmt.Errorf("%s: %w", name, review.ErrTooLarge)
+	}
+	return os.ReadFile(name)
+}
+
+// maxSourceBytes bounds a configuration file read for SARIF fingerprints.
+const maxSourceBytes = 4 << 20
+
+// readRelativeSource serves SARIF fingerprints the configuration files named in HEAD's ranges. Those names come
+// from a plan file, so only relative names inside the working directory are read, and only regular files.
+func readRelativeSource(name string) ([]byte, bool) {
+	clean := filepath.Clean(filepath.FromSlash(name))
+	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return nil, false
+	}
+	info, err := os.Lstat(clean)
+	if err != nil || !info.Mode().IsRegular() || info.Size() > maxSourceBytes {
+		return nil, false
+	}
+	src, err := os.ReadFile(clean)
+	if err != nil {
+		return nil, false
+	}
+	return src, true
+}
+
+// sarifURI writes a range's file name as SARIF wants it: relative to the working directory (the repository root
+// in CI), with forward slashes. An absolute name outside the working directory stays absolute, as a file URI.
+func sarifURI(name string) string {
+	if filepath.IsAbs(name) {
+		if wd, err := os.Getwd(); err == nil {
+			if rel, err := filepath.Rel(wd, name); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				return views.SARIFRelativeURI(rel)
+			}
+		}
+		return "file://" + views.SARIFRelativeURI(name)
+	}
+	return views.SARIFRelativeURI(name)
+}

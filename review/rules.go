@@ -1,0 +1,34 @@
+package review
+
+import "github.com/kewplan/kewplan/planner"
+
+// Rules are the widening findings of `kewplan diff` as catalogue entries (SARIF rules). Narrowing findings are
+// shown to reviewers but never reported as alerts.
+func Rules() []planner.Rule {
+	return []planner.Rule{
+		{
+			ID: KindCredentialAdded, Severity: planner.SeverityError,
+			Summary:     "Credential reaches a node it did not reach before",
+			Description: "A credential is forwarded into a container that did not receive it in the base plan: a runner's declaration was widened, a node moved to a runner that holds it, or a new node shares it. Whatever a prompt-injected agent in that container can read, it can exfiltrate.",
+			Help:        "Check that the node needs the credential. If it does not, narrow the runner's credentials or route the node to another runner; if it does, approve the change explicitly.",
+		},
+		{
+			ID: KindNetworkOpened, Severity: planner.SeverityError,
+			Summary:     "Node gained open network egress",
+			Description: "A node moved from the allowlist network to open egress (or a new node has open egress): a prompt-injected agent can now send what it holds, credentials and code, to any host.",
+			Help:        "Keep network = \"allowlist\" and add the hosts the agent needs to the allowlist network, or approve the change explicitly.",
+		},
+		{
+			ID: KindHardeningLost, Severity: planner.SeverityError,
+			Summary:     "Container hardening weakened",
+			Description: "The node's docker run argv lost a hardening flag (--read-only, a --tmpfs mount, --cap-drop ALL, --security-opt no-new-privileges), raised or removed a resource limit (--pids-limit, --memory, --cpus), or gained a flag that weakens isolation (--privileged, --cap-add, a host namespace, another mount).",
+			Help:        "Restore the limit or flag in the sandbox block, or approve the change explicitly.",
+		},
+		{
+			ID: KindImageUnpinned, Severity: planner.SeverityError,
+			Summary:     "Image moved off its pinned digest",
+			Description: "The node's image was pinned by @sha256: digest and no longer is (or a new node runs an unpinned image): the tag can be moved to other content after this review.",
+			Help:        "Pin the image by digest: \"name:tag@sha256:<digest>\".",
+		},
+	}
+}

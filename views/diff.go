@@ -1,0 +1,509 @@
+package views
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"unicode"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/review"
+)
+
+// DiffFormatVersion is the version of the `kewplan diff --format json` document.
+const DiffFormatVersion = "1.0"
+
+// DiffJSON is the `kewplan diff --format json` document. Lists are never null, so consumers can iterate without
+// checks; the order is deterministic (exposure delta widening first, nodes by name).
+type DiffJSON struct {
+	FormatVersion       string               `json:"format_version"`
+	Widened             bool                 `json:"widened"`
+	Verdict             string               `json:"verdict"`
+	Base                DiffSideJSON         `json:"base"`
+	Head                DiffSideJSON         `json:"head"`
+	Summary             DiffSummaryJSON      `json:"summary"`
+	ExposureDelta       []DiffFindingJSON    `json:"exposure_delta"`
+	NodesAdded          []DiffNodeJSON       `json:"nodes_added"`
+	NodesRemoved        []DiffNodeJSON       `json:"nodes_removed"`
+	NodesChanged        []DiffNodeChangeJSON `json:"nodes_changed"`
+	DiagnosticsAdded    []DiffDiagnosticJSON `json:"diagnostics_added"`
+	DiagnosticsResolved []DiffDiagnosticJSON `json:"diagnostics_resolved"`
+}
+
+// DiffSideJSON identifies one of the compared plans.
+type DiffSideJSON struct {
+	File           string `json:"file"`
+	FormatVersion  string `json:"format_version"`
+	KewplanVersion string `json:"kewplan_version"`
+	ConfigDigest   string `json:"config_digest"`
+}
+
+// DiffSummaryJSON counts the diff.
+type DiffSummaryJSON struct {
+	Widening     int `json:"widening"`
+	Narrowing    int `json:"narrowing"`
+	NodesAdded   int `json:"nodes_added"`
+	NodesRemoved int `json:"nodes_removed"`
+	NodesChanged int `json:"nodes_changed"`
+}
+
+// DiffFindingJSON is one entry of the credential exposure delta.
+type DiffFindingJSON struct {
+	Kind       string     `json:"kind"`
+	Widening   bool       `json:"widening"`
+	Node       string     `json:"node"`
+	Credential string     `json:"credential,omitempty"`
+	Message    string     `json:"message"`
+	Range      *RangeJSON `json:"range,omitempty"`
+}
+
+// DiffNodeJSON is an added or removed node.
+type DiffNodeJSON struct {
+	Name        string     `json:"name"`
+	Runner      string     `json:"runner"`
+	Role        string     `json:"role"`
+	Image       string     `json:"image"`
+	Network     string     `json:"network"`
+	Credentials []string   `json:"credentials"`
+	Argv        []string   `json:"argv"`
+	Range       *RangeJSON `json:"range,omitempty"`
+}
+
+// DiffNodeChangeJSON is a node present in both plans that changed.
+type DiffNodeChangeJSON struct {
+	Name             string            `json:"name"`
+	Changes          []DiffFieldJSON   `json:"changes"`
+	DependsOnAdded   []string          `json:"depends_on_added"`
+	DependsOnRemoved []string          `json:"depends_on_removed"`
+	Argv             []review.WordEdit `json:"argv"`
+	Range            *RangeJSON        `json:"range,omitempty"`
+}
+
+// DiffFieldJSON is one changed field of a node.
+type DiffFieldJSON struct {
+	Field string `json:"field"`
+	Base  string `json:"base"`
+	Head  string `json:"head"`
+}
+
+// DiffDiagnosticJSON is a diagnostic that appeared or was resolved between the plans.
+type DiffDiagnosticJSON struct {
+	Severity string     `json:"severity"`
+	Summary  string     `json:"summary"`
+	Detail   string     `json:"detail"`
+	Rule     string     `json:"rule,omitempty"`
+	Range    *RangeJSON `json:"range,omitempty"`
+}
+
+// Verdicts of a diff.
+const (
+	VerdictWidened   = "widened"   // review required: exit 2
+	VerdictNarrowed  = "narrowed"  // only narrowing exposure changes
+	VerdictChanged   = "changed"   // changes, none of them to exposure
+	VerdictUnchanged = "unchanged" // nothing changed
+)
+
+// DiffVerdict names what the diff amounts to.
+func DiffVerdict(d *review.Diff) string {
+	w, n := d.Counts()
+	switch {
+	case w > 0:
+		return VerdictWidened
+	case n > 0:
+		return VerdictNarrowed
+	case !d.Empty():
+		return VerdictChanged
+	default:
+		return VerdictUnchanged
+	}
+}
+
+// NewDiffJSON converts a diff into its JSON document.
+func NewDiffJSON(d *review.Diff) *DiffJSON {
+	w, n := d.Counts()
+	doc := &DiffJSON{
+		FormatVersion: DiffFormatVersion,
+		Widened:       d.Widened(),
+		Verdict:       DiffVerdict(d),
+		Base:          diffSide(d.Base),
+		Head:          diffSide(d.Head),
+		Summary: DiffSummaryJSON{Widening: w, Narrowing: n, NodesAdded: len(d.Added), NodesRemoved: len(d.Removed),
+			NodesChanged: len(d.Changed)},
+		ExposureDelta:       []DiffFindingJSON{},
+		NodesAdded:          diffNodes(d.Added),
+		NodesRemoved:        diffNodes(d.Removed),
+		NodesChanged:        []DiffNodeChangeJSON{},
+		DiagnosticsAdded:    diffDiagnostics(d.DiagnosticsAdded),
+		DiagnosticsResolved: diffDiagnostics(d.DiagnosticsResolved),
+	}
+	for _, f := range d.Exposure {
+		doc.ExposureDelta = append(doc.ExposureDelta, DiffFindingJSON{Kind: f.Kind, Widening: f.Widening, Node: f.Node,
+			Credential: f.Credential, Message: f.Message, Range: diffRange(f.Range)})
+	}
+	for _, c := range d.Changed {
+		cj := DiffNodeChangeJSON{Name: c.Name, Changes: []DiffFieldJSON{}, DependsOnAdded: nonNilStrings(c.DependsOnAdded),
+			DependsOnRemoved: nonNilStrings(c.DependsOnRemoved), Argv: []review.WordEdit{}, Range: diffRange(c.Range)}
+		for _, f := range c.Fields {
+			cj.Changes = append(cj.Changes, DiffFieldJSON{Field: f.Field, Base: f.Base, Head: f.Head})
+		}
+		if c.Argv != nil {
+			cj.Argv = c.Argv
+		}
+		doc.NodesChanged = append(doc.NodesChanged, cj)
+	}
+	return doc
+}
+
+func diffSide(s review.Side) DiffSideJSON {
+	return DiffSideJSON{File: s.Name, FormatVersion: s.FormatVersion, KewplanVersion: s.KewplanVersion, ConfigDigest: s.ConfigDigest}
+}
+
+func diffNodes(ns []review.NodeSummary) []DiffNodeJSON {
+	out := []DiffNodeJSON{}
+	for _, n := range ns {
+		out = append(out, DiffNodeJSON{Name: n.Name, Runner: n.Runner, Role: n.Role, Image: n.Image, Network: n.Network,
+			Credentials: nonNilStrings(n.Credentials), Argv: nonNilStrings(n.Argv), Range: diffRange(n.Range)})
+	}
+	return out
+}
+
+func diffDiagnostics(ds []review.Diagnostic) []DiffDiagnosticJSON {
+	out := []DiffDiagnosticJSON{}
+	for _, d := range ds {
+		out = append(out, DiffDiagnosticJSON{Severity: d.Severity, Summary: d.Summary, Detail: d.Detail, Rule: d.Rule,
+			Range: diffRange(d.Range)})
+	}
+	return out
+}
+
+func diffRange(r *hcl.Range) *RangeJSON {
+	if r == nil {
+		return nil
+	}
+	return &RangeJSON{
+		Filename: r.Filename,
+		Start:    PosJSON{Line: r.Start.Line, Column: r.Start.Column, Byte: r.Start.Byte},
+		End:      PosJSON{Line: r.End.Line, Column: r.End.Column, Byte: r.End.Byte},
+	}
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// WriteDiffJSON writes the diff as indented JSON.
+func WriteDiffJSON(w io.Writer, d *review.Diff) error {
+	return writeIndentedJSON(w, NewDiffJSON(d))
+}
+
+// DiffRenderer writes a diff in one format.
+type DiffRenderer func(w io.Writer, d *review.Diff, opts DiffOptions) error
+
+// DiffOptions are what the renderers need besides the diff.
+type DiffOptions struct {
+	Color          bool   // ANSI styles in the human format
+	KewplanVersion string // for SARIF's tool version
+	// Source returns the text of a configuration file named in the HEAD plan's ranges, for SARIF fingerprints;
+	// nil, or false, when it cannot be read (the fingerprint then rests on the node and rule alone).
+	Source func(filename string) ([]byte, bool)
+	// URI maps a file name of a range to the SARIF artifact URI (relative to the repository root, forward
+	// slashes). Nil keeps the name, with forward slashes.
+	URI func(filename string) string
+}
+
+// DiffFormats are the formats of `kewplan diff --format`.
+var DiffFormats = map[string]DiffRenderer{
+	"human":    WriteDiffHuman,
+	"json":     func(w io.Writer, d *review.Diff, _ DiffOptions) error { return WriteDiffJSON(w, d) },
+	"markdown": func(w io.Writer, d *review.Diff, _ DiffOptions) error { return WriteDiffMarkdown(w, d) },
+	"sarif":    WriteDiffSARIF,
+}
+
+// DiffFormatNames lists DiffFormats, sorted.
+func DiffFormatNames() []string {
+	names := make([]string, 0, len(DiffFormats))
+	for n := range DiffFormats {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ANSI green, for narrowing and inserted argv lines (the other styles are in diagnostics.go).
+const diffANSIGreen = "\x1b[32m"
+
+// WriteDiffHuman writes the diff for a reviewer at a terminal: the exposure delta first, then nodes added,
+// removed and changed (argv as a diff of flag lines), the diagnostics that appeared or went, and a verdict line.
+// Every value from the plans passes through diffSafe: a plan file is input, and must not drive the terminal.
+func WriteDiffHuman(w io.Writer, d *review.Diff, opts DiffOptions) error {
+	pw := &planWriter{w: w}
+	style := func(s, codes string) string {
+		if !opts.Color {
+			return s
+		}
+		return codes + s + ansiReset
+	}
+	pw.printf("kewplan diff %s %s\n", diffSafe(d.Base.Name), diffSafe(d.Head.Name))
+	if d.Empty() {
+		pw.printf("\nNo changes: the plans are the same for review.\n")
+		return pw.err
+	}
+	if len(d.Exposure) > 0 {
+		pw.printf("\nCredential exposure delta\n")
+		for _, f := range d.Exposure {
+			if f.Widening {
+				pw.printf("  %s %s\n", style("! widening ", ansiBold+ansiRed), diffSafe(f.Message))
+			} else {
+				pw.printf("  %s %s\n", style("  narrowing", diffANSIGreen), diffSafe(f.Message))
+			}
+		}
+	}
+	if len(d.Added) > 0 {
+		pw.printf("\nNodes added\n")
+		for _, n := range d.Added {
+			pw.printf("  %s node %q: runner %s, %s, network %s, image %s, credentials %s\n", style("+", diffANSIGreen),
+				diffSafe(n.Name), diffSafe(n.Runner), diffSafe(orNone(n.Role)), diffSafe(orNone(n.Network)),
+				diffSafe(orNone(n.Image)), diffSafe(orNone(strings.Join(n.Credentials, ", "))))
+		}
+	}
+	if len(d.Removed) > 0 {
+		pw.printf("\nNodes removed\n")
+		for _, n := range d.Removed {
+			pw.printf("  %s node %q: runner %s\n", style("-", ansiRed), diffSafe(n.Name), diffSafe(n.Runner))
+		}
+	}
+	if len(d.Changed) > 0 {
+		pw.printf("\nNodes changed\n")
+		for _, c := range d.Changed {
+			pw.printf("  ~ node %q\n", diffSafe(c.Name))
+			for _, f := range c.Fields {
+				pw.printf("      %s: %s -> %s\n", f.Field, diffSafe(orNone(f.Base)), diffSafe(orNone(f.Head)))
+			}
+			if len(c.DependsOnAdded) > 0 || len(c.DependsOnRemoved) > 0 {
+				pw.printf("      depends on: %s\n", diffSafe(dependsText(c)))
+			}
+			if c.Argv != nil {
+				pw.printf("      argv:\n")
+				for _, l := range DiffArgvHunks(DiffArgvLines(c.Argv), DiffArgvContext) {
+					text := diffSafe(l.Op + " " + l.Text)
+					switch l.Op {
+					case review.OpDelete:
+						text = style(text, ansiRed)
+					case review.OpInsert:
+						text = style(text, diffANSIGreen)
+					}
+					pw.printf("        %s\n", text)
+				}
+			}
+		}
+	}
+	if len(d.DiagnosticsAdded) > 0 || len(d.DiagnosticsResolved) > 0 {
+		pw.printf("\nDiagnostics\n")
+		for _, x := range d.DiagnosticsAdded {
+			pw.printf("  + %s\n", diffSafe(diagnosticLine(x)))
+		}
+		for _, x := range d.DiagnosticsResolved {
+			pw.printf("  - %s (resolved)\n", diffSafe(diagnosticLine(x)))
+		}
+	}
+	pw.printf("\n%s\n", style(diffVerdictLine(d), ansiBold))
+	return pw.err
+}
+
+func dependsText(c review.NodeChange) string {
+	var parts []string
+	for _, n := range c.DependsOnAdded {
+		parts = append(parts, "+"+n)
+	}
+	for _, n := range c.DependsOnRemoved {
+		parts = append(parts, "-"+n)
+	}
+	return strings.Join(parts, " ")
+}
+
+func diagnosticLine(d review.Diagnostic) string {
+	s := capitalFirst(d.Severity) + ": " + d.Summary
+	if d.Rule != "" {
+		s += " [" + d.Rule + "]"
+	}
+	if d.Range != nil {
+		s += fmt.Sprintf(" on %s:%d", d.Range.Filename, d.Range.Start.Line)
+	}
+	return s
+}
+
+func capitalFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// diffVerdictLine is the one-line outcome shared by the human and markdown views.
+func diffVerdictLine(d *review.Diff) string {
+	w, n := d.Counts()
+	var parts []string
+	if n > 0 {
+		parts = append(parts, planPlural(n, "narrowing change", "narrowing changes"))
+	}
+	for _, c := range []struct {
+		n    int
+		verb string
+	}{{len(d.Added), "added"}, {len(d.Removed), "removed"}, {len(d.Changed), "changed"}} {
+		if c.n > 0 {
+			parts = append(parts, planPlural(c.n, "node", "nodes")+" "+c.verb)
+		}
+	}
+	rest := ""
+	if len(parts) > 0 {
+		rest = "; " + strings.Join(parts, ", ")
+	}
+	switch DiffVerdict(d) {
+	case VerdictWidened:
+		return fmt.Sprintf("Review required: %s widen credential exposure%s.", planPlural(w, "change", "changes"), rest)
+	case VerdictNarrowed, VerdictChanged:
+		return fmt.Sprintf("No widening%s.", rest)
+	default:
+		return "No changes."
+	}
+}
+
+// DiffArgvContext is how many unchanged argv lines are shown around a change.
+const DiffArgvContext = 2
+
+// DiffArgvHunks keeps the changed lines of an argv diff and context unchanged lines around each; a run of
+// unchanged lines left out becomes one line with Op " " and Text "...".
+func DiffArgvHunks(lines []DiffArgvLine, context int) []DiffArgvLine {
+	keep := make([]bool, len(lines))
+	for i, l := range lines {
+		if l.Op == review.OpEqual {
+			continue
+		}
+		for j := max(0, i-context); j <= min(len(lines)-1, i+context); j++ {
+			keep[j] = true
+		}
+	}
+	var out []DiffArgvLine
+	for i, l := range lines {
+		switch {
+		case keep[i]:
+			out = append(out, l)
+		case i == 0 || keep[i-1]:
+			out = append(out, DiffArgvLine{Op: review.OpEqual, Text: "..."})
+		}
+	}
+	return out
+}
+
+// DiffArgvLine is one line of an argv diff: a flag with its value (or the image, or a container arg) as it reads
+// in BASE (Op "-"), in HEAD (Op "+"), or in both (Op " ").
+type DiffArgvLine struct {
+	Op   string
+	Text string // shell-quoted words
+}
+
+// DiffArgvLines groups a word-level argv diff into flag lines, the way the plan shows argv: a line that changed
+// appears twice, as it was and as it is, so a reviewer reads "--pids-limit 512" against "--pids-limit 4096"
+// rather than loose words.
+func DiffArgvLines(edits []review.WordEdit) []DiffArgvLine {
+	type group struct {
+		edits          []review.WordEdit
+		inBase, inHead bool // after a flag: its value was taken on that side; else: a word was
+	}
+	var groups []*group
+	cur := &group{}
+	isFlag := func(w string) bool { return strings.HasPrefix(w, "-") && len(w) > 1 }
+	for i, e := range edits {
+		base := e.Op != review.OpInsert
+		head := e.Op != review.OpDelete
+		switch {
+		case i < 2 && e.Op == review.OpEqual && len(groups) == 0:
+			// "docker run" opens the first line.
+		case isFlag(e.Word):
+			groups = append(groups, cur)
+			cur = &group{}
+		case (base && cur.inBase) || (head && cur.inHead) || (i == 2 && len(groups) == 0):
+			groups = append(groups, cur)
+			cur = &group{}
+			fallthrough
+		default:
+			if base {
+				cur.inBase = true
+			}
+			if head {
+				cur.inHead = true
+			}
+		}
+		cur.edits = append(cur.edits, e)
+	}
+	groups = append(groups, cur)
+
+	var out []DiffArgvLine
+	for _, g := range groups {
+		if len(g.edits) == 0 {
+			continue
+		}
+		var base, head []string
+		changed := false
+		for _, e := range g.edits {
+			if e.Op != review.OpInsert {
+				base = append(base, e.Word)
+			}
+			if e.Op != review.OpDelete {
+				head = append(head, e.Word)
+			}
+			if e.Op != review.OpEqual {
+				changed = true
+			}
+		}
+		if !changed {
+			out = append(out, DiffArgvLine{Op: review.OpEqual, Text: planner.ShellJoin(base)})
+			continue
+		}
+		if len(base) > 0 {
+			out = append(out, DiffArgvLine{Op: review.OpDelete, Text: planner.ShellJoin(base)})
+		}
+		if len(head) > 0 {
+			out = append(out, DiffArgvLine{Op: review.OpInsert, Text: planner.ShellJoin(head)})
+		}
+	}
+	return out
+}
+
+// diffSafe makes a value from a plan file safe to print on a terminal: control characters (escape sequences
+// could recolour, move the cursor or hide text) are shown as Go escapes.
+func diffSafe(s string) string {
+	clean := true
+	for _, r := range s {
+		if unicode.IsControl(r) || r == unicode.ReplacementChar || unicode.Is(unicode.Bidi_Control, r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) || r == unicode.ReplacementChar || unicode.Is(unicode.Bidi_Control, r) {
+			q := fmt.Sprintf("%+q", string(r))
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

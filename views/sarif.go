@@ -1,0 +1,467 @@
+package views
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"unicode"
+
+	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/review"
+)
+
+// SARIF 2.1.0, in the subset GitHub code scanning reads
+// (https://docs.github.com/en/code-security/code-scanning/integrating-with-code-scanning/sarif-support-for-code-scanning).
+const (
+	SARIFSchema  = "https://json.schemastore.org/sarif-2.1.0.json"
+	SARIFVersion = "2.1.0"
+	// SARIFInformationURI is where the tool's documentation lives.
+	SARIFInformationURI = "https://github.com/kewplan/kewplan"
+)
+
+// SARIF categories (runAutomationDetails.id): plan and diff results of one commit are separate analyses, so
+// uploading one does not close the other's alerts.
+const (
+	SARIFCategoryPlan = "kewplan/plan/"
+	SARIFCategoryDiff = "kewplan/diff/"
+)
+
+// Rules for diagnostics that no catalogue rule raised (a configuration error found while planning, such as a
+// reference to an unknown variable).
+const (
+	SARIFRuleConfigurationError   = "configuration-error"
+	SARIFRuleConfigurationWarning = "configuration-warning"
+)
+
+// sarifSecuritySeverity scores the rules about credentials and container hardening (GitHub: over 9.0 critical,
+// 7.0-8.9 high, 4.0-6.9 medium, 0.1-3.9 low). A rule with a score is a security rule and is tagged so.
+var sarifSecuritySeverity = map[string]string{
+	planner.RuleCredentialByValue:          "9.1",
+	planner.RuleOpenNetworkCredentials:     "7.5",
+	planner.RuleHostOwnedArg:               "5.0",
+	planner.RuleImageNotPinned:             "5.0",
+	planner.RuleNoMemoryLimit:              "4.0",
+	planner.RulePolicyCredentials:          "8.0",
+	planner.RulePolicyAllowedNetworks:      "7.5",
+	planner.RulePolicyAllowedImagePrefixes: "6.0",
+	planner.RulePolicyRequirePinnedImages:  "5.0",
+	planner.RulePolicyMaxPidsLimit:         "4.0",
+	review.KindCredentialAdded:             "8.0",
+	review.KindNetworkOpened:               "7.5",
+	review.KindHardeningLost:               "6.5",
+	review.KindImageUnpinned:               "5.0",
+}
+
+// SARIFLog is a SARIF 2.1.0 log.
+type SARIFLog struct {
+	Schema  string     `json:"$schema"`
+	Version string     `json:"version"`
+	Runs    []SARIFRun `json:"runs"`
+}
+
+// SARIFRun is one run of the tool.
+type SARIFRun struct {
+	Tool              SARIFTool              `json:"tool"`
+	AutomationDetails SARIFAutomationDetails `json:"automationDetails"`
+	Results           []SARIFResult          `json:"results"`
+}
+
+// SARIFTool wraps the driver.
+type SARIFTool struct {
+	Driver SARIFDriver `json:"driver"`
+}
+
+// SARIFDriver describes kewplan and its rules.
+type SARIFDriver struct {
+	Name           string      `json:"name"`
+	InformationURI string      `json:"informationUri"`
+	Version        string      `json:"version"`
+	Rules          []SARIFRule `json:"rules"`
+}
+
+// SARIFAutomationDetails carries the analysis category.
+type SARIFAutomationDetails struct {
+	ID string `json:"id"`
+}
+
+// SARIFRule is a reportingDescriptor.
+type SARIFRule struct {
+	ID                   string             `json:"id"`
+	Name                 string             `json:"name"`
+	ShortDescription     SARIFText          `json:"shortDescription"`
+	FullDescription      SARIFText          `json:"fullDescription"`
+	Help                 SARIFHelp          `json:"help"`
+	DefaultConfiguration SARIFConfiguration `json:"defaultConfiguration"`
+	Properties           SARIFRuleProps     `json:"properties"`
+}
+
+// SARIFText is a message string.
+type SARIFText struct {
+	Text string `json:"text"`
+}
+
+// SARIFHelp is a rule's documentation in text and markdown.
+type SARIFHelp struct {
+	Text     string `json:"text"`
+	Markdown string `json:"markdown"`
+}
+
+// SARIFConfiguration is a rule's default reporting configuration.
+type SARIFConfiguration struct {
+	Level string `json:"level"`
+}
+
+// SARIFRuleProps are the rule properties GitHub reads.
+type SARIFRuleProps struct {
+	Tags             []string `json:"tags"`
+	Precision        string   `json:"precision"`
+	SecuritySeverity string   `json:"security-severity,omitempty"`
+	ProblemSeverity  string   `json:"problem.severity,omitempty"`
+}
+
+// SARIFResult is one alert.
+type SARIFResult struct {
+	RuleID              string            `json:"ruleId"`
+	RuleIndex           int               `json:"ruleIndex"`
+	Level               string            `json:"level"`
+	Message             SARIFText         `json:"message"`
+	Locations           []SARIFLocation   `json:"locations"`
+	PartialFingerprints map[string]string `json:"partialFingerprints"`
+}
+
+// SARIFLocation is a result's location.
+type SARIFLocation struct {
+	PhysicalLocation SARIFPhysicalLocation `json:"physicalLocation"`
+}
+
+// SARIFPhysicalLocation is a file and a region of it.
+type SARIFPhysicalLocation struct {
+	ArtifactLocation SARIFArtifactLocation `json:"artifactLocation"`
+	Region           SARIFRegion           `json:"region"`
+}
+
+// SARIFArtifactLocation names a file relative to the repository root.
+type SARIFArtifactLocation struct {
+	URI string `json:"uri"`
+}
+
+// SARIFRegion is a span: lines and columns are 1-based, endColumn is the column after the last character.
+type SARIFRegion struct {
+	StartLine   int `json:"startLine"`
+	StartColumn int `json:"startColumn"`
+	EndLine     int `json:"endLine"`
+	EndColumn   int `json:"endColumn"`
+}
+
+// SARIFOptions are what the SARIF views need besides the plan or diff.
+type SARIFOptions struct {
+	KewplanVersion string
+	// Source returns a configuration file's text by the name used in ranges; fingerprints hash the line a result
+	// is on, so that an alert survives edits elsewhere in the file. Nil or false: the fingerprint rests on the
+	// rule, the file and the result's own text.
+	Source func(filename string) ([]byte, bool)
+	// URI maps a range's file name to the artifact URI; nil keeps the name (forward slashes, no leading "./").
+	URI func(filename string) string
+	// DefaultURI locates results that carry no range (the configuration path); "" uses the first node's file.
+	DefaultURI string
+}
+
+// SourcesFromFiles adapts a name -> source map (config.Config.Files) to SARIFOptions.Source.
+func SourcesFromFiles(files ...map[string][]byte) func(string) ([]byte, bool) {
+	return func(name string) ([]byte, bool) {
+		for _, m := range files {
+			if src, ok := m[name]; ok {
+				return src, true
+			}
+		}
+		return nil, false
+	}
+}
+
+// NewPlanSARIF converts a plan's diagnostics into a SARIF log: one result per diagnostic, under the rule that
+// raised it.
+func NewPlanSARIF(doc *PlanJSON, opts SARIFOptions) *SARIFLog {
+	rules := append(planner.Rules(), configurationRules()...)
+	b := newSARIFBuilder(rules, SARIFCategoryPlan, opts)
+	fallback := opts.DefaultURI
+	for _, n := range doc.Nodes {
+		if fallback == "" && n.Range != nil {
+			fallback = n.Range.Filename
+		}
+	}
+	for _, d := range decodePlanDiagnostics(doc.Diagnostics) {
+		rule := d.Rule
+		if _, ok := b.index[rule]; !ok || rule == "" {
+			rule = SARIFRuleConfigurationError
+			if d.Severity == planner.SeverityWarning {
+				rule = SARIFRuleConfigurationWarning
+			}
+		}
+		level := "error"
+		if d.Severity == planner.SeverityWarning {
+			level = "warning"
+		}
+		text := d.Summary
+		if d.Detail != "" {
+			text += ". " + d.Detail
+		}
+		b.add(rule, level, text, d.Summary+"\x00"+stripDigits(d.Detail), d.Range, d.Snippet, fallback)
+	}
+	return b.log()
+}
+
+// WritePlanSARIF writes a plan's diagnostics as SARIF.
+func WritePlanSARIF(w io.Writer, doc *PlanJSON, opts SARIFOptions) error {
+	return writeIndentedJSON(w, NewPlanSARIF(doc, opts))
+}
+
+// NewDiffSARIF converts a diff's widening findings into a SARIF log. Narrowing is not an alert; a diff without
+// widening has no results, which closes the alerts of an earlier upload.
+func NewDiffSARIF(d *review.Diff, opts SARIFOptions) *SARIFLog {
+	b := newSARIFBuilder(review.Rules(), SARIFCategoryDiff, opts)
+	for _, f := range d.Exposure {
+		if !f.Widening {
+			continue
+		}
+		discriminator := f.Node + "\x00" + f.Credential
+		if f.Kind == review.KindHardeningLost {
+			discriminator += "\x00" + f.Message
+		}
+		b.add(f.Kind, "error", f.Message, discriminator, diffRange(f.Range), nil, opts.DefaultURI)
+	}
+	return b.log()
+}
+
+// WriteDiffSARIF writes a diff's widening findings as SARIF.
+func WriteDiffSARIF(w io.Writer, d *review.Diff, opts DiffOptions) error {
+	return writeIndentedJSON(w, NewDiffSARIF(d, SARIFOptions{KewplanVersion: opts.KewplanVersion, Source: opts.Source, URI: opts.URI}))
+}
+
+func configurationRules() []planner.Rule {
+	return []planner.Rule{
+		{
+			ID: SARIFRuleConfigurationError, Severity: planner.SeverityError,
+			Summary:     "Configuration error",
+			Description: "The configuration could not be planned as written: a reference, a type or a function call is wrong. The result's message says what and where.",
+			Help:        "Fix the configuration as the message says; kewplan validate shows the same diagnostic with a source snippet.",
+		},
+		{
+			ID: SARIFRuleConfigurationWarning, Severity: planner.SeverityWarning,
+			Summary:     "Configuration warning",
+			Description: "The configuration plans, but something in it is probably not what was meant. The result's message says what and where.",
+			Help:        "Read the message; kewplan validate shows the same diagnostic with a source snippet.",
+		},
+	}
+}
+
+// sarifBuilder collects results against a fixed rule list.
+type sarifBuilder struct {
+	rules   []SARIFRule
+	index   map[string]int
+	results []SARIFResult
+	seen    map[string]int // fingerprint hash -> occurrences so far
+	opts    SARIFOptions
+	cat     string
+}
+
+func newSARIFBuilder(rules []planner.Rule, category string, opts SARIFOptions) *sarifBuilder {
+	b := &sarifBuilder{index: map[string]int{}, seen: map[string]int{}, opts: opts, cat: category}
+	for _, r := range rules {
+		if _, dup := b.index[r.ID]; dup {
+			continue
+		}
+		b.index[r.ID] = len(b.rules)
+		b.rules = append(b.rules, sarifRule(r))
+	}
+	return b
+}
+
+func sarifRule(r planner.Rule) SARIFRule {
+	level := "error"
+	if r.Severity == planner.SeverityWarning {
+		level = "warning"
+	}
+	props := SARIFRuleProps{Tags: []string{"kewplan"}, Precision: "very-high"}
+	if s, ok := sarifSecuritySeverity[r.ID]; ok {
+		props.SecuritySeverity = s
+		props.Tags = append(props.Tags, "security")
+	} else {
+		props.ProblemSeverity = map[string]string{"error": "error", "warning": "warning"}[level]
+	}
+	full := r.Description
+	if full == "" {
+		full = r.Summary
+	}
+	help := r.Help
+	if help == "" {
+		help = full
+	}
+	return SARIFRule{
+		ID:                   r.ID,
+		Name:                 sarifRuleName(r.ID),
+		ShortDescription:     SARIFText{Text: sarifClip(r.Summary, 1024)},
+		FullDescription:      SARIFText{Text: sarifClip(full, 1024)},
+		Help:                 SARIFHelp{Text: full + "\n\n" + help, Markdown: fmt.Sprintf("**%s**\n\n%s\n\n**How to fix:** %s", r.Summary, full, help)},
+		DefaultConfiguration: SARIFConfiguration{Level: level},
+		Properties:           props,
+	}
+}
+
+// sarifRuleName turns "open-network-credentials" into "OpenNetworkCredentials".
+func sarifRuleName(id string) string {
+	var b strings.Builder
+	for _, part := range strings.Split(id, "-") {
+		if part != "" {
+			b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+		}
+	}
+	return b.String()
+}
+
+func sarifClip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// add records a result. discriminator tells apart results of one rule on one line (two credentials added to one
+// node); it must not hold a line number.
+func (b *sarifBuilder) add(ruleID, level, message, discriminator string, rng *RangeJSON, sn *SnippetJSON, fallbackURI string) {
+	file := fallbackURI
+	region := SARIFRegion{StartLine: 1, StartColumn: 1, EndLine: 1, EndColumn: 2}
+	if rng != nil && rng.Filename != "" && rng.Start.Line > 0 {
+		file = rng.Filename
+		region = SARIFRegion{StartLine: rng.Start.Line, StartColumn: max(rng.Start.Column, 1),
+			EndLine: max(rng.End.Line, rng.Start.Line), EndColumn: rng.End.Column}
+		if region.EndLine == region.StartLine && region.EndColumn <= region.StartColumn {
+			region.EndColumn = region.StartColumn + 1
+		}
+		if region.EndColumn < 1 {
+			region.EndColumn = 1
+		}
+	}
+	if file == "" {
+		file = "."
+	}
+	uri := b.uri(file)
+	line := ""
+	switch {
+	case ruleID == planner.RuleCredentialByValue || (sn != nil && strings.Contains(sn.Code, redactedSpan)):
+		// The line holds a secret: even a hash of it stays out of the report.
+	case b.opts.Source != nil:
+		if src, ok := b.opts.Source(file); ok {
+			line = sourceLine(src, region.StartLine)
+		}
+	}
+	if line == "" && sn != nil && sn.StartLine > 0 && sn.StartLine <= region.StartLine &&
+		ruleID != planner.RuleCredentialByValue && !strings.Contains(sn.Code, redactedSpan) {
+		line = sourceLine([]byte(sn.Code), region.StartLine-sn.StartLine+1)
+	}
+	h := sha256.New()
+	for _, part := range []string{ruleID, uri, normaliseLine(line), discriminator} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	sum := hex.EncodeToString(h.Sum(nil))[:16]
+	b.seen[sum]++
+	b.results = append(b.results, SARIFResult{
+		RuleID:    ruleID,
+		RuleIndex: b.index[ruleID],
+		Level:     level,
+		Message:   SARIFText{Text: message},
+		Locations: []SARIFLocation{{PhysicalLocation: SARIFPhysicalLocation{
+			ArtifactLocation: SARIFArtifactLocation{URI: uri},
+			Region:           region,
+		}}},
+		PartialFingerprints: map[string]string{"primaryLocationLineHash": fmt.Sprintf("%s:%d", sum, b.seen[sum])},
+	})
+}
+
+func (b *sarifBuilder) uri(file string) string {
+	if b.opts.URI != nil {
+		return b.opts.URI(file)
+	}
+	return SARIFRelativeURI(file)
+}
+
+// SARIFRelativeURI writes a relative file name as a URI reference: forward slashes, no leading "./", and
+// characters outside a URI's path escaped.
+func SARIFRelativeURI(name string) string {
+	name = filepath.ToSlash(name)
+	for strings.HasPrefix(name, "./") {
+		name = name[2:]
+	}
+	var b strings.Builder
+	for _, c := range []byte(name) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', strings.IndexByte("-._~/!$&'()*+,;=:@", c) >= 0:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+func (b *sarifBuilder) log() *SARIFLog {
+	results := b.results
+	if results == nil {
+		results = []SARIFResult{}
+	}
+	return &SARIFLog{
+		Schema:  SARIFSchema,
+		Version: SARIFVersion,
+		Runs: []SARIFRun{{
+			Tool: SARIFTool{Driver: SARIFDriver{
+				Name: "kewplan", InformationURI: SARIFInformationURI, Version: orDev(b.opts.KewplanVersion), Rules: b.rules,
+			}},
+			AutomationDetails: SARIFAutomationDetails{ID: b.cat},
+			Results:           results,
+		}},
+	}
+}
+
+func orDev(v string) string {
+	if v == "" {
+		return "dev"
+	}
+	return v
+}
+
+// sourceLine returns line n (1-based) of src, or "".
+func sourceLine(src []byte, n int) string {
+	for i := 1; i < n; i++ {
+		j := bytes.IndexByte(src, '\n')
+		if j < 0 {
+			return ""
+		}
+		src = src[j+1:]
+	}
+	if j := bytes.IndexByte(src, '\n'); j >= 0 {
+		src = src[:j]
+	}
+	return string(src)
+}
+
+// normaliseLine keeps what a line says, not how it is laid out: whitespace runs collapse to one space, so
+// re-indenting does not create a new alert.
+func normaliseLine(s string) string {
+	return strings.Join(strings.FieldsFunc(s, unicode.IsSpace), " ")
+}
+
+var digitRuns = regexp.MustCompile(`[0-9]+`)
+
+// stripDigits removes numbers (line numbers in a detail) from fingerprint input.
+func stripDigits(s string) string { return digitRuns.ReplaceAllString(s, "#") }
