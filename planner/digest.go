@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -49,7 +50,13 @@ func (d *DigestInputs) Digest() string {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		fmt.Fprintf(h, "var %q %s\n", name, d.Variables[name])
+		// Compact, so the digest does not depend on how a saved plan's JSON was indented.
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, d.Variables[name]); err != nil {
+			buf.Reset()
+			buf.Write(d.Variables[name])
+		}
+		fmt.Fprintf(h, "var %q %s\n", name, buf.Bytes())
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }

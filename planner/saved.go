@@ -194,7 +194,7 @@ func CheckStale(doc *Document) error {
 	}
 	recomputed := (&DigestInputs{Files: current, Variables: s.Variables}).Digest()
 	if len(changes) == 0 && recomputed != doc.ConfigDigest {
-		changes = append(changes, "the recorded files or variable values do not match the plan's config_digest (was the plan file edited?)")
+		return fmt.Errorf("%w: its recorded files and variable values do not match its config_digest, so the plan file was edited. Run kewplan plan again and review the new plan", ErrStale)
 	}
 	if len(changes) == 0 {
 		return nil
