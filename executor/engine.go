@@ -631,22 +631,26 @@ func (e *Engine) RemoveImage(ctx context.Context, ref string) error {
 
 // InspectedContainer is the subset of `docker inspect` the argv-agreement checks compare.
 type InspectedContainer struct {
-	Image          string
-	Cmd            []string
-	WorkingDir     string
-	Labels         map[string]string
-	EnvNames       []string
-	ReadonlyRootfs bool
-	Tmpfs          map[string]string
-	CapDrop        []string
-	SecurityOpt    []string
-	PidsLimit      int64
-	AutoRemove     bool
-	NetworkMode    string
-	Binds          []string
-	Memory         int64
-	NanoCPUs       int64
-	User           string
+	Image      string
+	Cmd        []string
+	WorkingDir string
+	Labels     map[string]string
+	// EnvNames are the names of environment entries with a value (NAME=value); values are never kept.
+	EnvNames []string
+	// EnvWithoutValue are bare NAME entries: what the docker CLI sends for `-e NAME` when NAME is unset in its
+	// environment. kewplan never sends one (an unset credential stays unset).
+	EnvWithoutValue []string
+	ReadonlyRootfs  bool
+	Tmpfs           map[string]string
+	CapDrop         []string
+	SecurityOpt     []string
+	PidsLimit       int64
+	AutoRemove      bool
+	NetworkMode     string
+	Binds           []string
+	Memory          int64
+	NanoCPUs        int64
+	User            string
 }
 
 // InspectContainer reports a container's configuration (env values are reduced to names).
@@ -667,8 +671,11 @@ func (e *Engine) InspectContainer(ctx context.Context, nameOrID string) (*Inspec
 		out.Labels = c.Config.Labels
 		out.User = c.Config.User
 		for _, kv := range c.Config.Env {
-			name, _, _ := strings.Cut(kv, "=")
-			out.EnvNames = append(out.EnvNames, name)
+			if name, _, ok := strings.Cut(kv, "="); ok {
+				out.EnvNames = append(out.EnvNames, name)
+			} else {
+				out.EnvWithoutValue = append(out.EnvWithoutValue, kv)
+			}
 		}
 	}
 	if h := c.HostConfig; h != nil {
@@ -709,4 +716,12 @@ func envMap(environ []string) map[string]string {
 		}
 	}
 	return m
+}
+
+// TagImage gives a local image another reference.
+func (e *Engine) TagImage(ctx context.Context, source, target string) error {
+	if _, err := e.cli.ImageTag(ctx, client.ImageTagOptions{Source: source, Target: target}); err != nil {
+		return fmt.Errorf("tag image %s as %s: %w", source, target, err)
+	}
+	return nil
 }

@@ -1,0 +1,327 @@
+package executor
+
+// Test harness for the executor's tests against the real Docker engine, shared by every engine test of this
+// package (apply, reviewers, smoke): the engine (skipped locally when absent, fatal under CI), the fake agent
+// image (built once per test binary, cached in the engine by content hash), a test-unique internal network,
+// local git repositories, configurations written as HCL, and a hook that records every event.
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/planner"
+)
+
+// testEngine connects to the engine, or skips (locally) / fails (CI set) with a clear message.
+func testEngine(t testing.TB) *Engine {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	eng, err := Connect(ctx, os.Environ())
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set, so the Docker engine tests must run, but: %v", err)
+		}
+		t.Skipf("skipping: these tests need a Docker engine and none answered (%v); start dockerd or set DOCKER_HOST", err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return eng
+}
+
+var fakeAgent struct {
+	once sync.Once
+	tag  string
+	err  error
+}
+
+// fakeAgentImage builds executor/testdata/fakeagent into a FROM scratch image running as 1001:1001, once per test
+// binary; the tag carries a hash of the binary, so an unchanged agent is never rebuilt across runs.
+func fakeAgentImage(t testing.TB, eng *Engine) string {
+	t.Helper()
+	fakeAgent.once.Do(func() {
+		dir, err := os.MkdirTemp("", "kewplan-fakeagent-")
+		if err != nil {
+			fakeAgent.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		bin := filepath.Join(dir, "fakeagent")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", bin, "./testdata/fakeagent")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fakeAgent.err = fmt.Errorf("build fake agent: %v\n%s", err, out)
+			return
+		}
+		data, err := os.ReadFile(bin)
+		if err != nil {
+			fakeAgent.err = err
+			return
+		}
+		dockerfile := "FROM scratch\nCOPY fakeagent /fakeagent\nUSER 1001:1001\nWORKDIR /work\nENTRYPOINT [\"/fakeagent\"]\n"
+		sum := sha256.Sum256(append(data, dockerfile...))
+		tag := "kewplan-test/fakeagent:" + hex.EncodeToString(sum[:6])
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if _, err := eng.InspectImage(ctx, tag); err == nil {
+			fakeAgent.tag = tag
+			return
+		}
+		fakeAgent.err = eng.BuildImage(ctx, tag, map[string][]byte{"Dockerfile": []byte(dockerfile), "fakeagent": data}, map[string]bool{"fakeagent": true})
+		fakeAgent.tag = tag
+	})
+	if fakeAgent.err != nil {
+		t.Fatalf("fake agent image: %v", fakeAgent.err)
+	}
+	return fakeAgent.tag
+}
+
+func randomSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// testNetwork creates a test-unique --internal network, removed when the test ends.
+func testNetwork(t testing.TB, eng *Engine) string {
+	t.Helper()
+	name := "kewplan-test-" + randomSuffix()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := eng.CreateNetwork(ctx, name, true, map[string]string{"kewplan.test": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := eng.RemoveNetwork(context.Background(), name); err != nil {
+			t.Errorf("remove test network: %v", err)
+		}
+	})
+	return name
+}
+
+// testRepo makes a local git repository with one commit on main (its objects loose, as the fake agent needs).
+func testRepo(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "origin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("# test repository\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"init", "--quiet", "--initial-branch=main"},
+		{"add", "README.md"},
+		{"-c", "user.name=kewplan test", "-c", "user.email=test@kewplan.invalid", "commit", "--quiet", "-m", "initial"},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %s: %v\n%s", args[0], err, out)
+		}
+	}
+	return dir
+}
+
+// fixture is one test configuration: its directory, the network and image it uses.
+type fixture struct {
+	t        testing.TB
+	eng      *Engine
+	dir      string
+	stateDir string
+	image    string
+	network  string
+	repo     string
+	prefix   string // node names are prefixed so parallel test packages never share container names
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	eng := testEngine(t)
+	f := &fixture{t: t, eng: eng, dir: t.TempDir(), image: fakeAgentImage(t, eng), network: testNetwork(t, eng), repo: testRepo(t)}
+	f.stateDir = filepath.Join(f.dir, DefaultStateDir)
+	f.prefix = "t" + randomSuffix() + "-"
+	return f
+}
+
+// node returns the test-unique name of a node.
+func (f *fixture) node(name string) string { return f.prefix + name }
+
+// config writes main.hcl with a sandbox block for the fixture and the given node blocks (written with %[1]s for
+// the node prefix, %[2]s for the repository) and loads it.
+func (f *fixture) config(nodes string) *config.Config {
+	f.t.Helper()
+	src := fmt.Sprintf(`sandbox {
+  network           = "allowlist"
+  allowlist_network = %q
+  memory            = "256m"
+  cpus              = "1"
+  pids_limit        = 128
+  images = {
+    "claude-code" = %q
+  }
+}
+`, f.network, f.image) + fmt.Sprintf(nodes, f.prefix, f.repo)
+	path := filepath.Join(f.dir, "main.hcl")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	cfg, diags := config.Load(path)
+	if diags.HasErrors() {
+		f.t.Fatalf("load test configuration: %s\n%s", diagText(diags), src)
+	}
+	return cfg
+}
+
+func (f *fixture) plan(cfg *config.Config) *planner.Plan {
+	f.t.Helper()
+	p, diags := planner.Build(cfg, planner.Inputs{Vars: map[string]cty.Value{}, FS: os.DirFS(cfg.Dir)})
+	if diags.HasErrors() {
+		f.t.Fatalf("plan: %s", diagText(diags))
+	}
+	return p
+}
+
+// apply runs the configuration with a dummy credential and returns the summary and the recorded events.
+func (f *fixture) apply(ctx context.Context, cfg *config.Config, tweak ...func(*ApplyOptions)) (*ApplySummary, *recorder, error) {
+	f.t.Helper()
+	rec := &recorder{}
+	opts := ApplyOptions{
+		Config: cfg, Vars: map[string]cty.Value{}, Plan: f.plan(cfg), StateDir: f.stateDir, Hook: rec,
+		Environ: append(os.Environ(), "ANTHROPIC_API_KEY=sk-test-dummy-value"), KewplanVersion: "test",
+		ProgressInterval: time.Millisecond,
+	}
+	for _, fn := range tweak {
+		fn(&opts)
+	}
+	sum, err := Apply(ctx, opts)
+	return sum, rec, err
+}
+
+// assertClean checks the invariants every exit path must leave: no container of the run, no prompt file.
+func (f *fixture) assertClean(runID string) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	left, err := f.eng.ListContainers(ctx, planner.LabelRun+"="+runID)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, c := range left {
+		f.t.Errorf("container %s (%s) of run %s was left behind", c.Name, c.State, runID)
+	}
+	_ = filepath.Walk(f.stateDir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && info.Name() == planner.PromptFilename {
+			f.t.Errorf("prompt file left behind: %s", p)
+		}
+		return nil
+	})
+}
+
+// ledgerRun reads a run back from the fixture's ledger.
+func (f *fixture) ledgerRun(runID string) (*RunRecord, map[string]NodeRecord) {
+	f.t.Helper()
+	l, err := OpenLedger(filepath.Join(f.stateDir, LedgerFile))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer l.Close()
+	run, nodes, err := l.Run(runID)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	byName := map[string]NodeRecord{}
+	for _, n := range nodes {
+		byName[n.Node] = n
+	}
+	return run, byName
+}
+
+// recorder is a Hook that keeps every event.
+type recorder struct {
+	NilHook
+	mu       sync.Mutex
+	events   []string
+	starts   []NodeStartEvent
+	progress []NodeProgressEvent
+	done     []NodeResult
+	warnings []WarningEvent
+	summary  *ApplySummary
+	onStart  func(NodeStartEvent)
+	onProg   func(NodeProgressEvent)
+}
+
+func (r *recorder) NodeStart(e NodeStartEvent) {
+	r.mu.Lock()
+	r.events = append(r.events, "start "+e.Node)
+	r.starts = append(r.starts, e)
+	fn := r.onStart
+	r.mu.Unlock()
+	if fn != nil {
+		fn(e)
+	}
+}
+
+func (r *recorder) NodeProgress(e NodeProgressEvent) {
+	r.mu.Lock()
+	r.progress = append(r.progress, e)
+	fn := r.onProg
+	r.mu.Unlock()
+	if fn != nil {
+		fn(e)
+	}
+}
+
+func (r *recorder) NodeDone(e NodeResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, "done "+e.Node+" "+e.Status)
+	r.done = append(r.done, e)
+}
+
+func (r *recorder) Warning(e WarningEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.warnings = append(r.warnings, e)
+}
+
+func (r *recorder) ApplyDone(s ApplySummary) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.summary = &s
+}
+
+func (r *recorder) warningText() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for _, w := range r.warnings {
+		b.WriteString(w.Message + "\n")
+	}
+	return b.String()
+}
+
+// resultOf finds a node's result in a summary.
+func resultOf(t testing.TB, sum *ApplySummary, node string) NodeResult {
+	t.Helper()
+	for _, n := range sum.Nodes {
+		if n.Node == node {
+			return n
+		}
+	}
+	t.Fatalf("node %s is not in the summary", node)
+	return NodeResult{}
+}
