@@ -18,10 +18,16 @@ const maxEmptyReads = 100
 //
 // A final line without "\n" (an agent killed mid-write) is still metered. After a log write fails, Feed keeps
 // reading and metering so that the agent's stdout pipe never fills and stalls the container; it stops writing
-// to log and returns that error at the end. Memory is at most MaxLineBytes+1 plus one chunk, whatever the
-// stream's length.
+// to log and returns that error at the end. Its buffer never exceeds MaxLineBytes+1 bytes, whatever the stream's
+// length; an oversized line is dropped chunk by chunk as it arrives.
 func Feed(r io.Reader, m Meter, log io.Writer) error {
-	buf := make([]byte, feedChunk)
+	return feed(r, m, log, MaxLineBytes, feedChunk)
+}
+
+// feed is Feed with the line limit and chunk size as parameters, so that tests and fuzzing reach the growth and
+// oversize paths with small inputs.
+func feed(r io.Reader, m Meter, log io.Writer, maxLine, chunk int) error {
+	buf := make([]byte, chunk)
 	start, end := 0, 0 // buf[start:end] is the pending, unterminated line
 	discarding := false
 	empty := 0
@@ -33,7 +39,7 @@ func Feed(r io.Reader, m Meter, log io.Writer) error {
 				end = copy(buf, buf[start:end])
 				start = 0
 			default: // one pending line fills the buffer; grow (the line is still at most MaxLineBytes)
-				grown := make([]byte, min(2*len(buf), MaxLineBytes+1))
+				grown := make([]byte, min(2*len(buf), maxLine+1))
 				end = copy(grown, buf[:end])
 				buf = grown
 			}
@@ -57,14 +63,14 @@ func Feed(r io.Reader, m Meter, log io.Writer) error {
 				if discarding {
 					m.Oversized()
 					discarding = false
-				} else if k-start > MaxLineBytes {
+				} else if k-start > maxLine {
 					m.Oversized()
 				} else {
 					m.Line(buf[start:k])
 				}
 				start, scan = k+1, k+1
 			}
-			if !discarding && end-start > MaxLineBytes {
+			if !discarding && end-start > maxLine {
 				discarding = true
 			}
 			if discarding {
@@ -72,8 +78,8 @@ func Feed(r io.Reader, m Meter, log io.Writer) error {
 			}
 			if start == end {
 				start, end = 0, 0
-				if len(buf) > 4*feedChunk {
-					buf = make([]byte, feedChunk) // a long line is done; give its memory back
+				if len(buf) > 4*chunk {
+					buf = make([]byte, chunk) // a long line is done; give its memory back
 				}
 			}
 		} else if err == nil {
