@@ -65,7 +65,9 @@ func main() {
 		os.Exit(3)
 	case "hang":
 		fmt.Fprintln(os.Stderr, "fakeagent: hanging as asked")
-		select {}
+		for {
+			time.Sleep(time.Hour) // a bare select{} would be a detected deadlock, not a hang
+		}
 	case "huge":
 		line := bytes.Repeat([]byte("x"), 20<<20)
 		os.Stdout.Write(append(line, '\n'))
