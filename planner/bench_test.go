@@ -1,0 +1,155 @@
+package planner_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/planner"
+)
+
+// writeGeneratedConfig writes a configuration of n nodes shaped as a chain (each node waits for the previous
+// one, through a node output in its prompt) or a fan-out (one root, n-2 workers on it, one reviewer on them all).
+func writeGeneratedConfig(tb testing.TB, dir, shape string, n int) {
+	tb.Helper()
+	var b strings.Builder
+	b.WriteString(`sandbox {
+  memory = "4g"
+  images = {
+    claude-code = "kew-agent@sha256:0b7d5c8e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4"
+    opencode    = "kew-opencode@sha256:1c8e6d9f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5"
+  }
+}
+
+variable "model" {
+  type    = string
+  default = "claude-sonnet-4-5"
+}
+
+`)
+	runner := func(i int) string {
+		if i%3 == 2 {
+			return `runner = "opencode"
+  model  = "moonshotai/kimi-k2"`
+		}
+		return `runner = "claude-code"
+  model  = var.model`
+	}
+	switch shape {
+	case "chain":
+		for i := 0; i < n; i++ {
+			prompt := `"Start the work."`
+			if i > 0 {
+				prompt = fmt.Sprintf(`"Continue from ${node.n%05d.commit}."`, i-1)
+			}
+			fmt.Fprintf(&b, "node \"n%05d\" {\n  %s\n  repo   = \"https://github.com/acme/widgets.git\"\n  prompt = %s\n}\n\n", i, runner(i), prompt)
+		}
+	case "fanout":
+		fmt.Fprintf(&b, "node \"root\" {\n  %s\n  repo   = \"https://github.com/acme/widgets.git\"\n  prompt = \"Prepare.\"\n}\n\n", runner(0))
+		var all []string
+		for i := 1; i < n-1; i++ {
+			name := fmt.Sprintf("n%05d", i)
+			all = append(all, "node."+name)
+			fmt.Fprintf(&b, "node %q {\n  %s\n  repo   = \"https://github.com/acme/widgets.git\"\n  prompt = \"Part %d.\"\n  depends_on = [node.root]\n}\n\n", name, runner(i), i)
+		}
+		fmt.Fprintf(&b, "node \"review\" {\n  runner = \"claude-code\"\n  role   = \"reviewer\"\n  model  = var.model\n  repo   = \"https://github.com/acme/widgets.git\"\n  prompt = \"Review everything.\"\n  depends_on = [%s]\n}\n", strings.Join(all, ", "))
+	default:
+		tb.Fatalf("unknown shape %q", shape)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(b.String()), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func loadGenerated(tb testing.TB, shape string, n int) (*config.Config, planner.Inputs) {
+	tb.Helper()
+	dir := tb.TempDir()
+	writeGeneratedConfig(tb, dir, shape, n)
+	cfg, diags := config.Load(dir)
+	if diags.HasErrors() {
+		tb.Fatalf("config.Load: %s", diags.Error())
+	}
+	vars, diags := cfg.ResolveVariables(config.VariableInputs{})
+	if diags.HasErrors() {
+		tb.Fatalf("ResolveVariables: %s", diags.Error())
+	}
+	return cfg, planner.Inputs{Vars: vars, FS: config.DirFS(cfg.Dir)}
+}
+
+// BenchmarkBuild plans generated configurations and reports time, allocations and bytes per node, so growth
+// that is not linear shows up as a per-node figure rising with size.
+func BenchmarkBuild(b *testing.B) {
+	for _, shape := range []string{"chain", "fanout"} {
+		for _, n := range []int{100, 1000, 10000} {
+			b.Run(fmt.Sprintf("%s-%d", shape, n), func(b *testing.B) {
+				cfg, in := loadGenerated(b, shape, n)
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					p, _ := planner.Build(cfg, in)
+					if p.HasErrors() || len(p.Nodes) != n {
+						b.Fatalf("plan of %d nodes: %d nodes, errors: %v", n, len(p.Nodes), p.Diagnostics.Error())
+					}
+				}
+				b.StopTimer()
+				runtime.ReadMemStats(&after)
+				perNode := float64(b.N) * float64(n)
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/perNode, "ns/node")
+				b.ReportMetric(float64(after.Mallocs-before.Mallocs)/perNode, "allocs/node")
+				b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/perNode, "B/node")
+			})
+		}
+	}
+}
+
+// BenchmarkLoadAndBuild is what `kewplan plan` does for 10,000 nodes: parse, decode, resolve, plan.
+func BenchmarkLoadAndBuild(b *testing.B) {
+	for _, shape := range []string{"chain", "fanout"} {
+		b.Run(shape+"-10000", func(b *testing.B) {
+			dir := b.TempDir()
+			writeGeneratedConfig(b, dir, shape, 10000)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				cfg, diags := config.Load(dir)
+				if diags.HasErrors() {
+					b.Fatal(diags.Error())
+				}
+				vars, _ := cfg.ResolveVariables(config.VariableInputs{})
+				p, _ := planner.Build(cfg, planner.Inputs{Vars: vars, FS: config.DirFS(cfg.Dir)})
+				if p.HasErrors() {
+					b.Fatal(p.Diagnostics.Error())
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10000, "ns/node")
+		})
+	}
+}
+
+// TestGeneratedPlans checks the benchmark's configurations plan cleanly and in dependency order, so the
+// benchmark measures real work.
+func TestGeneratedPlans(t *testing.T) {
+	for _, shape := range []string{"chain", "fanout"} {
+		cfg, in := loadGenerated(t, shape, 50)
+		p, diags := planner.Build(cfg, in)
+		if diags.HasErrors() {
+			t.Fatalf("%s: %s", shape, diags.Error())
+		}
+		pos := map[string]int{}
+		for i, n := range p.Nodes {
+			pos[n.Name] = i
+		}
+		for _, n := range p.Nodes {
+			for _, d := range n.DependsOn {
+				if pos[d] >= pos[n.Name] {
+					t.Errorf("%s: %s planned before its dependency %s", shape, n.Name, d)
+				}
+			}
+		}
+	}
+}
