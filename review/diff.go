@@ -288,7 +288,7 @@ func addedNodeFindings(n *planner.NodeDocument) []Finding {
 	for _, c := range sortedSet(n.Credentials) {
 		out = append(out, Finding{
 			Kind: KindCredentialAdded, Widening: true, Node: n.Name, Credential: c, Range: r,
-			Message: fmt.Sprintf("%s reaches the new node %q (runner %s).", c, n.Name, n.Runner),
+			Message: fmt.Sprintf("%s reaches the new node %q (runner %s%s).", c, n.Name, n.Runner, originNote(n, c)),
 		})
 	}
 	if n.Network == config.NetworkOpen {
@@ -409,15 +409,15 @@ func promptText(n *planner.NodeDocument) string {
 	return fmt.Sprintf("sha256:%s (%d bytes)", n.Prompt.SHA256, n.Prompt.Bytes)
 }
 
-// originKind is where a credential comes from without its line, so moving a runner block is not a change.
+// originKind is where a credential comes from: built into the runner, or a runner block. Which file and line
+// hold the block is not compared, so moving a block (or planning from another directory) is not a change.
 func originKind(n *planner.NodeDocument, cred string) string {
 	for i, c := range n.Credentials {
 		if c == cred && i < len(n.CredentialOrigins) {
-			o := n.CredentialOrigins[i]
-			if file, line, ok := strings.Cut(o, ":"); ok && isDigits(line) {
-				return "runner block in " + file
+			if o := n.CredentialOrigins[i]; o == "builtin" || o == "" {
+				return o
 			}
-			return o
+			return "runner block"
 		}
 	}
 	return ""
@@ -444,18 +444,6 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 var digestRef = regexp.MustCompile(`@sha256:[0-9a-f]{64}$`)

@@ -373,7 +373,8 @@ func diffVerdictLine(d *review.Diff) string {
 	}
 	switch DiffVerdict(d) {
 	case VerdictWidened:
-		return fmt.Sprintf("Review required: %s widen credential exposure%s.", planPlural(w, "change", "changes"), rest)
+		return fmt.Sprintf("Review required: %s credential exposure%s.",
+			planPlural(w, "change widens", "changes widen"), rest)
 	case VerdictNarrowed, VerdictChanged:
 		return fmt.Sprintf("No widening%s.", rest)
 	default:
@@ -420,8 +421,10 @@ type DiffArgvLine struct {
 // rather than loose words.
 func DiffArgvLines(edits []review.WordEdit) []DiffArgvLine {
 	type group struct {
-		edits          []review.WordEdit
-		inBase, inHead bool // after a flag: its value was taken on that side; else: a word was
+		edits []review.WordEdit
+		flag  bool
+		// has: the flag is on that side; took: the flag's value (or, in a group without a flag, its word) is.
+		hasBase, hasHead, tookBase, tookHead bool
 	}
 	var groups []*group
 	cur := &group{}
@@ -429,23 +432,25 @@ func DiffArgvLines(edits []review.WordEdit) []DiffArgvLine {
 	for i, e := range edits {
 		base := e.Op != review.OpInsert
 		head := e.Op != review.OpDelete
+		fits := func() bool {
+			if cur.flag {
+				return (!base || (cur.hasBase && !cur.tookBase)) && (!head || (cur.hasHead && !cur.tookHead))
+			}
+			return (!base || !cur.tookBase) && (!head || !cur.tookHead)
+		}
 		switch {
 		case i < 2 && e.Op == review.OpEqual && len(groups) == 0:
 			// "docker run" opens the first line.
 		case isFlag(e.Word):
 			groups = append(groups, cur)
-			cur = &group{}
-		case (base && cur.inBase) || (head && cur.inHead) || (i == 2 && len(groups) == 0):
-			groups = append(groups, cur)
-			cur = &group{}
-			fallthrough
+			cur = &group{flag: true, hasBase: base, hasHead: head}
 		default:
-			if base {
-				cur.inBase = true
+			if (i == 2 && len(groups) == 0) || !fits() {
+				groups = append(groups, cur)
+				cur = &group{}
 			}
-			if head {
-				cur.inHead = true
-			}
+			cur.tookBase = cur.tookBase || base
+			cur.tookHead = cur.tookHead || head
 		}
 		cur.edits = append(cur.edits, e)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"unicode"
 
@@ -210,9 +209,23 @@ func NewPlanSARIF(doc *PlanJSON, opts SARIFOptions) *SARIFLog {
 		if d.Detail != "" {
 			text += ". " + d.Detail
 		}
-		b.add(rule, level, text, d.Summary+"\x00"+stripDigits(d.Detail), d.Range, d.Snippet, fallback)
+		// The identity of a plan result is its rule and the line it is on; the detail (which lists nodes) may
+		// change without the problem changing. Without a line to hash, the summary stands in.
+		discriminator := ""
+		if d.Range == nil || d.Snippet == nil {
+			discriminator = d.Summary
+		}
+		b.add(rule, level, text, discriminator, d.Range, d.Snippet, fallback)
 	}
 	return b.log()
+}
+
+func init() {
+	// `kewplan plan --format sarif` and `kewplan show --format sarif`. The plan document carries each
+	// diagnostic's source snippet, which is what the fingerprints hash.
+	PlanFormats["sarif"] = func(w io.Writer, doc *PlanJSON) error {
+		return WritePlanSARIF(w, doc, SARIFOptions{KewplanVersion: doc.KewplanVersion})
+	}
 }
 
 // WritePlanSARIF writes a plan's diagnostics as SARIF.
@@ -460,8 +473,3 @@ func sourceLine(src []byte, n int) string {
 func normaliseLine(s string) string {
 	return strings.Join(strings.FieldsFunc(s, unicode.IsSpace), " ")
 }
-
-var digitRuns = regexp.MustCompile(`[0-9]+`)
-
-// stripDigits removes numbers (line numbers in a detail) from fingerprint input.
-func stripDigits(s string) string { return digitRuns.ReplaceAllString(s, "#") }

@@ -16,7 +16,7 @@ type PlanCmd struct {
 	Path     string   `arg:"" optional:"" default:"." help:"A .hcl file, or a directory whose *.hcl files (not recursive) form the configuration."`
 	Out      string   `name:"out" placeholder:"FILE" help:"Also save the plan to FILE, for kewplan apply FILE and kewplan show FILE."`
 	JSON     bool     `name:"json" help:"Print the plan as JSON (the same as --format json)."`
-	Format   string   `name:"format" default:"human" placeholder:"FORMAT" help:"Output format: human, json or markdown (a pull-request comment)."`
+	Format   string   `name:"format" default:"human" placeholder:"FORMAT" help:"Output format: human, json, markdown (a pull-request comment) or sarif (GitHub code scanning)."`
 	Targets  []string `name:"target" sep:"none" placeholder:"NODE" help:"Plan only NODE and everything it depends on (repeatable)."`
 	Policy   string   `name:"policy" placeholder:"FILE" type:"path" help:"Also enforce the organisation policy block in FILE."`
 	VarFlags `embed:""`

@@ -1,0 +1,198 @@
+package views
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/review"
+)
+
+// planDir plans the configuration in dir the way `kewplan plan --json` does and returns the document, after a
+// JSON round trip, so that the diff reads exactly what it would read from a file.
+func planDir(t *testing.T, dir string) *PlanJSON {
+	t.Helper()
+	cfg, diags := config.Load(dir)
+	if diags.HasErrors() {
+		t.Fatalf("config.Load(%s): %v", dir, diags)
+	}
+	vars, diags := cfg.ResolveVariables(config.VariableInputs{})
+	if diags.HasErrors() {
+		t.Fatalf("ResolveVariables(%s): %v", dir, diags)
+	}
+	p, _ := planner.Build(cfg, planner.Inputs{Vars: vars, FS: config.DirFS(cfg.Dir)})
+	if p.HasErrors() {
+		t.Fatalf("planner.Build(%s): %v", dir, p.Diagnostics)
+	}
+	var buf bytes.Buffer
+	if err := WritePlanJSON(&buf, NewPlanJSON(p, "test", cfg.Files)); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := review.DecodePlan(buf.Bytes(), dir)
+	if err != nil {
+		t.Fatalf("DecodePlan(%s): %v", dir, err)
+	}
+	// The digest's algorithm is the planner's business; these goldens are about the diff.
+	doc.ConfigDigest = "sha256:" + filepath.ToSlash(dir)
+	return doc
+}
+
+// diffCase compares testdata/<name>/base with testdata/<name>/head.
+func diffCase(t *testing.T, name string) *review.Diff {
+	t.Helper()
+	dir := filepath.Join("testdata", name)
+	base := planDir(t, filepath.Join(dir, "base"))
+	head := planDir(t, filepath.Join(dir, "head"))
+	return review.Compare("base.json", base, "head.json", head)
+}
+
+// diffGolden compares got with testdata/<path>, or writes it with KEWPLAN_UPDATE=1.
+func diffGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if os.Getenv("KEWPLAN_UPDATE") != "" {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with KEWPLAN_UPDATE=1 to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
+	}
+}
+
+var diffCases = []struct {
+	name    string
+	verdict string
+	// kinds are the exposure delta's finding kinds, in order.
+	kinds []string
+}{
+	{"diff-widen-credential", VerdictWidened, []string{review.KindCredentialAdded}},
+	{"diff-widen-network", VerdictWidened, []string{review.KindNetworkOpened, review.KindNetworkOpened}},
+	{"diff-widen-new-runner", VerdictWidened, []string{review.KindCredentialAdded}},
+	{"diff-widen-image", VerdictWidened, []string{review.KindImageUnpinned}},
+	{"diff-widen-hardening", VerdictWidened, []string{
+		review.KindHardeningLost, review.KindHardeningLost, review.KindHardeningLost,
+		review.KindHardeningLost, review.KindHardeningLost, review.KindHardeningLost,
+	}},
+	{"diff-narrow", VerdictNarrowed, []string{
+		review.KindCredentialRemoved, review.KindCredentialRemoved,
+		review.KindHardeningGained, review.KindHardeningGained, review.KindImagePinned, review.KindNetworkClosed,
+		review.KindCredentialRemoved, review.KindHardeningGained, review.KindHardeningGained, review.KindNetworkClosed,
+	}},
+	{"diff-reorder", VerdictUnchanged, nil},
+}
+
+// TestDiffGolden renders every format for configuration pairs that widen, narrow, and only reorder.
+func TestDiffGolden(t *testing.T) {
+	for _, tc := range diffCases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := diffCase(t, tc.name)
+			if got := DiffVerdict(d); got != tc.verdict {
+				t.Errorf("DiffVerdict() = %q, want %q", got, tc.verdict)
+			}
+			var kinds []string
+			for _, f := range d.Exposure {
+				kinds = append(kinds, f.Kind)
+			}
+			if diff := cmp.Diff(tc.kinds, kinds); diff != "" {
+				t.Errorf("exposure delta kinds mismatch (-want +got):\n%s", diff)
+			}
+			dir := filepath.Join("testdata", tc.name)
+			opts := DiffOptions{KewplanVersion: "test", Source: func(name string) ([]byte, bool) {
+				src, err := os.ReadFile(name)
+				return src, err == nil
+			}}
+			for format, file := range map[string]string{"human": "diff.txt", "json": "diff.json", "markdown": "diff.md", "sarif": "diff.sarif"} {
+				var buf bytes.Buffer
+				if err := DiffFormats[format](&buf, d, opts); err != nil {
+					t.Fatalf("%s: %v", format, err)
+				}
+				diffGolden(t, filepath.Join(dir, file), buf.Bytes())
+				if format == "sarif" {
+					checkSARIF(t, buf.Bytes())
+				}
+			}
+		})
+	}
+}
+
+func TestDiffReorderIsEmpty(t *testing.T) {
+	d := diffCase(t, "diff-reorder")
+	if !d.Empty() {
+		t.Errorf("a pure reorder must produce an empty diff, got %+v", d)
+	}
+	var buf bytes.Buffer
+	if err := WriteDiffSARIF(&buf, d, DiffOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var log SARIFLog
+	if err := json.Unmarshal(buf.Bytes(), &log); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(log.Runs[0].Results); n != 0 {
+		t.Errorf("SARIF of an empty diff has %d results, want 0", n)
+	}
+}
+
+func TestDiffHumanEscapesControlCharacters(t *testing.T) {
+	d := &review.Diff{
+		Base: review.Side{Name: "base.json"}, Head: review.Side{Name: "head.json"},
+		Exposure: []review.Finding{{Kind: review.KindCredentialAdded, Widening: true, Node: "x",
+			Message: "K reaches \x1b[2J\x1b[32mnothing\u202e to see"}},
+	}
+	var buf bytes.Buffer
+	if err := WriteDiffHuman(&buf, d, DiffOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if strings.ContainsAny(out, "\x1b\u202e") {
+		t.Errorf("human diff passes control characters through:\n%q", out)
+	}
+	if !strings.Contains(out, `\x1b[2J`) {
+		t.Errorf("human diff should show the escape visibly:\n%s", out)
+	}
+}
+
+func TestDiffArgvLines(t *testing.T) {
+	edits := []review.WordEdit{
+		{Op: " ", Word: "docker"}, {Op: " ", Word: "run"}, {Op: " ", Word: "--rm"},
+		{Op: " ", Word: "--pids-limit"}, {Op: "-", Word: "512"}, {Op: "+", Word: "4096"},
+		{Op: "-", Word: "--memory"}, {Op: "-", Word: "4g"},
+		{Op: " ", Word: "-e"}, {Op: " ", Word: "K"},
+		{Op: "+", Word: "-e"}, {Op: "+", Word: "L"},
+		{Op: "-", Word: "img:1"}, {Op: "+", Word: "img:2"},
+		{Op: " ", Word: "--model"}, {Op: " ", Word: "m x"},
+	}
+	want := []DiffArgvLine{
+		{" ", "docker run"}, {" ", "--rm"},
+		{"-", "--pids-limit 512"}, {"+", "--pids-limit 4096"},
+		{"-", "--memory 4g"},
+		{" ", "-e K"},
+		{"+", "-e L"},
+		{"-", "img:1"}, {"+", "img:2"},
+		{" ", "--model 'm x'"},
+	}
+	if diff := cmp.Diff(want, DiffArgvLines(edits)); diff != "" {
+		t.Errorf("DiffArgvLines() mismatch (-want +got):\n%s", diff)
+	}
+	hunks := DiffArgvHunks(want, 1)
+	wantHunks := []DiffArgvLine{
+		{" ", "..."}, {" ", "--rm"},
+		{"-", "--pids-limit 512"}, {"+", "--pids-limit 4096"}, {"-", "--memory 4g"}, {" ", "-e K"}, {"+", "-e L"},
+		{"-", "img:1"}, {"+", "img:2"}, {" ", "--model 'm x'"},
+	}
+	if diff := cmp.Diff(wantHunks, hunks); diff != "" {
+		t.Errorf("DiffArgvHunks() mismatch (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,37 @@
+# The base: open egress, an override that widens opencode, an image on a tag, a high PIDs limit, no memory
+# limit, and a node that the head removes.
+sandbox {
+  network    = "open"
+  pids_limit = 4096
+  images = {
+    claude-code = "ghcr.io/acme/kew-agent:latest"
+    opencode    = "ghcr.io/acme/kew-opencode@sha256:1c8e6d9f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5"
+  }
+}
+
+runner "opencode" {
+  credentials = ["OPENROUTER_API_KEY", "ANTHROPIC_API_KEY"]
+}
+
+node "fix" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = "https://github.com/acme/widgets.git"
+  prompt = "Fix the flaky test in parser_test.go."
+}
+
+node "review" {
+  runner     = "opencode"
+  role       = "reviewer"
+  model      = "openrouter/anthropic/claude-sonnet-4.5"
+  repo       = "https://github.com/acme/widgets.git"
+  prompt     = "Review the fix."
+  depends_on = [node.fix]
+}
+
+node "cleanup" {
+  runner = "claude-code"
+  model  = "claude-haiku-4-5"
+  repo   = "https://github.com/acme/widgets.git"
+  prompt = "Delete dead code."
+}
