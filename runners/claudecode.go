@@ -55,8 +55,10 @@ type claudeMeter struct {
 	result   bool // a result event was seen; the fields below are its figures
 	resUsage usage
 	resHas   bool // the result carried a usage object
-	resCost  *float64
-	resTurns *int64
+	resCost  float64
+	hasCost  bool
+	resTurns int64
+	hasTurns bool
 	resErr   bool
 }
 
@@ -189,16 +191,11 @@ func (m *claudeMeter) resultEvent(f *claudeLine) {
 	if m.resHas {
 		m.resUsage = claudeUsage(f.usage)
 	}
-	m.resCost = nil
-	if c, ok := money(f.cost); ok {
-		m.resCost = costOf(c)
-	} else if c, ok := money(f.legacyCost); ok {
-		m.resCost = costOf(c)
+	m.resCost, m.hasCost = money(f.cost)
+	if !m.hasCost {
+		m.resCost, m.hasCost = money(f.legacyCost)
 	}
-	m.resTurns = nil
-	if n, ok := count(f.turns); ok {
-		m.resTurns = int64Ptr(n)
-	}
+	m.resTurns, m.hasTurns = count(f.turns)
 	if f.isError != nil {
 		m.resErr = isTrue(f.isError)
 	} else {
@@ -245,11 +242,11 @@ func (m *claudeMeter) Totals() RunTotals {
 	} else {
 		m.live.into(&rt)
 	}
-	if m.resCost != nil {
-		rt.CostUSD = costOf(*m.resCost)
+	if m.hasCost {
+		rt.CostUSD = costOf(m.resCost)
 	}
-	if m.resTurns != nil {
-		rt.Turns = int64Ptr(*m.resTurns)
+	if m.hasTurns {
+		rt.Turns = int64Ptr(m.resTurns)
 	}
 	rt.IsError = m.resErr
 	rt.Finished = true

@@ -1,6 +1,7 @@
 package runners
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -44,6 +45,10 @@ func skipWS(b []byte, i int) int {
 func skipString(b []byte, i int) int {
 	i++
 	for {
+		// Eight bytes at a time while none of them is special; most of a stream is long plain strings.
+		for i+8 <= len(b) && !hasSpecial8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
 		for i < len(b) && !strSpecial[b[i]] {
 			i++
 		}
@@ -77,6 +82,19 @@ func skipString(b []byte, i int) int {
 			return -1
 		}
 	}
+}
+
+// hasSpecial8 reports whether any of the eight bytes packed in x is '"', '\\' or a control character (< 0x20),
+// with the usual SWAR tests: a byte is zero after XOR with the target, or below 0x20 when subtracting borrows
+// into its high bit.
+func hasSpecial8(x uint64) bool {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	quote := x ^ (ones * '"')
+	slash := x ^ (ones * '\\')
+	return ((quote-ones)&^quote|(slash-ones)&^slash|(x-ones*0x20)&^x)&highs != 0
 }
 
 func isHex(c byte) bool {
@@ -134,23 +152,51 @@ func skipLiteral(b []byte, i int, lit string) int {
 	return i + len(lit)
 }
 
+// containerStack remembers, one bit per open container, whether it is an object (1) or an array (0). The
+// first 256 levels live inline, so the common case costs a few words of stack; deeper nesting spills to the
+// heap, up to maxDepth.
+type containerStack struct {
+	small [4]uint64
+	big   []uint64
+	depth int
+}
+
+func (s *containerStack) push(obj bool) bool {
+	d := s.depth
+	if d == maxDepth {
+		return false
+	}
+	words := s.small[:]
+	if d >= len(s.small)*64 {
+		if s.big == nil {
+			s.big = make([]uint64, maxDepth/64+1)
+			copy(s.big, s.small[:])
+		}
+		words = s.big
+	} else if s.big != nil {
+		words = s.big
+	}
+	if obj {
+		words[d/64] |= 1 << (d % 64)
+	} else {
+		words[d/64] &^= 1 << (d % 64)
+	}
+	s.depth++
+	return true
+}
+
+func (s *containerStack) inObject() bool {
+	d := s.depth - 1
+	if s.big != nil {
+		return s.big[d/64]&(1<<(d%64)) != 0
+	}
+	return s.small[d/64]&(1<<(d%64)) != 0
+}
+
 // skipValue validates the JSON value starting at b[i] (after optional whitespace) and returns the index just
 // past it, or -1. It is iterative: nesting costs one bit per level, not a stack frame.
 func skipValue(b []byte, i int) int {
-	var inObject [maxDepth/64 + 1]uint64 // bit per open container: 1 object, 0 array
-	depth := 0
-	push := func(obj bool) bool {
-		if depth == maxDepth {
-			return false
-		}
-		if obj {
-			inObject[depth/64] |= 1 << (depth % 64)
-		} else {
-			inObject[depth/64] &^= 1 << (depth % 64)
-		}
-		depth++
-		return true
-	}
+	var st containerStack
 
 value:
 	i = skipWS(b, i)
@@ -159,24 +205,24 @@ value:
 	}
 	switch b[i] {
 	case '{':
-		if !push(true) {
+		if !st.push(true) {
 			return -1
 		}
 		i = skipWS(b, i+1)
 		if i < len(b) && b[i] == '}' {
 			i++
-			depth--
+			st.depth--
 			goto after
 		}
 		goto key
 	case '[':
-		if !push(false) {
+		if !st.push(false) {
 			return -1
 		}
 		i = skipWS(b, i+1)
 		if i < len(b) && b[i] == ']' {
 			i++
-			depth--
+			st.depth--
 			goto after
 		}
 		goto value
@@ -196,21 +242,21 @@ value:
 	}
 
 after:
-	if depth == 0 {
+	if st.depth == 0 {
 		return i
 	}
 	i = skipWS(b, i)
 	if i >= len(b) {
 		return -1
 	}
-	if inObject[(depth-1)/64]&(1<<((depth-1)%64)) != 0 {
+	if st.inObject() {
 		switch b[i] {
 		case ',':
 			i++
 			goto key
 		case '}':
 			i++
-			depth--
+			st.depth--
 			goto after
 		}
 		return -1
@@ -221,7 +267,7 @@ after:
 		goto value
 	case ']':
 		i++
-		depth--
+		st.depth--
 		goto after
 	}
 	return -1
