@@ -474,7 +474,7 @@ func (a *applier) replan(np *planner.NodePlan) (*planner.NodePlan, error) {
 	a.mu.Unlock()
 	in := planner.Inputs{Vars: a.opts.Vars, Outputs: outputs, Targets: []string{np.Name}}
 	if cfg.Dir != "" {
-		in.FS = os.DirFS(cfg.Dir)
+		in.FS = config.DirFS(cfg.Dir)
 	}
 	a.planMu.Lock()
 	p, diags := planner.Build(cfg, in)

@@ -188,7 +188,7 @@ func (f *fixture) config(nodes string) *config.Config {
 
 func (f *fixture) plan(cfg *config.Config) *planner.Plan {
 	f.t.Helper()
-	p, diags := planner.Build(cfg, planner.Inputs{Vars: map[string]cty.Value{}, FS: os.DirFS(cfg.Dir)})
+	p, diags := planner.Build(cfg, planner.Inputs{Vars: map[string]cty.Value{}, FS: config.DirFS(cfg.Dir)})
 	if diags.HasErrors() {
 		f.t.Fatalf("plan: %s", diagText(diags))
 	}

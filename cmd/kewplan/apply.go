@@ -1,9 +1,227 @@
 package main
 
-import "errors"
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
 
-// ApplyCmd is a STUB: the issue that owns `kewplan apply` replaces this file.
-type ApplyCmd struct{}
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
 
-// Run is not implemented yet.
-func (ApplyCmd) Run(env *Env) error { return errors.New("kewplan apply is not implemented yet") }
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/views"
+)
+
+// ApplyCmd is `kewplan apply [PATH|PLANFILE] [--auto-approve] [--parallelism N] [--json] [--state-dir DIR] [--var …]
+// [--var-file …] [--target …]`.
+type ApplyCmd struct {
+	Path        string   `arg:"" optional:"" default:"." help:"A configuration (.hcl file or directory), or a plan file saved with kewplan plan --out."`
+	AutoApprove bool     `name:"auto-approve" help:"Apply without asking for confirmation (required without a terminal)."`
+	Parallelism int      `name:"parallelism" default:"4" placeholder:"N" help:"Run at most N nodes at once."`
+	JSON        bool     `name:"json" help:"Stream progress as NDJSON events on stdout."`
+	StateDir    string   `name:"state-dir" placeholder:"DIR" help:"Where the run ledger, logs and checkouts live (default: .kewplan beside the configuration)."`
+	Targets     []string `name:"target" sep:"none" placeholder:"NODE" help:"Apply only NODE and everything it depends on (repeatable)."`
+	VarFlags    `embed:""`
+}
+
+// Help shows an example.
+func (ApplyCmd) Help() string {
+	return "Example:\n  kewplan apply examples/demo --auto-approve\n  kewplan plan --out fix.plan && kewplan apply fix.plan\n\n" +
+		"Exit status 0 when every node succeeded, 1 otherwise, 130 when interrupted."
+}
+
+// Run plans (or reads a saved plan), asks for approval, and applies.
+func (c *ApplyCmd) Run(env *Env) error {
+	if c.Parallelism < 1 {
+		return fmt.Errorf("--parallelism must be at least 1, not %d", c.Parallelism)
+	}
+	var (
+		cfg   *config.Config
+		vars  map[string]cty.Value
+		plan  *planner.Plan
+		saved bool
+		files []map[string][]byte
+	)
+	if isSavedPlan(c.Path) {
+		if len(c.Vars) > 0 || len(c.VarFiles) > 0 || len(c.Targets) > 0 {
+			return errors.New("a saved plan carries its own variables and targets: --var, --var-file and --target cannot change it; run kewplan plan again instead")
+		}
+		doc, err := planner.ReadSaved(c.Path)
+		if err != nil {
+			return err
+		}
+		if err := planner.CheckStale(doc); err != nil {
+			return err
+		}
+		var in planner.Inputs
+		cfg, in, err = planner.LoadSaved(doc)
+		if err != nil {
+			return err
+		}
+		vars = in.Vars
+		p, diags := planner.Build(cfg, in)
+		files = configSources(cfg)
+		if diags.HasErrors() {
+			printDiags(env, diags, files...)
+			return ExitCode(1)
+		}
+		if p.ConfigDigest != doc.ConfigDigest {
+			return fmt.Errorf("%w: re-planning %s gave config digest %s, not the plan's %s. Run kewplan plan again", planner.ErrStale, c.Path, p.ConfigDigest, doc.ConfigDigest)
+		}
+		plan, saved = p, true
+	} else {
+		var diags hcl.Diagnostics
+		cfg, vars, diags = loadConfig(env, c.Path, c.VarFlags)
+		files = configSources(cfg)
+		if diags.HasErrors() {
+			printDiags(env, diags, files...)
+			return ExitCode(1)
+		}
+		p, planDiags := planner.Build(cfg, planner.Inputs{Vars: vars, FS: config.DirFS(cfg.Dir), Targets: c.Targets})
+		p.Diagnostics = dedupeDiagnostics(append(append(hcl.Diagnostics{}, diags...), planDiags...))
+		planner.SortDiagnostics(p.Diagnostics)
+		plan = p
+	}
+
+	// Show the plan (on stderr when stdout carries NDJSON), then ask.
+	planOut := env.Stdout
+	if c.JSON {
+		planOut = env.Stderr
+	}
+	if !saved {
+		if err := views.WritePlanHuman(planOut, views.NewPlanJSON(plan, version, files...)); err != nil {
+			return err
+		}
+	}
+	if plan.HasErrors() {
+		fmt.Fprintln(env.Stderr, "The plan has errors: nothing was applied.")
+		return ExitCode(1)
+	}
+	if len(plan.Nodes) == 0 {
+		fmt.Fprintln(planOut, "Nothing to apply: the configuration declares no nodes.")
+		return nil
+	}
+	if !saved && !c.AutoApprove {
+		if !env.StdinTTY {
+			return errors.New("no terminal to ask for approval: review the plan above and run again with --auto-approve, or save it with kewplan plan --out FILE and apply that file")
+		}
+		fmt.Fprintf(planOut, "\nkewplan will run %d %s as shown above. Only 'yes' will be accepted to approve.\n\n  Enter a value: ", len(plan.Nodes), pluralWord(len(plan.Nodes), "node", "nodes"))
+		answer, _ := bufio.NewReader(env.Stdin).ReadString('\n')
+		if strings.TrimSpace(answer) != "yes" {
+			fmt.Fprintln(planOut, "\nApply cancelled: nothing was run.")
+			return ExitCode(1)
+		}
+		fmt.Fprintln(planOut)
+	}
+
+	stateDir := c.StateDir
+	if stateDir == "" {
+		stateDir = filepath.Join(cfg.Dir, executor.DefaultStateDir)
+	}
+	mode := views.ApplyPlain
+	switch {
+	case c.JSON:
+		mode = views.ApplyJSON
+	case env.Terminal:
+		mode = views.ApplyLive
+	}
+	view := views.NewApplyView(env.Stdout, mode, useColor(env))
+	defer view.Close()
+
+	ctx, stopSignals, janitor := applySignals(env)
+	defer stopSignals()
+	sum, err := executor.Apply(ctx, executor.ApplyOptions{
+		Config: cfg, Vars: vars, Plan: plan, StateDir: stateDir, Parallelism: c.Parallelism,
+		Environ: env.Environ, Hook: view, KewplanVersion: version, Janitor: janitor,
+	})
+	if err != nil {
+		var pe *executor.PreflightError
+		if errors.As(err, &pe) {
+			fmt.Fprintf(env.Stderr, "Error: nothing was run; preflight found %s:\n", pluralCount(len(pe.Problems), "problem", "problems"))
+			for _, p := range pe.Problems {
+				fmt.Fprintf(env.Stderr, "  - %s\n", views.Sanitize(p))
+			}
+			return ExitCode(1)
+		}
+		return err
+	}
+	switch sum.Status {
+	case executor.RunSucceeded:
+		return nil
+	case executor.RunCancelled:
+		return ExitCode(130)
+	default:
+		return ExitCode(1)
+	}
+}
+
+// applySignals cancels the apply's context on the first SIGINT or SIGTERM, so it starts nothing new and kills
+// and removes what runs; a second signal makes one last bounded cleanup attempt and exits 130 at once.
+func applySignals(env *Env) (context.Context, func(), *executor.Janitor) {
+	ctx, cancel := context.WithCancel(context.Background())
+	janitor := executor.NewJanitor()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+		case <-stopped:
+			return
+		}
+		fmt.Fprintln(env.Stderr, "\nInterrupted: starting nothing new; killing and removing the running containers. Interrupt again to exit at once.")
+		cancel()
+		select {
+		case <-sigs:
+		case <-stopped:
+			return
+		}
+		fmt.Fprintln(env.Stderr, "Interrupted again: a last cleanup attempt, then exiting.")
+		for _, err := range janitor.Now(10 * time.Second) {
+			fmt.Fprintf(env.Stderr, "Cleanup failed: %s\n", views.Sanitize(err.Error()))
+		}
+		os.Exit(130)
+	}()
+	return ctx, func() { signal.Stop(sigs); close(stopped); cancel() }, janitor
+}
+
+// isSavedPlan tells a plan file from a configuration: a regular file that is not .hcl and whose first byte is '{'.
+func isSavedPlan(path string) bool {
+	if strings.HasSuffix(path, ".hcl") {
+		return false
+	}
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 512)
+	n, _ := io.ReadFull(f, head)
+	return bytes.HasPrefix(bytes.TrimSpace(head[:n]), []byte("{"))
+}
+
+func pluralWord(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func pluralCount(n int, one, many string) string {
+	return fmt.Sprintf("%d %s", n, pluralWord(n, one, many))
+}

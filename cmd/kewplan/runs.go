@@ -1,9 +1,101 @@
 package main
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 
-// RunsCmd is a STUB: the issue that owns `kewplan runs` replaces this file.
-type RunsCmd struct{}
+	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/views"
+)
 
-// Run is not implemented yet.
-func (RunsCmd) Run(env *Env) error { return errors.New("kewplan runs is not implemented yet") }
+// RunsCmd is `kewplan runs [--json] [--state-dir DIR]` and `kewplan runs show RUN [--json]`.
+type RunsCmd struct {
+	List RunsListCmd `cmd:"" default:"withargs" help:"List recorded runs, newest first."`
+	Show RunsShowCmd `cmd:"" help:"Show one run: each node with its telemetry, outcome and verdict."`
+}
+
+// Help shows an example.
+func (RunsCmd) Help() string {
+	return "Example:\n  kewplan runs\n  kewplan runs show 20261130T101430Z-8f5b00 --json"
+}
+
+// runsStateFlags locate the ledger.
+type runsStateFlags struct {
+	StateDir string `name:"state-dir" placeholder:"DIR" help:"The state directory of the runs (default: .kewplan in the current directory)."`
+	JSON     bool   `name:"json" help:"Print JSON."`
+}
+
+// RunsListCmd lists runs.
+type RunsListCmd struct {
+	runsStateFlags `embed:""`
+}
+
+// Help shows an example.
+func (RunsListCmd) Help() string {
+	return "Example:\n  kewplan runs --state-dir examples/demo/.kewplan"
+}
+
+// Run lists the runs of the ledger.
+func (c *RunsListCmd) Run(env *Env) error {
+	l, err := openLedger(c.StateDir)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	runs, err := l.Runs()
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return views.WriteRunsJSON(env.Stdout, runs)
+	}
+	return views.WriteRunsHuman(env.Stdout, runs)
+}
+
+// RunsShowCmd shows one run.
+type RunsShowCmd struct {
+	RunID          string `arg:"" name:"run" help:"The run id (from kewplan runs)."`
+	runsStateFlags `embed:""`
+}
+
+// Help shows an example.
+func (RunsShowCmd) Help() string {
+	return "Example:\n  kewplan runs show 20261130T101430Z-8f5b00"
+}
+
+// Run shows the run.
+func (c *RunsShowCmd) Run(env *Env) error {
+	l, err := openLedger(c.StateDir)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	run, nodes, err := l.Run(c.RunID)
+	if err != nil {
+		if errors.Is(err, executor.ErrNoRun) {
+			return fmt.Errorf("%v; list the recorded runs with kewplan runs", err)
+		}
+		return err
+	}
+	if c.JSON {
+		return views.WriteRunJSON(env.Stdout, run, nodes)
+	}
+	return views.WriteRunHuman(env.Stdout, run, nodes)
+}
+
+// openLedger opens an existing ledger; it never creates one where there is none.
+func openLedger(stateDir string) (*executor.Ledger, error) {
+	if stateDir == "" {
+		stateDir = executor.DefaultStateDir
+	}
+	path := filepath.Join(stateDir, executor.LedgerFile)
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no run ledger at %s: nothing was applied with this state directory yet (use --state-dir to point at another)", path)
+		}
+		return nil, err
+	}
+	return executor.OpenLedger(path)
+}
