@@ -181,6 +181,9 @@ var lengthFunc = function.New(&function.Spec{
 			}
 			return stdlib.Strlen(v)
 		}
+		if v.Type().IsObjectType() && v.IsKnown() && !v.IsNull() {
+			return cty.NumberIntVal(int64(len(v.Type().AttributeTypes()))), nil
+		}
 		return stdlib.Length(v)
 	},
 })

@@ -22,6 +22,7 @@ type rawValue struct {
 	raw    string
 	origin string // "--var", "the environment variable KEWPLAN_VAR_x", "FILE"
 	rng    hcl.Range
+	failed bool // the value was already reported as invalid
 }
 
 // ResolveVariables decides every variable's value (inputs, else default), converts it to the declared type,
@@ -34,6 +35,8 @@ type rawValue struct {
 func (c *Config) ResolveVariables(in VariableInputs) (map[string]cty.Value, hcl.Diagnostics) {
 	raws := map[string]rawValue{}
 	var diags hcl.Diagnostics
+	// A variable file that does not parse may have set any variable: then "no value" would be a guess.
+	unparsedFile := false
 
 	for _, kv := range in.Env {
 		if !strings.HasPrefix(kv, EnvVarPrefix) {
@@ -46,7 +49,9 @@ func (c *Config) ResolveVariables(in VariableInputs) (map[string]cty.Value, hcl.
 		raws[name] = rawValue{raw: value, origin: "the environment variable " + EnvVarPrefix + name}
 	}
 	for _, file := range in.VarFiles {
-		diags = append(diags, c.readVarFile(file, raws)...)
+		d, parsed := c.readVarFile(file, raws)
+		diags = append(diags, d...)
+		unparsedFile = unparsedFile || !parsed
 	}
 	for _, flag := range in.Vars {
 		name, value, ok := strings.Cut(flag, "=")
@@ -71,6 +76,8 @@ func (c *Config) ResolveVariables(in VariableInputs) (map[string]cty.Value, hcl.
 		v := c.Variables[name]
 		raw, ok := raws[name]
 		switch {
+		case ok && raw.failed:
+			vals[name] = cty.UnknownVal(v.Type)
 		case ok:
 			val, d := convertRaw(v, raw)
 			diags = append(diags, d...)
@@ -81,6 +88,8 @@ func (c *Config) ResolveVariables(in VariableInputs) (map[string]cty.Value, hcl.
 			valueRanges[name] = raw.rng
 		case v.Default != cty.NilVal:
 			vals[name] = v.Default
+		case unparsedFile:
+			vals[name] = cty.UnknownVal(v.Type)
 		default:
 			diags = append(diags, errorDiag("No value for required variable",
 				fmt.Sprintf("The variable %q has no default, so it needs a value. Set it with --var %s=VALUE, in a --var-file, or with the environment variable %s%s.", name, name, EnvVarPrefix, name),
@@ -100,12 +109,13 @@ func redactFlag(s string) string {
 	return s
 }
 
-func (c *Config) readVarFile(file string, raws map[string]rawValue) hcl.Diagnostics {
+// readVarFile reads one --var-file into raws; parsed is false when the file could not be read as a whole.
+func (c *Config) readVarFile(file string, raws map[string]rawValue) (diags hcl.Diagnostics, parsed bool) {
 	src, err := os.ReadFile(file)
 	if err != nil {
 		return hcl.Diagnostics{errorDiag("Cannot read variable file",
 			fmt.Sprintf("Reading the --var-file %s failed: %s. Check the path, which is relative to the working directory.", file, describeFSError(err)),
-			hcl.Range{})}
+			hcl.Range{})}, false
 	}
 	if c.VarFiles == nil {
 		c.VarFiles = map[string][]byte{}
@@ -113,7 +123,7 @@ func (c *Config) readVarFile(file string, raws map[string]rawValue) hcl.Diagnost
 	c.VarFiles[file] = src
 	body, diags := parseConfigSource(file, src)
 	if diags.HasErrors() || body == nil {
-		return diags
+		return diags, false
 	}
 	for _, b := range body.Blocks {
 		diags = append(diags, errorDiag("Unexpected block in variable file",
@@ -132,11 +142,12 @@ func (c *Config) readVarFile(file string, raws map[string]rawValue) hcl.Diagnost
 			diags = append(diags, errorDiag("Variable value must be constant",
 				fmt.Sprintf("The value of %q in a variable file must be a literal value: references and function calls are not evaluated there.", name),
 				attr.Expr.Range()))
+			raws[name] = rawValue{failed: true}
 			continue
 		}
 		raws[name] = rawValue{expr: attr.Expr, origin: file, rng: attr.Expr.Range()}
 	}
-	return diags
+	return diags, true
 }
 
 // convertRaw turns a raw value into the variable's type. Like Terraform, a value from the command line or the

@@ -1,0 +1,46 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"testing/fstest"
+)
+
+// FuzzLoad feeds arbitrary bytes to Load and to everything validate does after it: it must never panic, and
+// every error must be a diagnostic. Seeds live in testdata/fuzz/FuzzLoad; the fixtures and examples are added
+// at run time.
+func FuzzLoad(f *testing.F) {
+	for _, pattern := range []string{"testdata/error-files/*.hcl", "testdata/valid-files/*.hcl", "../examples/*.hcl"} {
+		files, _ := filepath.Glob(pattern)
+		for _, name := range files {
+			if src, err := os.ReadFile(name); err == nil {
+				f.Add(src)
+			}
+		}
+	}
+	fsys := fstest.MapFS{"prompts/fix.md": {Data: []byte("Fix it.")}, "t.tpl": {Data: []byte("${x}")}}
+	// One directory per fuzzing process: each input overwrites the same file, which keeps executions cheap.
+	dir := f.TempDir()
+	name := filepath.Join(dir, "main.hcl")
+	f.Fuzz(func(t *testing.T, src []byte) {
+		if err := os.WriteFile(name, src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, diags := Load(name)
+		if cfg == nil {
+			t.Fatal("Load returned a nil Config")
+		}
+		if diags.HasErrors() {
+			return
+		}
+		vals, _ := cfg.ResolveVariables(VariableInputs{Vars: nil})
+		ctx, _ := cfg.EvalContext(&Scope{Vars: vals, FS: fsys, Reads: &ReadLog{}})
+		for _, n := range cfg.Nodes {
+			EvalNode(n, ctx)
+		}
+		for _, r := range cfg.Runners {
+			EvalRunnerArgs(r, ctx, "m")
+		}
+	})
+}
