@@ -164,9 +164,9 @@ variable "n" {
 			detail: "--var name=value",
 		},
 		{
-			name:   "undeclared env is ignored",
-			in:     VariableInputs{Env: []string{"KEWPLAN_VAR_model=claude-x", "KEWPLAN_VAR_other=1"}},
-			want:   nil,
+			name: "undeclared env is ignored",
+			in:   VariableInputs{Env: []string{"KEWPLAN_VAR_model=claude-x", "KEWPLAN_VAR_other=1"}},
+			want: nil,
 		},
 		{
 			name:   "validation",
