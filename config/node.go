@@ -255,10 +255,10 @@ func checkRepo(s string) string {
 		return "it is empty. Give the repository's clone URL, such as \"https://github.com/acme/widgets.git\"."
 	case strings.HasPrefix(s, "-"):
 		return "it starts with '-', so git would read it as an option. Give the repository's clone URL, such as \"https://github.com/acme/widgets.git\"."
-	case strings.ContainsAny(s, " \t\r\n"):
-		return "it holds white space. Give the repository's clone URL, such as \"https://github.com/acme/widgets.git\"."
 	case strings.Contains(s, "::"):
 		return "it uses git's <transport>::<address> form, which makes git run a remote helper program (ext:: runs any command). Give an https://, ssh:// or git@host:path URL."
+	case strings.ContainsAny(s, " \t\r\n"):
+		return "it holds white space. Give the repository's clone URL, such as \"https://github.com/acme/widgets.git\"."
 	}
 	return ""
 }

@@ -170,11 +170,13 @@ func (c *Config) checkTraversal(trav hcl.Traversal, scope refScope) *hcl.Diagnos
 			rng)
 	default:
 		roots := []string{"var", "local", "node"}
+		starts := "var., local. or node."
 		if scope.model {
 			roots = append(roots, "model")
+			starts = "var., local. or model"
 		}
 		return errorDiag("Unknown reference",
-			fmt.Sprintf("%q is not something a configuration can refer to.%s References start with %s, for example var.model, local.repo or node.fix.commit. Quote the value if you meant a string.", root, didYouMean(root, roots), strings.Join(roots, ", ")),
+			fmt.Sprintf("%q is not something a configuration can refer to.%s References start with %s, for example var.model, local.repo or node.fix.commit. Quote the value if you meant a string.", root, didYouMean(root, roots), starts),
 			rng)
 	}
 	return nil

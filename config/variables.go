@@ -230,7 +230,7 @@ func (c *Config) validateVariables(vals map[string]cty.Value, valueRanges map[st
 			cb, err := convert.Convert(cond, cty.Bool)
 			if err != nil || cb.IsNull() {
 				diags = append(diags, errorDiag("Invalid validation condition",
-					fmt.Sprintf("The condition of a validation of variable %q must be true or false, but it is %s. Write a comparison, such as length(var.%s) > 0.", name, typeName(cond.Type()), name),
+					fmt.Sprintf("The condition of a validation of variable %q must be true or false, but it is %s. Write an expression that is true for a valid value, such as a comparison with var.%s.", name, typeName(cond.Type()), name),
 					vv.Condition.Range()))
 				continue
 			}
