@@ -24,3 +24,15 @@ bench:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: demo-image bench-apply
+
+# The demo agent's image (examples/demo): one static binary FROM scratch. Then run examples/demo/setup.sh.
+demo-image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o examples/demo/agent/kew-demo-agent ./examples/demo/agent
+	DOCKER_BUILDKIT=0 docker build -q -t kewplan-demo/agent:latest examples/demo/agent
+
+# Apply's per-node overhead against a shell loop of `docker run` with the planned argv, serial and with
+# --parallelism 4 (KEWPLAN_BENCH_NODES nodes, default 8). `make bench` runs it too.
+bench-apply:
+	$(GO) test -run '^$$' -bench 'BenchmarkApplyVsDockerRun' -benchtime 1x -timeout 30m ./executor

@@ -170,7 +170,11 @@ func WriteRunHuman(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRe
 				if i < len(lines)-1 {
 					line += " \\"
 				}
-				b.WriteString("    " + line + "\n")
+				indent := "    "
+				if i > 0 {
+					indent = "      "
+				}
+				b.WriteString(indent + line + "\n")
 			}
 		}
 	}

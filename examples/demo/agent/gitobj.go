@@ -1,0 +1,243 @@
+package main
+
+// A FROM scratch image has no git, so the agent commits by writing loose git objects itself. It reads only loose
+// objects: a repository whose HEAD commit or tree sits in a pack file is refused with a clear message. A local
+// repository cloned with `git clone` (kewplan clones with --no-hardlinks, which copies the object store as it is)
+// keeps the loose objects of a freshly made source repository.
+
+import (
+	"bytes"
+	"compress/zlib"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// commitFile writes name (at the repository root) with content, commits it on top of HEAD, and moves HEAD's
+// branch (or a detached HEAD) to the new commit. It returns the new commit id.
+func commitFile(repo, name, content, message string) (string, error) {
+	if strings.ContainsAny(name, "/\x00") || name == "" || name == ".git" {
+		return "", fmt.Errorf("file name %q must be a plain name at the repository root", name)
+	}
+	gitDir := filepath.Join(repo, ".git")
+	refFile, parent, err := resolveHEAD(gitDir)
+	if err != nil {
+		return "", err
+	}
+	typ, body, err := readObject(gitDir, parent)
+	if err != nil {
+		return "", err
+	}
+	if typ != "commit" {
+		return "", fmt.Errorf("HEAD %s is a %s, not a commit", parent, typ)
+	}
+	treeID := ""
+	for _, line := range strings.Split(string(body), "\n") {
+		if t, ok := strings.CutPrefix(line, "tree "); ok {
+			treeID = t
+			break
+		}
+		if line == "" {
+			break
+		}
+	}
+	if treeID == "" {
+		return "", fmt.Errorf("commit %s has no tree", parent)
+	}
+	typ, treeBody, err := readObject(gitDir, treeID)
+	if err != nil {
+		return "", err
+	}
+	if typ != "tree" {
+		return "", fmt.Errorf("object %s is a %s, not a tree", treeID, typ)
+	}
+	entries, err := parseTree(treeBody)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(repo, name), []byte(content), 0o644); err != nil {
+		return "", err
+	}
+	blob, err := writeObject(gitDir, "blob", []byte(content))
+	if err != nil {
+		return "", err
+	}
+	replaced := false
+	for i := range entries {
+		if entries[i].name == name {
+			if entries[i].mode == "40000" {
+				return "", fmt.Errorf("%s is a directory in HEAD", name)
+			}
+			entries[i].mode, entries[i].id, replaced = "100644", blob, true
+		}
+	}
+	if !replaced {
+		entries = append(entries, treeEntry{mode: "100644", name: name, id: blob})
+	}
+	newTree, err := writeObject(gitDir, "tree", encodeTree(entries))
+	if err != nil {
+		return "", err
+	}
+	now := time.Now().Unix()
+	ident := fmt.Sprintf("kew-agent <agent@kew.local> %d +0000", now)
+	commit := fmt.Sprintf("tree %s\nparent %s\nauthor %s\ncommitter %s\n\n%s\n", newTree, parent, ident, ident, message)
+	id, err := writeObject(gitDir, "commit", []byte(commit))
+	if err != nil {
+		return "", err
+	}
+	tmp := refFile + ".kew-tmp"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, refFile); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// resolveHEAD returns the file to update (the branch's loose ref, or HEAD when detached) and the current commit.
+func resolveHEAD(gitDir string) (string, string, error) {
+	head, err := os.ReadFile(filepath.Join(gitDir, "HEAD"))
+	if err != nil {
+		return "", "", fmt.Errorf("read HEAD: %w", err)
+	}
+	h := strings.TrimSpace(string(head))
+	ref, ok := strings.CutPrefix(h, "ref: ")
+	if !ok {
+		if !isID(h) {
+			return "", "", fmt.Errorf("HEAD holds %q, neither a ref nor a commit id", h)
+		}
+		return filepath.Join(gitDir, "HEAD"), h, nil
+	}
+	if !strings.HasPrefix(ref, "refs/heads/") || strings.Contains(ref, "..") {
+		return "", "", fmt.Errorf("HEAD points at %q, not a branch", ref)
+	}
+	refFile := filepath.Join(gitDir, filepath.FromSlash(ref))
+	if b, err := os.ReadFile(refFile); err == nil {
+		id := strings.TrimSpace(string(b))
+		if !isID(id) {
+			return "", "", fmt.Errorf("%s holds %q, not a commit id", ref, id)
+		}
+		return refFile, id, nil
+	}
+	packed, err := os.ReadFile(filepath.Join(gitDir, "packed-refs"))
+	if err == nil {
+		for _, line := range strings.Split(string(packed), "\n") {
+			if id, name, ok := strings.Cut(line, " "); ok && name == ref && isID(id) {
+				return refFile, id, nil
+			}
+		}
+	}
+	return "", "", fmt.Errorf("branch %s has no commit (an empty repository?)", ref)
+}
+
+func isID(s string) bool {
+	if len(s) != 40 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+func objectPath(gitDir, id string) string {
+	return filepath.Join(gitDir, "objects", id[:2], id[2:])
+}
+
+func readObject(gitDir, id string) (string, []byte, error) {
+	if !isID(id) {
+		return "", nil, fmt.Errorf("%q is not an object id", id)
+	}
+	f, err := os.Open(objectPath(gitDir, id))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil, fmt.Errorf("object %s is not a loose object (the repository is packed); this agent has no git and reads loose objects only: dispatch it against a repository whose recent objects are loose (a freshly made local repository is)", id)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	defer f.Close()
+	z, err := zlib.NewReader(f)
+	if err != nil {
+		return "", nil, fmt.Errorf("object %s: %w", id, err)
+	}
+	raw, err := io.ReadAll(io.LimitReader(z, 64<<20))
+	if err != nil {
+		return "", nil, fmt.Errorf("object %s: %w", id, err)
+	}
+	hdr, body, ok := bytes.Cut(raw, []byte{0})
+	if !ok {
+		return "", nil, fmt.Errorf("object %s has no header", id)
+	}
+	typ, size, ok := strings.Cut(string(hdr), " ")
+	if n, err := strconv.Atoi(size); !ok || err != nil || n != len(body) {
+		return "", nil, fmt.Errorf("object %s has a bad header %q", id, hdr)
+	}
+	return typ, body, nil
+}
+
+func writeObject(gitDir, typ string, body []byte) (string, error) {
+	raw := append([]byte(fmt.Sprintf("%s %d\x00", typ, len(body))), body...)
+	sum := sha1.Sum(raw)
+	id := hex.EncodeToString(sum[:])
+	path := objectPath(gitDir, id)
+	if _, err := os.Stat(path); err == nil {
+		return id, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	z := zlib.NewWriter(&buf)
+	z.Write(raw)
+	if err := z.Close(); err != nil {
+		return "", err
+	}
+	tmp := path + ".kew-tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o444); err != nil {
+		return "", err
+	}
+	return id, os.Rename(tmp, path)
+}
+
+type treeEntry struct {
+	mode, name, id string
+}
+
+func parseTree(b []byte) ([]treeEntry, error) {
+	var out []treeEntry
+	for len(b) > 0 {
+		sp := bytes.IndexByte(b, ' ')
+		nul := bytes.IndexByte(b, 0)
+		if sp < 0 || nul < sp || len(b) < nul+21 {
+			return nil, errors.New("malformed tree object")
+		}
+		out = append(out, treeEntry{mode: string(b[:sp]), name: string(b[sp+1 : nul]), id: hex.EncodeToString(b[nul+1 : nul+21])})
+		b = b[nul+21:]
+	}
+	return out, nil
+}
+
+// encodeTree sorts entries the way git does (a directory sorts as if its name ended in "/").
+func encodeTree(entries []treeEntry) []byte {
+	key := func(e treeEntry) string {
+		if e.mode == "40000" {
+			return e.name + "/"
+		}
+		return e.name
+	}
+	sort.Slice(entries, func(i, j int) bool { return key(entries[i]) < key(entries[j]) })
+	var buf bytes.Buffer
+	for _, e := range entries {
+		id, _ := hex.DecodeString(e.id)
+		buf.WriteString(e.mode + " " + e.name + "\x00")
+		buf.Write(id)
+	}
+	return buf.Bytes()
+}
