@@ -98,6 +98,17 @@ func redacted(d *hcl.Diagnostic) bool {
 type sourceFiles struct {
 	src    map[string][]byte
 	parsed map[string]*hcl.File
+	// secrets are the ranges of values that must never be printed (see redacted); every snippet that shows
+	// one shows "(redacted)" in its place, whichever diagnostic the snippet belongs to.
+	secrets []hcl.Range
+}
+
+func (sf *sourceFiles) noteSecrets(diags hcl.Diagnostics) {
+	for _, d := range diags {
+		if d.Subject != nil && redacted(d) {
+			sf.secrets = append(sf.secrets, *d.Subject)
+		}
+	}
 }
 
 func newSourceFiles(files ...map[string][]byte) *sourceFiles {
@@ -126,7 +137,9 @@ func (sf *sourceFiles) context(filename string, offset int) string {
 
 // NewDiagnosticJSON converts one diagnostic; files (name -> source) gives the snippet.
 func NewDiagnosticJSON(d *hcl.Diagnostic, files map[string][]byte) DiagnosticJSON {
-	return newDiagnosticJSON(d, newSourceFiles(files))
+	sf := newSourceFiles(files)
+	sf.noteSecrets(hcl.Diagnostics{d})
+	return newDiagnosticJSON(d, sf)
 }
 
 func newDiagnosticJSON(d *hcl.Diagnostic, sf *sourceFiles) DiagnosticJSON {
@@ -191,10 +204,7 @@ func snippet(d *hcl.Diagnostic, sf *sourceFiles) *SnippetJSON {
 			hlEnd = len(code)
 		}
 	}
-	if redacted(d) && hlStart <= hlEnd {
-		code = code[:hlStart] + redactedSpan + code[hlEnd:]
-		hlEnd = hlStart + len(redactedSpan)
-	}
+	code, hlStart, hlEnd = redactSecrets(code, lineStart, hlStart, hlEnd, s.Filename, sf.secrets)
 	out := &SnippetJSON{Code: code, StartLine: startLine, HighlightStartOffset: hlStart, HighlightEndOffset: hlEnd}
 	if c := sf.context(s.Filename, s.Start.Byte); c != "" {
 		out.Context = &c
@@ -202,9 +212,47 @@ func snippet(d *hcl.Diagnostic, sf *sourceFiles) *SnippetJSON {
 	return out
 }
 
+// redactSecrets replaces every secret range lying within code (which starts at byte lineStart of its file)
+// with redactedSpan, moving the highlight offsets to match. Secrets are replaced from the last to the first,
+// so earlier offsets stay valid.
+func redactSecrets(code string, lineStart, hlStart, hlEnd int, filename string, secrets []hcl.Range) (string, int, int) {
+	var inside []hcl.Range
+	for _, r := range secrets {
+		a, b := r.Start.Byte-lineStart, r.End.Byte-lineStart
+		if r.Filename == filename && a >= 0 && a <= b && b <= len(code) {
+			inside = append(inside, r)
+		}
+	}
+	sort.Slice(inside, func(i, j int) bool { return inside[i].Start.Byte > inside[j].Start.Byte })
+	prevStart := len(code) + 1
+	for _, r := range inside {
+		a, b := r.Start.Byte-lineStart, r.End.Byte-lineStart
+		if b > prevStart { // overlaps a secret already replaced
+			continue
+		}
+		prevStart = a
+		code = code[:a] + redactedSpan + code[b:]
+		shift := func(off int) int {
+			switch {
+			case off >= b:
+				return off - (b - a) + len(redactedSpan)
+			case off > a:
+				return a + len(redactedSpan)
+			}
+			return off
+		}
+		hlStart, hlEnd = shift(hlStart), shift(hlEnd)
+		if hlStart > a && hlStart < a+len(redactedSpan) {
+			hlStart = a
+		}
+	}
+	return code, hlStart, hlEnd
+}
+
 // DiagnosticsJSON converts diagnostics in order; files (name -> source) gives the snippets.
 func DiagnosticsJSON(diags hcl.Diagnostics, files ...map[string][]byte) []DiagnosticJSON {
 	sf := newSourceFiles(files...)
+	sf.noteSecrets(diags)
 	out := make([]DiagnosticJSON, 0, len(diags))
 	for _, d := range diags {
 		out = append(out, newDiagnosticJSON(d, sf))
@@ -270,6 +318,7 @@ const diagnosticWidth = 78
 func WriteDiagnostics(w io.Writer, diags hcl.Diagnostics, color bool, files ...map[string][]byte) error {
 	bw := bufio.NewWriter(w)
 	sf := newSourceFiles(files...)
+	sf.noteSecrets(diags)
 	for i, d := range diags {
 		if i > 0 {
 			bw.WriteString("\n")
