@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -249,4 +250,34 @@ func LoadSaved(doc *Document) (*config.Config, Inputs, error) {
 		return nil, Inputs{}, fmt.Errorf("saved plan variables: %w", err)
 	}
 	return cfg, Inputs{Vars: vars, FS: os.DirFS(cfg.Dir), Targets: doc.Saved.Targets}, nil
+}
+
+// Reload is what `apply PLANFILE` runs: it refuses a stale plan (CheckStale), re-plans from the recorded
+// configuration and variables, and refuses a plan file whose nodes no longer match that re-plan (argv,
+// credentials, image, prompt digest), so the containers that run are exactly the ones that were reviewed.
+func Reload(doc *Document) (*config.Config, *Plan, error) {
+	if err := CheckStale(doc); err != nil {
+		return nil, nil, err
+	}
+	cfg, in, err := LoadSaved(doc)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, diags := Build(cfg, in)
+	if diags.HasErrors() {
+		return nil, nil, fmt.Errorf("%w: the configuration no longer plans cleanly. Run kewplan plan again", ErrStale)
+	}
+	fresh := NewDocument(p, doc.KewplanVersion)
+	if len(fresh.Nodes) != len(doc.Nodes) {
+		return nil, nil, fmt.Errorf("%w: it holds %d nodes, and the configuration plans %d, so the plan file was edited. Run kewplan plan again", ErrStale, len(doc.Nodes), len(fresh.Nodes))
+	}
+	for i := range fresh.Nodes {
+		a, b := &doc.Nodes[i], &fresh.Nodes[i]
+		same := a.Name == b.Name && a.Image == b.Image && a.Prompt == b.Prompt &&
+			slices.Equal(a.Argv, b.Argv) && slices.Equal(a.Credentials, b.Credentials)
+		if !same {
+			return nil, nil, fmt.Errorf("%w: node %q in the plan file differs from what its configuration plans, so the plan file was edited. Run kewplan plan again", ErrStale, a.Name)
+		}
+	}
+	return cfg, p, nil
 }
