@@ -1,0 +1,83 @@
+package views
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/kewplan/kewplan/runners"
+)
+
+// WriteTelemetryJSON writes the document `kewplan telemetry --json` prints: the RunTotals exactly, indented, so
+// that a script reads the same keys the executor records. cost_usd is null when the agent reported no cost,
+// turns when the vocabulary does not count them. Model and session id come from an untrusted stream; JSON
+// escaping already makes every control character in them inert.
+func WriteTelemetryJSON(w io.Writer, t runners.RunTotals) error {
+	b, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// WriteTelemetry writes t as a small two-column table for a person re-checking a run's bill or log: what the
+// stream reported, what kewplan had to fall back on, and what it could not know.
+func WriteTelemetry(w io.Writer, runner string, t runners.RunTotals) error {
+	model := "unknown (the stream names none and no model was routed)"
+	switch t.ModelSource {
+	case runners.ModelReported:
+		model = Sanitize(t.Model) + " (reported)"
+	case runners.ModelRouted:
+		model = Sanitize(t.Model) + " (routed; the stream names no model)"
+	}
+	session := Sanitize(t.SessionID)
+	if session == "" {
+		session = "-"
+	}
+	status := "ok"
+	if t.IsError {
+		status = "error"
+	}
+	finished := "yes"
+	if !t.Finished {
+		finished = "no terminal event; figures are as of the last line"
+	}
+	turns := "-"
+	if t.Turns != nil {
+		turns = FormatCount(*t.Turns)
+	}
+	cost := "unknown (the agent reported no cost)"
+	if t.CostUSD != nil {
+		cost = "$" + strconv.FormatFloat(*t.CostUSD, 'f', -1, 64)
+	}
+	rows := [][2]string{
+		{"Runner", Sanitize(runner)},
+		{"Model", model},
+		{"Session", session},
+		{"Status", status},
+		{"Finished", finished},
+		{"Turns", turns},
+		{"Input", telemetryCount(t.InputTokens, "token", "tokens")},
+		{"Output", telemetryCount(t.OutputTokens, "token", "tokens")},
+		{"Cache read", telemetryCount(t.CacheReadTokens, "token", "tokens")},
+		{"Cache write", telemetryCount(t.CacheWriteTokens, "token", "tokens")},
+		{"Cost", cost},
+		{"Lines", telemetryCount(t.Events, "event", "events") + ", " + FormatCount(t.UnparsedLines) + " unparsed, " +
+			FormatCount(t.OversizedLines) + " oversized"},
+	}
+	for _, r := range rows {
+		if _, err := fmt.Fprintf(w, "%-12s %s\n", r[0], r[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func telemetryCount(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return FormatCount(n) + " " + many
+}
