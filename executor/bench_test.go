@@ -1,0 +1,111 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kewplan/kewplan/planner"
+)
+
+// BenchmarkApplyVsDockerRun measures what apply adds per node (clone, prompt file, ledger, attach and metering,
+// verdict collection, cleanup) over the bare container runs: the same N trivial containers run by a shell loop
+// of `docker run` with the planned argv, then by apply serially, then by apply with parallelism 4.
+// KEWPLAN_BENCH_NODES sets N (default 8). `make bench-apply` runs it once.
+func BenchmarkApplyVsDockerRun(b *testing.B) {
+	if _, err := exec.LookPath("docker"); err != nil {
+		b.Skip("the docker CLI is not installed")
+	}
+	n := 8
+	if s := os.Getenv("KEWPLAN_BENCH_NODES"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			b.Fatalf("KEWPLAN_BENCH_NODES=%q is not a positive number", s)
+		}
+		n = v
+	}
+	f := newFixture(b)
+	var src strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&src, `
+node "%%[1]sn%02d" {
+  runner = "claude-code"
+  role   = "reviewer"
+  model  = "claude-sonnet-4-5"
+  repo   = %%[2]q
+  prompt = "mode=verdict"
+}
+`, i)
+	}
+	cfg := f.config(src.String())
+	plan := f.plan(cfg)
+	ctx := context.Background()
+	env := append(os.Environ(), "ANTHROPIC_API_KEY=sk-bench-dummy")
+
+	var shell, serial, par4 time.Duration
+	b.ResetTimer()
+	for it := 0; it < b.N; it++ {
+		// The shell loop: checkouts prepared beforehand (not timed), then `docker run` with the planned argv.
+		b.StopTimer()
+		var script strings.Builder
+		script.WriteString("set -e\n")
+		for _, np := range plan.Nodes {
+			checkout := filepath.Join(b.TempDir(), "checkout")
+			if err := os.MkdirAll(checkout, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(checkout, planner.PromptFilename), []byte(np.Prompt.Text), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			if err := makeWritableByAgent(checkout); err != nil {
+				b.Fatal(err)
+			}
+			c := FillContainer(np.Container, fmt.Sprintf("bench-shell-%d", it), checkout)
+			script.WriteString(planner.ShellJoin(c.Argv()) + " >/dev/null\n")
+		}
+		b.StartTimer()
+		start := time.Now()
+		cmd := exec.CommandContext(ctx, "sh", "-c", script.String())
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("shell loop: %v\n%s", err, out)
+		}
+		shell += time.Since(start)
+
+		for _, par := range []int{1, 4} {
+			start := time.Now()
+			sum, _, err := f.apply(ctx, cfg, func(o *ApplyOptions) {
+				o.Parallelism = par
+				o.Environ = env
+				o.Hook = NilHook{}
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if sum.Status != RunSucceeded {
+				b.Fatalf("apply: %s: %+v", sum.Status, sum.Nodes[0])
+			}
+			if par == 1 {
+				serial += time.Since(start)
+			} else {
+				par4 += time.Since(start)
+			}
+		}
+	}
+	b.StopTimer()
+	perNode := func(d time.Duration) float64 { return float64(d.Milliseconds()) / float64(b.N*n) }
+	b.ReportMetric(perNode(shell), "shell-ms/node")
+	b.ReportMetric(perNode(serial), "apply-ms/node")
+	b.ReportMetric(perNode(serial)-perNode(shell), "overhead-ms/node")
+	b.ReportMetric(float64(serial)/float64(shell), "serial/shell")
+	b.ReportMetric(perNode(par4), "par4-ms/node")
+	b.ReportMetric(float64(par4)/float64(shell), "par4/shell")
+	b.Logf("%d nodes: docker run loop %.0f ms/node; apply serial %.0f ms/node (overhead %+.0f ms/node, ratio %.2f); apply --parallelism 4 %.0f ms/node (ratio %.2f)",
+		n, perNode(shell), perNode(serial), perNode(serial)-perNode(shell), float64(serial)/float64(shell), perNode(par4), float64(par4)/float64(shell))
+}
