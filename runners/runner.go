@@ -20,7 +20,10 @@ type Meter interface {
 	Line(line []byte)
 	// Oversized records a line longer than MaxLineBytes that was skipped unread.
 	Oversized()
-	// Totals reports the figures so far; after the last line it is the run's final RunTotals.
+	// Totals reports the figures so far; after the last line it is the run's final RunTotals. Mid-run it is
+	// the live figure for progress, never a double count: repeated usage is deduplicated, and where the
+	// vocabulary gives the real figure only at its end (Claude Code's output tokens and cost, Hermes' tokens),
+	// the live one is a lower bound or absent until Finished. Each call returns a fresh value.
 	Totals() RunTotals
 }
 
