@@ -1,0 +1,83 @@
+package views
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kewplan/kewplan/planner"
+)
+
+func TestArgvLines(t *testing.T) {
+	c := planner.Container{Name: "kew-fix", Node: "fix", RunID: planner.RunPlaceholder, Checkout: planner.CheckoutPlaceholder,
+		Image: "img@sha256:abc", Network: "kew-allowlist", PidsLimit: 512, Memory: "4g",
+		Env: []string{"OPENROUTER_API_KEY"}, Args: []string{"--format", "json", "--auto", "--model", "openrouter/x", "--flag=v", "-q"}}
+	want := []string{
+		"docker run",
+		"--rm",
+		"--name kew-fix",
+		"--read-only",
+		"--tmpfs /tmp",
+		"--tmpfs /home/agent:exec,uid=1001,gid=1001,mode=0700",
+		"--cap-drop ALL",
+		"--security-opt no-new-privileges",
+		"--pids-limit 512",
+		"--network kew-allowlist",
+		"--memory 4g",
+		"--label kewplan.node=fix",
+		"--label 'kewplan.run=<run>'",
+		"-v '<checkout>:/work'",
+		"-w /work",
+		"-e OPENROUTER_API_KEY",
+		"img@sha256:abc",
+		"--format json",
+		"--auto",
+		"--model openrouter/x",
+		"--flag=v",
+		"-q",
+	}
+	if diff := cmp.Diff(want, ArgvLines(c.Argv())); diff != "" {
+		t.Errorf("ArgvLines() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestDotQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"a":          `"a"`,
+		`x"y`:        `"x\"y"`,
+		`back\slash`: `"back\\slash"`,
+		"two\nlines": `"two\nlines"`,
+	} {
+		if got := dotQuote(in); got != want {
+			t.Errorf("dotQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestWritePlanEmpty(t *testing.T) {
+	doc := NewPlanJSON(&planner.Plan{FormatVersion: planner.FormatVersion, ConfigDigest: "sha256:0"}, "test")
+	for name, render := range PlanFormats {
+		var buf bytes.Buffer
+		if err := render(&buf, doc); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if buf.Len() == 0 {
+			t.Errorf("%s rendered nothing", name)
+		}
+	}
+	var buf bytes.Buffer
+	_ = WritePlanJSON(&buf, doc)
+	for _, key := range []string{`"nodes": []`, `"exposure": {}`, `"diagnostics": []`} {
+		if !strings.Contains(buf.String(), key) {
+			t.Errorf("empty plan JSON lacks %s:\n%s", key, buf.String())
+		}
+	}
+}
+
+func TestMarkdownCellEscapes(t *testing.T) {
+	if got, want := planMDCell("a|b\nc"), `a\|b c`; got != want {
+		t.Errorf("planMDCell = %q, want %q", got, want)
+	}
+}
