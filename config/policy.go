@@ -56,7 +56,7 @@ func decodePolicyBlock(block *hcl.Block) (*Policy, hcl.Diagnostics) {
 			Subject:  block.LabelRanges[0].Ptr(),
 		})
 	}
-	content, moreDiags := block.Body.Content(policyBlockSchema)
+	content, moreDiags := bodyContent(block.Body, policyBlockSchema, "a policy block")
 	diags = append(diags, moreDiags...)
 
 	if attr, ok := content.Attributes["require_pinned_images"]; ok {
@@ -455,7 +455,7 @@ func ParsePolicy(src []byte, filename string) (*Policy, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	content, moreDiags := file.Body.Content(policyFileSchema)
+	content, moreDiags := bodyContent(file.Body, policyFileSchema, "the top level of a policy file")
 	diags = append(diags, moreDiags...)
 	var blocks []*hcl.Block
 	for _, b := range content.Blocks {
