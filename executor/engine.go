@@ -34,6 +34,14 @@ const MinEngineAPIVersion = client.MinAPIVersion
 // ErrEngineUnavailable is wrapped by Connect when no engine answers.
 var ErrEngineUnavailable = errors.New("docker engine unavailable")
 
+// engineError reads as its message alone and wraps ErrEngineUnavailable.
+type engineError struct{ msg string }
+
+func (e *engineError) Error() string { return e.msg }
+func (e *engineError) Unwrap() error { return ErrEngineUnavailable }
+
+func engineErrorf(format string, args ...any) error { return &engineError{msg: fmt.Sprintf(format, args...)} }
+
 // ErrNotFound is wrapped by the inspect operations when the object does not exist.
 var ErrNotFound = errors.New("not found")
 
@@ -60,7 +68,7 @@ func Connect(ctx context.Context, environ []string) (*Engine, error) {
 	}
 	cli, err := client.New(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: DOCKER_HOST %q: %v; set DOCKER_HOST to the engine's address (for example unix:///var/run/docker.sock)", ErrEngineUnavailable, host, err)
+		return nil, engineErrorf("DOCKER_HOST %q: %v; set DOCKER_HOST to the engine's address (for example unix:///var/run/docker.sock)", host, err)
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -68,11 +76,11 @@ func Connect(ctx context.Context, environ []string) (*Engine, error) {
 	if err != nil {
 		_ = cli.Close()
 		if ping.APIVersion != "" && versions.LessThan(ping.APIVersion, MinEngineAPIVersion) {
-			return nil, fmt.Errorf("%w: the Docker Engine at %s speaks API %s, older than %s, the oldest kewplan supports; upgrade Docker Engine to 19.03 or later",
-				ErrEngineUnavailable, host, ping.APIVersion, MinEngineAPIVersion)
+			return nil, engineErrorf("the Docker Engine at %s speaks API %s, older than %s, the oldest kewplan supports; upgrade Docker Engine to 19.03 or later",
+				host, ping.APIVersion, MinEngineAPIVersion)
 		}
-		return nil, fmt.Errorf("%w: no Docker Engine answered at %s: %v; start the Docker daemon, or set DOCKER_HOST to the address of one that runs",
-			ErrEngineUnavailable, host, err)
+		return nil, engineErrorf("no Docker Engine answered at %s (%v); start the Docker daemon, or set DOCKER_HOST to the address of one that runs",
+			host, err)
 	}
 	return &Engine{cli: cli, host: host, apiVersion: cli.ClientVersion()}, nil
 }
