@@ -40,7 +40,9 @@ type engineError struct{ msg string }
 func (e *engineError) Error() string { return e.msg }
 func (e *engineError) Unwrap() error { return ErrEngineUnavailable }
 
-func engineErrorf(format string, args ...any) error { return &engineError{msg: fmt.Sprintf(format, args...)} }
+func engineErrorf(format string, args ...any) error {
+	return &engineError{msg: fmt.Sprintf(format, args...)}
+}
 
 // ErrNotFound is wrapped by the inspect operations when the object does not exist.
 var ErrNotFound = errors.New("not found")
