@@ -336,9 +336,12 @@ func compareNode(b, h *planner.NodeDocument) (*NodeChange, []Finding) {
 	field("errors", strconv.FormatBool(b.Errors), strconv.FormatBool(h.Errors))
 	c.DependsOnAdded = difference(h.DependsOn, b.DependsOn)
 	c.DependsOnRemoved = difference(b.DependsOn, h.DependsOn)
-	bArgv, hArgv := redactArgv(b.Argv), redactArgv(h.Argv)
-	if !equalWords(canonicalArgv(bArgv), canonicalArgv(hArgv)) {
-		c.Argv = wordDiff(bArgv, hArgv)
+	sameArgv := equalWords(b.Argv, h.Argv) // the common case: nothing to diff, no hardening to compare
+	if !sameArgv {
+		bArgv, hArgv := redactArgv(b.Argv), redactArgv(h.Argv)
+		if !equalWords(canonicalArgv(bArgv), canonicalArgv(hArgv)) {
+			c.Argv = wordDiff(bArgv, hArgv)
+		}
 	}
 
 	var findings []Finding
@@ -380,7 +383,9 @@ func compareNode(b, h *planner.NodeDocument) (*NodeChange, []Finding) {
 	}
 	// Hardening is read from both argv. A side without argv (a node with errors, or one whose argv is known only
 	// after apply) cannot be compared, and the field changes above still show what changed.
-	if len(b.Argv) > 0 && len(h.Argv) > 0 {
+	if sameArgv {
+		// Identical argv: no hardening changed.
+	} else if len(b.Argv) > 0 && len(h.Argv) > 0 {
 		for _, hc := range compareHardening(readHardening(b.Argv), readHardening(h.Argv)) {
 			kind := KindHardeningGained
 			if hc.widening {

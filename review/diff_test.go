@@ -474,3 +474,68 @@ func TestDecodePlan(t *testing.T) {
 		}
 	}
 }
+
+func TestCompareNodeWithErrorsHasNoHardeningFindings(t *testing.T) {
+	base := doc(node(spec{name: "fix"}))
+	head := doc(node(spec{name: "fix"}))
+	head.Nodes[0].Argv = []string{}
+	head.Nodes[0].Errors = true
+	d := Compare("b", base, "h", head)
+	if len(d.Exposure) != 0 {
+		t.Errorf("a node without argv cannot be judged on hardening: %+v", d.Exposure)
+	}
+	if len(d.Changed) != 1 {
+		t.Fatalf("Changed = %+v, want the node", d.Changed)
+	}
+	if diff := cmp.Diff([]FieldChange{{Field: "errors", Base: "false", Head: "true"}}, d.Changed[0].Fields); diff != "" {
+		t.Errorf("Fields mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// generatedPlan is a plan of n nodes in a chain, for the benchmark and the fuzz seeds.
+func generatedPlan(n int, pids int64) *planner.Document {
+	var nodes []planner.NodeDocument
+	for i := 0; i < n; i++ {
+		s := spec{name: fmt.Sprintf("node-%05d", i), pids: pids, line: i + 1}
+		if i > 0 {
+			s.deps = []string{fmt.Sprintf("node-%05d", i-1)}
+		}
+		nodes = append(nodes, node(s))
+	}
+	return doc(nodes...)
+}
+
+func BenchmarkCompare(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		base, head := generatedPlan(n, 512), generatedPlan(n, 1024)
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				Compare("b", base, "h", head)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/node")
+		})
+	}
+}
+
+func FuzzDecodeAndCompare(f *testing.F) {
+	seed, err := json.Marshal(generatedPlan(3, 512))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed, seed)
+	f.Add([]byte(`{"format_version":"1.0","nodes":[{"name":"a","argv":["docker","run","--pids-limit"]}]}`),
+		[]byte(`{"format_version":"1.0","nodes":[{"name":"a","argv":["docker","run","-e"],"credentials":["X"],"credential_origins":[]}]}`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		base, err := DecodePlan(a, "a")
+		if err != nil {
+			return
+		}
+		head, err := DecodePlan(b, "b")
+		if err != nil {
+			return
+		}
+		d := Compare("a", base, "b", head) // must never panic
+		_ = d.Widened()
+	})
+}

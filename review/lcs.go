@@ -20,7 +20,8 @@ const maxLCSCells = 4 << 20
 // wordDiff is the longest-common-subsequence diff of two word lists. Common prefix and suffix are trimmed first,
 // so a typical change (one flag's value) costs almost nothing.
 func wordDiff(a, b []string) []WordEdit {
-	var prefix, suffix []WordEdit
+	prefix := make([]WordEdit, 0, max(len(a), len(b)))
+	var suffix []WordEdit
 	for len(a) > 0 && len(b) > 0 && a[0] == b[0] {
 		prefix = append(prefix, WordEdit{OpEqual, a[0]})
 		a, b = a[1:], b[1:]
