@@ -240,9 +240,12 @@ func hostileReadAtMost(f *os.File, st hostileStat, limit int64, rel string) ([]b
 	return data, nil
 }
 
-// readNames lists up to max entry names of d (in the filesystem's order; call it once per directory). It reports whether more entries
+// readNames lists up to max entry names of d (in the filesystem's order). It reports whether more entries
 // were left unread. "." and ".." are never returned.
 func (d *hostileDir) readNames(max int) ([]string, bool, error) {
+	if _, err := unix.Seek(d.fd(), 0, io.SeekStart); err != nil {
+		return nil, false, &os.PathError{Op: "seek", Path: d.rel, Err: err}
+	}
 	var names []string
 	buf := make([]byte, 32*1024)
 	for {

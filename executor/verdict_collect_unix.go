@@ -24,7 +24,7 @@ func collectVerdict(checkout, storeDir string) (*Verdict, error) {
 		if !hostileMissing(err) {
 			return nil, &VerdictError{Location: loc, Err: err, Reason: fmt.Sprintf("cannot inspect %s: %v", name, err)}
 		}
-		found, truncated, err := searchVerdict(root, name)
+		found, truncated, err := searchVerdict(root, name, verdictSearchDepth, verdictSearchEntries)
 		if err != nil {
 			return nil, &VerdictError{Location: loc, Err: err,
 				Reason: fmt.Sprintf("no %s at the checkout root, and searching subdirectories failed: %v", name, err)}
@@ -99,13 +99,13 @@ func readVerdictSidecar(root *hostileDir, loc string) ([]byte, error) {
 	return hostileReadAtMost(f, st, MaxVerdictBytes, loc)
 }
 
-// searchVerdict looks for name in subdirectories of root, breadth first, at most verdictSearchDepth levels deep and
-// verdictSearchEntries entries in all. It never descends into a link, a .git directory or another filesystem. It
+// searchVerdict looks for name in subdirectories of root, breadth first, at most maxDepth levels deep and
+// maxEntries entries in all. It never descends into a link, a .git directory or another filesystem. It
 // reports every candidate (of any file type) so that the caller can refuse ambiguity, and whether it stopped early.
-func searchVerdict(root *hostileDir, name string) (found []string, truncated bool, err error) {
-	budget := verdictSearchEntries
+func searchVerdict(root *hostileDir, name string, maxDepth, maxEntries int) (found []string, truncated bool, err error) {
+	budget := maxEntries
 	level := []string{"."}
-	for depth := 0; depth <= verdictSearchDepth && len(level) > 0; depth++ {
+	for depth := 0; depth <= maxDepth && len(level) > 0; depth++ {
 		var next []string
 		for _, rel := range level {
 			dir := root
@@ -135,7 +135,7 @@ func searchVerdict(root *hostileDir, name string) (found []string, truncated boo
 					}
 					continue
 				}
-				if n == ".git" || depth == verdictSearchDepth {
+				if n == ".git" || depth == maxDepth {
 					continue
 				}
 				st, err := dir.lstat(n)

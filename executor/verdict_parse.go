@@ -362,7 +362,7 @@ func (p *verdictParser) rawString() (string, error) {
 			p.pos++
 			return b.String(), nil
 		case c < 0x20:
-			return "", p.errorf("raw control character %#02x inside a string; JSON needs it escaped", c)
+			return "", p.errorf("raw control character 0x%02x inside a string; JSON needs it escaped", c)
 		case c == '\\':
 			r, err := p.escape()
 			if err != nil {
