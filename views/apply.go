@@ -35,6 +35,8 @@ type ApplyView struct {
 	mode  ApplyMode
 	color bool
 	now   func() time.Time
+	// refresh is how often the live block redraws its elapsed times; 0 disables the timer (tests).
+	refresh time.Duration
 
 	mu     sync.Mutex
 	order  []string
@@ -56,7 +58,7 @@ type liveNode struct {
 
 // NewApplyView returns a view writing to w. color enables ANSI styling (live and plain modes only).
 func NewApplyView(w io.Writer, mode ApplyMode, color bool) *ApplyView {
-	return &ApplyView{w: w, mode: mode, color: color, now: time.Now, nodes: map[string]*liveNode{}}
+	return &ApplyView{w: w, mode: mode, color: color, now: time.Now, refresh: time.Second, nodes: map[string]*liveNode{}}
 }
 
 var _ executor.Hook = (*ApplyView)(nil)
@@ -101,16 +103,18 @@ func (v *ApplyView) ApplyStart(e executor.ApplyStartEvent) {
 		fmt.Fprintf(v.w, "%s %s: %s, at most %d at once.\n", v.bold("Applying run"), e.RunID, applyPlural(len(e.Nodes), "node", "nodes"), e.Parallelism)
 		if v.mode == ApplyLive {
 			v.drawLocked()
-			v.stop, v.done = make(chan struct{}), make(chan struct{})
-			go v.tick(v.stop, v.done)
+			if v.refresh > 0 {
+				v.stop, v.done = make(chan struct{}), make(chan struct{})
+				go v.tick(v.stop, v.done, v.refresh)
+			}
 		}
 	}
 }
 
-// tick refreshes elapsed times on the live block once a second.
-func (v *ApplyView) tick(stop, done chan struct{}) {
+// tick refreshes elapsed times on the live block.
+func (v *ApplyView) tick(stop, done chan struct{}, every time.Duration) {
 	defer close(done)
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -304,7 +308,7 @@ func (v *ApplyView) drawLocked() {
 }
 
 func (v *ApplyView) liveLine(name string, n *liveNode, elapsed time.Duration) string {
-	status := v.statusColor(n.status)
+	status := v.statusColor(n.status, 10)
 	line := fmt.Sprintf("  %-20s %s", name, status)
 	if n.status != executor.StatusPending && n.status != executor.StatusSkipped {
 		line += fmt.Sprintf("  %6s  %s tokens  %s", FormatDuration(elapsed), FormatCount(n.totals.InputTokens+n.totals.OutputTokens), FormatCost(n.totals.CostUSD))
@@ -316,9 +320,13 @@ func (v *ApplyView) liveLine(name string, n *liveNode, elapsed time.Duration) st
 }
 
 func (v *ApplyView) doneLine(name string, n *liveNode, d time.Duration) string {
-	line := fmt.Sprintf("%s: %s", name, v.statusColor(n.status))
+	line := fmt.Sprintf("%s: %s", name, v.statusColor(n.status, 0))
 	if n.status != executor.StatusSkipped && n.status != executor.StatusCancelled || !n.started.IsZero() {
-		line += fmt.Sprintf(" in %s · %s tokens · %s", FormatDuration(d), FormatCount(n.totals.InputTokens+n.totals.OutputTokens), FormatCost(n.totals.CostUSD))
+		cost := "cost unknown"
+		if n.totals.CostUSD != nil {
+			cost = FormatCost(n.totals.CostUSD)
+		}
+		line += fmt.Sprintf(" in %s (%s tokens, %s)", FormatDuration(d), FormatCount(n.totals.InputTokens+n.totals.OutputTokens), cost)
 	}
 	if n.reason != "" && !executor.NodeSucceeded(n.status) {
 		line += ": " + Sanitize(n.reason)
@@ -326,7 +334,11 @@ func (v *ApplyView) doneLine(name string, n *liveNode, d time.Duration) string {
 	return line
 }
 
-func (v *ApplyView) statusColor(status string) string {
+// statusColor styles a status, padded to width first so columns stay aligned.
+func (v *ApplyView) statusColor(status string, width int) string {
+	if pad := width - len(status); pad > 0 {
+		return v.statusColor(status, 0) + strings.Repeat(" ", pad)
+	}
 	switch {
 	case executor.NodeSucceeded(status):
 		return v.green(status)

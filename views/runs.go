@@ -119,7 +119,11 @@ func WriteRunHuman(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRe
 			}
 		}
 		field("reason", n.Reason)
-		field("runner", strings.TrimSpace(n.Runner+" ("+n.Role+")"))
+		runner := n.Runner
+		if n.Role != "" {
+			runner += " (" + n.Role + ")"
+		}
+		field("runner", strings.TrimSpace(runner))
 		field("image", n.Image)
 		field("image id", n.ImageID)
 		model := n.RoutedModel

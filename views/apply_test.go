@@ -1,0 +1,119 @@
+package views
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/runners"
+)
+
+var applyT0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+
+// applyEvents replays a small run: fix succeeds, review (agent-hostile output in its reason) fails, docs is
+// skipped.
+func applyEvents(v *ApplyView) {
+	cost := 0.0421
+	exit0, exit1 := int64(0), int64(1)
+	v.ApplyStart(executor.ApplyStartEvent{RunID: "20261130T100000Z-abc123", StateDir: "/s", ConfigDigest: "sha256:d", Nodes: []string{"fix", "review", "docs"}, Parallelism: 4, Time: applyT0})
+	v.NodeStart(executor.NodeStartEvent{RunID: "20261130T100000Z-abc123", Node: "fix", Runner: "claude-code", Image: "img", Model: "claude-sonnet-4-5", Time: applyT0})
+	v.Warning(executor.WarningEvent{RunID: "20261130T100000Z-abc123", Message: "the allowlist network \"kew-allowlist\" is not --internal", Time: applyT0})
+	v.NodeProgress(executor.NodeProgressEvent{RunID: "20261130T100000Z-abc123", Node: "fix", Elapsed: 2 * time.Second, Time: applyT0.Add(2 * time.Second),
+		Totals: runners.RunTotals{SessionID: "s1", InputTokens: 1200, OutputTokens: 1, Events: 2}})
+	fix := executor.NodeResult{RunID: "20261130T100000Z-abc123", Node: "fix", Runner: "claude-code", Role: "worker", Image: "img", Model: "claude-sonnet-4-5",
+		Status: executor.StatusSucceeded, ExitCode: &exit0, Started: applyT0, Ended: applyT0.Add(75 * time.Second), Commit: "c0ffee", Branch: "kew/fix", Pushed: true,
+		Totals: runners.RunTotals{Model: "claude-sonnet-4-5", SessionID: "s1", InputTokens: 12345, OutputTokens: 678, CacheReadTokens: 9000, CostUSD: &cost, Events: 9}}
+	v.NodeDone(fix)
+	v.NodeStart(executor.NodeStartEvent{RunID: "20261130T100000Z-abc123", Node: "review", Runner: "opencode", Model: "m\x1b]52;c;ZXZpbA==\x07", Time: applyT0.Add(75 * time.Second)})
+	review := executor.NodeResult{RunID: "20261130T100000Z-abc123", Node: "review", Runner: "opencode", Role: "reviewer", Status: executor.StatusFailed,
+		Reason: "the agent exited with status 1: \x1b[2Jboom\r\nsecond line", ExitCode: &exit1, Started: applyT0.Add(75 * time.Second), Ended: applyT0.Add(80 * time.Second),
+		Totals: runners.RunTotals{InputTokens: 10, OutputTokens: 5, UnparsedLines: 3}}
+	v.NodeDone(review)
+	docs := executor.NodeResult{RunID: "20261130T100000Z-abc123", Node: "docs", Runner: "claude-code", Status: executor.StatusSkipped, Reason: `dependency "review" failed`, Ended: applyT0.Add(80 * time.Second)}
+	v.NodeDone(docs)
+	v.ApplyDone(executor.ApplySummary{RunID: "20261130T100000Z-abc123", Status: executor.RunFailed, Nodes: []executor.NodeResult{fix, review, docs},
+		Started: applyT0, Ended: applyT0.Add(80 * time.Second), InputTokens: 12355, OutputTokens: 683, CacheReadTokens: 9000, CostUSD: &cost})
+}
+
+func TestApplyViewGoldens(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		mode  ApplyMode
+		color bool
+	}{
+		{"apply_plain", ApplyPlain, false},
+		{"apply_json", ApplyJSON, false},
+		{"apply_live", ApplyLive, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			v := NewApplyView(&buf, tc.mode, tc.color)
+			v.refresh = 0
+			v.now = func() time.Time { return applyT0.Add(3 * time.Second) }
+			applyEvents(v)
+			applyGolden(t, tc.name+".golden", buf.Bytes())
+			out := buf.String()
+			if tc.mode != ApplyLive && strings.Contains(out, "\x1b") {
+				t.Error("an escape sequence reached the output")
+			}
+			if tc.mode == ApplyLive && (strings.Contains(out, "\x1b[2J") || strings.Contains(out, "\x1b]52")) {
+				t.Error("the agent's escape sequence reached the terminal")
+			}
+			if strings.Contains(out, "\x07") || strings.Contains(out, "\r") {
+				t.Error("a control character reached the output")
+			}
+		})
+	}
+}
+
+func applyGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if os.Getenv("KEWPLAN_UPDATE") != "" {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (refresh with KEWPLAN_UPDATE=1)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", name, diff)
+	}
+}
+
+func TestSanitize(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain text", "plain text"},
+		{"\x1b[2Jclear", "[2Jclear"},
+		{"osc\x1b]52;c;ZXZpbA==\x07end", "osc]52;c;ZXZpbA==end"},
+		{"cr\roverwrite\nnext\ttab", "cr overwrite next tab"},
+		{"c1\u009b31mred", "c131mred"},
+		{"bad\xffutf8", "bad\uFFFDutf8"},
+		{"rtl\u202eevil", "rtlevil"},
+		{"del\x7f", "del"},
+		{"ünïcødé ✓", "ünïcødé ✓"},
+	} {
+		if got := Sanitize(tc.in); got != tc.want {
+			t.Errorf("Sanitize(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestFormatters(t *testing.T) {
+	c := 1.23456
+	got := []string{FormatCount(0), FormatCount(999), FormatCount(1234567), FormatCost(nil), FormatCost(&c),
+		FormatDuration(0), FormatDuration(850 * time.Millisecond), FormatDuration(12300 * time.Millisecond), FormatDuration(245 * time.Second), FormatDuration(62 * time.Minute)}
+	want := []string{"0", "999", "1,234,567", "-", "$1.2346", "-", "850ms", "12.3s", "4m05s", "1h02m"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("formatters (-want +got):\n%s", diff)
+	}
+}
