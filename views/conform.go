@@ -1,0 +1,274 @@
+package views
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/kewplan/kewplan/executor"
+)
+
+// ConformFormatVersion is the version of the JSON shape of `kewplan conform --json` and `kewplan smoke --json`.
+const ConformFormatVersion = "1.0"
+
+// ConformCheckJSON is one conform row or smoke element.
+type ConformCheckJSON struct {
+	ID       int      `json:"id"`
+	Title    string   `json:"title"`
+	Status   string   `json:"status"` // PASS, FAIL or NOT VERIFIABLE
+	Evidence []string `json:"evidence"`
+}
+
+// ConformCountsJSON counts the verdicts.
+type ConformCountsJSON struct {
+	Pass          int `json:"pass"`
+	Fail          int `json:"fail"`
+	NotVerifiable int `json:"not_verifiable"`
+}
+
+// ConformJSON is the JSON document of `kewplan conform --json`.
+type ConformJSON struct {
+	FormatVersion string             `json:"format_version"`
+	Image         string             `json:"image"`
+	ImageID       string             `json:"image_id"`
+	Runner        string             `json:"runner"`
+	Protocol      string             `json:"protocol"`
+	Agent         string             `json:"agent"`
+	Passed        bool               `json:"passed"`
+	Counts        ConformCountsJSON  `json:"counts"`
+	Rows          []ConformCheckJSON `json:"rows"`
+}
+
+// SmokeJSON is the JSON document of `kewplan smoke --json`.
+type SmokeJSON struct {
+	FormatVersion string             `json:"format_version"`
+	Image         string             `json:"image"`
+	ImageID       string             `json:"image_id"`
+	Runner        string             `json:"runner"`
+	Argv          []string           `json:"argv"`
+	Passed        bool               `json:"passed"`
+	Counts        ConformCountsJSON  `json:"counts"`
+	Checks        []ConformCheckJSON `json:"checks"`
+}
+
+func conformChecksJSON(checks []executor.Check) ([]ConformCheckJSON, ConformCountsJSON) {
+	out := make([]ConformCheckJSON, 0, len(checks))
+	var n ConformCountsJSON
+	for _, c := range checks {
+		ev := c.Evidence
+		if ev == nil {
+			ev = []string{}
+		}
+		out = append(out, ConformCheckJSON{ID: c.ID, Title: c.Title, Status: string(c.Status), Evidence: ev})
+		switch c.Status {
+		case executor.StatusPass:
+			n.Pass++
+		case executor.StatusFail:
+			n.Fail++
+		default:
+			n.NotVerifiable++
+		}
+	}
+	return out, n
+}
+
+// NewConformJSON builds the JSON model of a conform report; the human view renders the same model.
+func NewConformJSON(r *executor.ConformReport) ConformJSON {
+	rows, n := conformChecksJSON(r.Rows)
+	return ConformJSON{FormatVersion: ConformFormatVersion, Image: r.Image, ImageID: r.ImageID, Runner: r.Runner,
+		Protocol: r.Protocol, Agent: r.Agent, Passed: r.Passed, Counts: n, Rows: rows}
+}
+
+// NewSmokeJSON builds the JSON model of a smoke report.
+func NewSmokeJSON(r *executor.SmokeReport) SmokeJSON {
+	checks, n := conformChecksJSON(r.Checks)
+	argv := r.Argv
+	if argv == nil {
+		argv = []string{}
+	}
+	return SmokeJSON{FormatVersion: ConformFormatVersion, Image: r.Image, ImageID: r.ImageID, Runner: r.Runner,
+		Argv: argv, Passed: r.Passed, Counts: n, Checks: checks}
+}
+
+// ConformReportJSON writes the report as one indented JSON document.
+func ConformReportJSON(w io.Writer, r *executor.ConformReport) error {
+	return conformWriteJSON(w, NewConformJSON(r))
+}
+
+// SmokeReportJSON writes the report as one indented JSON document.
+func SmokeReportJSON(w io.Writer, r *executor.SmokeReport) error {
+	return conformWriteJSON(w, NewSmokeJSON(r))
+}
+
+func conformWriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// ConformReportHuman writes the checklist for people: one block per row, the verdict first, the evidence
+// indented under it, and a one-line result.
+func ConformReportHuman(w io.Writer, r *executor.ConformReport, color bool) error {
+	m := NewConformJSON(r)
+	s := conformStyle{color: color}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s\n", s.bold("Conformance of"), conformClean(m.Image))
+	fmt.Fprintf(&b, "  image %s · runner %s · vocabulary %s · probe stands in for %s\n\n",
+		conformShortID(m.ImageID), conformClean(m.Runner), conformClean(m.Protocol), conformClean(m.Agent))
+	conformWriteChecks(&b, m.Rows, s)
+	b.WriteString("\n")
+	b.WriteString(conformResultLine(m.Passed, m.Counts, len(m.Rows), "row", s))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// SmokeReportHuman writes a smoke report for people.
+func SmokeReportHuman(w io.Writer, r *executor.SmokeReport, color bool) error {
+	m := NewSmokeJSON(r)
+	s := conformStyle{color: color}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s\n", s.bold("Smoke test of"), conformClean(m.Image))
+	fmt.Fprintf(&b, "  image %s · runner %s · the agent is not started\n", conformShortID(m.ImageID), conformClean(m.Runner))
+	if len(m.Argv) > 0 {
+		words := make([]string, len(m.Argv))
+		for i, a := range m.Argv {
+			words[i] = conformShellWord(a)
+		}
+		fmt.Fprintf(&b, "  ran: %s\n", strings.Join(words, " "))
+	}
+	b.WriteString("\n")
+	conformWriteChecks(&b, m.Checks, s)
+	b.WriteString("\n")
+	b.WriteString(conformResultLine(m.Passed, m.Counts, len(m.Checks), "element", s))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// conformWrapWidth is where evidence wraps.
+const conformWrapWidth = 100
+
+func conformWriteChecks(b *strings.Builder, checks []ConformCheckJSON, s conformStyle) {
+	const indent = "                     " // under the title: "  N  " + 16-wide verdict
+	for _, c := range checks {
+		fmt.Fprintf(b, "  %d  %s %s\n", c.ID, s.status(c.Status), conformClean(c.Title))
+		for _, e := range c.Evidence {
+			for i, line := range conformWrap(conformClean(e), conformWrapWidth-len(indent)-2) {
+				if i == 0 {
+					fmt.Fprintf(b, "%s- %s\n", indent, line)
+				} else {
+					fmt.Fprintf(b, "%s  %s\n", indent, line)
+				}
+			}
+		}
+	}
+}
+
+func conformResultLine(passed bool, n ConformCountsJSON, total int, noun string, s conformStyle) string {
+	var parts []string
+	if n.Fail > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d %s failed", n.Fail, total, conformPlural(total, noun)))
+	} else {
+		parts = append(parts, fmt.Sprintf("%d of %d %s passed", n.Pass, total, conformPlural(total, noun)))
+	}
+	if n.NotVerifiable > 0 {
+		parts = append(parts, fmt.Sprintf("%d not verifiable (not a pass: fix what the evidence names and run it again)", n.NotVerifiable))
+	}
+	verdict := s.green("PASS")
+	if !passed {
+		verdict = s.red("FAIL")
+	}
+	return fmt.Sprintf("Result: %s, %s.\n", verdict, strings.Join(parts, "; "))
+}
+
+func conformPlural(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
+}
+
+type conformStyle struct{ color bool }
+
+func (s conformStyle) wrap(code, text string) string {
+	if !s.color {
+		return text
+	}
+	return "\x1b[" + code + "m" + text + "\x1b[0m"
+}
+func (s conformStyle) bold(t string) string  { return s.wrap("1", t) }
+func (s conformStyle) green(t string) string { return s.wrap("32", t) }
+func (s conformStyle) red(t string) string   { return s.wrap("31", t) }
+
+// status pads the verdict to one width before colouring it, so the titles line up either way.
+func (s conformStyle) status(st string) string {
+	padded := fmt.Sprintf("%-15s", st)
+	switch st {
+	case string(executor.StatusPass):
+		return s.wrap("32", padded)
+	case string(executor.StatusFail):
+		return s.wrap("1;31", padded)
+	default:
+		return s.wrap("33", padded)
+	}
+}
+
+// conformClean replaces control characters (an image name or evidence quoting container output could carry
+// escape sequences) with the replacement character, so nothing reaches the terminal raw.
+func conformClean(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError }) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			b.WriteRune('\uFFFD')
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func conformShortID(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		return id[:12]
+	}
+	if id == "" {
+		return "(unknown)"
+	}
+	return id
+}
+
+// conformShellWord quotes an argv word for display when it needs it.
+func conformShellWord(w string) string {
+	if w != "" && !strings.ContainsFunc(w, func(r rune) bool {
+		return !(r == '-' || r == '_' || r == '.' || r == '/' || r == ':' || r == '=' || r == ',' || r == '@' || r == '+' ||
+			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9'))
+	}) {
+		return w
+	}
+	return "'" + strings.ReplaceAll(conformClean(w), "'", `'\''`) + "'"
+}
+
+// conformWrap breaks s into lines of at most width runes at spaces; a longer word stays whole.
+func conformWrap(s string, width int) []string {
+	words := strings.Fields(s)
+	if len(words) == 0 {
+		return []string{""}
+	}
+	var lines []string
+	cur := words[0]
+	for _, w := range words[1:] {
+		if utf8.RuneCountInString(cur)+1+utf8.RuneCountInString(w) > width {
+			lines = append(lines, cur)
+			cur = w
+			continue
+		}
+		cur += " " + w
+	}
+	return append(lines, cur)
+}
