@@ -561,3 +561,46 @@ node "%[1]snew" {
 		t.Error("the orphan container still exists")
 	}
 }
+
+// TestApplyRedactsCredentialEchoes: an agent that echoes its credential never gets it into the ledger, the
+// reason or the events; only its raw logs (owner-only files) keep what it printed.
+func TestApplyRedactsCredentialEchoes(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(`
+node "%[1]sleak" {
+  runner = "claude-code"
+  role   = "reviewer"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  prompt = "mode=leak"
+}
+`)
+	sum, rec, err := f.apply(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	res := resultOf(t, sum, f.node("leak"))
+	if res.Status != StatusFailed || !strings.Contains(res.Reason, "the key is [redacted ANTHROPIC_API_KEY]") {
+		t.Errorf("status %s, reason %q", res.Status, res.Reason)
+	}
+	if res.Totals.SessionID != "leak-[redacted ANTHROPIC_API_KEY]" {
+		t.Errorf("session id %q", res.Totals.SessionID)
+	}
+	for _, p := range rec.progress {
+		if strings.Contains(p.Totals.SessionID+p.Totals.Model, "sk-test-dummy-value") {
+			t.Error("a progress event carried the credential")
+		}
+	}
+	db, err := os.ReadFile(filepath.Join(f.stateDir, LedgerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wal, _ := os.ReadFile(filepath.Join(f.stateDir, LedgerFile+"-wal"))
+	if strings.Contains(string(db)+string(wal), "sk-test-dummy-value") {
+		t.Error("the credential value reached the ledger")
+	}
+	if fi, err := os.Stat(res.StderrLog); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("stderr log must be owner-only: %v %v", fi.Mode(), err)
+	}
+}

@@ -33,6 +33,7 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	checkout := filepath.Join(a.stateDir, "checkouts", a.runID, planned.Name)
 	defer func() {
 		res.Ended = time.Now()
+		a.redactResult(res, planned.Credentials)
 		if !a.opts.KeepCheckouts {
 			if err := os.RemoveAll(checkout); err != nil {
 				a.warn(planned.Name, fmt.Sprintf("could not remove the checkout %s: %v", checkout, err))
@@ -143,6 +144,9 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 		meter = &blindMeter{model: np.Model}
 	}
 	pm := &progressMeter{Meter: meter, every: a.opts.ProgressInterval, emit: func(t runners.RunTotals) {
+		redacted := NodeResult{Totals: t}
+		a.redactResult(&redacted, np.Credentials)
+		t = redacted.Totals
 		a.hook.NodeProgress(NodeProgressEvent{RunID: a.runID, Node: np.Name, Elapsed: time.Since(res.Started), Totals: t, Time: time.Now()})
 	}}
 	pr, pw := io.Pipe()
@@ -272,6 +276,30 @@ func (a *applier) imageID(ctx context.Context, ref string) (string, error) {
 	a.imageIDs[ref] = info.ID
 	a.mu.Unlock()
 	return info.ID, nil
+}
+
+// redactResult removes the values of the node's credentials from every agent-derived string of its result: an
+// agent holds its credential and could echo it on stderr (which becomes the reason) or in its stream, and these
+// strings reach the ledger and the terminal. The raw logs are kept verbatim, readable by the owner only.
+func (a *applier) redactResult(r *NodeResult, names []string) {
+	redact := func(s string) string {
+		for _, name := range names {
+			if v := a.env[name]; len(v) >= 6 && strings.Contains(s, v) {
+				s = strings.ReplaceAll(s, v, "[redacted "+name+"]")
+			}
+		}
+		return s
+	}
+	r.Reason = redact(r.Reason)
+	r.Totals.Model = redact(r.Totals.Model)
+	r.Totals.SessionID = redact(r.Totals.SessionID)
+	if v := r.Verdict; v != nil {
+		v.Summary = redact(v.Summary)
+		for i := range v.Findings {
+			v.Findings[i].Message = redact(v.Findings[i].Message)
+			v.Findings[i].Path = redact(v.Findings[i].Path)
+		}
+	}
 }
 
 func joinReason(a, b string) string {

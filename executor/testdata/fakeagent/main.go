@@ -9,6 +9,7 @@
 //	mode=huge      print one 20 MiB line, then a normal run
 //	mode=garbage   print invalid JSON, NULs, invalid UTF-8 and terminal escapes, then a normal run
 //	mode=probe     probe the hardening from inside and report it in a system event, then a normal run
+//	mode=leak      echo ANTHROPIC_API_KEY's value in the session id, the model and on stderr, exit 1
 //	mode=verdict   write /work/.kew-review-verdict.json with verdict=<v>, then a normal run
 //	mode=commit    commit file=<name> with content=<text> by writing git objects itself, then a normal run
 //	tokens=I,O,CR,CW   usage figures of the result event (default 11,22,33,44)
@@ -55,6 +56,13 @@ func main() {
 		}
 	}
 	session := opts.get("session", "fake-session")
+	if opts.get("mode", "") == "leak" {
+		// A hostile agent echoes its credential where kewplan reads strings from it.
+		secret := os.Getenv("ANTHROPIC_API_KEY")
+		emit(map[string]any{"type": "system", "subtype": "init", "session_id": "leak-" + secret, "model": "m-" + secret})
+		fmt.Fprintln(os.Stderr, "the key is", secret)
+		os.Exit(1)
+	}
 	emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": model, "cwd": mustGetwd()})
 
 	switch mode := opts.get("mode", "succeed"); mode {
