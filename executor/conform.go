@@ -296,7 +296,10 @@ func (c *conformer) run(ctx context.Context, label string, mode promptMode, user
 	}
 	spec.Config.Env = append(spec.Config.Env, "PATH="+probeBinMount+":"+c.basePath)
 	if user != "" {
+		// The image's passwd may not know the uid (that is often why this run is needed), and then the engine
+		// would leave HOME at "/": point it at the HOME tmpfs the uid is pinned to, as the agent user's would be.
 		spec.Config.User = user
+		spec.Config.Env = append(spec.Config.Env, "HOME="+planner.AgentHomeTmpfs)
 	}
 	if !hardened {
 		spec.HostConfig.ReadonlyRootfs = false
@@ -466,9 +469,9 @@ func (c *conformer) promptRow(missing, empty *conformRun, interceptable bool) Ch
 		case len(bytes.TrimSpace(r.res.Stderr)) == 0:
 			fails = append(fails, fmt.Sprintf("%s it exited %d without a message on stderr; say what is missing.", what, r.res.ExitCode))
 		case !interceptable:
-			unknown = append(unknown, fmt.Sprintf("%s it exited %d with a message on stderr, %s; but the probe cannot intercept this image's agent (row 4), so whether the agent started is not known.", what, r.res.ExitCode, quoteExcerpt(lastLine(r.res.Stderr), 160)))
+			unknown = append(unknown, fmt.Sprintf("%s it exited %d with a message on stderr, %s; but the probe cannot intercept this image's agent (row 4), so whether the agent started is not known.", what, r.res.ExitCode, quoteExcerpt(lastLine(r.res.Stderr), 240)))
 		default:
-			passes = append(passes, fmt.Sprintf("%s it exited %d without starting the agent, saying %s on stderr.", what, r.res.ExitCode, quoteExcerpt(lastLine(r.res.Stderr), 160)))
+			passes = append(passes, fmt.Sprintf("%s it exited %d without starting the agent, saying %s on stderr.", what, r.res.ExitCode, quoteExcerpt(lastLine(r.res.Stderr), 240)))
 		}
 	}
 	switch {

@@ -1,9 +1,62 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
-// ConformCmd is a STUB: the issue that owns `kewplan conform` replaces this file.
-type ConformCmd struct{}
+	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/views"
+)
 
-// Run is not implemented yet.
-func (ConformCmd) Run(env *Env) error { return errors.New("kewplan conform is not implemented yet") }
+// ConformCmd is `kewplan conform IMAGE --runner NAME [--json]`.
+type ConformCmd struct {
+	Image   string        `arg:"" help:"The image to check. It must be present in the local engine: kewplan never pulls."`
+	Runner  string        `name:"runner" required:"" placeholder:"NAME" help:"Built-in runner the image serves: its container args, credential names and stdout vocabulary are checked."`
+	JSON    bool          `name:"json" help:"Print the report as JSON."`
+	Agent   string        `name:"agent" placeholder:"BINARY" help:"Name of the agent binary the entrypoint runs (default: the runner's, such as claude or opencode)."`
+	Timeout time.Duration `name:"timeout" default:"2m" help:"Kill each container if it has not finished after this long."`
+}
+
+// Help shows an example.
+func (ConformCmd) Help() string {
+	return "Example:\n  kewplan conform kew-agent:latest --runner claude-code\n  kewplan conform kew-opencode:latest --runner opencode --json\n\n" +
+		"Runs the container entrypoint contract's implementer checklist against IMAGE: seven rows, each PASS, FAIL or\n" +
+		"NOT VERIFIABLE with its evidence. The agent is intercepted by a probe placed first on PATH inside the mount;\n" +
+		"it receives dummy credentials only, on no network. Exit status 1 when any row fails."
+}
+
+// Run checks the image.
+func (c *ConformCmd) Run(env *Env) error {
+	if err := checkProbeFlags(c.Runner, c.Timeout); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	eng, err := executor.Connect(ctx, env.Environ)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	rep, err := executor.Conform(ctx, eng, executor.ConformOptions{
+		ProbeOptions: executor.ProbeOptions{Image: c.Image, Runner: c.Runner, Timeout: c.Timeout, Progress: progressLine(env, c.JSON)},
+		Agent:        c.Agent,
+	})
+	if err != nil {
+		return interrupted(ctx, env, err)
+	}
+	if c.JSON {
+		err = views.ConformReportJSON(env.Stdout, rep)
+	} else {
+		err = views.ConformReportHuman(env.Stdout, rep, env.Terminal && !env.NoColor)
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.Passed {
+		return ExitCode(1)
+	}
+	return nil
+}
