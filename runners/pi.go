@@ -42,7 +42,7 @@ type piMeter struct {
 	cost     float64
 	hasCost  bool
 	turns    int64
-	lastStop string // stopReason of the last assistant message_end
+	failed   bool // the last assistant message_end stopped with error, aborted or length
 	aborted  bool
 	settled  bool
 }
@@ -96,8 +96,7 @@ func (m *piMeter) messageEnd(message []byte) {
 	switch {
 	case strIs(role, "assistant"):
 		setStr(&m.model, model)
-		m.lastStop = ""
-		setStr(&m.lastStop, stop)
+		m.failed = strIs(stop, "error") || strIs(stop, "aborted") || strIs(stop, "length")
 	case strIs(role, "toolResult"):
 		// Nested model work done inside a tool is reported on its result message, and nowhere else.
 	default:
@@ -141,11 +140,7 @@ func (m *piMeter) Totals() RunTotals {
 	if m.turns > 0 {
 		rt.Turns = int64Ptr(m.turns)
 	}
-	switch m.lastStop {
-	case "error", "aborted", "length":
-		rt.IsError = true
-	}
-	rt.IsError = rt.IsError || m.aborted
+	rt.IsError = m.failed || m.aborted
 	rt.Finished = m.settled
 	return rt
 }
