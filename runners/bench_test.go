@@ -95,8 +95,8 @@ type gibReader struct {
 const sampleEvery = 32 << 20
 
 func newGibReader(tb testing.TB, total int64, sample func()) *gibReader {
-	stream, _ := benchStream(tb, "claude-code", 1<<20)
-	// One oversized line per unit: Feed must skip it without buffering it.
+	stream, _ := benchStream(tb, "claude-code", 32<<20)
+	// One oversized line per unit (a third of the bytes): Feed must skip it without holding it.
 	huge := append(bytes.Repeat([]byte("z"), MaxLineBytes+1), '\n')
 	unit := append(append([]byte{}, stream...), huge...)
 	return &gibReader{unit: unit, remaining: total, sample: sample}

@@ -31,6 +31,7 @@ func feed(r io.Reader, m Meter, log io.Writer, maxLine, chunk int) error {
 	start, end := 0, 0 // buf[start:end] is the pending, unterminated line
 	discarding := false
 	empty := 0
+	idle := 0 // reads since the buffer last needed to be larger than 4 chunks
 	var logErr error
 	for {
 		if end == len(buf) {
@@ -78,8 +79,16 @@ func feed(r io.Reader, m Meter, log io.Writer, maxLine, chunk int) error {
 			}
 			if start == end {
 				start, end = 0, 0
-				if len(buf) > 4*chunk {
-					buf = make([]byte, chunk) // a long line is done; give its memory back
+			}
+			if len(buf) > 4*chunk {
+				// Give a long line's memory back once lines are short again for a while; shrinking after every
+				// long line would regrow the buffer for each of a run of them.
+				if end-start > 4*chunk || discarding {
+					idle = 0
+				} else if idle++; idle >= 64 && end-start <= chunk/2 {
+					small := make([]byte, chunk)
+					end = copy(small, buf[start:end])
+					buf, start, idle = small, 0, 0
 				}
 			}
 		} else if err == nil {
