@@ -115,9 +115,9 @@ func ConformReportHuman(w io.Writer, r *executor.ConformReport, color bool) erro
 	m := NewConformJSON(r)
 	s := conformStyle{color: color}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s\n", s.bold("Conformance of"), conformClean(m.Image))
+	fmt.Fprintf(&b, "%s %s\n", s.bold("Conformance of"), Sanitize(m.Image))
 	fmt.Fprintf(&b, "  image %s · runner %s · vocabulary %s · probe stands in for %s\n\n",
-		conformShortID(m.ImageID), conformClean(m.Runner), conformClean(m.Protocol), conformClean(m.Agent))
+		conformShortID(m.ImageID), Sanitize(m.Runner), Sanitize(m.Protocol), Sanitize(m.Agent))
 	conformWriteChecks(&b, m.Rows, s)
 	b.WriteString("\n")
 	b.WriteString(conformResultLine(m.Passed, m.Counts, len(m.Rows), "row", s))
@@ -130,8 +130,8 @@ func SmokeReportHuman(w io.Writer, r *executor.SmokeReport, color bool) error {
 	m := NewSmokeJSON(r)
 	s := conformStyle{color: color}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s\n", s.bold("Smoke test of"), conformClean(m.Image))
-	fmt.Fprintf(&b, "  image %s · runner %s · the agent is not started\n", conformShortID(m.ImageID), conformClean(m.Runner))
+	fmt.Fprintf(&b, "%s %s\n", s.bold("Smoke test of"), Sanitize(m.Image))
+	fmt.Fprintf(&b, "  image %s · runner %s · the agent is not started\n", conformShortID(m.ImageID), Sanitize(m.Runner))
 	if len(m.Argv) > 0 {
 		words := make([]string, len(m.Argv))
 		for i, a := range m.Argv {
@@ -153,9 +153,9 @@ const conformWrapWidth = 100
 func conformWriteChecks(b *strings.Builder, checks []ConformCheckJSON, s conformStyle) {
 	const indent = "                     " // under the title: "  N  " + 16-wide verdict
 	for _, c := range checks {
-		fmt.Fprintf(b, "  %d  %s %s\n", c.ID, s.status(c.Status), conformClean(c.Title))
+		fmt.Fprintf(b, "  %d  %s %s\n", c.ID, s.status(c.Status), Sanitize(c.Title))
 		for _, e := range c.Evidence {
-			for i, line := range conformWrap(conformClean(e), conformWrapWidth-len(indent)-2) {
+			for i, line := range conformWrap(Sanitize(e), conformWrapWidth-len(indent)-2) {
 				if i == 0 {
 					fmt.Fprintf(b, "%s- %s\n", indent, line)
 				} else {
@@ -215,23 +215,6 @@ func (s conformStyle) status(st string) string {
 	}
 }
 
-// conformClean replaces control characters (an image name or evidence quoting container output could carry
-// escape sequences) with the replacement character, so nothing reaches the terminal raw.
-func conformClean(s string) string {
-	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError }) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			b.WriteRune('\uFFFD')
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
 func conformShortID(id string) string {
 	id = strings.TrimPrefix(id, "sha256:")
 	if len(id) > 12 {
@@ -251,7 +234,7 @@ func conformShellWord(w string) string {
 	}) {
 		return w
 	}
-	return "'" + strings.ReplaceAll(conformClean(w), "'", `'\''`) + "'"
+	return "'" + strings.ReplaceAll(Sanitize(w), "'", `'\''`) + "'"
 }
 
 // conformWrap breaks s into lines of at most width runes at spaces; a longer word stays whole.

@@ -1,0 +1,99 @@
+package views
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kewplan/kewplan/executor"
+)
+
+// conformGolden compares got with testdata/<name>, or writes it with KEWPLAN_UPDATE=1.
+func conformGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if os.Getenv("KEWPLAN_UPDATE") != "" {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (refresh with KEWPLAN_UPDATE=1)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", name, diff)
+	}
+}
+
+// sampleConformReport has every verdict, a long evidence line, and container output carrying an escape sequence.
+func sampleConformReport() *executor.ConformReport {
+	return &executor.ConformReport{
+		Image: "kew-agent:broken", ImageID: "sha256:0123456789abcdef0123456789abcdef", Runner: "claude-code",
+		Protocol: "claude-code", Agent: "claude", Passed: false,
+		Rows: []executor.Check{
+			{ID: 1, Title: "Image configuration: non-root uid 1001, no credentials, workdir /work, an entrypoint", Status: executor.StatusPass,
+				Evidence: []string{`It runs as USER "agent", uid 1001.`, "WORKDIR is /work."}},
+			{ID: 2, Title: "Starts and runs under --read-only, --cap-drop ALL, no-new-privileges, --pids-limit, tmpfs /tmp and HOME", Status: executor.StatusFail,
+				Evidence: []string{"Under the hardening it failed: it exited 1 before reaching the agent. Its stderr ended: \"\x1b[31mtouch: cannot touch '/var/lib/x': Read-only file system\"",
+					"Without --read-only, --cap-drop, no-new-privileges and --pids-limit it reached the agent and exited 0."}},
+			{ID: 4, Title: `Prompt on stdin, "$@" forwarded unmodified, no host-owned flag, git bootstrapped in the fresh HOME`, Status: executor.StatusNotVerifiable,
+				Evidence: []string{"The probe placed first on PATH was never run."}},
+		},
+	}
+}
+
+func sampleSmokeReport() *executor.SmokeReport {
+	return &executor.SmokeReport{
+		Image: "kew-agent:latest", ImageID: "sha256:fedcba9876543210", Runner: "claude-code", Passed: true,
+		Argv: []string{"docker", "run", "--rm", "--read-only", "-v", "/tmp/kewplan smoke:/work", "--entrypoint", "/bin/sh", "kew-agent:latest", "--model", "m"},
+		Checks: []executor.Check{
+			{ID: 1, Title: "Mounted checkout at /work, the working directory", Status: executor.StatusPass, Evidence: []string{"Mounted."}},
+			{ID: 2, Title: "Prompt file readable at /work/.kew-prompt.txt", Status: executor.StatusPass, Evidence: []string{"Read back."}},
+			{ID: 3, Title: `Container args reach the entrypoint as "$@"`, Status: executor.StatusPass, Evidence: nil},
+		},
+	}
+}
+
+func TestConformReportViews(t *testing.T) {
+	var human, color, js bytes.Buffer
+	if err := ConformReportHuman(&human, sampleConformReport(), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ConformReportHuman(&color, sampleConformReport(), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := ConformReportJSON(&js, sampleConformReport()); err != nil {
+		t.Fatal(err)
+	}
+	conformGolden(t, "conform_human.golden", human.Bytes())
+	conformGolden(t, "conform_color.golden", color.Bytes())
+	conformGolden(t, "conform_json.golden", js.Bytes())
+	if bytes.Contains(human.Bytes(), []byte("\x1b")) {
+		t.Error("the plain human view let an escape sequence through")
+	}
+	var doc ConformJSON
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ConformCountsJSON{Pass: 1, Fail: 1, NotVerifiable: 1}, doc.Counts); diff != "" {
+		t.Errorf("counts mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestSmokeReportViews(t *testing.T) {
+	var human, js bytes.Buffer
+	if err := SmokeReportHuman(&human, sampleSmokeReport(), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := SmokeReportJSON(&js, sampleSmokeReport()); err != nil {
+		t.Fatal(err)
+	}
+	conformGolden(t, "smoke_human.golden", human.Bytes())
+	conformGolden(t, "smoke_json.golden", js.Bytes())
+}
