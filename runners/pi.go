@@ -36,15 +36,15 @@ var pi = &builtin{
 
 type piMeter struct {
 	tally
-	session  string
-	model    string
-	sum      usage
-	cost     float64
-	hasCost  bool
-	turns    int64
-	failed   bool // the last assistant message_end stopped with error, aborted or length
-	aborted  bool
-	settled  bool
+	session string
+	model   string
+	sum     usage
+	cost    float64
+	hasCost bool
+	turns   int64
+	failed  bool // the last assistant message_end stopped with error, aborted or length
+	aborted bool
+	settled bool
 }
 
 func newPiMeter(routed string) *piMeter { return &piMeter{tally: tally{routed: routed}} }
