@@ -3,6 +3,7 @@ package views
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/kewplan/kewplan/review"
@@ -45,8 +46,9 @@ func diffMarkdown(d *review.Diff, limit int) string {
 	fmt.Fprintf(&head, "| New diagnostics | %d |\n| Resolved diagnostics | %d |\n",
 		len(d.DiagnosticsAdded), len(d.DiagnosticsResolved))
 
-	foot := fmt.Sprintf("\n<sub>Base %s, head %s (config digests %s and %s).</sub>\n", mdCode(d.Base.Name),
-		mdCode(d.Head.Name), mdCode(orNone(d.Base.ConfigDigest)), mdCode(orNone(d.Head.ConfigDigest)))
+	// File names only: a CI job's absolute paths say nothing to the reader of a comment.
+	foot := fmt.Sprintf("\n<sub>Base %s, head %s (config digests %s and %s).</sub>\n", mdCode(filepath.Base(d.Base.Name)),
+		mdCode(filepath.Base(d.Head.Name)), mdCode(orNone(d.Base.ConfigDigest)), mdCode(orNone(d.Head.ConfigDigest)))
 
 	// Sections are lists of blocks; each block is whole (a table row, a node with its closed <details>), so a
 	// cut never leaves markup open. A section's heading goes with its first block.
