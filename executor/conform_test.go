@@ -122,3 +122,12 @@ func TestConformRunnerMismatch(t *testing.T) {
 		t.Errorf("Conform(claude image, --runner opencode) verdicts mismatch (-want +got):\n%s%s", diff, describe(rep.Rows))
 	}
 }
+
+// TestConformTestImages builds the debootstrap base and every test image (make test-base runs it alone).
+func TestConformTestImages(t *testing.T) {
+	_, imgs := conformTestImages(t)
+	t.Logf("reference test variants: %s, %s", imgs.Claude, imgs.Opencode)
+	for _, b := range brokenVariants {
+		t.Logf("broken variant %-22s %s (must fail row %d)", b.Name, imgs.Broken[b.Name], b.Row)
+	}
+}
