@@ -397,7 +397,7 @@ func (c *conformer) imageRow(ctx context.Context, info *ImageInfo) (Check, strin
 		fails = append(fails, fmt.Sprintf("Its configuration sets %s (value not shown). Credentials are forwarded by name at run time; remove the ENV line, and rotate the credential if it was real: it ships with every copy of the image.", strings.Join(envCreds, ", ")))
 	}
 	if baked := bakedHistoryCredentials(history); len(baked) > 0 {
-		fails = append(fails, fmt.Sprintf("Its build history assigns %s (value not shown): build arguments and ENV values are recorded in the image. Pass secrets at run time instead.", strings.Join(baked, ", ")))
+		fails = append(fails, fmt.Sprintf("Its build history assigns %s, value not shown: build arguments and ENV values are recorded in the image. Pass secrets at run time instead.", strings.Join(baked, ", ")))
 	}
 	if len(scan.CredentialFiles) > 0 {
 		fails = append(fails, fmt.Sprintf("Its layers hold credential files: %s. A file deleted by a later layer still ships in the earlier one; never COPY or create login state in a build.", strings.Join(scan.CredentialFiles, "; ")))
@@ -492,7 +492,7 @@ func lastLine(b []byte) string {
 
 // notReached explains a probe that never ran.
 func (c *conformer) notReached(r *conformRun) string {
-	return fmt.Sprintf("The probe placed first on PATH as %s/%s was never run in %s: the entrypoint runs the agent by an absolute path, resets PATH, or stopped before the agent. Kewplan cannot observe what the agent receives, so this row cannot pass; call the agent by name (exec %s ...).",
+	return fmt.Sprintf("The probe placed first on PATH as %s/%s was never run in %s: the entrypoint runs the agent by an absolute path, resets PATH, or stopped before the agent. What the agent receives cannot be observed, so this row cannot pass; call the agent by name (exec %s ...).",
 		probeBinMount, c.shape.Binary, r.label, c.shape.Binary)
 }
 

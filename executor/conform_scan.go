@@ -41,7 +41,7 @@ func credentialLike(name string) bool {
 var historyAssignment = regexp.MustCompile(`(?:^|[\s|;&(])([A-Za-z_][A-Za-z0-9_]*)=("(?:[^"\\]|\\.)*"|'[^']*'|[^\s;&|)]*)`)
 
 // bakedHistoryCredentials returns the credential-like names assigned a non-empty literal value in the history
-// (newest layer first), each once, as "NAME (layer N of M)" counting from the base.
+// (newest step first), each once, as "NAME (build step N of M)" counting from the base.
 func bakedHistoryCredentials(history []string) []string {
 	var out []string
 	seen := map[string]bool{}
@@ -52,7 +52,7 @@ func bakedHistoryCredentials(history []string) []string {
 				continue
 			}
 			seen[name] = true
-			out = append(out, fmt.Sprintf("%s (layer %d of %d)", name, len(history)-i, len(history)))
+			out = append(out, fmt.Sprintf("%s (build step %d of %d)", name, len(history)-i, len(history)))
 		}
 	}
 	return out

@@ -57,7 +57,7 @@ func TestBakedHistoryCredentials(t *testing.T) {
 		`/bin/sh -c export OPENROUTER_API_KEY="$KEY" && run`,
 		`/bin/sh -c #(nop)  ENV ANTHROPIC_API_KEY=sk-ant-older`,
 	}
-	want := []string{"ANTHROPIC_API_KEY (layer 6 of 7)", "NPM_TOKEN (layer 5 of 7)"}
+	want := []string{"ANTHROPIC_API_KEY (build step 6 of 7)", "NPM_TOKEN (build step 5 of 7)"}
 	if diff := cmp.Diff(want, bakedHistoryCredentials(history)); diff != "" {
 		t.Errorf("bakedHistoryCredentials() mismatch (-want +got):\n%s", diff)
 	}
