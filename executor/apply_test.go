@@ -604,3 +604,49 @@ node "%[1]sleak" {
 		t.Errorf("stderr log must be owner-only: %v %v", fi.Mode(), err)
 	}
 }
+
+// TestJanitorLastCleanup: what a second interrupt triggers, while a container runs: the container is removed,
+// the prompt file deleted and the run marked cancelled, without waiting for the node to wind down.
+func TestJanitorLastCleanup(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(`
+node "%[1]shang" {
+  runner = "claude-code"
+  role   = "reviewer"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  prompt = "mode=hang"
+}
+`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	janitor := NewJanitor()
+	var once sync.Once
+	cleaned := make(chan []error, 1)
+	sum, _, err := f.apply(ctx, cfg, func(o *ApplyOptions) {
+		o.Janitor = janitor
+		o.Hook.(*recorder).onProg = func(e NodeProgressEvent) {
+			if e.Totals.SessionID != "" {
+				once.Do(func() {
+					// Called from apply's goroutine: run it aside, as the signal handler would.
+					go func() {
+						errs := janitor.Now(20 * time.Second)
+						cleaned <- errs
+						cancel()
+					}()
+				})
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := <-cleaned; len(errs) != 0 {
+		t.Errorf("janitor: %v", errs)
+	}
+	f.assertClean(sum.RunID)
+	run, _ := f.ledgerRun(sum.RunID)
+	if run.Status != RunCancelled {
+		t.Errorf("run status %s, want cancelled", run.Status)
+	}
+}
