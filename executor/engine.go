@@ -338,6 +338,11 @@ func (e *Engine) Run(ctx context.Context, spec *ContainerSpec, opts RunOptions) 
 		Name: spec.Name, Config: spec.Config, HostConfig: spec.HostConfig, NetworkingConfig: spec.NetworkingConfig,
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			// The request may have reached the engine before the cancellation: remove a container of this name
+			// only when it carries exactly this spec's labels, so another apply's container is never touched.
+			e.removeIfOurs(spec)
+		}
 		if cerrdefs.IsConflict(err) {
 			return res, fmt.Errorf("create container %s: a container of that name already exists (%v); another apply may be running it — if not, remove it with `docker rm -f %s`", spec.Name, err, spec.Name)
 		}
@@ -452,6 +457,22 @@ func (e *Engine) Run(ctx context.Context, spec *ContainerSpec, opts RunOptions) 
 		}
 	}
 	return res, nil
+}
+
+func (e *Engine) removeIfOurs(spec *ContainerSpec) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	f := client.Filters{}.Add("name", "^/"+spec.Name+"$")
+	for k, v := range spec.Config.Labels {
+		f.Add("label", k+"="+v)
+	}
+	res, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return
+	}
+	for _, c := range res.Items {
+		_ = e.ForceRemove(c.ID)
+	}
 }
 
 // ForceRemove kills and removes a container and confirms it is gone. A container that is already gone is not an
