@@ -99,10 +99,11 @@ func (c *ApplyCmd) Run(env *Env) error {
 	if c.JSON {
 		planOut = env.Stderr
 	}
-	if !saved {
-		if err := views.WritePlanHuman(planOut, views.NewPlanJSON(plan, version, files...)); err != nil {
-			return err
-		}
+	if saved {
+		fmt.Fprintf(planOut, "Applying the saved plan %s: %s, config digest %s (unchanged since it was saved).\n",
+			c.Path, pluralCount(len(plan.Nodes), "node", "nodes"), plan.ConfigDigest)
+	} else if err := views.WritePlanHuman(planOut, views.NewPlanJSON(plan, version, files...)); err != nil {
+		return err
 	}
 	if plan.HasErrors() {
 		fmt.Fprintln(env.Stderr, "The plan has errors: nothing was applied.")
