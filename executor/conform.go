@@ -72,6 +72,8 @@ var hostOwnedFlags = []string{"--model", "-m", "--output-format", "--format", "-
 // conformRun is one container run of conform: a scratch checkout with the probe installed.
 type conformRun struct {
 	label        string // how the evidence names this run
+	user         string // the user it was started as; "" is the image's
+	hardened     bool
 	res          *CaptureResult
 	err          error // the container could not be created or started
 	probe        *probeRecord
@@ -235,8 +237,16 @@ func Conform(ctx context.Context, eng *Engine, co ConformOptions) (*ConformRepor
 		return nil, err
 	}
 	interceptable := evidenceRun.reached()
+	var override *conformRun
+	if interceptable {
+		o.progress("running it with KEW_PROMPT_FILE naming another prompt file")
+		override = c.run(ctx, "the run with KEW_PROMPT_FILE set", runOverridePrompt, evidenceRun.user, evidenceRun.hardened)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
 	row3 := c.promptRow(missing, empty, interceptable)
-	row4 := c.handoffRow(evidenceRun)
+	row4 := c.handoffRow(evidenceRun, override)
 	row5 := c.stdoutRow(evidenceRun)
 	row6 := c.sidecarRow(evidenceRun)
 	row7 := c.credentialsRow(evidenceRun)
@@ -260,13 +270,18 @@ const (
 	runPrompt promptMode = iota
 	runNoPrompt
 	runEmptyPrompt
+	runOverridePrompt // no default prompt file; KEW_PROMPT_FILE names another one
 )
+
+// overridePromptMount is where the KEW_PROMPT_FILE run puts its prompt (inside the probe's directory, so it is
+// never mistaken for the default file).
+const overridePromptMount = probeMountDir + "/in/prompt.txt"
 
 // run runs the image once in a fresh scratch checkout with the probe installed. hardened=false drops
 // --read-only, --cap-drop, no-new-privileges and --pids-limit (a diagnostic run only); user, when set, overrides
 // the image's user.
 func (c *conformer) run(ctx context.Context, label string, mode promptMode, user string, hardened bool) *conformRun {
-	r := &conformRun{label: label}
+	r := &conformRun{label: label, user: user, hardened: hardened}
 	checkout, cleanup, err := scratchCheckout("conform")
 	if err != nil {
 		r.err = err
@@ -283,6 +298,11 @@ func (c *conformer) run(ctx context.Context, label string, mode promptMode, user
 		err = os.WriteFile(filepath.Join(checkout, planner.PromptFilename), c.prompt, 0o644)
 	case mode == runEmptyPrompt:
 		err = os.WriteFile(filepath.Join(checkout, planner.PromptFilename), nil, 0o644)
+	case mode == runOverridePrompt:
+		in := filepath.Join(checkout, probeDir, "in")
+		if err = os.MkdirAll(in, 0o755); err == nil {
+			err = os.WriteFile(filepath.Join(in, "prompt.txt"), c.overridePrompt(), 0o644)
+		}
 	}
 	if err != nil {
 		r.err = err
@@ -295,6 +315,9 @@ func (c *conformer) run(ctx context.Context, label string, mode promptMode, user
 		return r
 	}
 	spec.Config.Env = append(spec.Config.Env, "PATH="+probeBinMount+":"+c.basePath)
+	if mode == runOverridePrompt {
+		spec.Config.Env = append(spec.Config.Env, "KEW_PROMPT_FILE="+overridePromptMount)
+	}
 	if user != "" {
 		// The image's passwd may not know the uid (that is often why this run is needed), and then the engine
 		// would leave HOME at "/": point it at the HOME tmpfs the uid is pinned to, as the agent user's would be.
@@ -504,8 +527,15 @@ func fromRun(r *conformRun) string {
 	return " (observed in " + r.label + ")"
 }
 
-// handoffRow is row 4: stdin, argv and the git bootstrap, as the probe saw them.
-func (c *conformer) handoffRow(r *conformRun) Check {
+// overridePrompt is the prompt of the KEW_PROMPT_FILE run: different from the default one, so that stdin shows
+// which file the entrypoint read.
+func (c *conformer) overridePrompt() []byte {
+	return append(append([]byte{}, c.prompt...), "Read from KEW_PROMPT_FILE.\n"...)
+}
+
+// handoffRow is row 4: stdin, argv and the git bootstrap, as the probe saw them; override is the run with
+// KEW_PROMPT_FILE set (nil when the probe cannot intercept the agent).
+func (c *conformer) handoffRow(r, override *conformRun) Check {
 	row := Check{ID: RowHandoff, Title: rowTitles[RowHandoff]}
 	if !r.reached() {
 		row.Status, row.Evidence = StatusNotVerifiable, []string{c.notReached(r)}
@@ -547,6 +577,16 @@ func (c *conformer) handoffRow(r *conformRun) Check {
 			notes = append(notes, fmt.Sprintf("The agent received exactly the %d container args.", len(c.args)))
 		default:
 			notes = append(notes, fmt.Sprintf("The agent received the %d container args unmodified, after the image's own %s.", len(c.args), jsonWords(extra)))
+		}
+	}
+	if override != nil {
+		switch want := c.overridePrompt(); {
+		case override.reached() && bytes.Equal(override.probe.Stdin, want):
+			notes = append(notes, fmt.Sprintf("With KEW_PROMPT_FILE=%s and no default prompt file, the agent's stdin carried that file.", overridePromptMount))
+		case override.reached():
+			fails = append(fails, fmt.Sprintf("With KEW_PROMPT_FILE=%s, the agent's stdin carried %d bytes that are not that file: honour KEW_PROMPT_FILE (PROMPT_FILE=\"${KEW_PROMPT_FILE:-/work/.kew-prompt.txt}\").", overridePromptMount, len(override.probe.Stdin)))
+		default:
+			fails = append(fails, fmt.Sprintf("With KEW_PROMPT_FILE=%s and no default prompt file, %s Honour KEW_PROMPT_FILE (PROMPT_FILE=\"${KEW_PROMPT_FILE:-/work/.kew-prompt.txt}\").", overridePromptMount, override.failure()))
 		}
 	}
 	switch {

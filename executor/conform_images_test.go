@@ -231,6 +231,7 @@ var brokenVariants = []brokenVariant{
 		s = s[:start] + s[end:]
 		return replaceOnce(referenceExec, `if [ -s "$PROMPT_FILE" ]; then `+referenceExec+"; fi\nexec claude --print \"$@\" </dev/null")(s)
 	}},
+	{Name: "ignores-prompt-override", Row: RowHandoff, Edit: replaceOnce(`PROMPT_FILE="${KEW_PROMPT_FILE:-/work/.kew-prompt.txt}"`, `PROMPT_FILE=/work/.kew-prompt.txt`)},
 	{Name: "writes-outside-work", Row: RowHardening,
 		Dockerfile: "USER root\nRUN install -d -o agent -g agent /var/lib/kew-agent\nUSER agent\n",
 		Edit:       replaceOnce(referenceExec, "date >/var/lib/kew-agent/last-start\n"+referenceExec)},
