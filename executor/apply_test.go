@@ -352,7 +352,7 @@ node "%[1]shuge" {
   role   = "reviewer"
   model  = "claude-sonnet-4-5"
   repo   = %[2]q
-  prompt = "mode=huge\nmode=huge"
+  prompt = "mode=huge"
 }
 node "%[1]sgarbage" {
   runner = "claude-code"
