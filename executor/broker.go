@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"errors"
 )
 
 // BrokerRequest asks the host broker to publish a worker's commits after a clean exit.
@@ -14,12 +13,23 @@ type BrokerRequest struct {
 	StateDir   string // host-owned scratch space for the broker
 	// PullRequest, when not nil, asks for a pull request after the push.
 	PullRequest *PullRequestRequest
+
+	// Environ is the host environment for git push and gh (PATH, HOME, SSH_AUTH_SOCK, credential helpers' needs);
+	// nil means os.Environ(). The broker's own repositories never see any of its configuration.
+	Environ []string
+	// Force pushes even when the remote branch has commits the new head does not contain. Off by default: a
+	// non-fast-forward push is refused with a message naming the branch.
+	Force bool
+	// MaxObjectBytes bounds the object data copied out of the checkout; 0 means DefaultMaxObjectBytes.
+	MaxObjectBytes int64
 }
 
 // PullRequestRequest is a node's pull_request block, evaluated.
 type PullRequestRequest struct {
 	Base  string
 	Title string
+	// Body is the pull request's description; "" gives a short default naming the commit.
+	Body string
 }
 
 // PushResult is what the broker did.
@@ -34,7 +44,17 @@ type PushResult struct {
 
 // BrokerPush publishes the worker's new commits from a host-owned repository, never running anything the agent
 // could have configured in the checkout.
-// STUB: the reviewers work replaces this body.
+//
+// It never runs git in the checkout or on its .git. HEAD is resolved by reading .git/HEAD and the ref it names as
+// plain files (no link followed at any component; a .git that is a file or a link is refused). The object data
+// is copied into a host-owned staging repository (loose objects verified by hash, packs re-indexed by git
+// index-pack; alternates refused), and a second host-owned repository fetches the cloned commit and then, with
+// strict fsck of every new object, the agent's head, from that staging repository only. The push to req.Repo runs
+// from the second repository with the host's own git configuration and credentials. A head that does not descend
+// from BaseCommit is refused. No new commits gives Pushed=false and Commit=BaseCommit.
+//
+// A pull request is opened with gh when asked for, gh is on PATH and `gh auth status` succeeds; otherwise, or if
+// gh fails after the push, PullRequestSkipped says why and the push still counts.
 func BrokerPush(ctx context.Context, req BrokerRequest) (*PushResult, error) {
-	return nil, errors.New("host broker not implemented yet")
+	return brokerPush(ctx, req)
 }
