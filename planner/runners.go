@@ -34,10 +34,12 @@ type RunnerInfo struct {
 // built-ins alone.
 func ListRunners(cfg *config.Config) []RunnerInfo {
 	if cfg == nil {
-		cfg = &config.Config{Sandbox: &config.Sandbox{}}
+		cfg = &config.Config{}
 	}
 	if cfg.Sandbox == nil {
-		cfg.Sandbox = &config.Sandbox{}
+		c := *cfg // never change the caller's configuration
+		c.Sandbox = &config.Sandbox{}
+		cfg = &c
 	}
 	b := newBuilder(cfg, Inputs{})
 	names := map[string]bool{}
