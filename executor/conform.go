@@ -177,8 +177,49 @@ func Conform(ctx context.Context, eng *Engine, co ConformOptions) (*ConformRepor
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	row2, evidenceRun := c.hardeningRow(ctx, h, imageUID)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	o.progress("running it with no prompt file, then with an empty one")
+	missing := c.run(ctx, "the run with no prompt file", runNoPrompt, "", true)
+	empty := c.run(ctx, "the run with an empty prompt file", runEmptyPrompt, "", true)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	interceptable := evidenceRun.reached()
+	var override *conformRun
+	if interceptable {
+		o.progress("running it with KEW_PROMPT_FILE naming another prompt file")
+		override = c.run(ctx, "the run with KEW_PROMPT_FILE set", runOverridePrompt, evidenceRun.user, evidenceRun.hardened)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	row3 := c.promptRow(missing, empty, interceptable)
+	row4 := c.handoffRow(evidenceRun, override)
+	row5 := c.stdoutRow(evidenceRun)
+	row6 := c.sidecarRow(evidenceRun)
+	row7 := c.credentialsRow(evidenceRun)
+	rep.Rows = []Check{row1, row2, row3, row4, row5, row6, row7}
+	rep.Passed = true
+	for i := range rep.Rows {
+		rep.Rows[i].Evidence = c.redactAll(rep.Rows[i].Evidence)
+		if rep.Rows[i].Status == StatusFail {
+			rep.Passed = false
+		}
+	}
+	return rep, nil
+}
+
+// hardeningRow is row 2, from the hardened run h. When h failed it runs the image again to find the cause: as uid
+// 1001 under the same hardening (when the image's own user is another), then without the hardening. It returns
+// the run the later rows take their evidence from: the first that reached the agent.
+func (c *conformer) hardeningRow(ctx context.Context, h *conformRun, imageUID string) (Check, *conformRun) {
 	evidenceRun := h
 	row2 := Check{ID: RowHardening, Title: rowTitles[RowHardening]}
+	o := c.o
 	hardening := fmt.Sprintf("--read-only, --cap-drop ALL, --security-opt no-new-privileges, --pids-limit %d, --tmpfs %s and --tmpfs %s:%s",
 		o.PidsLimit, planner.ScratchTmpfs, planner.AgentHomeTmpfs, planner.AgentHomeTmpfsOpt)
 	switch {
@@ -226,39 +267,7 @@ func Conform(ctx context.Context, eng *Engine, co ConformOptions) (*ConformRepor
 			}
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-
-	o.progress("running it with no prompt file, then with an empty one")
-	missing := c.run(ctx, "the run with no prompt file", runNoPrompt, "", true)
-	empty := c.run(ctx, "the run with an empty prompt file", runEmptyPrompt, "", true)
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	interceptable := evidenceRun.reached()
-	var override *conformRun
-	if interceptable {
-		o.progress("running it with KEW_PROMPT_FILE naming another prompt file")
-		override = c.run(ctx, "the run with KEW_PROMPT_FILE set", runOverridePrompt, evidenceRun.user, evidenceRun.hardened)
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-	}
-	row3 := c.promptRow(missing, empty, interceptable)
-	row4 := c.handoffRow(evidenceRun, override)
-	row5 := c.stdoutRow(evidenceRun)
-	row6 := c.sidecarRow(evidenceRun)
-	row7 := c.credentialsRow(evidenceRun)
-	rep.Rows = []Check{row1, row2, row3, row4, row5, row6, row7}
-	rep.Passed = true
-	for i := range rep.Rows {
-		rep.Rows[i].Evidence = c.redactAll(rep.Rows[i].Evidence)
-		if rep.Rows[i].Status == StatusFail {
-			rep.Passed = false
-		}
-	}
-	return rep, nil
+	return row2, evidenceRun
 }
 
 // agentUser is the user a diagnostic run is started as, to take the image's own user out of the picture.
