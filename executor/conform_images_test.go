@@ -192,7 +192,7 @@ var (
 )
 
 // brokenVariant is one deliberately broken image: FROM the claude test variant, with extra Dockerfile lines and,
-// when edit is set, the reference entrypoint edited. Row is the one conform row it must fail.
+// when edit is set, the reference entrypoint edited. Row is the one conform row it must fail (0: see its test).
 type brokenVariant struct {
 	Name       string
 	Row        int
@@ -236,6 +236,8 @@ var brokenVariants = []brokenVariant{
 		Dockerfile: "USER root\nRUN install -d -o agent -g agent /var/lib/kew-agent\nUSER agent\n",
 		Edit:       replaceOnce(referenceExec, "date >/var/lib/kew-agent/last-start\n"+referenceExec)},
 	{Name: "baked-api-key", Row: RowImage, Dockerfile: "ENV ANTHROPIC_API_KEY=" + fakeBakedKey + "\n"},
+	// Not broken, but unobservable: the probe on PATH cannot intercept an agent called by absolute path (Row 0).
+	{Name: "absolute-agent-path", Edit: replaceOnce(referenceExec, `exec /usr/local/bin/claude --print "$@" <"$PROMPT_FILE"`)},
 }
 
 // conformTestImages builds (once per test binary) and returns the test images, skipping when they cannot be
