@@ -190,6 +190,7 @@ func (fx *brokerFixture) requireRefused(want string) error {
 	if err == nil {
 		fx.t.Fatalf("BrokerPush() = %+v, want an error", res)
 	}
+	fx.t.Logf("refused: %v", err)
 	if !strings.Contains(err.Error(), want) {
 		fx.t.Errorf("BrokerPush() error %q, want it to contain %q", err, want)
 	}

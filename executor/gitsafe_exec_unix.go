@@ -126,11 +126,8 @@ func runHostCommand(ctx context.Context, bin, dir string, env []string, stdin io
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	if err != nil {
-		shown := append([]string{filepath.Base(bin)}, args...)
-		for i, a := range shown {
-			shown[i] = redactURLCredentials(a)
-		}
-		ce := &commandError{Args: shown, ExitCode: -1, Stderr: redactURLCredentials(strings.TrimSpace(stderr.String())), Err: err}
+		ce := &commandError{Args: commandSummary(bin, args), ExitCode: -1, Err: err,
+			Stderr: redactURLCredentials(oneLine(stderr.String()))}
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			ce.ExitCode = ee.ExitCode()
@@ -141,6 +138,33 @@ func runHostCommand(ctx context.Context, bin, dir string, env []string, stdin io
 		return stdout.Bytes(), ce
 	}
 	return stdout.Bytes(), nil
+}
+
+// commandSummary names a command for an error message: the program and its subcommand, without the sealed -c
+// options and paths that only repeat what the message already says.
+func commandSummary(bin string, args []string) []string {
+	shown := []string{filepath.Base(bin)}
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-c":
+			i++
+		case strings.HasPrefix(a, "-"):
+		default:
+			return append(shown, redactURLCredentials(a))
+		}
+	}
+	return shown
+}
+
+// oneLine joins a program's non-empty output lines with "; ".
+func oneLine(s string) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "; ")
 }
 
 // cappedBuffer keeps the first max bytes written and discards the rest, so a chatty child cannot grow memory.
