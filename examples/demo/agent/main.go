@@ -17,6 +17,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/kewplan/kewplan/internal/gitobj"
 )
 
 const sidecar = "/work/.kew-review-verdict.json"
@@ -86,7 +88,7 @@ func readPrompt() (string, error) {
 func work(prompt string) (string, error) {
 	first, _, _ := strings.Cut(strings.TrimSpace(prompt), "\n")
 	content := "# Written by kewplan's demo agent\n\nThe task was:\n\n> " + first + "\n"
-	id, err := commitFile("/work", "KEWPLAN_DEMO.md", content, "demo: add KEWPLAN_DEMO.md\n\nWritten by kew-demo-agent inside a kewplan container.")
+	id, err := gitobj.CommitFile("/work", "KEWPLAN_DEMO.md", content, "demo: add KEWPLAN_DEMO.md\n\nWritten by kew-demo-agent inside a kewplan container.")
 	if err != nil {
 		return "", err
 	}

@@ -33,6 +33,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kewplan/kewplan/internal/gitobj"
 )
 
 func main() {
@@ -96,7 +98,7 @@ func main() {
 		}
 	case "commit":
 		name, content := opts.get("file", "FAKE.md"), opts.get("content", "written by fakeagent")
-		sha, err := commitFile(mustGetwd(), name, content+"\n", "fakeagent: add "+name)
+		sha, err := gitobj.CommitFile(mustGetwd(), name, content+"\n", "fakeagent: add "+name)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "fakeagent: commit:", err)
 			os.Exit(6)

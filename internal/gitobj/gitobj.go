@@ -1,9 +1,9 @@
-package main
-
-// A FROM scratch image has no git, so the agent commits by writing loose git objects itself. It reads only loose
-// objects: a repository whose HEAD commit or tree sits in a pack file is refused with a clear message. A local
+// Package gitobj commits a file into a git repository without a git binary, for the static fake and demo agents
+// that run in FROM scratch images. A FROM scratch image has no git, so the agent commits by writing loose git
+// objects itself. It reads only loose objects: a repository whose HEAD commit or tree sits in a pack file is refused with a clear message. A local
 // repository cloned with `git clone` (kewplan clones with --no-hardlinks, which copies the object store as it is)
 // keeps the loose objects of a freshly made source repository.
+package gitobj
 
 import (
 	"bytes"
@@ -21,9 +21,9 @@ import (
 	"time"
 )
 
-// commitFile writes name (at the repository root) with content, commits it on top of HEAD, and moves HEAD's
+// CommitFile writes name (at the repository root) with content, commits it on top of HEAD, and moves HEAD's
 // branch (or a detached HEAD) to the new commit. It returns the new commit id.
-func commitFile(repo, name, content, message string) (string, error) {
+func CommitFile(repo, name, content, message string) (string, error) {
 	if strings.ContainsAny(name, "/\x00") || name == "" || name == ".git" {
 		return "", fmt.Errorf("file name %q must be a plain name at the repository root", name)
 	}
