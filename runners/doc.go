@@ -3,8 +3,9 @@
 //
 // The built-ins are claude-code, opencode, pi, hermes and lemonade; each one's doc comment (claudecode.go,
 // opencode.go, …) states its vocabulary, its telemetry traps and the entrypoint line its image must use. A
-// `runner` block in configuration becomes a Definition (Custom or Override), which keeps where every credential
-// name came from so that a widening can be flagged.
+// `runner` block in configuration (a custom runner, or an override of a built-in's credentials or args) is
+// resolved by the planner, which keeps where every credential name came from so that a widening can be flagged;
+// its stdout is metered by NewMeter for the protocol the block declares.
 //
 // Meters are honest rather than merely parsing: they take the vocabulary's authoritative figures (Claude Code's
 // result, the sum of opencode's steps, pi's assistant message_end events, Hermes' result), dedupe what an agent
