@@ -214,6 +214,17 @@ func (d *hostileDir) openRegular(name string) (*os.File, hostileStat, error) {
 	return f, got, nil
 }
 
+// unlink removes a child that is not a directory (a link is removed itself, never its target).
+func (d *hostileDir) unlink(name string) error {
+	if err := hostileName(name); err != nil {
+		return err
+	}
+	if err := unix.Unlinkat(d.fd(), name, 0); err != nil {
+		return &os.PathError{Op: "unlink", Path: d.join(name), Err: err}
+	}
+	return nil
+}
+
 // readRegular reads a child regular file of at most limit bytes. The size is checked before reading (a sparse
 // 1 TiB file costs nothing) and the read itself stops at limit+1 bytes, so a file that grows is still refused.
 func (d *hostileDir) readRegular(name string, limit int64) ([]byte, hostileStat, error) {

@@ -69,7 +69,7 @@ type VerdictError struct {
 	Err        error  // ErrNoVerdict, ErrVerdictRefused, ErrVerdictUnparseable, or an environment error
 }
 
-func (e *VerdictError) Error() string { return "reviewer verdict held for a human: " + e.Reason }
+func (e *VerdictError) Error() string { return "reviewer verdict: " + e.Reason }
 func (e *VerdictError) Unwrap() error { return e.Err }
 
 // CollectVerdict reads a reviewer's sidecar from checkout after its container is gone, stores a copy under
@@ -85,6 +85,16 @@ func (e *VerdictError) Unwrap() error { return e.Err }
 // replaced by one found elsewhere.
 func CollectVerdict(checkout, storeDir string) (*Verdict, error) {
 	return collectVerdict(checkout, storeDir)
+}
+
+// RemovePlantedVerdicts deletes every reviewer sidecar that CollectVerdict could later find in checkout (at the
+// root, and by the bounded subdirectory search), and must be called after the clone and before the reviewer's
+// container starts. A sidecar that arrives with the repository, committed by an upstream worker for instance, is
+// not this reviewer's verdict: without the removal, a reviewer that writes nothing would be judged by it. Links
+// are unlinked, never followed; a directory of that name is refused. It returns the checkout-relative paths it
+// removed, so the caller can warn about them.
+func RemovePlantedVerdicts(checkout string) ([]string, error) {
+	return removePlantedVerdicts(checkout)
 }
 
 // storeVerdictBytes writes the sidecar's bytes to a new file under storeDir (0600, created exclusively).

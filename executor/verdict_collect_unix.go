@@ -155,3 +155,51 @@ func searchVerdict(root *hostileDir, name string, maxDepth, maxEntries int) (fou
 	}
 	return found, false, nil
 }
+
+func removePlantedVerdicts(checkout string) ([]string, error) {
+	name := planner.VerdictFilename
+	root, err := openHostileRoot(checkout)
+	if err != nil {
+		return nil, fmt.Errorf("remove planted verdicts: %w", err)
+	}
+	defer root.Close()
+	found, _, err := searchVerdict(root, name, verdictSearchDepth, verdictSearchEntries)
+	if err != nil {
+		return nil, fmt.Errorf("remove planted verdicts: %w", err)
+	}
+	if _, err := root.lstat(name); err == nil {
+		found = append([]string{name}, found...)
+	} else if !hostileMissing(err) {
+		return nil, fmt.Errorf("remove planted verdicts: %w", err)
+	}
+	var removed []string
+	for _, loc := range found {
+		dir, base := root, loc
+		if i := strings.LastIndexByte(loc, '/'); i >= 0 {
+			d, err := root.openPath(loc[:i])
+			if err != nil {
+				return removed, fmt.Errorf("remove planted verdict %s: %w", loc, err)
+			}
+			dir, base = d, loc[i+1:]
+		}
+		err := func() error {
+			if dir != root {
+				defer dir.Close()
+			}
+			st, err := dir.lstat(base)
+			if err != nil {
+				return err
+			}
+			if st.dir() {
+				return fmt.Errorf("%s is a directory; a reviewer's verdict could not be written there, so the "+
+					"checkout is refused", loc)
+			}
+			return dir.unlink(base)
+		}()
+		if err != nil {
+			return removed, fmt.Errorf("remove planted verdict %s: %w", loc, err)
+		}
+		removed = append(removed, loc)
+	}
+	return removed, nil
+}

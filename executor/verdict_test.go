@@ -455,3 +455,57 @@ func BenchmarkCollectVerdictSparse(b *testing.B) {
 		}
 	}
 }
+
+func TestRemovePlantedVerdicts(t *testing.T) {
+	t.Run("a verdict shipped with the repository never judges the reviewer", func(t *testing.T) {
+		fx := newVerdictFixture(t)
+		fx.write(t, fx.sidecar(), approveJSON)
+		fx.write(t, filepath.Join(fx.checkout, "pkg", sidecarName), approveJSON)
+		fx.write(t, filepath.Join(fx.checkout, "pkg", "code.go"), "package pkg\n")
+		// Control: had it stayed, a reviewer that writes nothing would be judged by the planted approve.
+		if v, err := CollectVerdict(fx.checkout, t.TempDir()); err != nil || v.Verdict != VerdictApprove {
+			t.Fatalf("control: CollectVerdict() = %+v, %v; want the planted approve", v, err)
+		}
+		removed, err := RemovePlantedVerdicts(fx.checkout)
+		if err != nil {
+			t.Fatalf("RemovePlantedVerdicts() error: %v", err)
+		}
+		if diff := cmp.Diff([]string{sidecarName, "pkg/" + sidecarName}, removed); diff != "" {
+			t.Errorf("RemovePlantedVerdicts() mismatch (-want +got):\n%s", diff)
+		}
+		fx.collectRefused(t, ErrNoVerdict)
+		if _, err := os.Stat(filepath.Join(fx.checkout, "pkg", "code.go")); err != nil {
+			t.Errorf("an unrelated file was removed: %v", err)
+		}
+	})
+	t.Run("links are unlinked, not followed", func(t *testing.T) {
+		fx := newVerdictFixture(t)
+		if err := os.Symlink(fx.canary, fx.sidecar()); err != nil {
+			t.Fatal(err)
+		}
+		removed, err := RemovePlantedVerdicts(fx.checkout)
+		if err != nil || len(removed) != 1 {
+			t.Fatalf("RemovePlantedVerdicts() = %q, %v", removed, err)
+		}
+		if _, err := os.Lstat(fx.sidecar()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the link is still there: %v", err)
+		}
+		if got, _ := os.ReadFile(fx.canary); string(got) != approveJSON {
+			t.Errorf("the link's target changed: %q", got)
+		}
+	})
+	t.Run("a directory of that name is refused", func(t *testing.T) {
+		fx := newVerdictFixture(t)
+		fx.write(t, filepath.Join(fx.sidecar(), "x"), "")
+		if _, err := RemovePlantedVerdicts(fx.checkout); err == nil || !strings.Contains(err.Error(), "is a directory") {
+			t.Fatalf("RemovePlantedVerdicts() error %v, want a refusal", err)
+		}
+	})
+	t.Run("nothing planted", func(t *testing.T) {
+		fx := newVerdictFixture(t)
+		fx.write(t, filepath.Join(fx.checkout, "README.md"), "hi")
+		if removed, err := RemovePlantedVerdicts(fx.checkout); err != nil || len(removed) != 0 {
+			t.Fatalf("RemovePlantedVerdicts() = %q, %v; want nothing removed", removed, err)
+		}
+	})
+}
