@@ -423,3 +423,28 @@ func (fx *brokerFixture) gitStdin(dir, stdin string, args ...string) string {
 	}
 	return string(out)
 }
+
+func TestBrokerRefusesPlantedSidecar(t *testing.T) {
+	for _, file := range []string{".kew-review-verdict.json", "deep/er/.kew-review-verdict.json"} {
+		t.Run(file, func(t *testing.T) {
+			fx := newBrokerFixture(t)
+			fx.commit("a.go", "package a\n")
+			fx.commit(file, approveJSON)
+			fx.requireRefused("the agent's commits add " + file + ", which a downstream reviewer would read as its verdict")
+		})
+	}
+	t.Run("removing one is fine", func(t *testing.T) {
+		fx := newBrokerFixture(t)
+		seed := filepath.Join(fx.base, "seed")
+		fx.writeFile(filepath.Join(seed, ".kew-review-verdict.json"), approveJSON)
+		fx.git(seed, "add", "-A")
+		fx.git(seed, "commit", "--quiet", "-m", "a stale sidecar")
+		fx.git(seed, "push", "--quiet", fx.remote, "main")
+		fx.git(fx.checkout, "pull", "--quiet", "--ff-only")
+		fx.baseID = strings.TrimSpace(fx.git(fx.checkout, "rev-parse", "HEAD"))
+		fx.git(fx.checkout, "rm", "--quiet", ".kew-review-verdict.json")
+		fx.git(fx.checkout, "-c", "core.hooksPath=/dev/null", "commit", "--quiet", "-m", "agent: drop it")
+		head := strings.TrimSpace(fx.git(fx.checkout, "rev-parse", "HEAD"))
+		fx.requirePushedSafely(head)
+	})
+}

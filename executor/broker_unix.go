@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/kewplan/kewplan/planner"
 )
 
 func brokerPush(ctx context.Context, req BrokerRequest) (*PushResult, error) {
@@ -77,6 +79,10 @@ func brokerPush(ctx context.Context, req BrokerRequest) (*PushResult, error) {
 			return nil, fmt.Errorf("host broker: the checkout's HEAD %s does not descend from the cloned commit %s "+
 				"(history was rewritten); nothing was pushed", head, req.BaseCommit)
 		}
+		return nil, fmt.Errorf("host broker: %w", err)
+	}
+
+	if err := refusePlantedSidecar(ctx, g, host, req.BaseCommit, head); err != nil {
 		return nil, fmt.Errorf("host broker: %w", err)
 	}
 
@@ -164,4 +170,22 @@ func copyCheckoutObjects(ctx context.Context, g *hostGit, req BrokerRequest, sta
 	defer gitDir.Close()
 	im := &objectImporter{git: g, stage: stage, limit: req.MaxObjectBytes, budget: req.MaxObjectBytes, entries: maxObjectEntries}
 	return im.importObjects(ctx, gitDir)
+}
+
+// refusePlantedSidecar refuses commits that add or change a file named like the reviewer sidecar. A downstream
+// reviewer checks the pushed commit out, and a sidecar that arrives with the code under review must never stand
+// in for the reviewer's own verdict.
+func refusePlantedSidecar(ctx context.Context, g *hostGit, host, base, head string) error {
+	out, err := g.sealed(ctx, nil, "--git-dir="+host, "diff-tree", "-r", "-z", "--no-renames", "--name-only",
+		"--diff-filter=d", base, head)
+	if err != nil {
+		return fmt.Errorf("list the agent's changes: %w", err)
+	}
+	for _, p := range strings.Split(string(out), "\x00") {
+		if p == planner.VerdictFilename || strings.HasSuffix(p, "/"+planner.VerdictFilename) {
+			return fmt.Errorf("the agent's commits add %s, which a downstream reviewer would read as its verdict; "+
+				"nothing was pushed (a worker must never commit a reviewer sidecar)", p)
+		}
+	}
+	return nil
 }

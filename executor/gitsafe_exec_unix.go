@@ -109,7 +109,8 @@ func (e *commandError) Error() string {
 
 func (e *commandError) Unwrap() error { return e.Err }
 
-const maxCommandOutput = 1 << 20
+// maxCommandOutput bounds what a host command may print on stdout; more is an error, never a silent truncation.
+const maxCommandOutput = 16 << 20
 
 // runHostCommand runs a program in its own session (so it has no controlling terminal to prompt on) and kills the
 // whole process group when ctx ends.
@@ -125,6 +126,9 @@ func runHostCommand(ctx context.Context, bin, dir string, env []string, stdin io
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
+	if err == nil && stdout.truncated {
+		err = fmt.Errorf("printed more than %d bytes", maxCommandOutput)
+	}
 	if err != nil {
 		ce := &commandError{Args: commandSummary(bin, args), ExitCode: -1, Err: err,
 			Stderr: redactURLCredentials(oneLine(stderr.String()))}
@@ -167,14 +171,20 @@ func oneLine(s string) string {
 	return strings.Join(lines, "; ")
 }
 
-// cappedBuffer keeps the first max bytes written and discards the rest, so a chatty child cannot grow memory.
+// cappedBuffer keeps the first max bytes written and discards the rest, so a chatty child cannot grow memory;
+// truncated records that something was discarded.
 type cappedBuffer struct {
 	bytes.Buffer
-	max int
+	max       int
+	truncated bool
 }
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); room > 0 {
+	room := b.max - b.Len()
+	if room < len(p) {
+		b.truncated = true
+	}
+	if room > 0 {
 		b.Buffer.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
