@@ -337,13 +337,14 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 			for _, f := range planNodeFacts(n) {
 				facts[f[0]] = f[1]
 			}
-			prompt := facts["prompt"]
+			prompt := mdText(facts["prompt"])
 			if n.Prompt.SHA256 != "" {
-				prompt = fmt.Sprintf("`%s…` (%s)", n.Prompt.SHA256[:12], planPlural(n.Prompt.Bytes, "byte", "bytes"))
+				prompt = fmt.Sprintf("%s (%s)", mdCode(n.Prompt.SHA256[:min(12, len(n.Prompt.SHA256))]+"…"),
+					planPlural(n.Prompt.Bytes, "byte", "bytes"))
 			}
-			ew.printf("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s |\n", planMDCell(n.Name), planMDCell(facts["runner"]),
-				planMDCell(facts["role"]), planMDCode(facts["image"]), planMDCell(facts["network"]), planMDCode(facts["model"]),
-				planMDCell(prompt), planMDCell(strings.Join(n.Credentials, ", ")), planMDCell(strings.Join(n.DependsOn, ", ")))
+			ew.printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", mdCode(n.Name), mdText(facts["runner"]),
+				mdText(facts["role"]), planMDCode(facts["image"]), mdText(facts["network"]), planMDCode(facts["model"]),
+				prompt, mdCodeList(n.Credentials), mdText(strings.Join(n.DependsOn, ", ")))
 		}
 	}
 	if len(doc.Exposure) > 0 {
@@ -354,7 +355,7 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 		}
 		sort.Strings(names)
 		for _, c := range names {
-			ew.printf("| `%s` | %s |\n", planMDCell(c), planMDCell(strings.Join(doc.Exposure[c], ", ")))
+			ew.printf("| %s | %s |\n", mdCode(c), mdText(strings.Join(doc.Exposure[c], ", ")))
 		}
 	}
 	if len(diags) > 0 {
@@ -364,15 +365,15 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 			if d.Severity == SeverityWarning {
 				title = "Warning"
 			}
-			ew.printf("- **%s: %s**", title, planMDInline(d.Summary))
+			ew.printf("- **%s: %s**", title, mdText(d.Summary))
 			if d.Rule != "" {
 				ew.printf(" (`%s`)", d.Rule)
 			}
 			if loc := planDiagLocation(d); loc != "" {
-				ew.printf(" at `%s`", loc)
+				ew.printf(" at %s", mdCode(loc))
 			}
 			if d.Detail != "" {
-				ew.printf(": %s", planMDInline(d.Detail))
+				ew.printf(": %s", mdText(d.Detail))
 			}
 			ew.printf("\n")
 		}
@@ -381,36 +382,26 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 		ew.printf("\n### Container argv\n")
 		for i := range doc.Nodes {
 			n := &doc.Nodes[i]
-			ew.printf("\n<details><summary><code>%s</code></summary>\n\n", planHTMLEscape(n.Name))
+			ew.printf("\n<details><summary><code>%s</code></summary>\n\n", mdHTML(n.Name))
 			if note := planArgvNote(n); note != "" {
-				ew.printf("%s\n\n</details>\n", planMDInline(note))
+				ew.printf("%s\n\n</details>\n", mdText(note))
 				continue
 			}
-			ew.printf("```sh\n%s\n```\n\n</details>\n", strings.Join(ArgvLines(n.Argv), " \\\n  "))
+			body := strings.Join(ArgvLines(n.Argv), " \\\n  ")
+			fence := mdFence(body)
+			ew.printf("%ssh\n%s\n%s\n\n</details>\n", fence, body, fence)
 		}
 	}
 	return ew.err
 }
 
-var planMDEscaper = strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ")
-
-// planMDCell escapes text for a markdown table cell.
-func planMDCell(s string) string { return planMDEscaper.Replace(s) }
-
 // planMDCode renders a value in code, unless it is a placeholder such as "(none)".
 func planMDCode(s string) string {
 	if strings.HasPrefix(s, "(") || s == "" {
-		return planMDCell(s)
+		return mdText(s)
 	}
-	return "`" + strings.ReplaceAll(planMDCell(s), "`", "'") + "`"
+	return mdCode(s)
 }
-
-// planMDInline keeps text on one markdown line.
-func planMDInline(s string) string { return strings.NewReplacer("\n", " ", "\r", " ").Replace(s) }
-
-var planHTMLEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
-
-func planHTMLEscape(s string) string { return planHTMLEscaper.Replace(s) }
 
 // planWriter keeps the first write error, so renderers can print line by line and check once.
 type planWriter struct {

@@ -76,8 +76,34 @@ func TestWritePlanEmpty(t *testing.T) {
 	}
 }
 
-func TestMarkdownCellEscapes(t *testing.T) {
-	if got, want := planMDCell("a|b\nc"), `a\|b c`; got != want {
-		t.Errorf("planMDCell = %q, want %q", got, want)
+// TestMarkdownHostileValues: a pull request controls every string in its plan, so none may close the markup, add
+// table cells, mention anyone or end the argv's code fence.
+func TestMarkdownHostileValues(t *testing.T) {
+	hostile := "x`|</details><img src=x>@octocat\n# head"
+	doc := &PlanJSON{FormatVersion: planner.FormatVersion, ConfigDigest: "sha256:0", Exposure: map[string][]string{}}
+	doc.Nodes = []NodeJSON{{Name: "n", Runner: "claude-code", Role: "worker", Image: hostile, Network: "allowlist",
+		Model: hostile, Credentials: []string{"K"}, Prompt: planner.PromptDocument{SHA256: "abcdef0123456789", Bytes: 3},
+		Argv: []string{"docker", "run", "img", "```", hostile}}}
+	var buf bytes.Buffer
+	if err := WritePlanMarkdown(&buf, doc); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	// Text inside a code fence is literal on GitHub; everything before the argv sections is markup.
+	markup, _, _ := strings.Cut(out, "### Container argv")
+	for _, bad := range []string{"<img", "@octocat", "</details>"} {
+		if strings.Contains(markup, bad) {
+			t.Errorf("markdown carries %q unescaped:\n%s", bad, out)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "| `n`") || strings.HasPrefix(line, "| <code>n") {
+			if cells := strings.Count(strings.ReplaceAll(line, `\|`, ""), "|"); cells != 10 {
+				t.Errorf("node row has %d unescaped pipes, want 10: %s", cells, line)
+			}
+		}
+	}
+	if !strings.Contains(out, "````sh\n") {
+		t.Errorf("argv holding ``` is not in a longer fence:\n%s", out)
 	}
 }
