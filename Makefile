@@ -4,7 +4,7 @@ PKGS    ?= ./...
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build test bench fmt vet
+.PHONY: all build test bench fmt vet test-deps
 
 all: build
 
@@ -15,9 +15,23 @@ vet:
 	$(GO) vet $(PKGS)
 
 # The tests build every image they need themselves (FROM scratch plus static Go binaries, or a debootstrap base
-# cached in the engine by tag); nothing is pulled.
-test: vet
+# cached in the engine by tag); nothing is pulled. test-deps installs the host tools they need from Debian's
+# packages when they are missing (git for checkouts, debootstrap for the reference image's test base).
+test: test-deps vet
 	$(GO) test -race -timeout 30m $(PKGS)
+
+test-deps:
+	@missing=""; \
+	for tool in git:git debootstrap:debootstrap; do \
+	  command -v $${tool%%:*} >/dev/null 2>&1 || PATH="$$PATH:/usr/sbin:/sbin" command -v $${tool%%:*} >/dev/null 2>&1 || missing="$$missing $${tool##*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make test: installing$$missing from Debian's packages"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi; \
+	fi
+	@docker info >/dev/null 2>&1 || { echo "make test: no Docker engine answers (docker info failed); the integration tests need one." >&2; \
+	  [ -z "$$CI" ] || exit 1; }
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
