@@ -53,13 +53,12 @@ func brokerPush(ctx context.Context, req BrokerRequest) (*PushResult, error) {
 	if err := copyCheckoutObjects(ctx, g, req, stage); err != nil {
 		return nil, fmt.Errorf("host broker: checkout %s: %w", req.Checkout, err)
 	}
-	for ref, id := range map[string]string{"refs/kew/base": req.BaseCommit, "refs/kew/head": head} {
-		if _, err := g.sealed(ctx, nil, "--git-dir="+stage, "update-ref", ref, id); err != nil {
-			what := "the cloned commit " + req.BaseCommit
-			if ref == "refs/kew/head" {
-				what = "its HEAD commit " + head
-			}
-			return nil, fmt.Errorf("host broker: the checkout's objects do not contain %s: %w", what, err)
+	for _, r := range []struct{ ref, id, what string }{
+		{"refs/kew/base", req.BaseCommit, "the cloned commit " + req.BaseCommit},
+		{"refs/kew/head", head, "its HEAD commit " + head},
+	} {
+		if _, err := g.sealed(ctx, nil, "--git-dir="+stage, "update-ref", r.ref, r.id); err != nil {
+			return nil, fmt.Errorf("host broker: the checkout's objects do not contain %s: %w", r.what, err)
 		}
 	}
 	// The cloned history first, without fsck: its ids are content hashes of what the remote already holds, and

@@ -157,3 +157,22 @@ func TestDecodeVerdictStdlibIsAmbiguous(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkDecodeVerdict(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"verdict":"request_changes","summary":"several findings","findings":[`)
+	for i := range 1000 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"path":"pkg/file.go","line":123,"message":"this line needs a closer look \u00e9"}`)
+	}
+	sb.WriteString(`]}`)
+	data := []byte(sb.String())
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := decodeVerdict(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
