@@ -1,5 +1,7 @@
 package runners
 
+import "strings"
+
 // opencode runs opencode (`opencode run`) with its raw JSON event output, against OpenRouter.
 //
 // Image entrypoint, after the prompt-file check and the git bootstrap:
@@ -10,8 +12,9 @@ package runners
 //
 // Container args: --format json --auto --model openrouter/<model>. --auto approves every permission prompt (run
 // otherwise auto-rejects them); --model takes provider/model and splits at the first "/", so the routed
-// OpenRouter id (anthropic/claude-sonnet-4.5) is always prefixed with the openrouter provider; without the
-// prefix opencode would read "anthropic" as the provider and look for an Anthropic key that is not there.
+// OpenRouter id (anthropic/claude-sonnet-4.5) is prefixed with the openrouter provider; without the prefix
+// opencode would read "anthropic" as the provider and look for an Anthropic key that is not there. A model
+// already written in opencode's own form (openrouter/anthropic/claude-sonnet-4.5) is passed as it is.
 //
 // Credentials: OPENROUTER_API_KEY, which enables opencode's openrouter provider.
 //
@@ -30,7 +33,10 @@ var opencode = &builtin{
 	protocol:    "opencode",
 	credentials: []string{"OPENROUTER_API_KEY"},
 	args: func(model string) []string {
-		return []string{"--format", "json", "--auto", "--model", "openrouter/" + model}
+		if !strings.HasPrefix(model, "openrouter/") {
+			model = "openrouter/" + model
+		}
+		return []string{"--format", "json", "--auto", "--model", model}
 	},
 }
 

@@ -45,6 +45,11 @@ func TestBuiltins(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("built-in runners mismatch (-want +got):\n%s", diff)
 	}
+	// A model already in opencode's provider/model form is not prefixed twice.
+	oc, _ := Builtin("opencode")
+	if diff := cmp.Diff(want["opencode"].Args, oc.ContainerArgs("openrouter/anthropic/claude-sonnet-4.5")); diff != "" {
+		t.Errorf("opencode args for a prefixed model (-want +got):\n%s", diff)
+	}
 	if diff := cmp.Diff([]string{"claude-code", "hermes", "lemonade", "opencode", "pi"}, BuiltinNames()); diff != "" {
 		t.Errorf("BuiltinNames() mismatch (-want +got):\n%s", diff)
 	}
