@@ -330,6 +330,10 @@ func TestAdvMemoryExhaustion(t *testing.T) {
 		killed := res.ExitCode != nil && *res.ExitCode == 137
 		c.check(res.Status == StatusFailed && (killed || strings.Contains(res.Reason, "no space")),
 			"%s: %s, exit %v: %s", name, res.Status, deref(res.ExitCode), res.Reason)
+		if killed {
+			// An OOM kill must read as one, not as a bare exit status.
+			c.check(strings.Contains(res.Reason, "OOM killer") && strings.Contains(res.Reason, "256m"), "%s: the reason names the OOM killer and the limit", name)
+		}
 	}
 	c.observe("host MemAvailable %d MiB before, %d MiB after", before>>20, memAvailable()>>20)
 }

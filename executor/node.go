@@ -209,6 +209,16 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 		return fail(StatusFailed, promptErr.Error())
 	case run.ExitCode != 0:
 		reason := fmt.Sprintf("the agent exited with status %d", run.ExitCode)
+		if run.ExitCode == 137 {
+			// kewplan did not kill it (timeout and cancellation are reported above), and nothing inside the
+			// container can SIGKILL its init: the kernel's OOM killer did, or someone ran `docker kill`.
+			reason = "the agent was killed by SIGKILL (status 137) although kewplan did not kill it: most likely the kernel's OOM killer"
+			if m := np.Container.Memory; m != "" {
+				reason += fmt.Sprintf(" at the node's %s memory limit (raise memory in the sandbox block if the agent needs more)", m)
+			} else {
+				reason += " (the node has no memory limit, so the host ran out of memory)"
+			}
+		}
 		if last := tail.lastLine(); last != "" {
 			reason += ": " + last
 		}
