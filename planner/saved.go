@@ -30,6 +30,9 @@ type SavedState struct {
 	Files []FileDigest `json:"files"`
 	// Targets are the --target names the plan was made with; empty: all nodes.
 	Targets []string `json:"targets"`
+	// Policy is the organisation policy file given with --policy, if any: applying the plan enforces it again,
+	// and a change to it makes the plan stale like a change to the configuration.
+	Policy *SavedPolicy `json:"policy,omitempty"`
 
 	configArg string // the configuration path as the user gave it (relative to the working directory)
 	dir       string // the plan file's directory, once written or read
@@ -47,6 +50,34 @@ func NewSavedState(p *Plan, configPath string, targets []string) *SavedState {
 		Targets:   nonNil(targets),
 		configArg: configPath,
 	}
+}
+
+// SavedPolicy records a --policy file: its path (relative to the plan file's directory once written, with
+// forward slashes) and the sha256 of its bytes.
+type SavedPolicy struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+
+	arg string // the path as the user gave it
+}
+
+// WithPolicy records the --policy file the plan was made with; src is its content as read.
+func (s *SavedState) WithPolicy(path string, src []byte) *SavedState {
+	s.Policy = &SavedPolicy{Path: filepath.ToSlash(path), SHA256: sha256Hex(src), arg: path}
+	return s
+}
+
+// PolicyLocation is the --policy file to load, relative to the working directory (or absolute); "" when none.
+func (s *SavedState) PolicyLocation() string {
+	switch {
+	case s.Policy == nil:
+		return ""
+	case s.dir == "" && s.Policy.arg != "":
+		return s.Policy.arg
+	case s.dir == "":
+		return filepath.FromSlash(s.Policy.Path)
+	}
+	return filepath.Join(s.dir, filepath.FromSlash(s.Policy.Path))
 }
 
 // ConfigLocation is the configuration path to load, relative to the working directory (or absolute).
@@ -82,6 +113,17 @@ func WriteSaved(path string, doc *Document) error {
 		rel = cfgAbs
 	}
 	doc.Saved.ConfigPath = filepath.ToSlash(rel)
+	if pol := doc.Saved.Policy; pol != nil {
+		polAbs, err := filepath.Abs(doc.Saved.PolicyLocation())
+		if err != nil {
+			return fmt.Errorf("write saved plan: %w", err)
+		}
+		if rel, err := filepath.Rel(planDir, polAbs); err == nil {
+			pol.Path = filepath.ToSlash(rel)
+		} else {
+			pol.Path = filepath.ToSlash(polAbs)
+		}
+	}
 	doc.Saved.dir = filepath.Dir(path)
 
 	var buf bytes.Buffer
@@ -174,7 +216,7 @@ func CheckStale(doc *Document) error {
 		if f.Kind != FileRead {
 			continue
 		}
-		b, err := fs.ReadFile(os.DirFS(cfg.Dir), f.Name)
+		b, err := fs.ReadFile(config.DirFS(cfg.Dir), f.Name)
 		sum := "missing"
 		if err == nil {
 			sum = sha256Hex(b)
@@ -183,6 +225,15 @@ func CheckStale(doc *Document) error {
 	}
 	sortFileDigests(current)
 	changes := diffFiles(s.Files, current)
+	if s.Policy != nil {
+		b, err := os.ReadFile(s.PolicyLocation())
+		switch {
+		case err != nil:
+			changes = append(changes, fmt.Sprintf("policy file %s cannot be read (%v)", s.Policy.Path, errors.Unwrap(err)))
+		case sha256Hex(b) != s.Policy.SHA256:
+			changes = append(changes, fmt.Sprintf("policy file %s changed", s.Policy.Path))
+		}
+	}
 	for _, name := range sortedKeys(cfg.Variables) {
 		if _, ok := s.Variables[name]; !ok {
 			changes = append(changes, fmt.Sprintf("variable %q was added", name))
@@ -249,7 +300,15 @@ func LoadSaved(doc *Document) (*config.Config, Inputs, error) {
 	if err != nil {
 		return nil, Inputs{}, fmt.Errorf("saved plan variables: %w", err)
 	}
-	return cfg, Inputs{Vars: vars, FS: os.DirFS(cfg.Dir), Targets: doc.Saved.Targets}, nil
+	in := Inputs{Vars: vars, FS: config.DirFS(cfg.Dir), Targets: doc.Saved.Targets}
+	if loc := doc.Saved.PolicyLocation(); loc != "" {
+		pol, _, diags := config.LoadPolicyFile(loc)
+		if diags.HasErrors() {
+			return nil, Inputs{}, fmt.Errorf("%w: the policy file %s no longer loads", ErrStale, loc)
+		}
+		in.Policy = pol
+	}
+	return cfg, in, nil
 }
 
 // Reload is what `apply PLANFILE` runs: it refuses a stale plan (CheckStale), re-plans from the recorded

@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
@@ -32,6 +31,7 @@ type ApplyCmd struct {
 	JSON        bool     `name:"json" help:"Stream progress as NDJSON events on stdout."`
 	StateDir    string   `name:"state-dir" placeholder:"DIR" help:"Where the run ledger, logs and checkouts live (default: .kewplan beside the configuration)."`
 	Targets     []string `name:"target" sep:"none" placeholder:"NODE" help:"Apply only NODE and everything it depends on (repeatable)."`
+	Policy      string   `name:"policy" placeholder:"FILE" help:"Also enforce the organisation policy block in FILE (a saved plan enforces the policy it was made with)."`
 	VarFlags    `embed:""`
 }
 
@@ -54,44 +54,30 @@ func (c *ApplyCmd) Run(env *Env) error {
 		files []map[string][]byte
 	)
 	if isSavedPlan(c.Path) {
-		if len(c.Vars) > 0 || len(c.VarFiles) > 0 || len(c.Targets) > 0 {
-			return errors.New("a saved plan carries its own variables and targets: --var, --var-file and --target cannot change it; run kewplan plan again instead")
+		if len(c.Vars) > 0 || len(c.VarFiles) > 0 || len(c.Targets) > 0 || c.Policy != "" {
+			return errors.New("a saved plan carries its own variables, targets and policy: --var, --var-file, --target and --policy cannot change it; run kewplan plan again instead")
 		}
 		doc, err := planner.ReadSaved(c.Path)
 		if err != nil {
 			return err
 		}
-		if err := planner.CheckStale(doc); err != nil {
+		// Reload refuses a stale plan, re-plans it (with the policy it was made with) and refuses a plan file
+		// whose nodes differ from that re-plan, so what runs is exactly what was reviewed.
+		var p *planner.Plan
+		if cfg, p, err = planner.Reload(doc); err != nil {
 			return err
 		}
-		var in planner.Inputs
-		cfg, in, err = planner.LoadSaved(doc)
-		if err != nil {
-			return err
+		if vars, err = doc.Saved.Vars(); err != nil {
+			return fmt.Errorf("saved plan variables: %w", err)
 		}
-		vars = in.Vars
-		p, diags := planner.Build(cfg, in)
 		files = configSources(cfg)
-		if diags.HasErrors() {
-			printDiags(env, diags, files...)
-			return ExitCode(1)
-		}
-		if p.ConfigDigest != doc.ConfigDigest {
-			return fmt.Errorf("%w: re-planning %s gave config digest %s, not the plan's %s. Run kewplan plan again", planner.ErrStale, c.Path, p.ConfigDigest, doc.ConfigDigest)
-		}
 		plan, saved = p, true
 	} else {
-		var diags hcl.Diagnostics
-		cfg, vars, diags = loadConfig(env, c.Path, c.VarFlags)
-		files = configSources(cfg)
-		if diags.HasErrors() {
-			printDiags(env, diags, files...)
+		pl, ok := planFromFlags(env, c.Path, c.VarFlags, c.Targets, c.Policy)
+		if !ok {
 			return ExitCode(1)
 		}
-		p, planDiags := planner.Build(cfg, planner.Inputs{Vars: vars, FS: config.DirFS(cfg.Dir), Targets: c.Targets})
-		p.Diagnostics = dedupeDiagnostics(append(append(hcl.Diagnostics{}, diags...), planDiags...))
-		planner.SortDiagnostics(p.Diagnostics)
-		plan = p
+		cfg, vars, plan, files = pl.cfg, pl.vars, pl.plan, pl.files
 	}
 
 	// Show the plan (on stderr when stdout carries NDJSON), then ask.

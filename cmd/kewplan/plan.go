@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/planner"
@@ -34,10 +35,11 @@ func (c *PlanCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	p, files, ok := c.plan(env)
+	pl, ok := planFromFlags(env, c.Path, c.VarFlags, c.Targets, c.Policy)
 	if !ok {
 		return ExitCode(1)
 	}
+	p, files := pl.plan, pl.files
 	doc := views.NewPlanJSON(p, version, files...)
 	if err := render(env.Stdout, doc); err != nil {
 		return err
@@ -47,6 +49,9 @@ func (c *PlanCmd) Run(env *Env) error {
 			fmt.Fprintf(env.Stderr, "The plan has errors, so it was not saved to %s.\n", c.Out)
 		} else {
 			doc.Saved = planner.NewSavedState(p, c.Path, c.Targets)
+			if c.Policy != "" {
+				doc.Saved.WithPolicy(c.Policy, pl.policySrc)
+			}
 			if err := planner.WriteSaved(c.Out, doc); err != nil {
 				return err
 			}
@@ -63,22 +68,33 @@ func (c *PlanCmd) Run(env *Env) error {
 	return nil
 }
 
-// plan loads, resolves and plans; when the configuration does not load it prints the diagnostics itself and
-// returns ok false.
-func (c *PlanCmd) plan(env *Env) (*planner.Plan, []map[string][]byte, bool) {
-	cfg, vals, diags := loadConfig(env, c.Path, c.VarFlags)
-	files := configSources(cfg)
+// planned is a configuration planned from the command line: what plan, apply and the other commands that plan
+// need from it.
+type planned struct {
+	cfg       *config.Config
+	vars      map[string]cty.Value
+	plan      *planner.Plan
+	files     []map[string][]byte // sources for diagnostic snippets: the configuration's and the policy file's
+	policySrc []byte              // the --policy file's content, for a saved plan's staleness check
+}
+
+// planFromFlags loads, resolves and plans, enforcing the --policy file when one is given. When the configuration
+// or the policy does not load it prints the diagnostics itself and returns ok false.
+func planFromFlags(env *Env, path string, vf VarFlags, targets []string, policy string) (*planned, bool) {
+	cfg, vals, diags := loadConfig(env, path, vf)
+	out := &planned{cfg: cfg, vars: vals, files: configSources(cfg)}
 	if diags.HasErrors() {
-		printDiags(env, diags, files...)
-		return nil, nil, false
+		printDiags(env, diags, out.files...)
+		return nil, false
 	}
-	in := planner.Inputs{Vars: vals, FS: config.DirFS(cfg.Dir), Targets: c.Targets}
-	if c.Policy != "" {
-		pol, polFiles, d := config.LoadPolicyFile(c.Policy)
-		files = append(files, polFiles)
+	in := planner.Inputs{Vars: vals, FS: config.DirFS(cfg.Dir), Targets: targets}
+	if policy != "" {
+		pol, polFiles, d := config.LoadPolicyFile(policy)
+		out.files = append(out.files, polFiles)
+		out.policySrc = polFiles[policy]
 		if d.HasErrors() {
-			printDiags(env, append(diags, d...), files...)
-			return nil, nil, false
+			printDiags(env, append(diags, d...), out.files...)
+			return nil, false
 		}
 		diags = append(diags, d...)
 		in.Policy = pol
@@ -87,7 +103,8 @@ func (c *PlanCmd) plan(env *Env) (*planner.Plan, []map[string][]byte, bool) {
 	// The configuration's own warnings belong to the plan too.
 	p.Diagnostics = dedupeDiagnostics(append(append(hcl.Diagnostics{}, diags...), planDiags...))
 	planner.SortDiagnostics(p.Diagnostics)
-	return p, files, true
+	out.plan = p
+	return out, true
 }
 
 // planRenderer picks the renderer of --format (or --json); show uses it too.
