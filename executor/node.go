@@ -92,6 +92,17 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	if err := makeWritableByAgent(checkout); err != nil {
 		return fail(StatusFailed, fmt.Sprintf("make the checkout writable by uid %d: %v", planner.AgentUID, err))
 	}
+	if np.Role == config.RoleReviewer {
+		// A sidecar that came with the repository is not this reviewer's verdict: a reviewer that writes nothing
+		// must be held, never judged by a file an upstream worker committed.
+		removed, err := RemovePlantedVerdicts(checkout)
+		if err != nil {
+			return fail(StatusHeld, fmt.Sprintf("held for a human: the checkout holds a verdict sidecar kewplan cannot remove: %v", err))
+		}
+		for _, rel := range removed {
+			a.warn(np.Name, fmt.Sprintf("removed %s that came with the repository before the reviewer started; only the reviewer's own sidecar counts", rel))
+		}
+	}
 
 	// 2. The prompt file, deleted on every path out of this function.
 	pf, err := writePrompt(checkout, prompt)
@@ -251,7 +262,8 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 		return res
 	}
 
-	req := BrokerRequest{Checkout: checkout, Repo: repo, BaseCommit: base, Branch: np.Branch, StateDir: filepath.Join(a.stateDir, "broker")}
+	req := BrokerRequest{Checkout: checkout, Repo: repo, BaseCommit: base, Branch: np.Branch,
+		StateDir: filepath.Join(a.stateDir, "broker"), Environ: a.opts.Environ}
 	if np.PullRequest != nil {
 		req.PullRequest = &PullRequestRequest{Base: np.PullRequest.Base, Title: np.PullRequest.Title}
 	}
