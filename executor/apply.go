@@ -257,6 +257,10 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 				problems = append(problems, fmt.Sprintf("node %s: %v", quoteList(images[ref]), err))
 				continue
 			}
+			if problem := rootImageProblem(info); problem != "" {
+				problems = append(problems, fmt.Sprintf("node %s: %s", quoteList(images[ref]), problem))
+				continue
+			}
 			a.imageIDs[ref] = info.ID
 		}
 		for _, name := range sortedKeys(networks) {
@@ -283,6 +287,21 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 		return &PreflightError{Problems: problems}
 	}
 	return nil
+}
+
+// rootImageProblem refuses an image whose configured user is root: kewplan never sets the container's user, so the
+// image's USER is who the agent runs as, and the contract requires uid 1001 (the HOME tmpfs is pinned to it).
+func rootImageProblem(info *ImageInfo) string {
+	user, _, _ := strings.Cut(info.User, ":")
+	if user != "" && user != "0" && user != "root" {
+		return ""
+	}
+	shown := fmt.Sprintf("its USER is %q", info.User)
+	if info.User == "" {
+		shown = "it sets no USER"
+	}
+	return fmt.Sprintf("image %q would run the agent as root (%s); kewplan runs agents only as a non-root user: end its Dockerfile with `USER %d` (the HOME tmpfs is pinned to uid %d)",
+		info.Ref, shown, planner.AgentUID, planner.AgentUID)
 }
 
 func quoteList(names []string) string {

@@ -1,0 +1,100 @@
+//go:build linux
+
+package executor
+
+// Attacks and faults refused before any container starts: an image that would run the agent as root (C1), an
+// impostor allowlist network (D2), an engine that does not answer (F10), a request for a runtime kewplan cannot
+// provide (C11).
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kewplan/kewplan/config"
+)
+
+// requirePreflightRefusal checks that apply refused with a preflight error containing every want, and made no
+// checkout and no container.
+func requirePreflightRefusal(c *advCase, f *fixture, sum *ApplySummary, err error, wants ...string) {
+	c.t.Helper()
+	if sum != nil {
+		f.assertClean(sum.RunID)
+		c.check(false, "apply ran: run %s ended %s", sum.RunID, sum.Status)
+		return
+	}
+	var pe *PreflightError
+	ok := errors.As(err, &pe)
+	for _, w := range wants {
+		ok = ok && err != nil && strings.Contains(err.Error(), w)
+	}
+	c.check(ok, "preflight refused: %v", err)
+	_, statErr := os.Stat(filepath.Join(f.stateDir, "checkouts"))
+	c.check(errors.Is(statErr, os.ErrNotExist), "no checkout was made")
+}
+
+// TestAdvRootImageRefused (C1, user): an image that would run the agent as root is refused before anything runs.
+func TestAdvRootImageRefused(t *testing.T) {
+	c := adv(t, "C1", "an image whose USER is root (or unset)",
+		"apply refuses before any container starts; the agent never runs as uid 0")
+	f := advFixture(t)
+	ctx := context.Background()
+	rootImage := "kewplan-test/hostile-root:" + randomSuffix()
+	if err := f.eng.BuildImage(ctx, rootImage, map[string][]byte{"Dockerfile": []byte("FROM " + f.image + "\nUSER root\n")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.eng.RemoveImage(context.Background(), rootImage) })
+	f.image = rootImage
+	cfg := f.config(advNode("root", "reviewer", "mode=probe\nverdict=approve", ""))
+	sum, _, err := f.apply(ctx, cfg)
+	requirePreflightRefusal(c, f, sum, err, rootImage, "as root")
+}
+
+// TestAdvEngineUnavailable (F10): no engine answers at DOCKER_HOST.
+func TestAdvEngineUnavailable(t *testing.T) {
+	c := adv(t, "F10", "the Docker engine is unavailable (DOCKER_HOST names a dead socket, or a closed port)",
+		"fails closed before anything runs, with a clear message; no checkout, no prompt file")
+	for _, host := range []string{"unix://" + filepath.Join(t.TempDir(), "no-engine.sock"), "tcp://127.0.0.1:1"} {
+		f := &fixture{t: t, dir: t.TempDir(), image: "kewplan-test/never-inspected:1", network: "kewplan-never", repo: testRepo(t), prefix: "t" + randomSuffix() + "-"}
+		f.stateDir = filepath.Join(f.dir, DefaultStateDir)
+		cfg := f.config(advNode("x", "reviewer", "mode=succeed", ""))
+		sum, _, err := f.apply(context.Background(), cfg, func(o *ApplyOptions) {
+			o.Environ = append(o.Environ, "DOCKER_HOST="+host)
+		})
+		requirePreflightRefusal(c, f, sum, err, "no Docker Engine answered", "start the Docker daemon")
+	}
+}
+
+// TestAdvRuntimeRequest (C11): kewplan offers no runtime choice, so a configuration that asks for runsc must be
+// refused rather than silently run under runc; gVisor itself is tried only where the engine has it.
+func TestAdvRuntimeRequest(t *testing.T) {
+	c := adv(t, "C11", "the configuration asks for gVisor (runtime = \"runsc\")", "refused at load; never a silent fallback to runc")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "main.hcl")
+	src := "sandbox {\n  runtime = \"runsc\"\n}\nnode \"x\" {\n  runner = \"claude-code\"\n  repo = \"https://example.invalid/r.git\"\n  prompt = \"p\"\n}\n"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, diags := config.Load(path)
+	c.check(diags.HasErrors() && strings.Contains(diagText(diags), "runtime"), "config.Load: %s", diagText(diags))
+	testEngine(t)
+	api := newEngineAPI(t)
+	var info struct {
+		Runtimes map[string]any
+	}
+	api.get(t, "/info", &info)
+	var names []string
+	for k := range info.Runtimes {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	if _, ok := info.Runtimes["runsc"]; !ok {
+		c.skip("gVisor not tried: the engine has no runsc runtime (it has %s), and kewplan has no runtime option; "+
+			"a configuration asking for runsc is refused at load (checked)", strings.Join(names, ", "))
+	}
+	c.observe("the engine has runsc, but kewplan cannot ask for it: a run under gVisor is not part of kewplan")
+}
