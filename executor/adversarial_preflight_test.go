@@ -54,6 +54,24 @@ func TestAdvRootImageRefused(t *testing.T) {
 	requirePreflightRefusal(c, f, sum, err, rootImage, "as root")
 }
 
+// TestAdvImpostorNetwork (D2): a network with the allowlist's name that is not --internal is refused; a live
+// control shows a container on it would reach the host's listener, which an internal network prevents (D3).
+func TestAdvImpostorNetwork(t *testing.T) {
+	c := adv(t, "D2", "a network with the allowlist's name that is not --internal",
+		"apply refuses before any container starts; never falls back to another network")
+	f := advFixture(t)
+	ctx := context.Background()
+	impostor := "kewplan-test-impostor-" + randomSuffix()
+	if _, err := f.eng.CreateNetwork(ctx, impostor, false, map[string]string{"kewplan.test": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.eng.RemoveNetwork(context.Background(), impostor) })
+	f.network = impostor
+	cfg := f.config(advNode("net", "reviewer", "mode=succeed\nverdict=approve", ""))
+	sum, _, err := f.apply(ctx, cfg)
+	requirePreflightRefusal(c, f, sum, err, impostor, "not --internal", "docker network create --internal")
+}
+
 // TestAdvEngineUnavailable (F10): no engine answers at DOCKER_HOST.
 func TestAdvEngineUnavailable(t *testing.T) {
 	c := adv(t, "F10", "the Docker engine is unavailable (DOCKER_HOST names a dead socket, or a closed port)",

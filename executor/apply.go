@@ -275,7 +275,9 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 				continue
 			}
 			if !info.Internal {
-				a.warn("", fmt.Sprintf("the allowlist network %q is not --internal: containers on it can reach the internet directly, not only through your proxy; recreate it with `docker network create --internal %s`", name, name))
+				// A network that merely has the allowlist's name is no allowlist: its containers reach any host.
+				problems = append(problems, fmt.Sprintf("node %s: the allowlist network %q is not --internal, so containers on it could reach the internet directly instead of only through your egress proxy; kewplan fails closed: recreate it with `docker network rm %s && docker network create --internal %s` and attach your egress proxy to it",
+					quoteList(networks[name]), name, name, name))
 			}
 		}
 	}

@@ -36,8 +36,8 @@ type Hook interface {
 	NodeStart(NodeStartEvent)
 	NodeProgress(NodeProgressEvent)
 	NodeDone(NodeResult)
-	// Warning reports something the user should know that does not stop apply (a network that is not internal,
-	// an orphan swept, a cleanup that failed).
+	// Warning reports something the user should know that does not stop apply (an orphan swept, a cleanup that
+	// failed).
 	Warning(WarningEvent)
 	ApplyDone(ApplySummary)
 }
