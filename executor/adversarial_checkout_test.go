@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -288,9 +289,10 @@ func TestAdvVerdictLateWrite(t *testing.T) {
 
 // TestAdvPromptEveryExitPath (A18): whatever way a node ends, no prompt file and no container remain. The paths
 // apply_test.go already drives (agent failure, timeout, cancellation, engine error mid-run) are run by `make
-// adversarial` too; this one adds the ones they do not: an unparseable verdict and a crash of the agent.
+// adversarial` too; this one adds the ones they do not: an unparseable verdict, a crash of the agent, and a panic
+// in kewplan's own hook.
 func TestAdvPromptEveryExitPath(t *testing.T) {
-	c := adv(t, "A18", "a node ends by success, agent failure, unparseable verdict, timeout",
+	c := adv(t, "A18", "a node ends by success, agent failure, unparseable verdict, timeout, and a panic in kewplan's hook",
 		"no .kew-prompt.txt and no container remain after any of them")
 	f := advFixture(t)
 	cfg := f.config(advNode("ok", "reviewer", "mode=succeed\nverdict=approve", "") +
@@ -307,4 +309,29 @@ func TestAdvPromptEveryExitPath(t *testing.T) {
 		c.check(res.Status == want[1], "%s: %s", want[0], res.Status)
 	}
 
+	// A panic in the hook (kewplan's own code, on the goroutine that meters the agent's output) while the
+	// container runs: apply must still clean up before the panic goes on.
+	f2 := advFixture(t)
+	cfg2 := f2.config(advNode("panic", "reviewer", "mode=wait", "  timeout = \"2m\"\n"))
+	var once sync.Once
+	var runID string
+	recovered := func() (r any) {
+		defer func() { r = recover() }()
+		_, _, _ = f2.apply(context.Background(), cfg2, func(o *ApplyOptions) {
+			o.Hook.(*recorder).onProg = func(e NodeProgressEvent) {
+				if e.Totals.SessionID != "" {
+					once.Do(func() { runID = e.RunID })
+					panic("adversarial: a bug in a hook")
+				}
+			}
+		})
+		return nil
+	}()
+	hp, ok := recovered.(*hookPanic)
+	c.check(ok && hp.Value == "adversarial: a bug in a hook", "the hook's panic reached the caller after cleanup (%T)", recovered)
+	if runID != "" {
+		f2.assertClean(runID)
+		run, _ := f2.ledgerRun(runID)
+		c.check(run.Status == RunCancelled || run.Status == RunFailed, "the run is recorded %s", run.Status)
+	}
 }

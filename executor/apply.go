@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -94,6 +95,13 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	if hook == nil {
 		hook = NilHook{}
 	}
+	// A panic in a hook (kewplan's own code, called from the goroutines that run and meter the nodes) must not
+	// kill the process with containers running and prompt files on disk: the hook recovers it, cancels the
+	// apply, and Apply panics again once everything is cleaned up.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sh := &syncHook{h: hook, cancel: cancel}
+	defer sh.repanic()
 	stateDir, err := filepath.Abs(opts.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("state directory %s: %w", opts.StateDir, err)
@@ -103,7 +111,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	}
 	a := &applier{
 		opts:     opts,
-		hook:     &syncHook{h: hook},
+		hook:     sh,
 		stateDir: stateDir,
 		env:      envMap(opts.Environ),
 		pid:      os.Getpid(),
@@ -535,22 +543,54 @@ func diagText(diags hcl.Diagnostics) string {
 	return strings.Join(parts, "; ")
 }
 
-// syncHook serialises hook calls.
+// syncHook serialises hook calls and recovers a hook's panic: the first one cancels the apply and is raised again
+// by repanic when Apply returns, after its cleanup.
 type syncHook struct {
-	mu sync.Mutex
-	h  Hook
+	mu     sync.Mutex
+	h      Hook
+	cancel context.CancelFunc
+	panic  *hookPanic
 }
 
-func (s *syncHook) ApplyStart(e ApplyStartEvent) { s.mu.Lock(); defer s.mu.Unlock(); s.h.ApplyStart(e) }
-func (s *syncHook) NodeStart(e NodeStartEvent)   { s.mu.Lock(); defer s.mu.Unlock(); s.h.NodeStart(e) }
-func (s *syncHook) NodeProgress(e NodeProgressEvent) {
+// hookPanic is what Apply panics with when a hook panicked: the hook's value and the stack where it panicked.
+type hookPanic struct {
+	Value any
+	Stack []byte
+}
+
+func (p *hookPanic) Error() string {
+	return fmt.Sprintf("a kewplan hook panicked (the apply was cancelled and cleaned up first): %v\n\n%s", p.Value, p.Stack)
+}
+
+func (s *syncHook) call(fn func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.h.NodeProgress(e)
+	defer func() {
+		if r := recover(); r != nil && s.panic == nil {
+			s.panic = &hookPanic{Value: r, Stack: debug.Stack()}
+			if s.cancel != nil {
+				s.cancel()
+			}
+		}
+	}()
+	fn()
 }
-func (s *syncHook) NodeDone(e NodeResult)    { s.mu.Lock(); defer s.mu.Unlock(); s.h.NodeDone(e) }
-func (s *syncHook) Warning(e WarningEvent)   { s.mu.Lock(); defer s.mu.Unlock(); s.h.Warning(e) }
-func (s *syncHook) ApplyDone(e ApplySummary) { s.mu.Lock(); defer s.mu.Unlock(); s.h.ApplyDone(e) }
+
+func (s *syncHook) repanic() {
+	s.mu.Lock()
+	p := s.panic
+	s.mu.Unlock()
+	if p != nil {
+		panic(p)
+	}
+}
+
+func (s *syncHook) ApplyStart(e ApplyStartEvent)     { s.call(func() { s.h.ApplyStart(e) }) }
+func (s *syncHook) NodeStart(e NodeStartEvent)       { s.call(func() { s.h.NodeStart(e) }) }
+func (s *syncHook) NodeProgress(e NodeProgressEvent) { s.call(func() { s.h.NodeProgress(e) }) }
+func (s *syncHook) NodeDone(e NodeResult)            { s.call(func() { s.h.NodeDone(e) }) }
+func (s *syncHook) Warning(e WarningEvent)           { s.call(func() { s.h.Warning(e) }) }
+func (s *syncHook) ApplyDone(e ApplySummary)         { s.call(func() { s.h.ApplyDone(e) }) }
 
 // Janitor remembers what a running apply must clean up, so that a second interrupt can make one last, bounded
 // attempt (kill and remove the containers, delete the prompt files, mark the run cancelled) before the process
