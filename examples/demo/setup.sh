@@ -1,22 +1,20 @@
 #!/bin/sh
 # Prepares kewplan's demo: a local git repository for the agent to work on, and the internal allowlist network.
-# Run it from anywhere; run `make demo-image` first. Idempotent: it never touches an existing repository.
+# Run it from anywhere; run `make demo-image` first. Each run starts the demo over with a fresh repository, so the
+# host broker's push to kew/hello never meets the previous run's branch.
 set -eu
 demo=$(cd "$(dirname "$0")" && pwd)
 repo="$demo/work/origin"
 
-if [ ! -d "$repo/.git" ]; then
-	mkdir -p "$repo"
-	cd "$repo"
-	git init --quiet --initial-branch=main
-	printf '# demo repository\n\nA repository for kewplan'"'"'s demo agent to commit to.\n' > README.md
-	git add README.md
-	# A fresh repository keeps its objects loose, which the demo agent (no git in its image) needs.
-	git -c user.name="kewplan demo" -c user.email=demo@kewplan.invalid commit --quiet -m "initial commit"
-	echo "created the demo repository $repo"
-else
-	echo "the demo repository $repo already exists"
-fi
+rm -rf "$repo"
+mkdir -p "$repo"
+cd "$repo"
+git init --quiet --initial-branch=main
+printf '# demo repository\n\nA repository for kewplan'"'"'s demo agent to commit to.\n' > README.md
+git add README.md
+# A fresh repository keeps its objects loose, which the demo agent (no git in its image) needs.
+git -c user.name="kewplan demo" -c user.email=demo@kewplan.invalid commit --quiet -m "initial commit"
+echo "created the demo repository $repo"
 
 if ! docker network inspect kew-allowlist >/dev/null 2>&1; then
 	docker network create --internal kew-allowlist >/dev/null
