@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
 )
 
@@ -257,7 +259,11 @@ func (v *ApplyView) ApplyDone(s executor.ApplySummary) {
 	default:
 		fmt.Fprintf(v.w, "\n%s %d of %d nodes succeeded.\n", v.red("Apply failed."), succeeded, len(s.Nodes))
 	}
-	fmt.Fprintf(v.w, "Details: kewplan runs show %s\n", s.RunID)
+	details := "kewplan runs show " + s.RunID
+	if s.StateDir != "" && filepath.Clean(s.StateDir) != executor.DefaultStateDir {
+		details += " --state-dir " + planner.ShellQuote(s.StateDir)
+	}
+	fmt.Fprintf(v.w, "Details: %s\n", Sanitize(details))
 }
 
 func (v *ApplyView) node(name string) *liveNode {
