@@ -70,3 +70,19 @@ image:
 # engine keeps it by the tag of its recipe's hash), and the offline test variants of docker/ on top of it.
 test-base:
 	$(GO) test -run '^TestConformTestImages$$' -v -count=1 -timeout 30m ./executor
+
+.PHONY: adversarial
+
+# The adversarial suite (issue 9): every attack and fault of the security checklist, tried against the real engine,
+# then one table with totals. The suite's own tests write rows to $(ADV_DIR)/rows.jsonl; the tests that already
+# covered an item are selected by name (internal/advreport's catalogue) and judged from `go test -json`.
+ADV_DIR  ?= bin/adversarial
+ADV_PKGS ?= ./executor ./runners ./views ./cmd/kewplan
+adversarial:
+	@mkdir -p $(ADV_DIR) && rm -f $(ADV_DIR)/rows.jsonl $(ADV_DIR)/events.json
+	@KEWPLAN_ADV_REPORT=$(abspath $(ADV_DIR))/rows.jsonl $(GO) test -count=1 -json -timeout 30m \
+	  -run '$(shell $(GO) run ./internal/advreport -pattern)' $(ADV_PKGS) > $(ADV_DIR)/events.json; \
+	  status=$$?; \
+	  $(GO) run ./internal/advreport -rows $(ADV_DIR)/rows.jsonl -events $(ADV_DIR)/events.json || status=1; \
+	  echo "rows: $(ADV_DIR)/rows.jsonl, test events: $(ADV_DIR)/events.json"; \
+	  exit $$status

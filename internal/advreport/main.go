@@ -1,0 +1,359 @@
+// Command advreport prints the adversarial suite's table (issue 9): one row per item of the security notes'
+// checklist (§6), with what the tests observed and whether kewplan held. `make adversarial` runs it.
+//
+// Two sources feed the table. The suite's own tests (executor/adversarial*_test.go) append JSON rows to the file
+// $KEWPLAN_ADV_REPORT names. Items that existing tests already cover name those tests here, and their outcome is
+// read from `go test -json` output. An item passes when every row and every named test passes; it is NOT TRIED
+// when its only evidence is a recorded reason it cannot be tried here; it FAILS when anything failed or when no
+// evidence at all arrived (a renamed test, a crashed binary).
+//
+//	advreport -pattern                       the -run pattern selecting every test the table needs
+//	advreport -rows FILE -events FILE [-wide] the table and its totals; exit status 1 when an item failed
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// item is one checklist entry. Tests are "package.TestName" (package is the last path element) of existing tests
+// that cover it, run and judged by name; own tests report rows under ID. NotTried is the reason an item cannot
+// be tried on any machine kewplan supports today.
+type item struct {
+	ID, Attack, Expected string
+	Tests                []string
+	NotTried             string
+}
+
+var catalogue = []item{
+	{ID: "A1", Attack: "verdict sidecar is a symlink to an absolute host path", Expected: "refused; the target is never read; fail closed",
+		Tests: []string{"executor.TestCollectVerdictSymlinks"}},
+	{ID: "A2", Attack: "verdict sidecar is a relative link out of the checkout", Expected: "refused; fail closed",
+		Tests: []string{"executor.TestCollectVerdictSymlinks"}},
+	{ID: "A3", Attack: "verdict sidecar is an in-checkout link to an approving file", Expected: "refused (a role file is never a link); fail closed",
+		Tests: []string{"executor.TestCollectVerdictSymlinks", "executor.TestCollectVerdictLinkedDirectoryIsNotSearched"}},
+	{ID: "A4", Attack: "verdict sidecar is a FIFO with no writer", Expected: "returns at once; not regular; fail closed",
+		Tests: []string{"executor.TestCollectVerdictFIFO"}},
+	{ID: "A5", Attack: "verdict sidecar is a directory or a socket", Expected: "fail closed",
+		Tests: []string{"executor.TestCollectVerdictDirectoryAndSocket"}},
+	{ID: "A6", Attack: "verdict sidecar is 1 GiB, or a 1 TiB sparse file", Expected: "reads at most cap+1 bytes; bounded memory; fail closed",
+		Tests: []string{"executor.TestCollectVerdictSize"}},
+	{ID: "A7", Attack: "malformed verdict: empty, whitespace, truncated, BOM, NUL, invalid UTF-8, deep nesting", Expected: "fail closed, no panic",
+		Tests: []string{"executor.TestCollectVerdictUnparseable", "executor.TestDecodeVerdictRefuses", "executor.FuzzDecodeVerdict"}},
+	{ID: "A8", Attack: "ambiguous verdict: duplicate or case-variant keys, unknown field, second value, trailing garbage", Expected: "fail closed, never last-key-wins (control: encoding/json is ambiguous)",
+		Tests: []string{"executor.TestDecodeVerdictRefuses", "executor.TestDecodeVerdictStdlibIsAmbiguous"}},
+	{ID: "A9", Attack: "verdict sidecar is a hard link", Expected: "refused (nlink>1) or the digest equals sha256 of the bytes parsed",
+		Tests: []string{"executor.TestCollectVerdictHardLink"}},
+	{ID: "A10", Attack: "verdict rewritten late, while the container still runs", Expected: "read once, after the container is removed; digest of the parsed bytes"},
+	{ID: "A11", Attack: "agent exits 0 and writes no verdict", Expected: "fail closed (held)",
+		Tests: []string{"executor.TestCollectVerdictMissing"}},
+	{ID: "A12", Attack: "prompt name pre-planted as a link out of the checkout", Expected: "refused before the container starts; target unchanged",
+		Tests: []string{"executor.TestWritePromptRefusesPlantedNames"}},
+	{ID: "A13", Attack: "prompt name pre-planted as a link to .git/config", Expected: "refused; .git/config not truncated",
+		Tests: []string{"executor.TestWritePromptRefusesPlantedNames"}},
+	{ID: "A14", Attack: "prompt name pre-planted as a directory or FIFO", Expected: "refused; never blocks",
+		Tests: []string{"executor.TestWritePromptRefusesPlantedNames"}},
+	{ID: "A15", Attack: "agent swaps the prompt for a link during the run", Expected: "deletion unlinks the link only; target intact",
+		Tests: []string{"executor.TestRemovePromptAfterAgentTampering"}},
+	{ID: "A16", Attack: "agent turns the prompt into a non-empty directory", Expected: "removed inside the checkout only; reported loudly",
+		Tests: []string{"executor.TestRemovePromptAfterAgentTampering"}},
+	{ID: "A17", Attack: "agent makes the checkout unreadable and unwritable", Expected: "cleanup failure reported, never ignored"},
+	{ID: "A18", Attack: "prompt deleted on every exit path", Expected: "no prompt and no container after success, failure, engine error, timeout, signals, panic, bad verdict",
+		Tests: []string{"executor.TestApplyAgentFailureSkipsDependents", "executor.TestApplyTimeout", "executor.TestApplyCancellation", "executor.TestApplyEngineErrorMidRun"}},
+	{ID: "A19", Attack: "stale prompt and orphan container after SIGKILL of kewplan", Expected: "the next apply removes both before it starts",
+		Tests: []string{"executor.TestApplySweepsADeadApply", "executor.TestRemoveStalePrompt"}},
+	{ID: "A20", Attack: "repository ships links to host paths", Expected: "no host-side walk, search or removal follows them"},
+	{ID: "A21", Attack: "huge tree: deep, long names, many entries", Expected: "host walkers bounded; no overflow"},
+
+	{ID: "B1", Attack: "core.fsmonitor in the agent's .git/config", Expected: "no sentinel after kewplan's git steps (live control fires)",
+		Tests: []string{"executor.TestBrokerAttackFsmonitor"}},
+	{ID: "B2", Attack: "hooks: .git/hooks/* and core.hooksPath", Expected: "no sentinel (live control fires)",
+		Tests: []string{"executor.TestBrokerAttackHooks"}},
+	{ID: "B3", Attack: "filter/diff drivers, diff.external, core.pager, core.sshCommand, include.path", Expected: "no sentinel (live control fires)",
+		Tests: []string{"executor.TestBrokerAttackDrivers"}},
+	{ID: "B4", Attack: ".git rewritten as a gitdir: pointer to another repository (and alternates)", Expected: "refused; the other repository untouched",
+		Tests: []string{"executor.TestBrokerAttackGitPointer", "executor.TestBrokerAttackAlternates"}},
+	{ID: "B5", Attack: "agent-owned files in .git (ownership)", Expected: "no safe.directory='*'; fails clearly or reads through a shadow",
+		Tests: []string{"executor.TestBrokerAttackOwnership", "executor.TestBrokerAttackHostileRefs", "executor.TestBrokerAttackHostileObjects"}},
+
+	{ID: "C1", Attack: "inspect a kewplan container", Expected: "docker-bench section 5 fields hold",
+		Tests: []string{"executor.TestArgvIsTheTruth"}},
+	{ID: "C2", Attack: "write to the root filesystem", Expected: "EROFS"},
+	{ID: "C3", Attack: "tmpfs flags and the writable set", Expected: "noexec/nosuid/nodev, uid 1001 home, bounded, only the expected writable mounts"},
+	{ID: "C4", Attack: "execute a binary copied to /tmp", Expected: "EACCES",
+		Tests: []string{"executor.TestHardeningFromInside"}},
+	{ID: "C5", Attack: "capabilities, no_new_privs, seccomp", Expected: "CapEff=0, CapBnd=0, NoNewPrivs=1, Seccomp=2"},
+	{ID: "C6", Attack: "run a setuid-root binary", Expected: "euid stays 1001"},
+	{ID: "C7", Attack: "namespace and mount syscalls", Expected: "EPERM"},
+	{ID: "C8", Attack: "fork bomb", Expected: "capped by the pids limit; killed at the deadline; fail closed"},
+	{ID: "C9", Attack: "fill tmpfs; allocate past the memory limit", Expected: "stopped inside the container; reported"},
+	{ID: "C10", Attack: "fill the disk through the bind-mounted checkout", Expected: "stopped by a quota or a size watchdog",
+		NotTried: "kewplan sets no disk quota and has no size watchdog on the checkout (Docker offers no quota for a bind mount on this storage); filling the disk is a residual risk, bounded only by the node's timeout"},
+	{ID: "C11", Attack: "gVisor requested but missing", Expected: "refused; no fallback to runc"},
+	{ID: "C12", Attack: "engine and runc versions", Expected: "at or above the CVE fix floors"},
+
+	{ID: "D1", Attack: "allowlist network missing", Expected: "refused; never falls back",
+		Tests: []string{"executor.TestApplyPreflightProblems"}},
+	{ID: "D2", Attack: "impostor network (same name, not --internal)", Expected: "refused"},
+	{ID: "D3", Attack: "direct egress: TCP, UDP 53, QUIC, ICMP, IPv6, the host", Expected: "all fail"},
+	{ID: "D4", Attack: "external name through the embedded DNS on the internal network", Expected: "no answer (CVE-2024-29018)"},
+	{ID: "D5", Attack: "unset the proxy variables and connect directly", Expected: "fails"},
+	{ID: "D6", Attack: "proxy policy (allowed, denied, IP literal, rebinding, SNI mismatch)", Expected: "as stated, each denial logged",
+		NotTried: "kewplan ships no egress proxy: the allowlist network's proxy is the operator's, so its policy is not kewplan's to test"},
+	{ID: "D7", Attack: "network = open", Expected: "documented and warned (kewplan manages no host firewall)"},
+	{ID: "D8", Attack: "exfiltration through an allowed domain", Expected: "residual risk; only the runner's needed credentials are present",
+		Tests: []string{"executor.TestHardeningFromInside"}},
+
+	{ID: "E1", Attack: "a forwarded credential unset on the host", Expected: "never an empty override",
+		Tests: []string{"executor.TestArgvIsTheTruth", "executor.TestHardeningFromInside"}},
+	{ID: "E2", Attack: "malicious credential names", Expected: "rejected before docker is invoked"},
+	{ID: "E3", Attack: "canary secret in the credential", Expected: "never in the process table, logs, ledger, NDJSON, errors, plan output",
+		Tests: []string{"executor.TestApplyRedactsCredentialEchoes"}},
+	{ID: "E4", Attack: "post-run exposure of the environment", Expected: "the container is removed, docker inspect fails"},
+	{ID: "E5", Attack: "injected instructions to print or upload the token", Expected: "only the configured names were forwarded"},
+
+	{ID: "F1", Attack: "a 10 MiB line, then valid NDJSON", Expected: "bounded memory; counted; later lines processed",
+		Tests: []string{"executor.TestApplyHugeAndGarbageOutput", "runners.TestFeedOversized", "runners.TestFeedMemoryFlat"}},
+	{ID: "F2", Attack: "garbage lines: invalid JSON, NUL, invalid UTF-8, truncated", Expected: "counted and skipped; no panic",
+		Tests: []string{"executor.TestApplyHugeAndGarbageOutput", "runners.FuzzFeed"}},
+	{ID: "F3", Attack: "terminal escapes in agent text", Expected: "sanitised before display",
+		Tests: []string{"views.TestSanitize"}},
+	{ID: "F4", Attack: "flood on stdout and stderr at once", Expected: "drained concurrently; byte cap enforced; fail closed"},
+	{ID: "F5", Attack: "a forged verdict or host command on stdout", Expected: "ignored; the verdict comes only from the sidecar",
+		Tests: []string{"executor.TestReviewWorkerCannotPlantVerdict"}},
+	{ID: "F6", Attack: "a child holds stdout open after the agent exits", Expected: "Wait returns; container removed"},
+	{ID: "F7", Attack: "the agent hangs", Expected: "killed at the deadline; removed; fail closed",
+		Tests: []string{"executor.TestApplyTimeout"}},
+	{ID: "F8", Attack: "SIGINT / SIGTERM to kewplan", Expected: "containers killed and removed; prompts deleted; non-zero exit",
+		Tests: []string{"executor.TestApplyCancellation", "executor.TestJanitorLastCleanup", "kewplan.TestApplyCommandSignals"}},
+	{ID: "F9", Attack: "SIGKILL to kewplan, then a fresh start", Expected: "the orphan and the stale prompt are swept",
+		Tests: []string{"executor.TestApplySweepsADeadApply"}},
+	{ID: "F10", Attack: "engine unavailable; a missing image", Expected: "fail closed with a clear message",
+		Tests: []string{"executor.TestApplyPreflightMissingImage", "executor.TestApplyEngineErrorMidRun"}},
+	{ID: "F11", Attack: "agent exits 0 without a verdict", Expected: "fail closed"},
+
+	{ID: "G1", Attack: "fuzz the verdict parser", Expected: "never panics; strict keys; digest of the input",
+		Tests: []string{"executor.FuzzDecodeVerdict"}},
+	{ID: "G2", Attack: "fuzz the NDJSON line handling of every runner", Expected: "never panics; bounded; byte counts add up",
+		Tests: []string{"runners.FuzzFeed", "runners.FuzzScan", "runners.FuzzClaudeMeter", "runners.FuzzOpencodeMeter", "runners.FuzzPiMeter", "runners.FuzzHermesMeter", "runners.FuzzLemonadeMeter"}},
+	{ID: "G3", Attack: "fuzz the name validators (credentials, networks, node and container names)", Expected: "accepted set matches the rule; nothing starting with '-'"},
+}
+
+// ownTests selects the suite's own tests in every package.
+const ownTests = "TestAdv.*|FuzzAdv.*"
+
+type row struct {
+	ID       string `json:"id"`
+	Attack   string `json:"attack"`
+	Expected string `json:"expected"`
+	Observed string `json:"observed"`
+	Pass     bool   `json:"pass"`
+	NotTried string `json:"not_tried"`
+	Test     string `json:"test"`
+}
+
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Elapsed float64
+}
+
+func main() {
+	pattern := flag.Bool("pattern", false, "print the go test -run pattern selecting every test the table needs")
+	rowsPath := flag.String("rows", "", "the JSON rows the suite's tests wrote ($KEWPLAN_ADV_REPORT)")
+	eventsPath := flag.String("events", "", "`go test -json` output of the run")
+	wide := flag.Bool("wide", false, "do not shorten the observed column")
+	flag.Parse()
+	if *pattern {
+		fmt.Println(runPattern())
+		return
+	}
+	if *rowsPath == "" || *eventsPath == "" {
+		fmt.Fprintln(os.Stderr, "advreport: -rows and -events are required (or -pattern); `make adversarial` passes them")
+		os.Exit(2)
+	}
+	rows, err := readRows(*rowsPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "advreport:", err)
+		os.Exit(2)
+	}
+	outcomes, err := readEvents(*eventsPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "advreport:", err)
+		os.Exit(2)
+	}
+	failed := render(os.Stdout, rows, outcomes, *wide)
+	if failed > 0 {
+		os.Exit(1)
+	}
+}
+
+func runPattern() string {
+	names := map[string]bool{}
+	for _, it := range catalogue {
+		for _, t := range it.Tests {
+			_, name, _ := strings.Cut(t, ".")
+			name, _, _ = strings.Cut(name, "/")
+			names[regexp.QuoteMeta(name)] = true
+		}
+	}
+	list := make([]string, 0, len(names))
+	for n := range names {
+		list = append(list, n)
+	}
+	sort.Strings(list)
+	return "^(" + ownTests + "|" + strings.Join(list, "|") + ")$"
+}
+
+func readRows(path string) (map[string][]row, error) {
+	out := map[string][]row{}
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return out, nil // no own test ran: every item without named tests will read MISSING
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for n := 1; sc.Scan(); n++ {
+		var r row
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", path, n, err)
+		}
+		out[r.ID] = append(out[r.ID], r)
+	}
+	return out, sc.Err()
+}
+
+// readEvents returns the final action (pass, fail, skip) of each top-level test, keyed "package.TestName" with
+// the package's last path element.
+func readEvents(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var e event
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Test == "" || strings.Contains(e.Test, "/") {
+			continue
+		}
+		switch e.Action {
+		case "pass", "fail", "skip":
+			pkg := e.Package[strings.LastIndex(e.Package, "/")+1:]
+			key := pkg + "." + e.Test
+			if out[key] != "fail" {
+				out[key] = e.Action
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+const (
+	resultPass     = "PASS"
+	resultFail     = "FAIL"
+	resultNotTried = "NOT TRIED"
+	resultMissing  = "MISSING"
+)
+
+// render prints the table and the totals and returns how many items failed (MISSING counts as failed).
+func render(w io.Writer, rows map[string][]row, outcomes map[string]string, wide bool) int {
+	type line struct{ id, result, attack, expected, observed string }
+	var lines []line
+	tried, passed, failed, notTried := 0, 0, 0, 0
+	known := map[string]bool{}
+	for _, it := range catalogue {
+		known[it.ID] = true
+		var observed []string
+		anyFail, anyPass, anyNotTried := false, false, false
+		for _, r := range rows[it.ID] {
+			switch {
+			case r.NotTried != "":
+				anyNotTried = true
+				observed = append(observed, "not tried: "+r.NotTried)
+			case r.Pass:
+				anyPass = true
+				observed = append(observed, r.Observed)
+			default:
+				anyFail = true
+				observed = append(observed, "FAILED in "+r.Test+": "+r.Observed)
+			}
+		}
+		for _, t := range it.Tests {
+			switch outcomes[t] {
+			case "pass":
+				anyPass = true
+				observed = append(observed, t+" passed")
+			case "skip":
+				anyNotTried = true
+				observed = append(observed, t+" skipped")
+			case "fail":
+				anyFail = true
+				observed = append(observed, t+" FAILED")
+			default:
+				anyFail = true
+				observed = append(observed, t+" did not run")
+			}
+		}
+		if it.NotTried != "" {
+			anyNotTried = true
+			observed = append(observed, "not tried: "+it.NotTried)
+		}
+		result := resultPass
+		switch {
+		case anyFail:
+			result = resultFail
+		case anyPass:
+			result = resultPass
+		case anyNotTried:
+			result = resultNotTried
+		default:
+			result = resultMissing
+		}
+		switch result {
+		case resultPass:
+			tried++
+			passed++
+		case resultFail, resultMissing:
+			tried++
+			failed++
+		case resultNotTried:
+			notTried++
+		}
+		lines = append(lines, line{it.ID, result, it.Attack, it.Expected, strings.Join(observed, " | ")})
+	}
+	for id := range rows {
+		if !known[id] {
+			lines = append(lines, line{id, resultFail, "(a row for an item not in the catalogue)", "", "fix the row's id"})
+			failed++
+			tried++
+		}
+	}
+	for _, l := range lines {
+		obs := l.observed
+		if !wide && len(obs) > 300 {
+			cut := 300
+			for cut > 0 && obs[cut]&0xC0 == 0x80 {
+				cut--
+			}
+			obs = obs[:cut] + "…"
+		}
+		fmt.Fprintf(w, "%-4s %-9s %s\n     expected: %s\n     observed: %s\n", l.id, l.result, l.attack, l.expected, obs)
+	}
+	fmt.Fprintf(w, "\n%d items: %d tried, %d passed, %d failed, %d not tried\n", len(lines), tried, passed, failed, notTried)
+	return failed
+}
