@@ -28,6 +28,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +40,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -405,14 +407,15 @@ func memfill() {
 	}
 }
 
-// egress tries every way out. host= is a TCP address on the host (the live control), udp= a UDP echo on the host.
+// egress tries every way out. host= is a TCP listener on the host, udp= a UDP echo on the host, public= an address
+// the host reaches, name= a name the host resolves.
 func egress(o options) map[string]any {
 	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "NO_PROXY"} {
 		os.Unsetenv(k) // D5: a proxy variable is advice, not a boundary
 	}
 	out := map[string]any{}
 	tcp := func(addr string) string {
-		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 		if err != nil {
 			return err.Error()
 		}
@@ -428,7 +431,7 @@ func egress(o options) map[string]any {
 		if _, err := c.Write(payload); err != nil {
 			return err.Error()
 		}
-		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
 		b := make([]byte, 1500)
 		n, err := c.Read(b)
 		if err != nil {
@@ -436,23 +439,44 @@ func egress(o options) map[string]any {
 		}
 		return fmt.Sprintf("answered %d bytes", n)
 	}
+	probes := map[string]func() string{
+		"tcp_public_443": func() string { return tcp("1.1.1.1:443") },
+		"tcp_public_80":  func() string { return tcp("8.8.8.8:80") },
+		"tcp_ipv6_443":   func() string { return tcp("[2606:4700:4700::1111]:443") },
+		"udp_dns_public": func() string { return udp("8.8.8.8:53", dnsQuery("example.com")) },
+		"udp_quic_443":   func() string { return udp("1.1.1.1:443", bytes.Repeat([]byte{0xc3}, 1200)) },
+		"icmp":           func() string { return icmp("1.1.1.1") },
+		// D4: the embedded resolver must not forward an external name.
+		"embedded_dns_answer": func() string { return embeddedAnswer(o.get("name", "example.com")) },
+		"lookup": func() string {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			addrs, err := net.DefaultResolver.LookupHost(ctx, o.get("name", "example.com"))
+			return fmt.Sprint(addrs, " ", errString(err))
+		},
+	}
 	if h := o.get("host", ""); h != "" {
-		out["host_tcp"] = tcp(h)
+		probes["host_tcp"] = func() string { return tcp(h) }
 	}
 	if u := o.get("udp", ""); u != "" {
-		out["host_udp"] = udp(u, []byte("ping"))
+		probes["host_udp"] = func() string { return udp(u, []byte("ping")) }
 	}
-	out["tcp_public_443"] = tcp("1.1.1.1:443")
-	out["tcp_public_80"] = tcp("8.8.8.8:80")
-	out["tcp_ipv6_443"] = tcp("[2606:4700:4700::1111]:443")
-	out["udp_dns_public"] = udp("8.8.8.8:53", dnsQuery("example.com"))
-	out["udp_quic_443"] = udp("1.1.1.1:443", bytes.Repeat([]byte{0xc3}, 1200))
-	out["icmp"] = icmp("1.1.1.1")
-	// D4: the embedded resolver must not forward an external name.
-	out["embedded_dns"] = udp("127.0.0.11:53", dnsQuery(o.get("name", "example.com")))
-	out["embedded_dns_answer"] = embeddedAnswer(o.get("name", "example.com"))
-	addrs, err := net.LookupHost(o.get("name", "example.com"))
-	out["lookup"] = fmt.Sprint(addrs, " ", errString(err))
+	if p := o.get("public", ""); p != "" {
+		probes["tcp_resolved_public"] = func() string { return tcp(p) } // an address the host itself reaches
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for k, probe := range probes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v := probe()
+			mu.Lock()
+			out[k] = v
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
 	return out
 }
 
@@ -466,7 +490,7 @@ func embeddedAnswer(name string) string {
 	if _, err := c.Write(dnsQuery(name)); err != nil {
 		return err.Error()
 	}
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
 	b := make([]byte, 1500)
 	n, err := c.Read(b)
 	if err != nil {
