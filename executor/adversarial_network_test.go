@@ -191,6 +191,27 @@ func TestAdvEgress(t *testing.T) {
 	}
 }
 
+// TestAdvHostAddressOnAllowlist (D3, the host): a plain --internal network still gives the host an address on its
+// bridge, and every service the host listens on is reachable there; apply must say so and how to close it.
+func TestAdvHostAddressOnAllowlist(t *testing.T) {
+	c := adv(t, "D3", "reach a service the host listens on, through the --internal network's gateway address",
+		"blocked, or apply warns that the network gives the host an address and how to remove it")
+	f := advFixture(t)
+	api := newEngineAPI(t)
+	h := newHostListeners(t)
+	gw := networkGateway(t, api, f.network)
+	cfg := f.config(advNode("hostnet", "reviewer", egressPrompt(gw, h, "", ""), "  timeout = \"2m\"\n"))
+	sum, rec, err := f.apply(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	r := agentReport(t, resultOf(t, sum, f.node("hostnet")))
+	reached := !blocked(reportString(r, "host_tcp"))
+	warned := strings.Contains(rec.warningText(), "inhibit_ipv4")
+	c.check(!reached || warned, "host listener on %s: %s (%d connections); warned %v: %s", gw, reportString(r, "host_tcp"), h.tcpHits.Load(), warned, firstLine(rec.warningText()))
+}
+
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s

@@ -274,8 +274,8 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 		for _, name := range sortedKeys(networks) {
 			info, err := eng.InspectNetwork(ctx, name)
 			if errors.Is(err, ErrNotFound) {
-				problems = append(problems, fmt.Sprintf("node %s: the allowlist network %q does not exist; kewplan fails closed and never falls back to another network: create it with `docker network create --internal %s` and attach your egress proxy to it",
-					quoteList(networks[name]), name, name))
+				problems = append(problems, fmt.Sprintf("node %s: the allowlist network %q does not exist; kewplan fails closed and never falls back to another network: create it with `%s` and attach your egress proxy to it",
+					quoteList(networks[name]), name, allowlistNetworkCommand(name)))
 				continue
 			}
 			if err != nil {
@@ -284,8 +284,15 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 			}
 			if !info.Internal {
 				// A network that merely has the allowlist's name is no allowlist: its containers reach any host.
-				problems = append(problems, fmt.Sprintf("node %s: the allowlist network %q is not --internal, so containers on it could reach the internet directly instead of only through your egress proxy; kewplan fails closed: recreate it with `docker network rm %s && docker network create --internal %s` and attach your egress proxy to it",
-					quoteList(networks[name]), name, name, name))
+				problems = append(problems, fmt.Sprintf("node %s: the allowlist network %q is not --internal, so containers on it could reach the internet directly instead of only through your egress proxy; kewplan fails closed: recreate it with `docker network rm %s && %s` and attach your egress proxy to it",
+					quoteList(networks[name]), name, name, allowlistNetworkCommand(name)))
+				continue
+			}
+			if info.Driver == "bridge" && info.Options[inhibitIPv4] != "true" {
+				// An --internal bridge still gives the host an address on it, and the host's INPUT chain is not
+				// Docker's: an agent reaches every service this host listens on all interfaces.
+				a.warn("", fmt.Sprintf("the allowlist network %q gives this host an address on its bridge, so agents can reach any service the host listens on (all interfaces); recreate it without one: `docker network rm %s && %s`",
+					name, name, allowlistNetworkCommand(name)))
 			}
 		}
 	}
@@ -297,6 +304,15 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 		return &PreflightError{Problems: problems}
 	}
 	return nil
+}
+
+// inhibitIPv4 is the bridge driver option that leaves the host without an address on the network.
+const inhibitIPv4 = "com.docker.network.bridge.inhibit_ipv4"
+
+// allowlistNetworkCommand is how to create an allowlist network that is closed on both sides: no route out
+// (--internal) and no host address on its bridge.
+func allowlistNetworkCommand(name string) string {
+	return fmt.Sprintf("docker network create --internal %s -o %s=true", name, inhibitIPv4)
 }
 
 // rootImageProblem refuses an image whose configured user is root: kewplan never sets the container's user, so the

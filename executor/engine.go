@@ -137,6 +137,8 @@ type NetworkInfo struct {
 	ID       string
 	Driver   string
 	Internal bool
+	// Options are the driver options ("com.docker.network.bridge.inhibit_ipv4" and the like).
+	Options map[string]string
 }
 
 // InspectNetwork reports a network; a missing one is an error wrapping ErrNotFound.
@@ -148,7 +150,7 @@ func (e *Engine) InspectNetwork(ctx context.Context, name string) (*NetworkInfo,
 		}
 		return nil, fmt.Errorf("inspect network %q: %w", name, err)
 	}
-	return &NetworkInfo{Name: res.Network.Name, ID: res.Network.ID, Driver: res.Network.Driver, Internal: res.Network.Internal}, nil
+	return &NetworkInfo{Name: res.Network.Name, ID: res.Network.ID, Driver: res.Network.Driver, Internal: res.Network.Internal, Options: res.Network.Options}, nil
 }
 
 // CreateNetwork creates a bridge network; internal ones have no route out.
