@@ -2,8 +2,8 @@
 
 package executor
 
-// Section F of the checklist through a real apply: forged authority on stdout (F5), a child holding stdout open
-// (F6), an agent that exits 0 without a verdict (F11).
+// Section F of the checklist through a real apply: a flood on both streams (F4), forged authority on stdout (F5),
+// a child holding stdout open (F6), an agent that exits 0 without a verdict (F11).
 
 import (
 	"context"
@@ -11,6 +11,27 @@ import (
 	"strings"
 	"testing"
 )
+
+// TestAdvFlood (F4): the agent writes to stdout and stderr at once, as fast as it can, forever.
+func TestAdvFlood(t *testing.T) {
+	c := adv(t, "F4", "flood stdout and stderr at once, forever",
+		"both drained concurrently (no deadlock); the output budget kills the container; the node fails closed; logs bounded")
+	f := advFixture(t)
+	cfg := f.config(advNode("flood", "reviewer", "mode=flood\nverdict=approve", "  timeout = \"5m\"\n"))
+	const budget = 32 << 20
+	sum, _, err := f.apply(context.Background(), cfg, func(o *ApplyOptions) { o.MaxOutputBytes = budget })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	res := resultOf(t, sum, f.node("flood"))
+	c.check(res.Status == StatusFailed && strings.Contains(res.Reason, "wrote more than 32 MiB"), "node %s: %s", res.Status, res.Reason)
+	out, errSize := fileSize(res.StdoutLog), fileSize(res.StderrLog)
+	c.check(out > 0 && errSize > 0, "both streams were drained: stdout log %d bytes, stderr log %d bytes", out, errSize)
+	c.check(out+errSize <= budget, "logs hold %d bytes together, within the %d-byte budget", out+errSize, budget)
+	_, nodes := f.ledgerRun(sum.RunID)
+	c.observe("metered %d events, %d unparsed lines before the kill", nodes[f.node("flood")].Events, nodes[f.node("flood")].UnparsedLines)
+}
 
 func fileSize(path string) int64 {
 	fi, err := os.Stat(path)

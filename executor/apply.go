@@ -57,7 +57,14 @@ type ApplyOptions struct {
 	KeepCheckouts bool
 	// Janitor, when set, tracks the live containers and prompt files so a second signal can clean up at once.
 	Janitor *Janitor
+	// MaxOutputBytes bounds what one agent may write on stdout and stderr together (both are logged verbatim to
+	// the host's disk); past it the container is killed and the node fails. 0 means DefaultMaxOutputBytes.
+	MaxOutputBytes int64
 }
+
+// DefaultMaxOutputBytes is the output budget of one agent: far above any real stream-json session, far below a
+// disk.
+const DefaultMaxOutputBytes = 1 << 30
 
 // PreflightError lists every reason apply refused to start; nothing ran.
 type PreflightError struct {
@@ -87,6 +94,9 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	}
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = DefaultParallelism
+	}
+	if opts.MaxOutputBytes <= 0 {
+		opts.MaxOutputBytes = DefaultMaxOutputBytes
 	}
 	if opts.ProgressInterval <= 0 {
 		opts.ProgressInterval = 500 * time.Millisecond

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -175,9 +176,14 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 		timeout = DefaultTimeout
 	}
 	var containerID string
-	run, runErr := a.engine.Run(ctx, spec, RunOptions{
-		Stdout:  pw,
-		Stderr:  io.MultiWriter(stderrLog, tail),
+	// The output budget: an agent that floods stdout or stderr is killed (it would fill the host's disk with
+	// logs), and the rest of its output is discarded so the stream drains at once.
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	budget := &outputBudget{max: a.opts.MaxOutputBytes, exceeded: stopRun}
+	run, runErr := a.engine.Run(runCtx, spec, RunOptions{
+		Stdout:  budget.writer(pw),
+		Stderr:  budget.writer(io.MultiWriter(stderrLog, tail)),
 		Timeout: timeout,
 		Created: func(id string) { containerID = id; a.janitor.addContainer(id) },
 	})
@@ -212,6 +218,8 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	case run.CleanupErr != nil:
 		a.warn(np.Name, run.CleanupErr.Error())
 		return fail(StatusFailed, "the container could not be confirmed removed: "+run.CleanupErr.Error())
+	case budget.over.Load() && ctx.Err() == nil:
+		return fail(StatusFailed, fmt.Sprintf("the agent wrote more than %d MiB on stdout and stderr together; it was killed and the rest of its output discarded", budget.max>>20))
 	case run.Cancelled:
 		return fail(StatusCancelled, "the apply was cancelled; the container was killed and removed")
 	case run.TimedOut:
@@ -371,6 +379,37 @@ func (b *blindMeter) Totals() runners.RunTotals {
 	t := b.t
 	t.Model, t.ModelSource = b.model, runners.ModelRouted
 	return t
+}
+
+// outputBudget counts what an agent writes on both streams; the first write past max calls exceeded (which kills
+// the container) and every later write is discarded.
+type outputBudget struct {
+	max      int64
+	used     atomic.Int64
+	over     atomic.Bool
+	once     sync.Once
+	exceeded func()
+}
+
+func (b *outputBudget) writer(w io.Writer) io.Writer {
+	return budgetWriter{b: b, w: w}
+}
+
+type budgetWriter struct {
+	b *outputBudget
+	w io.Writer
+}
+
+func (bw budgetWriter) Write(p []byte) (int, error) {
+	if bw.b.over.Load() {
+		return len(p), nil
+	}
+	if bw.b.used.Add(int64(len(p))) > bw.b.max {
+		bw.b.over.Store(true)
+		bw.b.once.Do(bw.b.exceeded)
+		return len(p), nil
+	}
+	return bw.w.Write(p)
 }
 
 // tailWriter keeps the last max bytes written, for a failure's reason.
