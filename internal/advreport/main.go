@@ -143,7 +143,8 @@ var catalogue = []item{
 		Tests: []string{"executor.FuzzDecodeVerdict"}},
 	{ID: "G2", Attack: "fuzz the NDJSON line handling of every runner", Expected: "never panics; bounded; byte counts add up",
 		Tests: []string{"runners.FuzzFeed", "runners.FuzzScan", "runners.FuzzClaudeMeter", "runners.FuzzOpencodeMeter", "runners.FuzzPiMeter", "runners.FuzzHermesMeter", "runners.FuzzLemonadeMeter"}},
-	{ID: "G3", Attack: "fuzz the name validators (credentials, networks, node and container names)", Expected: "accepted set matches the rule; nothing starting with '-'"},
+	{ID: "G3", Attack: "fuzz the name validators (credentials, networks, node and container names)", Expected: "accepted set matches the rule; nothing starting with '-'",
+		Tests: []string{"executor.FuzzAdvNames"}},
 }
 
 // ownTests selects the suite's own tests in every package.
