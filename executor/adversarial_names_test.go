@@ -118,6 +118,13 @@ func TestAdvMaliciousCredentialNames(t *testing.T) {
 			c.check(!slices.Contains(np.Container.Argv(), name), "%q is not in the argv", name)
 		}
 	}
+	// The executor's own last check, for a container that did not come from a plan: each bad name is refused
+	// before the engine is called, and the error does not echo it.
+	for _, name := range bad {
+		_, err := ContainerConfig(&planner.Container{Name: "kew-n", Node: "n", RunID: "r", Checkout: "/tmp/x", Image: "i", Network: "n",
+			PidsLimit: 1, Env: []string{"OK_NAME", name}}, envMap([]string{"FOO=bar=secret", "--privileged=1", "A B=x", "=x", "OK_NAME=1"}))
+		c.check(err != nil && (len(name) < 3 || !strings.Contains(err.Error(), name)), "ContainerConfig(%q): %v", name, err)
+	}
 	// And apply: the plan's error stops it before any container.
 	f := advFixture(t)
 	q, _ := hclQuote("--privileged")

@@ -200,7 +200,12 @@ func ContainerConfig(c *planner.Container, env map[string]string) (*ContainerSpe
 		AttachStdout: true,
 		AttachStderr: true,
 	}
-	for _, name := range c.Env {
+	for i, name := range c.Env {
+		// The planner refuses such names; this is the last check before the engine, for a container that did
+		// not come from a plan. The entry is not echoed: it may be a secret pasted in the wrong place.
+		if !isEnvName(name) {
+			return nil, fmt.Errorf("container %s: credential entry %d is not an environment variable name (letters, digits and _, not starting with a digit); refusing to forward it", c.Name, i+1)
+		}
 		if v, ok := env[name]; ok {
 			cfg.Env = append(cfg.Env, name+"="+v)
 		}
@@ -241,6 +246,20 @@ func ContainerConfig(c *planner.Container, env map[string]string) (*ContainerSpe
 			EndpointsConfig: map[string]*network.EndpointSettings{c.Network: {}},
 		},
 	}, nil
+}
+
+// isEnvName reports whether s matches [A-Za-z_][A-Za-z0-9_]*, the credential names kewplan forwards.
+func isEnvName(s string) bool {
+	if s == "" || (s[0] >= '0' && s[0] <= '9') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // ParseCPUs converts a --cpus value ("2", "1.5") to nano-CPUs the way the docker CLI does: exact decimal, refusing
