@@ -116,3 +116,55 @@ func TestAdvRuntimeRequest(t *testing.T) {
 	}
 	c.observe("the engine has runsc, but kewplan cannot ask for it: a run under gVisor is not part of kewplan")
 }
+
+// TestAdvRuntimeVersions (C12): the engine and runc versions against the CVE fix floors. kewplan cannot upgrade
+// the host; it must say so on every apply, and the live attacks (D4 for CVE-2024-29018) show the exposure itself.
+func TestAdvRuntimeVersions(t *testing.T) {
+	c := adv(t, "C12", "record `docker version` and the runc version; compare with the CVE fix floors",
+		"at or above the floors (runc 1.1.12 and 1.2.8, Docker 23.0.11/25.0.4/26.0.0), or every apply warns about each one below")
+	for _, tc := range []struct {
+		versions map[string]string
+		want     int
+	}{
+		{map[string]string{"Engine": "20.10.24+dfsg1", "runc": "1.1.5+ds1"}, 2},
+		{map[string]string{"Engine": "23.0.11", "runc": "1.1.12"}, 1},
+		{map[string]string{"Engine": "24.0.9", "runc": "1.2.8"}, 1},
+		{map[string]string{"Engine": "25.0.4", "runc": "1.3.2"}, 1},
+		{map[string]string{"Engine": "26.1.0", "runc": "v1.3.3"}, 0},
+		{map[string]string{"Engine": "28.2.2", "runc": "1.4.0"}, 0},
+		{map[string]string{"Engine": "dev", "runc": ""}, 0},
+	} {
+		if got := versionFloorWarnings(tc.versions); len(got) != tc.want {
+			t.Errorf("versionFloorWarnings(%v) = %q, want %d warnings", tc.versions, got, tc.want)
+		}
+	}
+	f := advFixture(t)
+	api := newEngineAPI(t)
+	var version struct {
+		Version    string
+		Components []struct{ Name, Version string }
+	}
+	api.get(t, "/version", &version)
+	versions := map[string]string{"Engine": version.Version}
+	for _, comp := range version.Components {
+		if comp.Name != "Engine" {
+			versions[comp.Name] = comp.Version
+		}
+	}
+	c.observe("engine %s, runc %s, containerd %s", versions["Engine"], versions["runc"], versions["containerd"])
+	below := versionFloorWarnings(versions)
+	cfg := f.config(advNode("v", "reviewer", "mode=succeed\nverdict=approve", ""))
+	sum, rec, err := f.apply(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	warnings := rec.warningText()
+	for _, w := range below {
+		what, _, _ := strings.Cut(w, ",")
+		c.check(strings.Contains(warnings, what), "below the floor and warned: %s", what)
+	}
+	if len(below) == 0 {
+		c.observe("every component is at or above its floor")
+	}
+}

@@ -251,6 +251,11 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 		problems = append(problems, err.Error())
 	} else {
 		a.engine = eng
+		if versions, err := eng.ComponentVersions(ctx); err == nil {
+			for _, w := range versionFloorWarnings(versions) {
+				a.warn("", w)
+			}
+		}
 		images := map[string][]string{}
 		networks := map[string][]string{}
 		for _, np := range a.opts.Plan.Nodes {
@@ -314,6 +319,62 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 		return &PreflightError{Problems: problems}
 	}
 	return nil
+}
+
+// versionFloorWarnings names each engine component older than the release that fixes a container-escape or
+// sandbox-egress CVE (security notes §6 C12). It warns rather than refuses: a distribution may have backported the
+// fix without changing the upstream version number.
+func versionFloorWarnings(versions map[string]string) []string {
+	var out []string
+	if v, ok := parseVersion(versions["Engine"]); ok {
+		fixed := v[0] >= 26 || v[0] == 25 && !versionLess(v, [3]int{25, 0, 4}) || v[0] == 23 && !versionLess(v, [3]int{23, 0, 11})
+		if !fixed {
+			out = append(out, fmt.Sprintf("the Docker Engine is %s, older than the releases that fix CVE-2024-29018 (DNS exfiltration from --internal networks: 23.0.11, 25.0.4, 26.0.0); upgrade it, unless your distribution backported the fix", versions["Engine"]))
+		}
+	}
+	if v, ok := parseVersion(versions["runc"]); ok {
+		switch {
+		case versionLess(v, [3]int{1, 1, 12}):
+			out = append(out, fmt.Sprintf("runc is %s, older than 1.1.12, which fixes CVE-2024-21626 (a container process reaching the host filesystem), and than 1.2.8, which fixes CVE-2025-31133, CVE-2025-52565 and CVE-2025-52881; upgrade it, unless your distribution backported the fixes", versions["runc"]))
+		case versionLess(v, [3]int{1, 2, 8}) || v[0] == 1 && v[1] == 3 && versionLess(v, [3]int{1, 3, 3}):
+			out = append(out, fmt.Sprintf("runc is %s, older than the releases that fix CVE-2025-31133, CVE-2025-52565 and CVE-2025-52881 (1.2.8, 1.3.3); upgrade it, unless your distribution backported the fixes", versions["runc"]))
+		}
+	}
+	return out
+}
+
+// parseVersion reads the leading MAJOR.MINOR.PATCH of a version such as "20.10.24+dfsg1" or "v1.1.5".
+func parseVersion(s string) ([3]int, bool) {
+	var v [3]int
+	s = strings.TrimPrefix(s, "v")
+	for i := 0; i < 3; i++ {
+		n, rest := 0, 0
+		for rest < len(s) && s[rest] >= '0' && s[rest] <= '9' {
+			n = n*10 + int(s[rest]-'0')
+			rest++
+		}
+		if rest == 0 {
+			return v, false
+		}
+		v[i] = n
+		s = s[rest:]
+		if i < 2 {
+			if !strings.HasPrefix(s, ".") {
+				return v, i >= 1
+			}
+			s = s[1:]
+		}
+	}
+	return v, true
+}
+
+func versionLess(a, b [3]int) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
 }
 
 // inhibitIPv4 is the bridge driver option that leaves the host without an address on the network.

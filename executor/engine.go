@@ -87,6 +87,22 @@ func Connect(ctx context.Context, environ []string) (*Engine, error) {
 	return &Engine{cli: cli, host: host, apiVersion: cli.ClientVersion()}, nil
 }
 
+// ComponentVersions reports the engine's version ("Engine") and the versions of the components it names ("runc",
+// "containerd", ...), as `docker version` shows them.
+func (e *Engine) ComponentVersions(ctx context.Context) (map[string]string, error) {
+	res, err := e.cli.ServerVersion(ctx, client.ServerVersionOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("engine version: %w", err)
+	}
+	out := map[string]string{"Engine": res.Version}
+	for _, c := range res.Components {
+		if c.Name != "Engine" || out["Engine"] == "" {
+			out[c.Name] = c.Version
+		}
+	}
+	return out, nil
+}
+
 // Close releases the connection.
 func (e *Engine) Close() error { return e.cli.Close() }
 
