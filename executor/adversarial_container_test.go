@@ -297,7 +297,7 @@ func TestAdvForkBomb(t *testing.T) {
 	c := adv(t, "C8", "fork bomb: start copies of itself until refused, keep trying",
 		"capped by --pids-limit; host unaffected; killed at the node deadline; fails closed; container removed")
 	f := advFixture(t)
-	cfg := f.config(advNode("bomb", "reviewer", "mode=forkbomb\nverdict=approve", "  timeout = \"8s\"\n"))
+	cfg := f.config(advNode("bomb", "reviewer", "mode=forkbomb\nverdict=approve", "  timeout = \"5s\"\n"))
 	sum, _, err := f.apply(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

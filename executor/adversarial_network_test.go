@@ -141,7 +141,8 @@ func TestAdvEgress(t *testing.T) {
 	closed, closedGW := createNetwork(t, f, api, true, map[string]string{"com.docker.network.bridge.inhibit_ipv4": "true"})
 	f.network = closed
 	cfg := f.config(advNode("egress", "reviewer", egressPrompt(closedGW, h, name, public), "  timeout = \"2m\"\n"))
-	sum, rec, err := f.apply(context.Background(), cfg)
+	sr := &startRecorder{}
+	sum, _, err := f.apply(context.Background(), cfg, withStartRecorder(sr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +169,7 @@ func TestAdvEgress(t *testing.T) {
 		if public != "" {
 			c.observe("control: tcp to %s (%s) %s", name, public, reportString(ctl, "tcp_resolved_public"))
 		}
-		c.check(!strings.Contains(rec.warningText(), "host address"), "no host-address warning for a network without one")
+		c.check(!strings.Contains(sr.text(), "host an address"), "no host-address warning for a network without one")
 	})
 	t.Run("D4", func(t *testing.T) {
 		c := adv(t, "D4", "resolve an external name through Docker's embedded DNS on the allowlist network",
@@ -201,20 +202,21 @@ func TestAdvHostAddressOnAllowlist(t *testing.T) {
 	h := newHostListeners(t)
 	gw := networkGateway(t, api, f.network)
 	cfg := f.config(advNode("hostnet", "reviewer", egressPrompt(gw, h, "", ""), "  timeout = \"2m\"\n"))
-	sum, rec, err := f.apply(context.Background(), cfg)
+	sr := &startRecorder{}
+	sum, _, err := f.apply(context.Background(), cfg, withStartRecorder(sr))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.assertClean(sum.RunID)
 	r := agentReport(t, resultOf(t, sum, f.node("hostnet")))
 	reached := !blocked(reportString(r, "host_tcp"))
-	warned := strings.Contains(rec.warningText(), "inhibit_ipv4")
-	c.check(!reached || warned, "host listener on %s: %s (%d connections); warned %v: %s", gw, reportString(r, "host_tcp"), h.tcpHits.Load(), warned, firstLine(rec.warningText()))
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return s
+	warned := ""
+	for _, w := range strings.Split(sr.text(), "\n") {
+		if strings.Contains(w, "inhibit_ipv4") {
+			warned = w
+		}
+	}
+	c.check(!reached || warned != "", "host listener on %s: %s (%d connections); apply warned with the run's start: %s", gw, reportString(r, "host_tcp"), h.tcpHits.Load(), warned)
 }
 
 // TestAdvOpenNetwork (D7): network = "open" is a documented opt-out; the plan says what it exposes.

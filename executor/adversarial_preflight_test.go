@@ -154,12 +154,13 @@ func TestAdvRuntimeVersions(t *testing.T) {
 	c.observe("engine %s, runc %s, containerd %s", versions["Engine"], versions["runc"], versions["containerd"])
 	below := versionFloorWarnings(versions)
 	cfg := f.config(advNode("v", "reviewer", "mode=succeed\nverdict=approve", ""))
-	sum, rec, err := f.apply(context.Background(), cfg)
+	sr := &startRecorder{}
+	sum, _, err := f.apply(context.Background(), cfg, withStartRecorder(sr))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.assertClean(sum.RunID)
-	warnings := rec.warningText()
+	warnings := sr.text()
 	for _, w := range below {
 		what, _, _ := strings.Cut(w, ",")
 		c.check(strings.Contains(warnings, what), "below the floor and warned: %s", what)

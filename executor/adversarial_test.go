@@ -325,6 +325,35 @@ func (e *engineAPI) containersOfRun(t testing.TB, runID string) []string {
 	return ids
 }
 
+// startRecorder keeps the environment warnings apply reports with the run's start, besides what the fixture's
+// recorder keeps.
+type startRecorder struct {
+	*recorder
+	mu       sync.Mutex
+	warnings []string
+}
+
+func (s *startRecorder) ApplyStart(e ApplyStartEvent) {
+	s.mu.Lock()
+	s.warnings = append(s.warnings, e.Warnings...)
+	s.mu.Unlock()
+	s.recorder.ApplyStart(e)
+}
+
+func (s *startRecorder) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.warnings, "\n")
+}
+
+// withStartRecorder is an apply tweak installing a startRecorder around the fixture's recorder.
+func withStartRecorder(sr *startRecorder) func(*ApplyOptions) {
+	return func(o *ApplyOptions) {
+		sr.recorder = o.Hook.(*recorder)
+		o.Hook = sr
+	}
+}
+
 // checkoutOf is the checkout directory apply uses for a node of a run.
 func (f *fixture) checkoutOf(runID, node string) string {
 	return filepath.Join(f.stateDir, "checkouts", runID, node)

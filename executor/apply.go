@@ -159,7 +159,8 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	for i, np := range opts.Plan.Nodes {
 		names[i] = np.Name
 	}
-	a.hook.ApplyStart(ApplyStartEvent{RunID: a.runID, StateDir: stateDir, ConfigDigest: opts.Plan.ConfigDigest, Nodes: names, Parallelism: opts.Parallelism, Time: started})
+	a.hook.ApplyStart(ApplyStartEvent{RunID: a.runID, StateDir: stateDir, ConfigDigest: opts.Plan.ConfigDigest, Nodes: names, Parallelism: opts.Parallelism, Time: started,
+		Warnings: a.envWarnings})
 
 	results := a.runGraph(ctx)
 
@@ -204,6 +205,8 @@ type applier struct {
 	env      map[string]string
 	imageIDs map[string]string // image ref -> id, from preflight
 	janitor  *Janitor
+	// envWarnings are preflight's findings about the environment, reported with the run's start.
+	envWarnings []string
 
 	mu      sync.Mutex                      // guards outputs, imageIDs after preflight
 	outputs map[string]map[string]cty.Value // finished nodes' outputs, for re-planning
@@ -252,9 +255,7 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 	} else {
 		a.engine = eng
 		if versions, err := eng.ComponentVersions(ctx); err == nil {
-			for _, w := range versionFloorWarnings(versions) {
-				a.warn("", w)
-			}
+			a.envWarnings = append(a.envWarnings, versionFloorWarnings(versions)...)
 		}
 		images := map[string][]string{}
 		networks := map[string][]string{}
@@ -306,7 +307,7 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 			if info.Driver == "bridge" && info.Options[inhibitIPv4] != "true" {
 				// An --internal bridge still gives the host an address on it, and the host's INPUT chain is not
 				// Docker's: an agent reaches every service this host listens on all interfaces.
-				a.warn("", fmt.Sprintf("the allowlist network %q gives this host an address on its bridge, so agents can reach any service the host listens on (all interfaces); recreate it without one: `docker network rm %s && %s`",
+				a.envWarnings = append(a.envWarnings, fmt.Sprintf("the allowlist network %q gives this host an address on its bridge, so agents can reach any service the host listens on (all interfaces); recreate it without one: `docker network rm %s && %s`",
 					name, name, allowlistNetworkCommand(name)))
 			}
 		}

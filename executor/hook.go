@@ -62,6 +62,9 @@ type ApplyStartEvent struct {
 	Nodes        []string // in dependency order
 	Parallelism  int
 	Time         time.Time
+	// Warnings are what preflight found about the environment every node runs in and let pass (an engine or runc
+	// older than a CVE fix, an allowlist network that gives the host an address on it).
+	Warnings []string
 }
 
 // NodeStartEvent is sent when a node's container is about to be created.

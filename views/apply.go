@@ -99,10 +99,21 @@ func (v *ApplyView) ApplyStart(e executor.ApplyStartEvent) {
 	}
 	switch v.mode {
 	case ApplyJSON:
-		v.emitJSON(map[string]any{"type": "apply_start", "time": e.Time.UTC().Format(time.RFC3339Nano), "run_id": e.RunID,
-			"state_dir": e.StateDir, "config_digest": e.ConfigDigest, "nodes": applyStrings(e.Nodes), "parallelism": e.Parallelism})
+		obj := map[string]any{"type": "apply_start", "time": e.Time.UTC().Format(time.RFC3339Nano), "run_id": e.RunID,
+			"state_dir": e.StateDir, "config_digest": e.ConfigDigest, "nodes": applyStrings(e.Nodes), "parallelism": e.Parallelism}
+		if len(e.Warnings) > 0 {
+			warnings := make([]string, len(e.Warnings))
+			for i, w := range e.Warnings {
+				warnings[i] = Sanitize(w)
+			}
+			obj["warnings"] = warnings
+		}
+		v.emitJSON(obj)
 	default:
 		fmt.Fprintf(v.w, "%s %s: %s, at most %d at once.\n", v.bold("Applying run"), e.RunID, applyPlural(len(e.Nodes), "node", "nodes"), e.Parallelism)
+		for _, w := range e.Warnings {
+			fmt.Fprintln(v.w, v.yellow("Warning: ")+Sanitize(w))
+		}
 		if v.mode == ApplyLive {
 			v.drawLocked()
 			if v.refresh > 0 {
