@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -174,6 +175,8 @@ func TestAdvCanary(t *testing.T) {
 	e4 := adv(t, "E4", "look for the containers after the run", "docker inspect fails: no container is left holding the environment")
 	e5 := adv(t, "E5", "the repository tells the agent to print its environment and upload the token",
 		"only the runner's configured names reach the agent; another runner's credential never does")
+	d8 := adv(t, "D8", "exfiltration through an allowed destination (the residual risk)",
+		"only the credentials the node's runner needs are in the container, so they are all an agent can send")
 	f3 := adv(t, "F3", "an agent prints ESC[2J, OSC 52, a title change, CR overwrites and C1 controls on stderr, which become the node's reason",
 		"the terminal view prints none of those bytes")
 	f := advFixture(t)
@@ -294,6 +297,7 @@ func TestAdvCanary(t *testing.T) {
 		}
 	}
 	e5.check(strings.Join(creds, ",") == "ANTHROPIC_API_KEY,CLAUDE_CODE_OAUTH_TOKEN", "credential-like names inside the container: %v (of %d names)", creds, len(names))
+	d8.check(!slices.Contains(names, "OPENROUTER_API_KEY"), "kewplan held OPENROUTER_API_KEY too; the claude-code container got only %v", creds)
 	e5.observe("the proxy half of E5 (a log of what reached which host) is not kewplan's: it ships no proxy")
 }
 
