@@ -293,36 +293,46 @@ func newEngineAPI(t testing.TB) *engineAPI {
 // get decodes GET path into v; it returns the HTTP status.
 func (e *engineAPI) get(t testing.TB, path string, v any) int {
 	t.Helper()
+	status, err := e.tryGet(path, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status
+}
+
+// tryGet is get for goroutines other than the test's (hooks), which must not call t.Fatal.
+func (e *engineAPI) tryGet(path string, v any) (int, error) {
 	resp, err := e.c.Get(e.base + "/v1.41" + path)
 	if err != nil {
-		t.Fatalf("engine API GET %s: %v", path, err)
+		return 0, fmt.Errorf("engine API GET %s: %w", path, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		t.Fatalf("engine API GET %s: %v", path, err)
+		return 0, fmt.Errorf("engine API GET %s: %w", path, err)
 	}
 	if resp.StatusCode == http.StatusOK && v != nil {
 		if err := json.Unmarshal(body, v); err != nil {
-			t.Fatalf("engine API GET %s: %v", path, err)
+			return 0, fmt.Errorf("engine API GET %s: %w", path, err)
 		}
 	}
-	return resp.StatusCode
+	return resp.StatusCode, nil
 }
 
 // containersOfRun lists the ids of the containers carrying a run's label.
-func (e *engineAPI) containersOfRun(t testing.TB, runID string) []string {
-	t.Helper()
+func (e *engineAPI) containersOfRun(runID string) ([]string, error) {
 	filters, _ := json.Marshal(map[string][]string{"label": {"kewplan.run=" + runID}})
 	var list []struct {
 		ID string `json:"Id"`
 	}
-	e.get(t, "/containers/json?all=1&filters="+url.QueryEscape(string(filters)), &list)
+	if _, err := e.tryGet("/containers/json?all=1&filters="+url.QueryEscape(string(filters)), &list); err != nil {
+		return nil, err
+	}
 	ids := make([]string, len(list))
 	for i, c := range list {
 		ids[i] = c.ID
 	}
-	return ids
+	return ids, nil
 }
 
 // startRecorder keeps the environment warnings apply reports with the run's start, besides what the fixture's

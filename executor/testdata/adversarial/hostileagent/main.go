@@ -335,7 +335,7 @@ func forkbomb() {
 			if first == "" {
 				first = err.Error()
 			}
-			if failures == 20 && !reported {
+			if !reported { // at the first refusal: the count is at the limit
 				reported = true
 				procs := 0
 				if ents, err := os.ReadDir("/proc"); err == nil {
