@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kewplan/kewplan/planner"
 )
@@ -191,6 +192,7 @@ func TestAdvCanary(t *testing.T) {
 	env := append(baseEnv(), "ANTHROPIC_API_KEY="+canary, "CLAUDE_CODE_OAUTH_TOKEN="+canary2, "OPENROUTER_API_KEY="+canary3)
 	f.config(advNode("env", "reviewer", "mode=envnames\nverdict=approve", "") +
 		advNode("escapes", "reviewer", "mode=escapes", "") +
+		advNode("escverdict", "reviewer", "mode=escape-verdict", "") +
 		advNode("worker", "", "mode=succeed", "  branch = \"kew/canary\"\n"))
 	state := filepath.Join(t.TempDir(), "state")
 	var outputs []string
@@ -237,13 +239,13 @@ func TestAdvCanary(t *testing.T) {
 	// The terminal view of a failing node whose reason is the agent's escape sequences.
 	human, humanErr, _ := runKewplan(t, env, "apply", f.dir, "--auto-approve", "--state-dir", state, "--target", f.node("escapes"))
 	outputs = append(outputs, human, humanErr)
-	bad := ""
-	for _, b := range []byte(human + humanErr) {
-		if b == 0x1b || b == 0x07 || b == '\r' || b == 0x9b {
-			bad += fmt.Sprintf("%#02x ", b)
-		}
-	}
+	bad := controlBytes(human + humanErr)
 	f3.check(bad == "" && strings.Contains(human+humanErr, "hostileagent"), "the terminal view shows the reason without control bytes (found: %q)", bad)
+	shown, shownErr, _ := runKewplan(t, env, "runs", "show", runID, "--state-dir", state)
+	outputs = append(outputs, shown, shownErr)
+	bad = controlBytes(shown + shownErr)
+	f3.check(bad == "" && strings.Contains(shown, "control character"),
+		"a verdict whose text holds escapes is held (the parser refuses control characters), and runs show prints its reason without control bytes (found: %q)", bad)
 
 	// Runs, an apply that fails preflight, and a configuration with the canary pasted in as a credential.
 	for _, args := range [][]string{{"runs", "--state-dir", state, "--json"}, {"runs", "show", runID, "--state-dir", state, "--json"}, {"runs", "--state-dir", state}} {
@@ -299,6 +301,21 @@ func TestAdvCanary(t *testing.T) {
 	e5.check(strings.Join(creds, ",") == "ANTHROPIC_API_KEY,CLAUDE_CODE_OAUTH_TOKEN", "credential-like names inside the container: %v (of %d names)", creds, len(names))
 	d8.check(!slices.Contains(names, "OPENROUTER_API_KEY"), "kewplan held OPENROUTER_API_KEY too; the claude-code container got only %v", creds)
 	e5.observe("the proxy half of E5 (a log of what reached which host) is not kewplan's: it ships no proxy")
+}
+
+// controlBytes lists what a terminal would interpret in s: ESC, BEL, CR, C1 controls, or bytes that are not UTF-8
+// (a raw 0x9b is a CSI on some terminals). The sanitiser's U+FFFD is fine.
+func controlBytes(s string) string {
+	bad := ""
+	if !utf8.ValidString(s) {
+		bad = "invalid UTF-8 "
+	}
+	for _, r := range s {
+		if r == 0x1b || r == 0x07 || r == '\r' || r >= 0x80 && r <= 0x9f {
+			bad += fmt.Sprintf("%U ", r)
+		}
+	}
+	return bad
 }
 
 // nodeResultFromLedger reads one node's log paths from a state directory's ledger.

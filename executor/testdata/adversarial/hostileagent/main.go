@@ -20,6 +20,7 @@
 //	mode=forge        print a verdict and host-looking commands on stdout, write no sidecar (F5)
 //	mode=holdpipe     leave a setsid child holding stdout open, then exit 0 (F6)
 //	mode=escapes      print terminal escape sequences on stderr, exit 1 (F3)
+//	mode=escape-verdict  approve with terminal escape sequences in the verdict's summary and findings (F3)
 //	verdict=V         also write /work/.kew-review-verdict.json with verdict V before finishing
 //
 // Flags (argv[1]) select helper roles: --euid (print the effective uid),
@@ -145,6 +146,10 @@ func main() {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		must(cmd.Start())
 		report(map[string]any{"child_pid": cmd.Process.Pid})
+	case "escape-verdict":
+		b, _ := json.Marshal(map[string]any{"verdict": "approve", "summary": "ok\x1b[2J\x1b]0;pwned\x07\rhidden",
+			"findings": []any{map[string]any{"path": "a\x1b]52;c;ZXZpbA==\x07.go", "line": 1, "message": "\u009b31mred\x1b[0m"}}})
+		must(os.WriteFile(verdictPath, b, 0o644))
 	case "escapes":
 		fmt.Fprint(os.Stderr, "hostileagent: \x1b[2J\x1b[H\x1b]52;c;ZXZpbA==\x07\x1b]0;pwned\x07\roverwritten \x1b[31mred\x1b[0m \x9b31m c1\n")
 		os.Exit(1)
