@@ -355,6 +355,21 @@ func render(w io.Writer, rows map[string][]row, outcomes map[string]string, wide
 		}
 		fmt.Fprintf(w, "%-4s %-9s %s\n     expected: %s\n     observed: %s\n", l.id, l.result, l.attack, l.expected, obs)
 	}
-	fmt.Fprintf(w, "\n%d items: %d tried, %d passed, %d failed, %d not tried\n", len(lines), tried, passed, failed, notTried)
+	fmt.Fprintln(w)
+	sections := map[string]map[string]int{}
+	var order []string
+	for _, l := range lines {
+		sec := l.id[:1]
+		if sections[sec] == nil {
+			sections[sec] = map[string]int{}
+			order = append(order, sec)
+		}
+		sections[sec][l.result]++
+	}
+	for _, sec := range order {
+		n := sections[sec]
+		fmt.Fprintf(w, "%s: %d passed, %d failed, %d not tried\n", sec, n[resultPass], n[resultFail]+n[resultMissing], n[resultNotTried])
+	}
+	fmt.Fprintf(w, "%d items: %d tried, %d passed, %d failed, %d not tried\n", len(lines), tried, passed, failed, notTried)
 	return failed
 }
