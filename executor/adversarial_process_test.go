@@ -29,28 +29,27 @@ import (
 )
 
 var kewplanBinary struct {
-	once sync.Once
+	mu   sync.Mutex
 	path string
-	err  error
 }
 
+// kewplanBin builds cmd/kewplan into the calling test's temporary directory, or returns the binary an earlier call
+// of the same test built (the Go build cache makes a rebuild for the next test a link step).
 func kewplanBin(t *testing.T) string {
 	t.Helper()
-	kewplanBinary.once.Do(func() {
-		dir, err := os.MkdirTemp("", "kewplan-adv-bin-")
-		if err != nil {
-			kewplanBinary.err = err
-			return
+	kewplanBinary.mu.Lock()
+	defer kewplanBinary.mu.Unlock()
+	if kewplanBinary.path != "" {
+		if _, err := os.Stat(kewplanBinary.path); err == nil {
+			return kewplanBinary.path
 		}
-		kewplanBinary.path = filepath.Join(dir, "kewplan")
-		if out, err := exec.Command("go", "build", "-o", kewplanBinary.path, "../cmd/kewplan").CombinedOutput(); err != nil {
-			kewplanBinary.err = fmt.Errorf("go build ../cmd/kewplan: %v\n%s", err, out)
-		}
-	})
-	if kewplanBinary.err != nil {
-		t.Fatal(kewplanBinary.err)
 	}
-	return kewplanBinary.path
+	path := filepath.Join(t.TempDir(), "kewplan")
+	if out, err := exec.Command("go", "build", "-o", path, "../cmd/kewplan").CombinedOutput(); err != nil {
+		t.Fatalf("go build ../cmd/kewplan: %v\n%s", err, out)
+	}
+	kewplanBinary.path = path
+	return path
 }
 
 // kewplanRun is one kewplan process whose stdout is read line by line.
