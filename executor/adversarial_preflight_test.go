@@ -111,7 +111,7 @@ func TestAdvRuntimeRequest(t *testing.T) {
 	}
 	slices.Sort(names)
 	if _, ok := info.Runtimes["runsc"]; !ok {
-		c.skip("gVisor not tried: the engine has no runsc runtime (it has %s), and kewplan has no runtime option; "+
+		c.skip("the engine has no runsc runtime (it has %s), and kewplan has no runtime option; "+
 			"a configuration asking for runsc is refused at load (checked)", strings.Join(names, ", "))
 	}
 	c.observe("the engine has runsc, but kewplan cannot ask for it: a run under gVisor is not part of kewplan")
