@@ -16,8 +16,11 @@ git add README.md
 git -c user.name="kewplan demo" -c user.email=demo@kewplan.invalid commit --quiet -m "initial commit"
 echo "created the demo repository $repo"
 
-if ! docker network inspect kew-allowlist >/dev/null 2>&1; then
-	docker network create --internal kew-allowlist >/dev/null
+# Internal (no route out) and without a host-side address (inhibit_ipv4), so an agent cannot reach the host's own
+# services through the network's gateway either. An older demo network without that option is replaced.
+if [ "$(docker network inspect kew-allowlist --format '{{.Internal}} {{index .Options "com.docker.network.bridge.inhibit_ipv4"}}' 2>/dev/null)" != "true true" ]; then
+	docker network rm kew-allowlist >/dev/null 2>&1 || true
+	docker network create --internal -o com.docker.network.bridge.inhibit_ipv4=true kew-allowlist >/dev/null
 	echo "created the internal network kew-allowlist"
 fi
 if ! docker image inspect kewplan-demo/agent:latest >/dev/null 2>&1; then
