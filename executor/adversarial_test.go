@@ -14,8 +14,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,7 +21,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -125,77 +122,40 @@ func (c *advCase) write() {
 	}
 }
 
-var hostileAgent struct {
-	once sync.Once
-	tag  string
-	err  error
-}
+var hostileAgent testAgentImage
 
 // hostileImage builds executor/testdata/adversarial/hostileagent into an image holding only that binary, running as
-// 1001:1001, with a setuid-root copy of itself at /suid, once per test binary and cached in the engine by content
-// hash.
+// 1001:1001, with a setuid-root copy of itself at /suid.
 func hostileImage(t testing.TB, eng *Engine) string {
 	t.Helper()
-	hostileAgent.once.Do(func() {
-		dir, err := os.MkdirTemp("", "kewplan-hostile-")
-		if err != nil {
-			hostileAgent.err = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		bin := filepath.Join(dir, "hostile")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", bin, "./testdata/adversarial/hostileagent")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			hostileAgent.err = fmt.Errorf("build hostile agent: %v\n%s", err, out)
-			return
-		}
-		data, err := os.ReadFile(bin)
-		if err != nil {
-			hostileAgent.err = err
-			return
-		}
-		changes := []string{"USER 1001:1001", "WORKDIR /work", `ENTRYPOINT ["/hostile"]`}
-		sum := sha256.Sum256(append(data, strings.Join(changes, "\n")...))
-		tag := "kewplan-test/hostileagent:" + hex.EncodeToString(sum[:6])
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		hostileAgent.tag = tag
-		if _, err := eng.InspectImage(ctx, tag); err == nil {
-			return
-		}
-		// Imported from a tarball rather than built: a build step's setuid bit does not survive every storage
-		// driver, an imported layer's does.
-		var rootfs bytes.Buffer
-		tw := tar.NewWriter(&rootfs)
-		for _, h := range []*tar.Header{
-			{Name: "hostile", Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg},
-			{Name: "suid", Mode: 0o4755, Size: int64(len(data)), Typeflag: tar.TypeReg},
-			{Name: "work/", Mode: 0o755, Typeflag: tar.TypeDir, Uid: 1001, Gid: 1001},
-			{Name: "tmp/", Mode: 0o1777, Typeflag: tar.TypeDir},
-			{Name: "home/agent/", Mode: 0o700, Typeflag: tar.TypeDir, Uid: 1001, Gid: 1001},
-		} {
-			if err := tw.WriteHeader(h); err != nil {
-				hostileAgent.err = err
-				return
-			}
-			if h.Typeflag == tar.TypeReg {
-				if _, err := tw.Write(data); err != nil {
-					hostileAgent.err = err
-					return
+	changes := []string{"USER 1001:1001", "WORKDIR /work", `ENTRYPOINT ["/hostile"]`}
+	return hostileAgent.get(t, eng, "hostileagent", "./testdata/adversarial/hostileagent", strings.Join(changes, "\n"),
+		func(ctx context.Context, tag string, bin []byte) error {
+			// Imported from a tarball rather than built: a build step's setuid bit does not survive every storage
+			// driver, an imported layer's does.
+			var rootfs bytes.Buffer
+			tw := tar.NewWriter(&rootfs)
+			for _, h := range []*tar.Header{
+				{Name: "hostile", Mode: 0o755, Size: int64(len(bin)), Typeflag: tar.TypeReg},
+				{Name: "suid", Mode: 0o4755, Size: int64(len(bin)), Typeflag: tar.TypeReg},
+				{Name: "work/", Mode: 0o755, Typeflag: tar.TypeDir, Uid: 1001, Gid: 1001},
+				{Name: "tmp/", Mode: 0o1777, Typeflag: tar.TypeDir},
+				{Name: "home/agent/", Mode: 0o700, Typeflag: tar.TypeDir, Uid: 1001, Gid: 1001},
+			} {
+				if err := tw.WriteHeader(h); err != nil {
+					return err
+				}
+				if h.Typeflag == tar.TypeReg {
+					if _, err := tw.Write(bin); err != nil {
+						return err
+					}
 				}
 			}
-		}
-		if err := tw.Close(); err != nil {
-			hostileAgent.err = err
-			return
-		}
-		hostileAgent.err = eng.ImportImage(ctx, tag, &rootfs, changes)
-	})
-	if hostileAgent.err != nil {
-		t.Fatalf("hostile agent image: %v", hostileAgent.err)
-	}
-	return hostileAgent.tag
+			if err := tw.Close(); err != nil {
+				return err
+			}
+			return eng.ImportImage(ctx, tag, &rootfs, changes)
+		})
 }
 
 // advFixture is the apply fixture with the hostile agent as the claude-code image.

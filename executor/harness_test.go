@@ -41,51 +41,68 @@ func testEngine(t testing.TB) *Engine {
 	return eng
 }
 
-var fakeAgent struct {
+// testAgentImage is one test agent's image: a static Go program from testdata built into an image once per test
+// binary, tagged by a hash of the binary and the recipe so an unchanged agent is never rebuilt across runs.
+type testAgentImage struct {
 	once sync.Once
 	tag  string
 	err  error
 }
 
-// fakeAgentImage builds executor/testdata/fakeagent into a FROM scratch image running as 1001:1001, once per test
-// binary; the tag carries a hash of the binary, so an unchanged agent is never rebuilt across runs.
-func fakeAgentImage(t testing.TB, eng *Engine) string {
+// get builds the Go package pkg (relative to executor/) as a static linux binary and, unless the engine already
+// has the tag kewplan-test/<name>:<hash of binary and recipe>, makes the image with create.
+func (a *testAgentImage) get(t testing.TB, eng *Engine, name, pkg, recipe string, create func(ctx context.Context, tag string, bin []byte) error) string {
 	t.Helper()
-	fakeAgent.once.Do(func() {
-		dir, err := os.MkdirTemp("", "kewplan-fakeagent-")
+	a.once.Do(func() {
+		dir, err := os.MkdirTemp("", "kewplan-"+name+"-")
 		if err != nil {
-			fakeAgent.err = err
+			a.err = err
 			return
 		}
 		defer os.RemoveAll(dir)
-		bin := filepath.Join(dir, "fakeagent")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", bin, "./testdata/fakeagent")
+		binPath := filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", binPath, pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			fakeAgent.err = fmt.Errorf("build fake agent: %v\n%s", err, out)
+			a.err = fmt.Errorf("build %s: %v\n%s", pkg, err, out)
 			return
 		}
-		data, err := os.ReadFile(bin)
+		bin, err := os.ReadFile(binPath)
 		if err != nil {
-			fakeAgent.err = err
+			a.err = err
 			return
 		}
-		dockerfile := "FROM scratch\nCOPY fakeagent /fakeagent\nUSER 1001:1001\nWORKDIR /work\nENTRYPOINT [\"/fakeagent\"]\n"
-		sum := sha256.Sum256(append(data, dockerfile...))
-		tag := "kewplan-test/fakeagent:" + hex.EncodeToString(sum[:6])
+		sum := sha256.Sum256(append(bin, recipe...))
+		tag := "kewplan-test/" + name + ":" + hex.EncodeToString(sum[:6])
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
+		a.tag = tag
 		if _, err := eng.InspectImage(ctx, tag); err == nil {
-			fakeAgent.tag = tag
 			return
 		}
-		fakeAgent.err = eng.BuildImage(ctx, tag, map[string][]byte{"Dockerfile": []byte(dockerfile), "fakeagent": data}, map[string]bool{"fakeagent": true})
-		fakeAgent.tag = tag
+		a.err = create(ctx, tag, bin)
 	})
-	if fakeAgent.err != nil {
-		t.Fatalf("fake agent image: %v", fakeAgent.err)
+	if a.err != nil {
+		t.Fatalf("%s image: %v", name, a.err)
 	}
-	return fakeAgent.tag
+	return a.tag
+}
+
+// scratchAgentImage builds a FROM scratch image holding only the binary, running as 1001:1001 in /work.
+func scratchAgentImage(t testing.TB, eng *Engine, a *testAgentImage, name, pkg string) string {
+	t.Helper()
+	dockerfile := fmt.Sprintf("FROM scratch\nCOPY %[1]s /%[1]s\nUSER 1001:1001\nWORKDIR /work\nENTRYPOINT [\"/%[1]s\"]\n", name)
+	return a.get(t, eng, name, pkg, dockerfile, func(ctx context.Context, tag string, bin []byte) error {
+		return eng.BuildImage(ctx, tag, map[string][]byte{"Dockerfile": []byte(dockerfile), name: bin}, map[string]bool{name: true})
+	})
+}
+
+var fakeAgent testAgentImage
+
+// fakeAgentImage is executor/testdata/fakeagent in a FROM scratch image.
+func fakeAgentImage(t testing.TB, eng *Engine) string {
+	t.Helper()
+	return scratchAgentImage(t, eng, &fakeAgent, "fakeagent", "./testdata/fakeagent")
 }
 
 func randomSuffix() string {

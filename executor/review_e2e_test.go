@@ -6,64 +6,21 @@ package executor
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 )
 
-var reviewAgent struct {
-	once sync.Once
-	tag  string
-	err  error
-}
+var reviewAgent testAgentImage
 
-// reviewAgentImage builds executor/testdata/reviewagent into a FROM scratch image running as 1001:1001, once per
-// test binary, tagged by content so an unchanged agent is never rebuilt.
+// reviewAgentImage is executor/testdata/reviewagent in a FROM scratch image.
 func reviewAgentImage(t testing.TB, eng *Engine) string {
 	t.Helper()
-	reviewAgent.once.Do(func() {
-		dir, err := os.MkdirTemp("", "kewplan-reviewagent-")
-		if err != nil {
-			reviewAgent.err = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		bin := filepath.Join(dir, "reviewagent")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", bin, "./testdata/reviewagent")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			reviewAgent.err = fmt.Errorf("build review agent: %v\n%s", err, out)
-			return
-		}
-		data, err := os.ReadFile(bin)
-		if err != nil {
-			reviewAgent.err = err
-			return
-		}
-		dockerfile := "FROM scratch\nCOPY reviewagent /reviewagent\nUSER 1001:1001\nWORKDIR /work\nENTRYPOINT [\"/reviewagent\"]\n"
-		sum := sha256.Sum256(append(data, dockerfile...))
-		tag := "kewplan-test/reviewagent:" + hex.EncodeToString(sum[:6])
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		if _, err := eng.InspectImage(ctx, tag); err == nil {
-			reviewAgent.tag = tag
-			return
-		}
-		reviewAgent.err = eng.BuildImage(ctx, tag, map[string][]byte{"Dockerfile": []byte(dockerfile), "reviewagent": data}, map[string]bool{"reviewagent": true})
-		reviewAgent.tag = tag
-	})
-	if reviewAgent.err != nil {
-		t.Fatalf("review agent image: %v", reviewAgent.err)
-	}
-	return reviewAgent.tag
+	return scratchAgentImage(t, eng, &reviewAgent, "reviewagent", "./testdata/reviewagent")
 }
 
 func newReviewFixture(t *testing.T) *fixture {
