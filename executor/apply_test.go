@@ -688,9 +688,6 @@ node "%[1]scheck" {
 	}
 	f.assertClean(sum.RunID)
 	idle, writer, check := resultOf(t, sum, f.node("idle")), resultOf(t, sum, f.node("writer")), resultOf(t, sum, f.node("check"))
-	if strings.Contains(idle.Reason, "host broker not implemented") {
-		t.Skip("the host broker (executor/broker.go) is not implemented yet")
-	}
 	if idle.Status != StatusSucceeded || idle.Pushed || idle.Commit != idle.BaseCommit {
 		t.Errorf("idle worker: %s (%s), pushed %v, commit %s base %s", idle.Status, idle.Reason, idle.Pushed, idle.Commit, idle.BaseCommit)
 	}

@@ -209,7 +209,7 @@ func TestExamplesPlanCleanly(t *testing.T) {
 		}
 	}
 	if len(files) == 0 {
-		t.Skip("no examples yet")
+		t.Fatal("found no example configurations under ../examples")
 	}
 	for _, path := range files {
 		t.Run(filepath.Base(path), func(t *testing.T) {
