@@ -60,6 +60,11 @@ type ApplyOptions struct {
 	// MaxOutputBytes bounds what one agent may write on stdout and stderr together (both are logged verbatim to
 	// the host's disk); past it the container is killed and the node fails. 0 means DefaultMaxOutputBytes.
 	MaxOutputBytes int64
+	// MinFreeBytes is the free space kewplan keeps on the filesystem holding a node's checkout (the state
+	// directory's) while the node's container runs: the disk watchdog reads it every 250ms with statfs and kills
+	// the container below it, failing the node, and a node does not start below it. 0 means the larger of
+	// DefaultMinFreeFloor and DefaultMinFreePercent of the filesystem.
+	MinFreeBytes int64
 }
 
 // DefaultMaxOutputBytes is the output budget of one agent: far above any real stream-json session, far below a
@@ -91,6 +96,9 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	}
 	if opts.StateDir == "" {
 		return nil, errors.New("apply: no state directory")
+	}
+	if opts.MinFreeBytes < 0 {
+		return nil, fmt.Errorf("apply: MinFreeBytes is %d; it must be 0 (the default headroom) or a positive number of bytes", opts.MinFreeBytes)
 	}
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = DefaultParallelism

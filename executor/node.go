@@ -105,6 +105,13 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 		}
 	}
 
+	// The disk watchdog's first reading: a node never starts on a filesystem already short of headroom.
+	disk, err := openDiskWatch(checkout, a.opts.MinFreeBytes)
+	if err != nil {
+		return fail(StatusFailed, err.Error())
+	}
+	defer disk.stopWatch()
+
 	// 2. The prompt file, deleted on every path out of this function.
 	pf, err := writePrompt(checkout, prompt)
 	if err != nil {
@@ -181,12 +188,15 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	budget := &outputBudget{max: a.opts.MaxOutputBytes, exceeded: stopRun}
+	// The disk watchdog kills the same way, for the container's whole life.
+	disk.start(stopRun)
 	run, runErr := a.engine.Run(runCtx, spec, RunOptions{
 		Stdout:  budget.writer(pw),
 		Stderr:  budget.writer(io.MultiWriter(stderrLog, tail)),
 		Timeout: timeout,
 		Created: func(id string) { containerID = id; a.janitor.addContainer(id) },
 	})
+	diskReason := disk.stopWatch()
 	pw.Close()
 	feedErr := <-feedDone
 	if containerID != "" {
@@ -214,12 +224,14 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 		if ctx.Err() != nil {
 			return fail(StatusCancelled, joinReason("the apply was cancelled", runErr.Error()))
 		}
-		return fail(StatusFailed, runErr.Error())
+		return fail(StatusFailed, joinReason(diskReason, runErr.Error()))
 	case run.CleanupErr != nil:
 		a.warn(np.Name, run.CleanupErr.Error())
 		return fail(StatusFailed, "the container could not be confirmed removed: "+run.CleanupErr.Error())
 	case budget.over.Load() && ctx.Err() == nil:
 		return fail(StatusFailed, fmt.Sprintf("the agent wrote more than %d MiB on stdout and stderr together; it was killed and the rest of its output discarded", budget.max>>20))
+	case diskReason != "" && ctx.Err() == nil:
+		return fail(StatusFailed, diskReason)
 	case run.Cancelled:
 		return fail(StatusCancelled, "the apply was cancelled; the container was killed and removed")
 	case run.TimedOut:

@@ -94,8 +94,8 @@ var catalogue = []item{
 	{ID: "C7", Attack: "namespace and mount syscalls", Expected: "EPERM"},
 	{ID: "C8", Attack: "fork bomb", Expected: "capped by the pids limit; killed at the deadline; fail closed"},
 	{ID: "C9", Attack: "fill tmpfs; allocate past the memory limit", Expected: "stopped inside the container; reported"},
-	{ID: "C10", Attack: "fill the disk through the bind-mounted checkout", Expected: "stopped by a quota or a size watchdog",
-		NotTried: "kewplan sets no disk quota and has no size watchdog on the checkout (Docker offers no quota for a bind mount on this storage); filling the disk is a residual risk, bounded only by the node's timeout"},
+	{ID: "C10", Attack: "fill the disk through the bind-mounted checkout", Expected: "stopped by kewplan's disk watchdog; the node fails closed; the host filesystem keeps headroom",
+		Tests: []string{"executor.TestDiskWatch"}},
 	{ID: "C11", Attack: "gVisor requested but missing", Expected: "refused; no fallback to runc"},
 	{ID: "C12", Attack: "engine and runc versions", Expected: "at or above the CVE fix floors"},
 

@@ -8,6 +8,8 @@
 //	mode=forkbomb     fork until the pids limit refuses, report, keep forking until killed (C8)
 //	mode=tmpfill      write /tmp until the kernel stops it (C9)
 //	mode=memfill      allocate memory until the kernel stops it (C9)
+//	mode=diskfill     write mib= MiB (default 256) into /work/.adv-diskfill, reporting as it goes, then hold until
+//	                  killed (C10: kewplan's disk watchdog must kill it first)
 //	mode=egress       try every way out of the network (D3-D5); targets come from host=, udp=
 //	mode=envnames     report the names of the environment (E5, D8)
 //	mode=swap-prompt  replace the prompt file by a link to target= (A15)
@@ -103,6 +105,9 @@ func main() {
 		report(fill("/tmp/fill"))
 	case "memfill":
 		memfill()
+	case "diskfill":
+		mib, _ := strconv.ParseInt(o.get("mib", "256"), 10, 64)
+		diskfill("/work/.adv-diskfill", mib<<20)
 	case "egress":
 		report(egress(o))
 	case "envnames":
@@ -392,6 +397,41 @@ func fill(path string) map[string]any {
 		if n%(16<<20) == 0 {
 			emit(map[string]any{"type": "system", "subtype": "fill", "session_id": "adv-session", "bytes": n})
 		}
+	}
+}
+
+// diskfill writes limit bytes into path through the checkout's bind mount, reporting every 16 MiB, then holds
+// until it is killed: the disk watchdog, not the limit, must end it.
+func diskfill(path string, limit int64) {
+	f, err := os.Create(path)
+	if err != nil {
+		report(map[string]any{"error": err.Error()})
+		hold()
+	}
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	var n int64
+	for n < limit {
+		w, err := f.Write(buf)
+		n += int64(w)
+		if err != nil {
+			report(map[string]any{"bytes": n, "error": err.Error()})
+			hold()
+		}
+		if n%(16<<20) == 0 {
+			report(map[string]any{"bytes": n})
+		}
+	}
+	report(map[string]any{"bytes": n, "done": true})
+	hold()
+}
+
+// hold sleeps until the container is killed.
+func hold() {
+	for {
+		time.Sleep(time.Hour)
 	}
 }
 

@@ -1,0 +1,187 @@
+//go:build linux
+
+package executor
+
+// C10 of the checklist: an agent fills the disk through its bind-mounted checkout. Docker has no quota for a bind
+// mount, so kewplan's disk watchdog (diskwatch.go) must kill the container while the filesystem still has its
+// headroom. The tests never fill the real disk: they set the headroom just below the free space there is now.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kewplan/kewplan/planner"
+)
+
+// availableBytes is what an unprivileged writer can still use on the filesystem holding path.
+func availableBytes(t testing.TB, path string) int64 {
+	t.Helper()
+	d, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	avail, _, err := diskSpace(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return avail
+}
+
+// TestAdvDiskFill (C10): the agent writes into /work without end; the watchdog kills it at the headroom.
+func TestAdvDiskFill(t *testing.T) {
+	c := adv(t, "C10", "write into the bind-mounted checkout until the disk is full",
+		"kewplan's disk watchdog kills the container while the filesystem keeps its headroom; the node fails closed naming the free space and the threshold; no container, no prompt, the checkout (and what was written) removed; ledger row failed")
+	f := advFixture(t)
+	// The agent could write 1 GiB; the watchdog must stop it about 128 MiB in.
+	cfg := f.config(advNode("fill", "reviewer", "mode=diskfill\nmib=1024\nverdict=approve", "  timeout = \"5m\"\n"))
+	const margin = 128 << 20
+	before := availableBytes(t, f.dir)
+	minFree := before - margin
+	sum, _, err := f.apply(context.Background(), cfg, func(o *ApplyOptions) { o.MinFreeBytes = minFree })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	name := f.node("fill")
+	res := resultOf(t, sum, name)
+	c.check(res.Status == StatusFailed && strings.Contains(res.Reason, "killed by kewplan's disk watchdog") &&
+		strings.Contains(res.Reason, "below the "+formatBytes(minFree)) && strings.Contains(res.Reason, "available") &&
+		strings.Contains(res.Reason, "free space on that filesystem"),
+		"node %s: %s", res.Status, res.Reason)
+	c.check(res.ExitCode != nil && *res.ExitCode == 137, "the container was killed (SIGKILL, exit %v), not left to finish", deref(res.ExitCode))
+	r := agentReport(t, res)
+	state := "still writing"
+	if reportString(r, "done") == "true" {
+		state = "all it meant to write, then held"
+	}
+	c.observe("the agent had reported %s MiB written into /work (%s) when it was killed; the headroom was set %d MiB below the %d MiB available",
+		mib(reportString(r, "bytes")), state, margin>>20, before>>20)
+	c.check(reportString(r, "error") == "", "the agent's writes never failed (the disk was never full): %q", reportString(r, "error"))
+	_, err = os.Lstat(f.checkoutOf(sum.RunID, name))
+	c.check(errors.Is(err, os.ErrNotExist), "the checkout and its fill file are removed (lstat: %v)", err)
+	_, nodes := f.ledgerRun(sum.RunID)
+	c.check(nodes[name].Status == StatusFailed && nodes[name].Reason == res.Reason && nodes[name].ExitCode != nil,
+		"ledger row: %s, exit %v, same reason", nodes[name].Status, deref(nodes[name].ExitCode))
+	c.check(sum.Status == RunFailed, "run %s", sum.Status)
+	c.observe("%d MiB available after the apply", availableBytes(t, f.dir)>>20)
+}
+
+// TestAdvDiskHeadroomUnmet (C10): a node does not start on a filesystem already below the headroom.
+func TestAdvDiskHeadroomUnmet(t *testing.T) {
+	c := adv(t, "C10", "start a node on a filesystem already below the disk headroom",
+		"refused before any container is created, with a preflight-style reason; ledger row failed; nothing left behind")
+	f := advFixture(t)
+	cfg := f.config(advNode("short", "reviewer", "mode=diskfill\nverdict=approve", "  timeout = \"5m\"\n"))
+	minFree := availableBytes(t, f.dir) + 1<<30
+	since := time.Now().Add(-time.Second)
+	sum, _, err := f.apply(context.Background(), cfg, func(o *ApplyOptions) { o.MinFreeBytes = minFree })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	name := f.node("short")
+	res := resultOf(t, sum, name)
+	c.check(res.Status == StatusFailed && strings.HasPrefix(res.Reason, "not started: ") &&
+		strings.Contains(res.Reason, "below the "+formatBytes(minFree)) && strings.Contains(res.Reason, "apply again"),
+		"node %s: %s", res.Status, res.Reason)
+	c.check(res.ExitCode == nil && res.StdoutLog == "" && len(res.Argv) == 0, "no container ran: no exit code, no log, no argv")
+	events, err := containerEventsOfRun(t, sum.RunID, since, time.Now().Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.check(len(events) == 0, "the engine reports no container event for the run (%s)", strings.Join(events, ", "))
+	_, nodes := f.ledgerRun(sum.RunID)
+	c.check(nodes[name].Status == StatusFailed && nodes[name].Reason == res.Reason, "ledger row: %s", nodes[name].Status)
+}
+
+// containerEventsOfRun lists the engine's container events ("create", "start", ...) for a run's label between
+// since and until.
+func containerEventsOfRun(t testing.TB, runID string, since, until time.Time) ([]string, error) {
+	api := newEngineAPI(t)
+	filters, _ := json.Marshal(map[string][]string{"type": {"container"}, "label": {planner.LabelRun + "=" + runID}})
+	q := fmt.Sprintf("/v1.41/events?since=%d&until=%d&filters=%s", since.Unix(), until.Unix()+1, url.QueryEscape(string(filters)))
+	resp, err := api.c.Get(api.base + q)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("engine API GET %s: %s", q, resp.Status)
+	}
+	var out []string
+	dec := json.NewDecoder(bufio.NewReader(resp.Body))
+	for dec.More() {
+		var ev struct {
+			Action string `json:"Action"`
+		}
+		if err := dec.Decode(&ev); err != nil {
+			return nil, err
+		}
+		out = append(out, ev.Action)
+	}
+	return out, nil
+}
+
+// mib shows a JSON number of bytes (decoded as a float64 and printed by reportString) in MiB.
+func mib(bytes string) string {
+	n, err := strconv.ParseFloat(bytes, 64)
+	if err != nil {
+		return "?"
+	}
+	return fmt.Sprint(int64(n) >> 20)
+}
+
+// TestDiskWatch: the watchdog refuses an unmet headroom up front, and kills (once, with its reason) when the free
+// space falls below it while running.
+func TestDiskWatch(t *testing.T) {
+	dir := t.TempDir()
+	avail := availableBytes(t, dir)
+	if _, err := openDiskWatch(dir, avail+1<<30); err == nil || !strings.HasPrefix(err.Error(), "not started: ") {
+		t.Fatalf("openDiskWatch above the free space = %v, want a not-started error", err)
+	}
+	w, err := openDiskWatch(dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reason := w.check(); reason != "" {
+		t.Fatalf("check with a 1-byte headroom = %q, want none", reason)
+	}
+	// The free space "falls" below the headroom: raise the headroom over it before the polling starts.
+	w.min, w.interval = avail+1<<40, time.Millisecond
+	killed := make(chan struct{})
+	w.start(func() { close(killed) })
+	select {
+	case <-killed:
+	case <-time.After(time.Minute):
+		t.Fatal("the watchdog did not kill within a minute (backstop)")
+	}
+	reason := w.stopWatch()
+	if !strings.Contains(reason, "killed by kewplan's disk watchdog") || !strings.Contains(reason, formatBytes(w.min)) {
+		t.Errorf("reason = %q", reason)
+	}
+	if again := w.stopWatch(); again != reason {
+		t.Errorf("a second stopWatch = %q, want the same reason", again)
+	}
+
+	if _, err := Apply(context.Background(), ApplyOptions{Plan: &planner.Plan{}, StateDir: dir, MinFreeBytes: -1}); err == nil || !strings.Contains(err.Error(), "MinFreeBytes") {
+		t.Errorf("Apply with a negative MinFreeBytes = %v, want an error naming it", err)
+	}
+}
+
+func TestFormatBytes(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 bytes", 1023: "1023 bytes", 1 << 30: "1073741824 bytes (1.0 GiB)", 3 << 19: "1572864 bytes (1.5 MiB)"} {
+		if got := formatBytes(n); got != want {
+			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
