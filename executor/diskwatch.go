@@ -68,7 +68,7 @@ func openDiskWatch(checkout string, minFree int64) (*diskWatch, error) {
 	}
 	w := &diskWatch{dir: dir, path: checkout, min: minFree, interval: diskPollInterval}
 	if minFree > 0 {
-		w.source = "ApplyOptions.MinFreeBytes"
+		w.source = "the headroom asked for with --min-free"
 	} else {
 		w.min = max(DefaultMinFreeFloor, size/100*DefaultMinFreePercent)
 		w.source = fmt.Sprintf("the default headroom, the larger of 1 GiB and %d%% of the filesystem's %s", DefaultMinFreePercent, formatBytes(size))

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/go-units"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
@@ -31,6 +32,7 @@ type ApplyCmd struct {
 	JSON        bool     `name:"json" help:"Stream progress as NDJSON events on stdout."`
 	StateDir    string   `name:"state-dir" placeholder:"DIR" help:"Where the run ledger, logs and checkouts live (default: .kewplan beside the configuration)."`
 	Targets     []string `name:"target" sep:"none" placeholder:"NODE" help:"Apply only NODE and everything it depends on (repeatable)."`
+	MinFree     string   `name:"min-free" placeholder:"SIZE" help:"Free space to keep on the filesystem holding the checkouts (e.g. 10g); a node is killed when the agent's writes go below it. Default: the larger of 1 GiB and 5% of that filesystem."`
 	Policy      string   `name:"policy" placeholder:"FILE" help:"Also enforce the organisation policy block in FILE (a saved plan enforces the policy it was made with)."`
 	VarFlags    `embed:""`
 }
@@ -45,6 +47,14 @@ func (ApplyCmd) Help() string {
 func (c *ApplyCmd) Run(env *Env) error {
 	if c.Parallelism < 1 {
 		return fmt.Errorf("--parallelism must be at least 1, not %d", c.Parallelism)
+	}
+	var minFree int64
+	if c.MinFree != "" {
+		n, err := units.RAMInBytes(c.MinFree)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("--min-free %q is not a size: give bytes with an optional unit, e.g. 512m or 10g", c.MinFree)
+		}
+		minFree = n
 	}
 	var (
 		cfg   *config.Config
@@ -129,7 +139,7 @@ func (c *ApplyCmd) Run(env *Env) error {
 	ctx, stopSignals, janitor := applySignals(env)
 	defer stopSignals()
 	sum, err := executor.Apply(ctx, executor.ApplyOptions{
-		Config: cfg, Vars: vars, Plan: plan, StateDir: stateDir, Parallelism: c.Parallelism,
+		Config: cfg, Vars: vars, Plan: plan, StateDir: stateDir, Parallelism: c.Parallelism, MinFreeBytes: minFree,
 		Environ: env.Environ, Hook: view, KewplanVersion: version, Janitor: janitor,
 	})
 	if err != nil {
