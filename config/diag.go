@@ -128,9 +128,10 @@ func bodyContent(body hcl.Body, schema *hcl.BodySchema, where string) (*hcl.Body
 	return content, diags
 }
 
-// sortDiagnostics orders diagnostics by file, then position, keeping range-less ones first in their given order,
-// so that output never depends on map iteration.
-func sortDiagnostics(diags hcl.Diagnostics) {
+// SortDiagnostics orders diagnostics the way they are read: those without a source range first, then by file and
+// position. The sort is stable, so diagnostics at one position keep the order they were raised in, and output never
+// depends on map iteration. Load, Build and the commands that merge diagnostics from several stages all use it.
+func SortDiagnostics(diags hcl.Diagnostics) {
 	sort.SliceStable(diags, func(i, j int) bool {
 		a, b := diags[i].Subject, diags[j].Subject
 		switch {

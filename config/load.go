@@ -63,7 +63,7 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 		// undeclared.
 		diags = append(diags, cfg.checkStatic()...)
 	}
-	sortDiagnostics(diags)
+	SortDiagnostics(diags)
 	return cfg, diags
 }
 

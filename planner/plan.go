@@ -2,7 +2,6 @@ package planner
 
 import (
 	"io/fs"
-	"sort"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -121,21 +120,6 @@ func Build(cfg *config.Config, in Inputs) (*Plan, hcl.Diagnostics) {
 	for _, check := range planChecks {
 		p.Diagnostics = append(p.Diagnostics, check(cfg, in, p)...)
 	}
-	SortDiagnostics(p.Diagnostics)
+	config.SortDiagnostics(p.Diagnostics)
 	return p, p.Diagnostics
-}
-
-// SortDiagnostics orders diagnostics the way they are read: those without a source range first, then by file
-// and position. The sort is stable, so diagnostics at one position keep the order they were raised in.
-func SortDiagnostics(diags hcl.Diagnostics) {
-	sort.SliceStable(diags, func(i, j int) bool {
-		a, b := diags[i].Subject, diags[j].Subject
-		switch {
-		case a == nil || b == nil:
-			return a == nil && b != nil
-		case a.Filename != b.Filename:
-			return a.Filename < b.Filename
-		}
-		return a.Start.Byte < b.Start.Byte
-	})
 }

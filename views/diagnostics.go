@@ -408,22 +408,3 @@ func writeSnippet(w *bufio.Writer, sn *SnippetJSON, color bool) {
 		fmt.Fprintf(w, "%s%s\n", strings.Repeat(" ", len(prefix)+utf8.RuneCountInString(shown[:a])), strings.Repeat("^", marks))
 	}
 }
-
-// SortDiagnostics orders diagnostics by file and position, range-less ones first, keeping the given order
-// otherwise: merged diagnostics from several stages then read top to bottom.
-func SortDiagnostics(diags hcl.Diagnostics) {
-	sort.SliceStable(diags, func(i, j int) bool {
-		a, b := diags[i].Subject, diags[j].Subject
-		switch {
-		case a == nil && b == nil:
-			return false
-		case a == nil:
-			return true
-		case b == nil:
-			return false
-		case a.Filename != b.Filename:
-			return a.Filename < b.Filename
-		}
-		return a.Start.Byte < b.Start.Byte
-	})
-}

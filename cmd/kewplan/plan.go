@@ -102,7 +102,7 @@ func planFromFlags(env *Env, path string, vf VarFlags, targets []string, policy 
 	p, planDiags := planner.Build(cfg, in)
 	// The configuration's own warnings belong to the plan too.
 	p.Diagnostics = dedupeDiagnostics(append(append(hcl.Diagnostics{}, diags...), planDiags...))
-	planner.SortDiagnostics(p.Diagnostics)
+	config.SortDiagnostics(p.Diagnostics)
 	out.plan = p
 	return out, true
 }

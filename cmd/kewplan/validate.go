@@ -39,7 +39,7 @@ func (c *ValidateCmd) Run(env *Env) error {
 		diags = append(diags, d...)
 	}
 	diags = dedupeDiagnostics(diags)
-	views.SortDiagnostics(diags)
+	config.SortDiagnostics(diags)
 
 	if c.JSON {
 		doc := views.NewValidateJSON(diags, configSources(cfg)...)
