@@ -9,8 +9,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
-	"github.com/kewplan/kewplan/review"
 )
 
 // DiffFormatVersion is the version of the `kewplan diff --format json` document.
@@ -74,12 +74,12 @@ type DiffNodeJSON struct {
 
 // DiffNodeChangeJSON is a node present in both plans that changed.
 type DiffNodeChangeJSON struct {
-	Name             string            `json:"name"`
-	Changes          []DiffFieldJSON   `json:"changes"`
-	DependsOnAdded   []string          `json:"depends_on_added"`
-	DependsOnRemoved []string          `json:"depends_on_removed"`
-	Argv             []review.WordEdit `json:"argv"`
-	Range            *RangeJSON        `json:"range,omitempty"`
+	Name             string              `json:"name"`
+	Changes          []DiffFieldJSON     `json:"changes"`
+	DependsOnAdded   []string            `json:"depends_on_added"`
+	DependsOnRemoved []string            `json:"depends_on_removed"`
+	Argv             []plandiff.WordEdit `json:"argv"`
+	Range            *RangeJSON          `json:"range,omitempty"`
 }
 
 // DiffFieldJSON is one changed field of a node.
@@ -107,7 +107,7 @@ const (
 )
 
 // DiffVerdict names what the diff amounts to.
-func DiffVerdict(d *review.Diff) string {
+func DiffVerdict(d *plandiff.Diff) string {
 	w, n := d.Counts()
 	switch {
 	case w > 0:
@@ -122,7 +122,7 @@ func DiffVerdict(d *review.Diff) string {
 }
 
 // NewDiffJSON converts a diff into its JSON document.
-func NewDiffJSON(d *review.Diff) *DiffJSON {
+func NewDiffJSON(d *plandiff.Diff) *DiffJSON {
 	w, n := d.Counts()
 	doc := &DiffJSON{
 		FormatVersion: DiffFormatVersion,
@@ -145,7 +145,7 @@ func NewDiffJSON(d *review.Diff) *DiffJSON {
 	}
 	for _, c := range d.Changed {
 		cj := DiffNodeChangeJSON{Name: c.Name, Changes: []DiffFieldJSON{}, DependsOnAdded: nonNilStrings(c.DependsOnAdded),
-			DependsOnRemoved: nonNilStrings(c.DependsOnRemoved), Argv: []review.WordEdit{}, Range: diffRange(c.Range)}
+			DependsOnRemoved: nonNilStrings(c.DependsOnRemoved), Argv: []plandiff.WordEdit{}, Range: diffRange(c.Range)}
 		for _, f := range c.Fields {
 			cj.Changes = append(cj.Changes, DiffFieldJSON{Field: f.Field, Base: f.Base, Head: f.Head})
 		}
@@ -157,11 +157,11 @@ func NewDiffJSON(d *review.Diff) *DiffJSON {
 	return doc
 }
 
-func diffSide(s review.Side) DiffSideJSON {
+func diffSide(s plandiff.Side) DiffSideJSON {
 	return DiffSideJSON{File: s.Name, FormatVersion: s.FormatVersion, KewplanVersion: s.KewplanVersion, ConfigDigest: s.ConfigDigest}
 }
 
-func diffNodes(ns []review.NodeSummary) []DiffNodeJSON {
+func diffNodes(ns []plandiff.NodeSummary) []DiffNodeJSON {
 	out := []DiffNodeJSON{}
 	for _, n := range ns {
 		out = append(out, DiffNodeJSON{Name: n.Name, Runner: n.Runner, Role: n.Role, Image: n.Image, Network: n.Network,
@@ -170,7 +170,7 @@ func diffNodes(ns []review.NodeSummary) []DiffNodeJSON {
 	return out
 }
 
-func diffDiagnostics(ds []review.Diagnostic) []DiffDiagnosticJSON {
+func diffDiagnostics(ds []plandiff.Diagnostic) []DiffDiagnosticJSON {
 	out := []DiffDiagnosticJSON{}
 	for _, d := range ds {
 		out = append(out, DiffDiagnosticJSON{Severity: d.Severity, Summary: d.Summary, Detail: d.Detail, Rule: d.Rule,
@@ -198,12 +198,12 @@ func nonNilStrings(s []string) []string {
 }
 
 // WriteDiffJSON writes the diff as indented JSON.
-func WriteDiffJSON(w io.Writer, d *review.Diff) error {
+func WriteDiffJSON(w io.Writer, d *plandiff.Diff) error {
 	return writeIndentedJSON(w, NewDiffJSON(d))
 }
 
 // DiffRenderer writes a diff in one format.
-type DiffRenderer func(w io.Writer, d *review.Diff, opts DiffOptions) error
+type DiffRenderer func(w io.Writer, d *plandiff.Diff, opts DiffOptions) error
 
 // DiffOptions are what the renderers need besides the diff.
 type DiffOptions struct {
@@ -220,8 +220,8 @@ type DiffOptions struct {
 // DiffFormats are the formats of `kewplan diff --format`.
 var DiffFormats = map[string]DiffRenderer{
 	"human":    WriteDiffHuman,
-	"json":     func(w io.Writer, d *review.Diff, _ DiffOptions) error { return WriteDiffJSON(w, d) },
-	"markdown": func(w io.Writer, d *review.Diff, _ DiffOptions) error { return WriteDiffMarkdown(w, d) },
+	"json":     func(w io.Writer, d *plandiff.Diff, _ DiffOptions) error { return WriteDiffJSON(w, d) },
+	"markdown": func(w io.Writer, d *plandiff.Diff, _ DiffOptions) error { return WriteDiffMarkdown(w, d) },
 	"sarif":    WriteDiffSARIF,
 }
 
@@ -241,7 +241,7 @@ const diffANSIGreen = "\x1b[32m"
 // WriteDiffHuman writes the diff for a reviewer at a terminal: the exposure delta first, then nodes added,
 // removed and changed (argv as a diff of flag lines), the diagnostics that appeared or went, and a verdict line.
 // Every value from the plans passes through diffSafe: a plan file is input, and must not drive the terminal.
-func WriteDiffHuman(w io.Writer, d *review.Diff, opts DiffOptions) error {
+func WriteDiffHuman(w io.Writer, d *plandiff.Diff, opts DiffOptions) error {
 	pw := &planWriter{w: w}
 	style := func(s, codes string) string {
 		if !opts.Color {
@@ -293,9 +293,9 @@ func WriteDiffHuman(w io.Writer, d *review.Diff, opts DiffOptions) error {
 				for _, l := range DiffArgvHunks(DiffArgvLines(c.Argv), DiffArgvContext) {
 					text := diffSafe(l.Op + " " + l.Text)
 					switch l.Op {
-					case review.OpDelete:
+					case plandiff.OpDelete:
 						text = style(text, ansiRed)
-					case review.OpInsert:
+					case plandiff.OpInsert:
 						text = style(text, diffANSIGreen)
 					}
 					pw.printf("        %s\n", text)
@@ -316,7 +316,7 @@ func WriteDiffHuman(w io.Writer, d *review.Diff, opts DiffOptions) error {
 	return pw.err
 }
 
-func dependsText(c review.NodeChange) string {
+func dependsText(c plandiff.NodeChange) string {
 	var parts []string
 	for _, n := range c.DependsOnAdded {
 		parts = append(parts, "+"+n)
@@ -327,7 +327,7 @@ func dependsText(c review.NodeChange) string {
 	return strings.Join(parts, " ")
 }
 
-func diagnosticLine(d review.Diagnostic) string {
+func diagnosticLine(d plandiff.Diagnostic) string {
 	s := capitalFirst(d.Severity) + ": " + d.Summary
 	if d.Rule != "" {
 		s += " [" + d.Rule + "]"
@@ -353,7 +353,7 @@ func orNone(s string) string {
 }
 
 // diffVerdictLine is the one-line outcome shared by the human and markdown views.
-func diffVerdictLine(d *review.Diff) string {
+func diffVerdictLine(d *plandiff.Diff) string {
 	w, n := d.Counts()
 	var parts []string
 	if n > 0 {
@@ -390,7 +390,7 @@ const DiffArgvContext = 2
 func DiffArgvHunks(lines []DiffArgvLine, context int) []DiffArgvLine {
 	keep := make([]bool, len(lines))
 	for i, l := range lines {
-		if l.Op == review.OpEqual {
+		if l.Op == plandiff.OpEqual {
 			continue
 		}
 		for j := max(0, i-context); j <= min(len(lines)-1, i+context); j++ {
@@ -403,7 +403,7 @@ func DiffArgvHunks(lines []DiffArgvLine, context int) []DiffArgvLine {
 		case keep[i]:
 			out = append(out, l)
 		case i == 0 || keep[i-1]:
-			out = append(out, DiffArgvLine{Op: review.OpEqual, Text: "..."})
+			out = append(out, DiffArgvLine{Op: plandiff.OpEqual, Text: "..."})
 		}
 	}
 	return out
@@ -419,9 +419,9 @@ type DiffArgvLine struct {
 // DiffArgvLines groups a word-level argv diff into flag lines, the way the plan shows argv: a line that changed
 // appears twice, as it was and as it is, so a reviewer reads "--pids-limit 512" against "--pids-limit 4096"
 // rather than loose words.
-func DiffArgvLines(edits []review.WordEdit) []DiffArgvLine {
+func DiffArgvLines(edits []plandiff.WordEdit) []DiffArgvLine {
 	type group struct {
-		edits []review.WordEdit
+		edits []plandiff.WordEdit
 		flag  bool
 		// has: the flag is on that side; took: the flag's value (or, in a group without a flag, its word) is.
 		hasBase, hasHead, tookBase, tookHead bool
@@ -430,8 +430,8 @@ func DiffArgvLines(edits []review.WordEdit) []DiffArgvLine {
 	cur := &group{}
 	isFlag := func(w string) bool { return strings.HasPrefix(w, "-") && len(w) > 1 }
 	for i, e := range edits {
-		base := e.Op != review.OpInsert
-		head := e.Op != review.OpDelete
+		base := e.Op != plandiff.OpInsert
+		head := e.Op != plandiff.OpDelete
 		fits := func() bool {
 			if cur.flag {
 				return (!base || (cur.hasBase && !cur.tookBase)) && (!head || (cur.hasHead && !cur.tookHead))
@@ -439,7 +439,7 @@ func DiffArgvLines(edits []review.WordEdit) []DiffArgvLine {
 			return (!base || !cur.tookBase) && (!head || !cur.tookHead)
 		}
 		switch {
-		case i < 2 && e.Op == review.OpEqual && len(groups) == 0:
+		case i < 2 && e.Op == plandiff.OpEqual && len(groups) == 0:
 			// "docker run" opens the first line.
 		case isFlag(e.Word):
 			groups = append(groups, cur)
@@ -464,25 +464,25 @@ func DiffArgvLines(edits []review.WordEdit) []DiffArgvLine {
 		var base, head []string
 		changed := false
 		for _, e := range g.edits {
-			if e.Op != review.OpInsert {
+			if e.Op != plandiff.OpInsert {
 				base = append(base, e.Word)
 			}
-			if e.Op != review.OpDelete {
+			if e.Op != plandiff.OpDelete {
 				head = append(head, e.Word)
 			}
-			if e.Op != review.OpEqual {
+			if e.Op != plandiff.OpEqual {
 				changed = true
 			}
 		}
 		if !changed {
-			out = append(out, DiffArgvLine{Op: review.OpEqual, Text: planner.ShellJoin(base)})
+			out = append(out, DiffArgvLine{Op: plandiff.OpEqual, Text: planner.ShellJoin(base)})
 			continue
 		}
 		if len(base) > 0 {
-			out = append(out, DiffArgvLine{Op: review.OpDelete, Text: planner.ShellJoin(base)})
+			out = append(out, DiffArgvLine{Op: plandiff.OpDelete, Text: planner.ShellJoin(base)})
 		}
 		if len(head) > 0 {
-			out = append(out, DiffArgvLine{Op: review.OpInsert, Text: planner.ShellJoin(head)})
+			out = append(out, DiffArgvLine{Op: plandiff.OpInsert, Text: planner.ShellJoin(head)})
 		}
 	}
 	return out

@@ -11,8 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
-	"github.com/kewplan/kewplan/review"
 )
 
 // planDir plans the configuration in dir the way `kewplan plan --json` does and returns the document, after a
@@ -35,7 +35,7 @@ func planDir(t *testing.T, dir string) *PlanJSON {
 	if err := WritePlanJSON(&buf, NewPlanJSON(p, "test", cfg.Files)); err != nil {
 		t.Fatal(err)
 	}
-	doc, err := review.DecodePlan(buf.Bytes(), dir)
+	doc, err := plandiff.DecodePlan(buf.Bytes(), dir)
 	if err != nil {
 		t.Fatalf("DecodePlan(%s): %v", dir, err)
 	}
@@ -45,12 +45,12 @@ func planDir(t *testing.T, dir string) *PlanJSON {
 }
 
 // diffCase compares testdata/<name>/base with testdata/<name>/head.
-func diffCase(t *testing.T, name string) *review.Diff {
+func diffCase(t *testing.T, name string) *plandiff.Diff {
 	t.Helper()
 	dir := filepath.Join("testdata", name)
 	base := planDir(t, filepath.Join(dir, "base"))
 	head := planDir(t, filepath.Join(dir, "head"))
-	return review.Compare("base.json", base, "head.json", head)
+	return plandiff.Compare("base.json", base, "head.json", head)
 }
 
 // diffGolden compares got with testdata/<path>, or writes it with KEWPLAN_UPDATE=1.
@@ -77,18 +77,18 @@ var diffCases = []struct {
 	// kinds are the exposure delta's finding kinds, in order.
 	kinds []string
 }{
-	{"diff-widen-credential", VerdictWidened, []string{review.KindCredentialAdded}},
-	{"diff-widen-network", VerdictWidened, []string{review.KindNetworkOpened, review.KindNetworkOpened}},
-	{"diff-widen-new-runner", VerdictWidened, []string{review.KindCredentialAdded}},
-	{"diff-widen-image", VerdictWidened, []string{review.KindImageUnpinned}},
+	{"diff-widen-credential", VerdictWidened, []string{plandiff.KindCredentialAdded}},
+	{"diff-widen-network", VerdictWidened, []string{plandiff.KindNetworkOpened, plandiff.KindNetworkOpened}},
+	{"diff-widen-new-runner", VerdictWidened, []string{plandiff.KindCredentialAdded}},
+	{"diff-widen-image", VerdictWidened, []string{plandiff.KindImageUnpinned}},
 	{"diff-widen-hardening", VerdictWidened, []string{
-		review.KindHardeningLost, review.KindHardeningLost, review.KindHardeningLost,
-		review.KindHardeningLost, review.KindHardeningLost, review.KindHardeningLost,
+		plandiff.KindHardeningLost, plandiff.KindHardeningLost, plandiff.KindHardeningLost,
+		plandiff.KindHardeningLost, plandiff.KindHardeningLost, plandiff.KindHardeningLost,
 	}},
 	{"diff-narrow", VerdictNarrowed, []string{
-		review.KindCredentialRemoved, review.KindCredentialRemoved,
-		review.KindHardeningGained, review.KindHardeningGained, review.KindImagePinned, review.KindNetworkClosed,
-		review.KindCredentialRemoved, review.KindHardeningGained, review.KindHardeningGained, review.KindNetworkClosed,
+		plandiff.KindCredentialRemoved, plandiff.KindCredentialRemoved,
+		plandiff.KindHardeningGained, plandiff.KindHardeningGained, plandiff.KindImagePinned, plandiff.KindNetworkClosed,
+		plandiff.KindCredentialRemoved, plandiff.KindHardeningGained, plandiff.KindHardeningGained, plandiff.KindNetworkClosed,
 	}},
 	{"diff-reorder", VerdictUnchanged, nil},
 }
@@ -146,9 +146,9 @@ func TestDiffReorderIsEmpty(t *testing.T) {
 }
 
 func TestDiffHumanEscapesControlCharacters(t *testing.T) {
-	d := &review.Diff{
-		Base: review.Side{Name: "base.json"}, Head: review.Side{Name: "head.json"},
-		Exposure: []review.Finding{{Kind: review.KindCredentialAdded, Widening: true, Node: "x",
+	d := &plandiff.Diff{
+		Base: plandiff.Side{Name: "base.json"}, Head: plandiff.Side{Name: "head.json"},
+		Exposure: []plandiff.Finding{{Kind: plandiff.KindCredentialAdded, Widening: true, Node: "x",
 			Message: "K reaches \x1b[2J\x1b[32mnothing\u202e to see"}},
 	}
 	var buf bytes.Buffer
@@ -165,7 +165,7 @@ func TestDiffHumanEscapesControlCharacters(t *testing.T) {
 }
 
 func TestDiffArgvLines(t *testing.T) {
-	edits := []review.WordEdit{
+	edits := []plandiff.WordEdit{
 		{Op: " ", Word: "docker"}, {Op: " ", Word: "run"}, {Op: " ", Word: "--rm"},
 		{Op: " ", Word: "--pids-limit"}, {Op: "-", Word: "512"}, {Op: "+", Word: "4096"},
 		{Op: "-", Word: "--memory"}, {Op: "-", Word: "4g"},

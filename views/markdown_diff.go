@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/kewplan/kewplan/review"
+	"github.com/kewplan/kewplan/plandiff"
 )
 
 // MarkdownCommentLimit is GitHub's limit on the body of a pull-request comment, in characters. The diff comment
@@ -22,13 +22,13 @@ const DiffCommentMarker = "<!-- kewplan-diff -->"
 //
 // Every value from the plans is escaped: a pull request controls its configuration, and must not be able to
 // forge the verdict, close a table or a <details> element, or mention people in the comment.
-func WriteDiffMarkdown(w io.Writer, d *review.Diff) error {
+func WriteDiffMarkdown(w io.Writer, d *plandiff.Diff) error {
 	_, err := io.WriteString(w, diffMarkdown(d, MarkdownCommentLimit))
 	return err
 }
 
 // diffMarkdown renders the comment within limit bytes.
-func diffMarkdown(d *review.Diff, limit int) string {
+func diffMarkdown(d *plandiff.Diff, limit int) string {
 	var head strings.Builder
 	wCount, nCount := d.Counts()
 	head.WriteString(DiffCommentMarker + "\n")
@@ -151,7 +151,7 @@ func diffMarkdown(d *review.Diff, limit int) string {
 }
 
 // mdNodeChange renders one changed node, its argv diff in a collapsible section.
-func mdNodeChange(c review.NodeChange) string {
+func mdNodeChange(c plandiff.NodeChange) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n#### %s\n\n", mdCode(c.Name))
 	for _, f := range c.Fields {

@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
-	"github.com/kewplan/kewplan/review"
 )
 
 // hugeDiff is a diff far over GitHub's comment limit: thousands of new nodes, each with credentials and a long
 // argv, and as many changed ones.
-func hugeDiff(nodes int) *review.Diff {
+func hugeDiff(nodes int) *plandiff.Diff {
 	base := &planner.Document{FormatVersion: "1.0"}
 	head := &planner.Document{FormatVersion: "1.0"}
 	for i := 0; i < nodes; i++ {
@@ -31,7 +31,7 @@ func hugeDiff(nodes int) *review.Diff {
 		n.Argv = c.Argv()
 		head.Nodes = append(head.Nodes, n)
 	}
-	return review.Compare("base.json", base, "head.json", head)
+	return plandiff.Compare("base.json", base, "head.json", head)
 }
 
 func TestDiffMarkdownFitsComment(t *testing.T) {
@@ -95,12 +95,12 @@ func checkMarkdownBalanced(t *testing.T, md string) {
 func TestDiffMarkdownEscapesPlanValues(t *testing.T) {
 	evil := "x`</details>| **Approved** @everyone <img src=x onerror=alert(1)>\n# Verdict: ok"
 	fence := "```\n+ all good\n```"
-	d := &review.Diff{
-		Base: review.Side{Name: "base.json"}, Head: review.Side{Name: "head.json"},
-		Exposure: []review.Finding{{Kind: review.KindImageUnpinned, Widening: true, Node: "n", Message: "Image " + evil}},
-		Added:    []review.NodeSummary{{Name: "n", Runner: "r", Image: evil, Credentials: []string{evil}}},
-		Changed: []review.NodeChange{{Name: "c", Fields: []review.FieldChange{{Field: "model", Base: "a", Head: evil}},
-			Argv: []review.WordEdit{{Op: " ", Word: "docker"}, {Op: " ", Word: "run"}, {Op: "+", Word: fence}}}},
+	d := &plandiff.Diff{
+		Base: plandiff.Side{Name: "base.json"}, Head: plandiff.Side{Name: "head.json"},
+		Exposure: []plandiff.Finding{{Kind: plandiff.KindImageUnpinned, Widening: true, Node: "n", Message: "Image " + evil}},
+		Added:    []plandiff.NodeSummary{{Name: "n", Runner: "r", Image: evil, Credentials: []string{evil}}},
+		Changed: []plandiff.NodeChange{{Name: "c", Fields: []plandiff.FieldChange{{Field: "model", Base: "a", Head: evil}},
+			Argv: []plandiff.WordEdit{{Op: " ", Word: "docker"}, {Op: " ", Word: "run"}, {Op: "+", Word: fence}}}},
 	}
 	md := diffMarkdown(d, MarkdownCommentLimit)
 	for _, bad := range []string{"</details>|", "@everyone", "<img", "\n# Verdict", "| **Approved**"} {

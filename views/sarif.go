@@ -10,8 +10,8 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
-	"github.com/kewplan/kewplan/review"
 )
 
 // SARIF 2.1.0, in the subset GitHub code scanning reads
@@ -50,10 +50,10 @@ var sarifSecuritySeverity = map[string]string{
 	planner.RulePolicyAllowedImagePrefixes: "6.0",
 	planner.RulePolicyRequirePinnedImages:  "5.0",
 	planner.RulePolicyMaxPidsLimit:         "4.0",
-	review.KindCredentialAdded:             "8.0",
-	review.KindNetworkOpened:               "7.5",
-	review.KindHardeningLost:               "6.5",
-	review.KindImageUnpinned:               "5.0",
+	plandiff.KindCredentialAdded:           "8.0",
+	plandiff.KindNetworkOpened:             "7.5",
+	plandiff.KindHardeningLost:             "6.5",
+	plandiff.KindImageUnpinned:             "5.0",
 }
 
 // SARIFLog is a SARIF 2.1.0 log.
@@ -235,14 +235,14 @@ func WritePlanSARIF(w io.Writer, doc *PlanJSON, opts SARIFOptions) error {
 
 // NewDiffSARIF converts a diff's widening findings into a SARIF log. Narrowing is not an alert; a diff without
 // widening has no results, which closes the alerts of an earlier upload.
-func NewDiffSARIF(d *review.Diff, opts SARIFOptions) *SARIFLog {
-	b := newSARIFBuilder(review.Rules(), SARIFCategoryDiff, opts)
+func NewDiffSARIF(d *plandiff.Diff, opts SARIFOptions) *SARIFLog {
+	b := newSARIFBuilder(plandiff.Rules(), SARIFCategoryDiff, opts)
 	for _, f := range d.Exposure {
 		if !f.Widening {
 			continue
 		}
 		discriminator := f.Node + "\x00" + f.Credential
-		if f.Kind == review.KindHardeningLost {
+		if f.Kind == plandiff.KindHardeningLost {
 			discriminator += "\x00" + f.Message
 		}
 		b.add(f.Kind, "error", f.Message, discriminator, diffRange(f.Range), nil, opts.DefaultURI)
@@ -251,7 +251,7 @@ func NewDiffSARIF(d *review.Diff, opts SARIFOptions) *SARIFLog {
 }
 
 // WriteDiffSARIF writes a diff's widening findings as SARIF.
-func WriteDiffSARIF(w io.Writer, d *review.Diff, opts DiffOptions) error {
+func WriteDiffSARIF(w io.Writer, d *plandiff.Diff, opts DiffOptions) error {
 	return writeIndentedJSON(w, NewDiffSARIF(d, SARIFOptions{KewplanVersion: opts.KewplanVersion, Source: opts.Source, URI: opts.URI}))
 }
 

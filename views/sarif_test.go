@@ -15,8 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
-	"github.com/kewplan/kewplan/review"
 )
 
 // securityRules are the credential and hardening rules: each must carry a security-severity (and so the
@@ -25,7 +25,7 @@ var securityRules = []string{
 	planner.RuleCredentialByValue, planner.RuleOpenNetworkCredentials, planner.RuleImageNotPinned,
 	planner.RuleNoMemoryLimit, planner.RulePolicyCredentials, planner.RulePolicyAllowedNetworks,
 	planner.RulePolicyRequirePinnedImages, planner.RulePolicyAllowedImagePrefixes, planner.RulePolicyMaxPidsLimit,
-	review.KindCredentialAdded, review.KindNetworkOpened, review.KindHardeningLost, review.KindImageUnpinned,
+	plandiff.KindCredentialAdded, plandiff.KindNetworkOpened, plandiff.KindHardeningLost, plandiff.KindImageUnpinned,
 }
 
 var lineHash = regexp.MustCompile(`^[0-9a-f]{16}:[1-9][0-9]*$`)

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
-	"github.com/kewplan/kewplan/review"
 	"github.com/kewplan/kewplan/views"
 )
 
@@ -48,7 +48,7 @@ func (c *DiffCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	d := review.Compare(c.Base, base, c.Head, head)
+	d := plandiff.Compare(c.Base, base, c.Head, head)
 	opts := views.DiffOptions{
 		Color:          useColor(env),
 		KewplanVersion: version,
@@ -69,14 +69,14 @@ func readPlanArg(env *Env, name, role string) (*planner.Document, error) {
 	var data []byte
 	var err error
 	if name == "-" {
-		data, err = io.ReadAll(io.LimitReader(env.Stdin, review.MaxPlanBytes+1))
+		data, err = io.ReadAll(io.LimitReader(env.Stdin, plandiff.MaxPlanBytes+1))
 	} else {
 		data, err = readPlanFile(name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s plan: %w", role, err)
 	}
-	doc, err := review.DecodePlan(data, name)
+	doc, err := plandiff.DecodePlan(data, name)
 	if err != nil {
 		return nil, fmt.Errorf("%s plan %w", role, err)
 	}
@@ -92,8 +92,8 @@ func readPlanFile(name string) ([]byte, error) {
 		return nil, err
 	case info.IsDir():
 		return nil, fmt.Errorf("%s is a directory: give a plan file written by kewplan plan --out or kewplan plan --json", name)
-	case info.Size() > review.MaxPlanBytes:
-		return nil, fmt.Errorf("%s: %w", name, review.ErrTooLarge)
+	case info.Size() > plandiff.MaxPlanBytes:
+		return nil, fmt.Errorf("%s: %w", name, plandiff.ErrTooLarge)
 	}
 	return os.ReadFile(name)
 }

@@ -1,4 +1,4 @@
-package review
+package plandiff
 
 import (
 	"math"

@@ -1,4 +1,4 @@
-package review
+package plandiff
 
 // Edit operations of a word-level diff.
 const (
