@@ -104,11 +104,11 @@ func (b *builder) build(p *Plan) {
 	diags = append(diags, b.warnings(p)...)
 	p.Exposure = exposure(p.Nodes)
 
-	p.DigestInputs.Files = configFileDigests(b.cfg.Dir, b.cfg.Files)
+	p.DigestInputs.Files = ConfigFileDigests(b.cfg.Dir, b.cfg.Files)
 	for name, sum := range b.reads.Files {
 		p.DigestInputs.Files = append(p.DigestInputs.Files, FileDigest{Name: name, Kind: FileRead, SHA256: sum})
 	}
-	sortFileDigests(p.DigestInputs.Files)
+	SortFileDigests(p.DigestInputs.Files)
 	vars, err := EncodeVariables(b.in.Vars)
 	if err != nil {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Variable value cannot be recorded",
@@ -368,7 +368,7 @@ func (b *builder) planPrompt(e *nodeEval, n *config.Node, text string) {
 	if np.Role == config.RoleReviewer {
 		text = strings.TrimRight(text, "\n") + "\n\n" + ReviewerParagraph
 	}
-	np.Prompt = Prompt{Text: text, SHA256: sha256Hex([]byte(text)), Bytes: len(text)}
+	np.Prompt = Prompt{Text: text, SHA256: SHA256Hex([]byte(text)), Bytes: len(text)}
 }
 
 // planRunner resolves the node's runner, its image and credentials, reporting every rule that refuses them.

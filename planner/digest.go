@@ -39,7 +39,7 @@ type DigestInputs struct {
 // one line per variable (name, canonical JSON value), each sorted. Any edited byte changes it.
 func (d *DigestInputs) Digest() string {
 	files := append([]FileDigest(nil), d.Files...)
-	sortFileDigests(files)
+	SortFileDigests(files)
 	h := sha256.New()
 	for _, f := range files {
 		fmt.Fprintf(h, "%s %q %s\n", f.Kind, f.Name, f.SHA256)
@@ -61,7 +61,8 @@ func (d *DigestInputs) Digest() string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
-func sortFileDigests(files []FileDigest) {
+// SortFileDigests sorts files by kind, then name: the order of DigestInputs.Files.
+func SortFileDigests(files []FileDigest) {
 	sort.Slice(files, func(i, j int) bool {
 		if files[i].Kind != files[j].Kind {
 			return files[i].Kind < files[j].Kind
@@ -71,7 +72,7 @@ func sortFileDigests(files []FileDigest) {
 }
 
 // sha256Hex is the hex digest of b.
-func sha256Hex(b []byte) string {
+func SHA256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -85,12 +86,12 @@ func configFileName(dir, name string) string {
 }
 
 // configFileDigests digests every configuration file.
-func configFileDigests(dir string, files map[string][]byte) []FileDigest {
+func ConfigFileDigests(dir string, files map[string][]byte) []FileDigest {
 	out := make([]FileDigest, 0, len(files))
 	for name, src := range files {
-		out = append(out, FileDigest{Name: configFileName(dir, name), Kind: FileConfig, SHA256: sha256Hex(src)})
+		out = append(out, FileDigest{Name: configFileName(dir, name), Kind: FileConfig, SHA256: SHA256Hex(src)})
 	}
-	sortFileDigests(out)
+	SortFileDigests(out)
 	return out
 }
 

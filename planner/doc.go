@@ -6,7 +6,6 @@
 // Inputs. The rules live in one catalogue (Rules) with stable ids that diagnostics carry in their Extra.
 //
 // The plan's JSON document (Document) is written by views for `plan --json`; a saved plan is the same document
-// with a `saved` object. WriteSaved, ReadSaved, CheckStale and Reload are the only functions here that touch the
-// file system: they write and read plan files and recompute the config digest, so that `apply PLANFILE` runs
-// exactly what was reviewed. The planner does not print; views render a Plan.
+// with a `saved` object (SavedState); package planfile writes, reads, checks and reloads plan files. The planner
+// touches no file itself and does not print; views render a Plan.
 package planner

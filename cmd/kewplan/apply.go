@@ -19,6 +19,7 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
 )
@@ -67,17 +68,17 @@ func (c *ApplyCmd) Run(env *Env) error {
 		if len(c.Vars) > 0 || len(c.VarFiles) > 0 || len(c.Targets) > 0 || c.Policy != "" {
 			return errors.New("a saved plan carries its own variables, targets and policy: --var, --var-file, --target and --policy cannot change it; run kewplan plan again instead")
 		}
-		doc, err := planner.ReadSaved(c.Path)
+		f, err := planfile.ReadSaved(c.Path)
 		if err != nil {
 			return err
 		}
 		// Reload refuses a stale plan, re-plans it (with the policy it was made with) and refuses a plan file
 		// whose nodes differ from that re-plan, so what runs is exactly what was reviewed.
 		var p *planner.Plan
-		if cfg, p, err = planner.Reload(doc); err != nil {
+		if cfg, p, err = f.Reload(); err != nil {
 			return err
 		}
-		if vars, err = doc.Saved.Vars(); err != nil {
+		if vars, err = f.Doc.Saved.Vars(); err != nil {
 			return fmt.Errorf("saved plan variables: %w", err)
 		}
 		files = configSources(cfg)

@@ -8,6 +8,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
 )
@@ -48,11 +49,8 @@ func (c *PlanCmd) Run(env *Env) error {
 		if p.HasErrors() {
 			fmt.Fprintf(env.Stderr, "The plan has errors, so it was not saved to %s.\n", c.Out)
 		} else {
-			doc.Saved = planner.NewSavedState(p, c.Path, c.Targets)
-			if c.Policy != "" {
-				doc.Saved.WithPolicy(c.Policy, pl.policySrc)
-			}
-			if err := planner.WriteSaved(c.Out, doc); err != nil {
+			origin := planfile.Origin{Config: c.Path, Targets: c.Targets, Policy: c.Policy, PolicySrc: pl.policySrc}
+			if err := planfile.Write(c.Out, doc, p, origin); err != nil {
 				return err
 			}
 			msg := env.Stdout

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/planfile"
 )
 
 // ShowCmd is `kewplan show PLANFILE [--json | --format F]`.
@@ -27,17 +27,18 @@ func (c *ShowCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	doc, err := planner.ReadDocument(c.PlanFile)
+	f, err := planfile.Read(c.PlanFile)
 	if err != nil {
 		return err
 	}
+	doc := f.Doc
 	if err := render(env.Stdout, doc); err != nil {
 		return err
 	}
 	failed := doc.HasErrors()
 	if doc.Saved != nil {
-		if err := planner.CheckStale(doc); err != nil {
-			if !errors.Is(err, planner.ErrStale) {
+		if err := f.CheckStale(); err != nil {
+			if !errors.Is(err, planfile.ErrStale) {
 				return err
 			}
 			fmt.Fprintf(env.Stderr, "Error: %v\n", err)

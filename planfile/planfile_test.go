@@ -1,4 +1,4 @@
-package planner_test
+package planfile_test
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
 )
@@ -55,12 +56,11 @@ func savePlan(t *testing.T, dir string) string {
 		t.Fatal(diags.Error())
 	}
 	doc := views.NewPlanJSON(p, "test", cfg.Files)
-	doc.Saved = planner.NewSavedState(p, dir, nil)
 	path := filepath.Join(dir, "plans", "fix.plan")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := planner.WriteSaved(path, doc); err != nil {
+	if err := planfile.Write(path, doc, p, planfile.Origin{Config: dir}); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -111,18 +111,18 @@ func TestSavedPlanStaleness(t *testing.T) {
 			writeFiles(t, dir, map[string]string{"main.hcl": savedConfig, "prompts/fix.tmpl": "Fix it. Tags: ${join(\",\", tags)}"})
 			planPath := savePlan(t, dir)
 			tt.change(t, dir, planPath)
-			doc, err := planner.ReadSaved(planPath)
+			f, err := planfile.ReadSaved(planPath)
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = planner.CheckStale(doc)
+			err = f.CheckStale()
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatalf("CheckStale() = %v, want nil", err)
 			case tt.want != "" && err == nil:
 				t.Fatalf("CheckStale() = nil, want an error with %q", tt.want)
 			case tt.want != "":
-				if !errors.Is(err, planner.ErrStale) || !strings.Contains(err.Error(), tt.want) ||
+				if !errors.Is(err, planfile.ErrStale) || !strings.Contains(err.Error(), tt.want) ||
 					!strings.HasPrefix(err.Error(), "Saved plan is stale: ") {
 					t.Errorf("CheckStale() = %q, want ErrStale mentioning %q", err, tt.want)
 				}
@@ -144,10 +144,11 @@ func TestSavedPlanContents(t *testing.T) {
 	if perm := info.Mode().Perm(); perm != 0o600 {
 		t.Errorf("plan file mode = %v, want 0600 (variable values may be secrets)", perm)
 	}
-	doc, err := planner.ReadSaved(planPath)
+	f, err := planfile.ReadSaved(planPath)
 	if err != nil {
 		t.Fatal(err)
 	}
+	doc := f.Doc
 	if doc.Saved.ConfigPath != ".." {
 		t.Errorf("config_path = %q, want \"..\" (relative to the plan file)", doc.Saved.ConfigPath)
 	}
@@ -180,7 +181,7 @@ func TestSavedPlanContents(t *testing.T) {
 		}
 	}
 	// Re-planning from the saved state gives the same digest and argv.
-	cfg, in, err := planner.LoadSaved(doc)
+	cfg, in, err := f.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,11 +199,11 @@ func TestReload(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"main.hcl": savedConfig, "prompts/fix.tmpl": "Fix it."})
 	planPath := savePlan(t, dir)
-	doc, err := planner.ReadSaved(planPath)
+	f, err := planfile.ReadSaved(planPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, p, err := planner.Reload(doc)
+	_, p, err := f.Reload()
 	if err != nil {
 		t.Fatalf("Reload() = %v", err)
 	}
@@ -212,11 +213,11 @@ func TestReload(t *testing.T) {
 	b, _ := os.ReadFile(planPath)
 	b = []byte(strings.Replace(string(b), `"-e",`, `"-e", "GITHUB_TOKEN", "-e",`, 1))
 	os.WriteFile(planPath, b, 0o600)
-	doc, err = planner.ReadSaved(planPath)
+	f, err = planfile.ReadSaved(planPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := planner.Reload(doc); err == nil || !strings.Contains(err.Error(), `node "fix"`) {
+	if _, _, err := f.Reload(); err == nil || !strings.Contains(err.Error(), `node "fix"`) {
 		t.Errorf("Reload() of an edited plan = %v, want an error naming node \"fix\"", err)
 	}
 }
@@ -234,7 +235,7 @@ func TestReadSavedRefuses(t *testing.T) {
 		"junk.json":   "not a kewplan plan file",
 		"none.json":   "no such file",
 	} {
-		_, err := planner.ReadSaved(filepath.Join(dir, name))
+		_, err := planfile.ReadSaved(filepath.Join(dir, name))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ReadSaved(%s) = %v, want an error with %q", name, err, want)
 		}

@@ -1,0 +1,307 @@
+package planfile
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/planner"
+)
+
+// Origin is what a plan was made from, as given on the command line: paths are relative to the working
+// directory (or absolute).
+type Origin struct {
+	Config    string   // the configuration, a file or a directory
+	Targets   []string // the --target names; empty: all nodes
+	Policy    string   // the --policy file, or ""
+	PolicySrc []byte   // the --policy file's content as it was read for the plan
+}
+
+// Write records p's inputs and origin in doc.Saved, with paths relative to the plan file's directory, and writes
+// doc to path as indented JSON readable only by its owner (variable values may be secrets). The file is replaced
+// atomically, so a reader never sees half a plan.
+func Write(path string, doc *planner.Document, p *planner.Plan, o Origin) error {
+	planDir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("write saved plan: %w", err)
+	}
+	saved := planner.NewSavedState(p, o.Targets)
+	cfgAbs, err := filepath.Abs(o.Config)
+	if err != nil {
+		return fmt.Errorf("write saved plan: %w", err)
+	}
+	rel, err := filepath.Rel(planDir, cfgAbs)
+	if err != nil {
+		rel = cfgAbs
+	}
+	saved.ConfigPath = filepath.ToSlash(rel)
+	if o.Policy != "" {
+		polAbs, err := filepath.Abs(o.Policy)
+		if err != nil {
+			return fmt.Errorf("write saved plan: %w", err)
+		}
+		saved.Policy = &planner.SavedPolicy{Path: filepath.ToSlash(polAbs), SHA256: planner.SHA256Hex(o.PolicySrc)}
+		if rel, err := filepath.Rel(planDir, polAbs); err == nil {
+			saved.Policy.Path = filepath.ToSlash(rel)
+		}
+	}
+	doc.Saved = saved
+
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		return fmt.Errorf("write saved plan: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".kewplan-plan-*")
+	if err != nil {
+		return fmt.Errorf("write saved plan: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(buf.Bytes()); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write saved plan %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write saved plan %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write saved plan %s: %w", path, err)
+	}
+	return nil
+}
+
+// File is a plan document read from a file: a saved plan, or the output of `kewplan plan --json` (Doc.Saved is
+// nil then). The paths its saved object records are relative to the file's directory.
+type File struct {
+	Doc *planner.Document
+	dir string
+}
+
+// ReadSaved reads a plan file written by Write. A `plan --json` document without a saved object is refused: it
+// records neither the configuration nor the variables needed to apply it.
+func ReadSaved(path string) (*File, error) {
+	f, err := Read(path)
+	if err != nil {
+		return nil, err
+	}
+	if f.Doc.Saved == nil {
+		return nil, fmt.Errorf("read saved plan %s: it has no \"saved\" object; write plan files with kewplan plan --out FILE (plan --json output cannot be applied)", path)
+	}
+	return f, nil
+}
+
+// Read reads a plan document: a saved plan, or the output of `kewplan plan --json`.
+func Read(path string) (*File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	var doc planner.Document
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("read plan %s: not a kewplan plan file: %v", path, err)
+	}
+	if err := doc.Check(); err != nil {
+		return nil, fmt.Errorf("read plan %s: %w", path, err)
+	}
+	if doc.Saved != nil && doc.Saved.Variables == nil {
+		doc.Saved.Variables = map[string]json.RawMessage{}
+	}
+	return &File{Doc: &doc, dir: filepath.Dir(path)}, nil
+}
+
+// ConfigLocation is the configuration path to load, relative to the working directory (or absolute); "" when the
+// document has no saved object.
+func (f *File) ConfigLocation() string {
+	if f.Doc.Saved == nil {
+		return ""
+	}
+	return filepath.Join(f.dir, filepath.FromSlash(f.Doc.Saved.ConfigPath))
+}
+
+// PolicyLocation is the --policy file to load, relative to the working directory (or absolute); "" when none.
+func (f *File) PolicyLocation() string {
+	if f.Doc.Saved == nil || f.Doc.Saved.Policy == nil {
+		return ""
+	}
+	return filepath.Join(f.dir, filepath.FromSlash(f.Doc.Saved.Policy.Path))
+}
+
+// ErrStale is wrapped by CheckStale's error.
+var ErrStale = errors.New("Saved plan is stale")
+
+// CheckStale recomputes the config digest from the configuration and the recorded variable values and compares
+// it with the plan's. The error wraps ErrStale and names every file that changed, appeared or disappeared.
+func (f *File) CheckStale() error {
+	doc, s := f.Doc, f.Doc.Saved
+	if s == nil {
+		return fmt.Errorf("%w: the plan has no saved state to check", ErrStale)
+	}
+	loc := f.ConfigLocation()
+	cfg, diags := config.Load(loc)
+	if diags.HasErrors() || cfg == nil {
+		return fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, loc, firstError(diags))
+	}
+	current := currentFiles(cfg, s.Files)
+	changes := diffFiles(s.Files, current)
+	if s.Policy != nil {
+		b, err := os.ReadFile(f.PolicyLocation())
+		switch {
+		case err != nil:
+			changes = append(changes, fmt.Sprintf("policy file %s cannot be read (%v)", s.Policy.Path, errors.Unwrap(err)))
+		case planner.SHA256Hex(b) != s.Policy.SHA256:
+			changes = append(changes, fmt.Sprintf("policy file %s changed", s.Policy.Path))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Variables)) {
+		if _, ok := s.Variables[name]; !ok {
+			changes = append(changes, fmt.Sprintf("variable %q was added", name))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Variables)) {
+		if _, ok := cfg.Variables[name]; !ok {
+			changes = append(changes, fmt.Sprintf("variable %q was removed", name))
+		}
+	}
+	recomputed := (&planner.DigestInputs{Files: current, Variables: s.Variables}).Digest()
+	if len(changes) == 0 && recomputed != doc.ConfigDigest {
+		return fmt.Errorf("%w: its recorded files and variable values do not match its config_digest, so the plan file was edited. Run kewplan plan again and review the new plan", ErrStale)
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s since it was saved. Run kewplan plan again and review the new plan", ErrStale, strings.Join(changes, "; "))
+}
+
+// firstError names the first error of diags, with its file when it has one.
+func firstError(diags hcl.Diagnostics) string {
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError {
+			if d.Subject != nil {
+				return fmt.Sprintf("%s: %s", d.Subject.Filename, d.Summary)
+			}
+			return d.Summary
+		}
+	}
+	return "it does not load"
+}
+
+// currentFiles digests, as they are now, the configuration's files and every file the plan recorded as read by
+// file() or templatefile() ("missing" when it can no longer be read).
+func currentFiles(cfg *config.Config, recorded []planner.FileDigest) []planner.FileDigest {
+	current := planner.ConfigFileDigests(cfg.Dir, cfg.Files)
+	for _, f := range recorded {
+		if f.Kind != planner.FileRead {
+			continue
+		}
+		b, err := fs.ReadFile(config.DirFS(cfg.Dir), f.Name)
+		sum := "missing"
+		if err == nil {
+			sum = planner.SHA256Hex(b)
+		}
+		current = append(current, planner.FileDigest{Name: f.Name, Kind: planner.FileRead, SHA256: sum})
+	}
+	planner.SortFileDigests(current)
+	return current
+}
+
+// diffFiles describes how the current files differ from the recorded ones.
+func diffFiles(saved, current []planner.FileDigest) []string {
+	key := func(f planner.FileDigest) string { return f.Kind + "\x00" + f.Name }
+	was := map[string]planner.FileDigest{}
+	for _, f := range saved {
+		was[key(f)] = f
+	}
+	now := map[string]planner.FileDigest{}
+	for _, f := range current {
+		now[key(f)] = f
+	}
+	var out []string
+	for _, f := range current {
+		old, ok := was[key(f)]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("configuration file %s was added", f.Name))
+		case f.SHA256 == "missing":
+			out = append(out, fmt.Sprintf("%s was removed", f.Name))
+		case old.SHA256 != f.SHA256:
+			out = append(out, fmt.Sprintf("%s changed", f.Name))
+		}
+	}
+	for _, f := range saved {
+		if _, ok := now[key(f)]; !ok {
+			out = append(out, fmt.Sprintf("configuration file %s was removed", f.Name))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Load loads what a saved plan was made from, for apply to re-plan it after CheckStale passed: the configuration
+// and the planner Inputs (recorded variables, targets, policy, and file access rooted at the configuration).
+func (f *File) Load() (*config.Config, planner.Inputs, error) {
+	s := f.Doc.Saved
+	if s == nil {
+		return nil, planner.Inputs{}, errors.New("the plan has no saved state")
+	}
+	cfg, diags := config.Load(f.ConfigLocation())
+	if diags.HasErrors() || cfg == nil {
+		return nil, planner.Inputs{}, fmt.Errorf("%w: the configuration no longer loads", ErrStale)
+	}
+	vars, err := s.Vars()
+	if err != nil {
+		return nil, planner.Inputs{}, fmt.Errorf("saved plan variables: %w", err)
+	}
+	in := planner.Inputs{Vars: vars, FS: config.DirFS(cfg.Dir), Targets: s.Targets}
+	if loc := f.PolicyLocation(); loc != "" {
+		pol, _, diags := config.LoadPolicyFile(loc)
+		if diags.HasErrors() {
+			return nil, planner.Inputs{}, fmt.Errorf("%w: the policy file %s no longer loads", ErrStale, loc)
+		}
+		in.Policy = pol
+	}
+	return cfg, in, nil
+}
+
+// Reload is what `apply PLANFILE` runs: it refuses a stale plan (CheckStale), re-plans from the recorded
+// configuration and variables, and refuses a plan file whose nodes no longer match that re-plan (argv,
+// credentials, image, prompt digest), so the containers that run are exactly the ones that were reviewed.
+func (f *File) Reload() (*config.Config, *planner.Plan, error) {
+	if err := f.CheckStale(); err != nil {
+		return nil, nil, err
+	}
+	cfg, in, err := f.Load()
+	if err != nil {
+		return nil, nil, err
+	}
+	p, diags := planner.Build(cfg, in)
+	if diags.HasErrors() {
+		return nil, nil, fmt.Errorf("%w: the configuration no longer plans cleanly. Run kewplan plan again", ErrStale)
+	}
+	doc := f.Doc
+	fresh := planner.NewDocument(p, doc.KewplanVersion)
+	if len(fresh.Nodes) != len(doc.Nodes) {
+		return nil, nil, fmt.Errorf("%w: it holds %d nodes, and the configuration plans %d, so the plan file was edited. Run kewplan plan again", ErrStale, len(doc.Nodes), len(fresh.Nodes))
+	}
+	for i := range fresh.Nodes {
+		a, b := &doc.Nodes[i], &fresh.Nodes[i]
+		same := a.Name == b.Name && a.Image == b.Image && a.Prompt == b.Prompt &&
+			slices.Equal(a.Argv, b.Argv) && slices.Equal(a.Credentials, b.Credentials)
+		if !same {
+			return nil, nil, fmt.Errorf("%w: node %q in the plan file differs from what its configuration plans, so the plan file was edited. Run kewplan plan again", ErrStale, a.Name)
+		}
+	}
+	return cfg, p, nil
+}
