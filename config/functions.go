@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -120,7 +122,7 @@ var functionNames = func() map[string]struct{} {
 }()
 
 // FunctionNames lists the functions a configuration may call, sorted.
-func FunctionNames() []string { return sortedKeys(functionNames) }
+func FunctionNames() []string { return slices.Sorted(maps.Keys(functionNames)) }
 
 func stringFunc(params []function.Parameter, impl func(args []cty.Value) (cty.Value, error)) function.Function {
 	return function.New(&function.Spec{

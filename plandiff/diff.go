@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -197,7 +199,7 @@ func Compare(baseName string, base *planner.Document, headName string, head *pla
 	}
 	baseNodes := indexNodes(base)
 	headNodes := indexNodes(head)
-	for _, name := range sortedKeys(headNodes) {
+	for _, name := range slices.Sorted(maps.Keys(headNodes)) {
 		h := headNodes[name]
 		b, ok := baseNodes[name]
 		if !ok {
@@ -212,7 +214,7 @@ func Compare(baseName string, base *planner.Document, headName string, head *pla
 			d.Exposure = append(d.Exposure, findings...)
 		}
 	}
-	for _, name := range sortedKeys(baseNodes) {
+	for _, name := range slices.Sorted(maps.Keys(baseNodes)) {
 		if _, ok := headNodes[name]; ok {
 			continue
 		}
@@ -251,15 +253,6 @@ func indexNodes(doc *planner.Document) map[string]*planner.NodeDocument {
 		m[doc.Nodes[i].Name] = &doc.Nodes[i]
 	}
 	return m
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func summarise(n *planner.NodeDocument) NodeSummary {
