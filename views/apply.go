@@ -110,7 +110,7 @@ func (v *ApplyView) ApplyStart(e executor.ApplyStartEvent) {
 		}
 		v.emitJSON(obj)
 	default:
-		fmt.Fprintf(v.w, "%s %s: %s, at most %d at once.\n", v.bold("Applying run"), e.RunID, applyPlural(len(e.Nodes), "node", "nodes"), e.Parallelism)
+		fmt.Fprintf(v.w, "%s %s: %s, at most %d at once.\n", v.bold("Applying run"), e.RunID, count(len(e.Nodes), "node", "nodes"), e.Parallelism)
 		for _, w := range e.Warnings {
 			fmt.Fprintln(v.w, v.yellow("Warning: ")+Sanitize(w))
 		}
@@ -453,13 +453,6 @@ func applyTruncate(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
-}
-
-func applyPlural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return strconv.Itoa(n) + " " + many
 }
 
 // FormatDuration rounds to what a person reads: 850ms, 12.3s, 4m05s, 1h02m.

@@ -1,7 +1,6 @@
 package views
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -94,19 +93,12 @@ func NewSmokeJSON(r *executor.SmokeReport) SmokeJSON {
 
 // ConformReportJSON writes the report as one indented JSON document.
 func ConformReportJSON(w io.Writer, r *executor.ConformReport) error {
-	return conformWriteJSON(w, NewConformJSON(r))
+	return writeIndentedJSON(w, NewConformJSON(r))
 }
 
 // SmokeReportJSON writes the report as one indented JSON document.
 func SmokeReportJSON(w io.Writer, r *executor.SmokeReport) error {
-	return conformWriteJSON(w, NewSmokeJSON(r))
-}
-
-func conformWriteJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	return writeIndentedJSON(w, NewSmokeJSON(r))
 }
 
 // ConformReportHuman writes the checklist for people: one block per row, the verdict first, the evidence
@@ -169,9 +161,9 @@ func conformWriteChecks(b *strings.Builder, checks []ConformCheckJSON, s conform
 func conformResultLine(passed bool, n ConformCountsJSON, total int, noun string, s conformStyle) string {
 	var parts []string
 	if n.Fail > 0 {
-		parts = append(parts, fmt.Sprintf("%d of %d %s failed", n.Fail, total, conformPlural(total, noun)))
+		parts = append(parts, fmt.Sprintf("%d of %d %s failed", n.Fail, total, plural(total, noun, noun+"s")))
 	} else {
-		parts = append(parts, fmt.Sprintf("%d of %d %s passed", n.Pass, total, conformPlural(total, noun)))
+		parts = append(parts, fmt.Sprintf("%d of %d %s passed", n.Pass, total, plural(total, noun, noun+"s")))
 	}
 	if n.NotVerifiable > 0 {
 		parts = append(parts, fmt.Sprintf("%d not verifiable (not a pass: fix what the evidence names and run it again)", n.NotVerifiable))
@@ -181,13 +173,6 @@ func conformResultLine(passed bool, n ConformCountsJSON, total int, noun string,
 		verdict = s.red("FAIL")
 	}
 	return fmt.Sprintf("Result: %s, %s.\n", verdict, strings.Join(parts, "; "))
-}
-
-func conformPlural(n int, noun string) string {
-	if n == 1 {
-		return noun
-	}
-	return noun + "s"
 }
 
 type conformStyle struct{ color bool }

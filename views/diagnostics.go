@@ -3,7 +3,6 @@ package views
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -277,18 +276,6 @@ func NewValidateJSON(diags hcl.Diagnostics, files ...map[string][]byte) *Validat
 // WriteValidateJSON writes doc as indented JSON with a stable key order.
 func WriteValidateJSON(w io.Writer, doc *ValidateJSON) error {
 	return writeIndentedJSON(w, doc)
-}
-
-func writeIndentedJSON(w io.Writer, v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	_, err := w.Write(buf.Bytes())
-	return err
 }
 
 // ANSI styles for human diagnostics.

@@ -357,14 +357,14 @@ func diffVerdictLine(d *plandiff.Diff) string {
 	w, n := d.Counts()
 	var parts []string
 	if n > 0 {
-		parts = append(parts, planPlural(n, "narrowing change", "narrowing changes"))
+		parts = append(parts, count(n, "narrowing change", "narrowing changes"))
 	}
 	for _, c := range []struct {
 		n    int
 		verb string
 	}{{len(d.Added), "added"}, {len(d.Removed), "removed"}, {len(d.Changed), "changed"}} {
 		if c.n > 0 {
-			parts = append(parts, planPlural(c.n, "node", "nodes")+" "+c.verb)
+			parts = append(parts, count(c.n, "node", "nodes")+" "+c.verb)
 		}
 	}
 	rest := ""
@@ -374,7 +374,7 @@ func diffVerdictLine(d *plandiff.Diff) string {
 	switch DiffVerdict(d) {
 	case VerdictWidened:
 		return fmt.Sprintf("Review required: %s credential exposure%s.",
-			planPlural(w, "change widens", "changes widen"), rest)
+			count(w, "change widens", "changes widen"), rest)
 	case VerdictNarrowed, VerdictChanged:
 		return fmt.Sprintf("No widening%s.", rest)
 	default:

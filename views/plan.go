@@ -1,7 +1,6 @@
 package views
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -53,15 +52,7 @@ func PlanFormatNames() []string {
 func WritePlanJSON(w io.Writer, doc *PlanJSON) error {
 	c := *doc
 	c.Saved = nil
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&c); err != nil {
-		return err
-	}
-	_, err := w.Write(buf.Bytes())
-	return err
+	return writeIndentedJSON(w, &c)
 }
 
 // planRawDiagnostics encodes diagnostics in the validate shape, snippets included (a credential written by
@@ -122,18 +113,11 @@ func countPlan(doc *PlanJSON, diags []DiagnosticJSON) planCounts {
 	return c
 }
 
-func planPlural(n int, one, many string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, one)
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
-
 // planSummaryLine is the plan's one-line verdict.
 func planSummaryLine(c planCounts) string {
-	parts := fmt.Sprintf("%s, %s exposed, %s, %s", planPlural(c.nodes, "node", "nodes"),
-		planPlural(c.credentials, "credential", "credentials"), planPlural(c.errors, "error", "errors"),
-		planPlural(c.warnings, "warning", "warnings"))
+	parts := fmt.Sprintf("%s, %s exposed, %s, %s", count(c.nodes, "node", "nodes"),
+		count(c.credentials, "credential", "credentials"), count(c.errors, "error", "errors"),
+		count(c.warnings, "warning", "warnings"))
 	if c.errors > 0 {
 		return fmt.Sprintf("Plan failed: %s. Nodes with errors have no argv; fix the errors and plan again.", parts)
 	}
@@ -206,7 +190,7 @@ func planNodeFacts(n *NodeJSON) [][2]string {
 	if !unknown["prompt"] {
 		prompt = "(none)"
 		if n.Prompt.SHA256 != "" {
-			prompt = fmt.Sprintf("sha256:%s, %s", n.Prompt.SHA256, planPlural(n.Prompt.Bytes, "byte", "bytes"))
+			prompt = fmt.Sprintf("sha256:%s, %s", n.Prompt.SHA256, count(n.Prompt.Bytes, "byte", "bytes"))
 		}
 	}
 	creds := "(none)"
@@ -274,7 +258,7 @@ func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
 	if len(doc.Nodes) == 0 {
 		ew.printf("No nodes to plan.\n")
 	} else {
-		ew.printf("kewplan plans %s, in dependency order. Config digest %s.\n", planPlural(len(doc.Nodes), "node", "nodes"), doc.ConfigDigest)
+		ew.printf("kewplan plans %s, in dependency order. Config digest %s.\n", count(len(doc.Nodes), "node", "nodes"), doc.ConfigDigest)
 	}
 	for i := range doc.Nodes {
 		n := &doc.Nodes[i]
@@ -340,7 +324,7 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 			prompt := mdText(facts["prompt"])
 			if n.Prompt.SHA256 != "" {
 				prompt = fmt.Sprintf("%s (%s)", mdCode(n.Prompt.SHA256[:min(12, len(n.Prompt.SHA256))]+"…"),
-					planPlural(n.Prompt.Bytes, "byte", "bytes"))
+					count(n.Prompt.Bytes, "byte", "bytes"))
 			}
 			ew.printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", mdCode(n.Name), mdText(facts["runner"]),
 				mdText(facts["role"]), planMDCode(facts["image"]), mdText(facts["network"]), planMDCode(facts["model"]),

@@ -1,8 +1,6 @@
 package views
 
 import (
-	"bytes"
-	"encoding/json"
 	"io"
 	"strings"
 
@@ -19,15 +17,7 @@ func WriteRunnersJSON(w io.Writer, list []planner.RunnerInfo) error {
 	if list == nil {
 		list = []planner.RunnerInfo{}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(RunnersJSON{Runners: list}); err != nil {
-		return err
-	}
-	_, err := w.Write(buf.Bytes())
-	return err
+	return writeIndentedJSON(w, RunnersJSON{Runners: list})
 }
 
 // WriteRunnersHuman writes a table: name, protocol, where the runner comes from, its image, and its credentials

@@ -1,8 +1,6 @@
 package views
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -27,7 +25,7 @@ func WriteRunsJSON(w io.Writer, runs []executor.RunRecord) error {
 	if runs == nil {
 		runs = []executor.RunRecord{}
 	}
-	return writeRunsJSONDoc(w, RunsJSON{Runs: runs})
+	return writeIndentedJSON(w, RunsJSON{Runs: runs})
 }
 
 // WriteRunJSON writes one run and its nodes as one indented JSON document. Agent-derived strings are sanitised.
@@ -42,19 +40,7 @@ func WriteRunJSON(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRec
 			clean[i].VerdictFindings = []executor.Finding{}
 		}
 	}
-	return writeRunsJSONDoc(w, RunJSON{Run: *run, Nodes: clean})
-}
-
-func writeRunsJSONDoc(w io.Writer, v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	_, err := w.Write(buf.Bytes())
-	return err
+	return writeIndentedJSON(w, RunJSON{Run: *run, Nodes: clean})
 }
 
 // sanitizeNode cleans every field of a node row that an agent could have influenced.

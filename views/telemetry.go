@@ -59,12 +59,12 @@ func WriteTelemetry(w io.Writer, runner string, t runners.RunTotals) error {
 		{"Status", status},
 		{"Finished", finished},
 		{"Turns", turns},
-		{"Input", telemetryCount(t.InputTokens, "token", "tokens")},
-		{"Output", telemetryCount(t.OutputTokens, "token", "tokens")},
-		{"Cache read", telemetryCount(t.CacheReadTokens, "token", "tokens")},
-		{"Cache write", telemetryCount(t.CacheWriteTokens, "token", "tokens")},
+		{"Input", FormatCount(t.InputTokens) + " " + plural(t.InputTokens, "token", "tokens")},
+		{"Output", FormatCount(t.OutputTokens) + " " + plural(t.OutputTokens, "token", "tokens")},
+		{"Cache read", FormatCount(t.CacheReadTokens) + " " + plural(t.CacheReadTokens, "token", "tokens")},
+		{"Cache write", FormatCount(t.CacheWriteTokens) + " " + plural(t.CacheWriteTokens, "token", "tokens")},
 		{"Cost", cost},
-		{"Lines", telemetryCount(t.Events, "event", "events") + ", " + FormatCount(t.UnparsedLines) + " unparsed, " +
+		{"Lines", FormatCount(t.Events) + " " + plural(t.Events, "event", "events") + ", " + FormatCount(t.UnparsedLines) + " unparsed, " +
 			FormatCount(t.OversizedLines) + " oversized"},
 	}
 	for _, r := range rows {
@@ -73,11 +73,4 @@ func WriteTelemetry(w io.Writer, runner string, t runners.RunTotals) error {
 		}
 	}
 	return nil
-}
-
-func telemetryCount(n int64, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return FormatCount(n) + " " + many
 }
