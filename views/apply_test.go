@@ -18,7 +18,7 @@ var applyT0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 
 // applyEvents replays a small run: fix succeeds, review (agent-hostile output in its reason) fails, docs is
 // skipped.
-func applyEvents(v *ApplyView) {
+func applyEvents(v executor.Hook) {
 	cost := 0.0421
 	exit0, exit1 := int64(0), int64(1)
 	v.ApplyStart(executor.ApplyStartEvent{RunID: "20261130T100000Z-abc123", StateDir: "/s", ConfigDigest: "sha256:d", Nodes: []string{"fix", "review", "docs"}, Parallelism: 4, Time: applyT0})
@@ -44,25 +44,30 @@ func applyEvents(v *ApplyView) {
 func TestApplyViewGoldens(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		mode  ApplyMode
+		live  bool // the display, live on a terminal
+		json  bool // the NDJSON stream
 		color bool
 	}{
-		{"apply_plain", ApplyPlain, false},
-		{"apply_json", ApplyJSON, false},
-		{"apply_live", ApplyLive, true},
+		{"apply_plain", false, false, false},
+		{"apply_json", false, true, false},
+		{"apply_live", true, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			v := NewApplyView(&buf, tc.mode, tc.color)
-			v.refresh = 0
-			v.now = func() time.Time { return applyT0.Add(3 * time.Second) }
-			applyEvents(v)
+			var h executor.Hook = NewApplyStream(&buf)
+			if !tc.json {
+				d := NewApplyDisplay(&buf, tc.live, tc.color)
+				d.refresh = 0
+				d.now = func() time.Time { return applyT0.Add(3 * time.Second) }
+				h = d
+			}
+			applyEvents(h)
 			applyGolden(t, tc.name+".golden", buf.Bytes())
 			out := buf.String()
-			if tc.mode != ApplyLive && strings.Contains(out, "\x1b") {
+			if !tc.live && strings.Contains(out, "\x1b") {
 				t.Error("an escape sequence reached the output")
 			}
-			if tc.mode == ApplyLive && (strings.Contains(out, "\x1b[2J") || strings.Contains(out, "\x1b]52")) {
+			if tc.live && (strings.Contains(out, "\x1b[2J") || strings.Contains(out, "\x1b]52")) {
 				t.Error("the agent's escape sequence reached the terminal")
 			}
 			if strings.Contains(out, "\x07") || strings.Contains(out, "\r") {

@@ -3,7 +3,8 @@ package views
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -227,12 +228,7 @@ var DiffFormats = map[string]DiffRenderer{
 
 // DiffFormatNames lists DiffFormats, sorted.
 func DiffFormatNames() []string {
-	names := make([]string, 0, len(DiffFormats))
-	for n := range DiffFormats {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(DiffFormats))
 }
 
 // ANSI green, for narrowing and inserted argv lines (the other styles are in diagnostics.go).

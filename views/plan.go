@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -39,12 +41,7 @@ var PlanFormats = map[string]PlanRenderer{
 
 // PlanFormatNames lists PlanFormats, sorted, for help texts and errors.
 func PlanFormatNames() []string {
-	names := make([]string, 0, len(PlanFormats))
-	for n := range PlanFormats {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(PlanFormats))
 }
 
 // WritePlanJSON writes the document as indented JSON. Map keys are sorted by encoding/json, so the bytes are

@@ -46,110 +46,118 @@ func (ApplyCmd) Help() string {
 
 // Run plans (or reads a saved plan), asks for approval, and applies.
 func (c *ApplyCmd) Run(env *Env) error {
-	if c.Parallelism < 1 {
-		return fmt.Errorf("--parallelism must be at least 1, not %d", c.Parallelism)
-	}
-	var minFree int64
-	if c.MinFree != "" {
-		n, err := units.RAMInBytes(c.MinFree)
-		if err != nil || n <= 0 {
-			return fmt.Errorf("--min-free %q is not a size: give bytes with an optional unit, e.g. 512m or 10g", c.MinFree)
-		}
-		minFree = n
-	}
-	var (
-		cfg   *config.Config
-		vars  map[string]cty.Value
-		plan  *planner.Plan
-		saved bool
-		files []map[string][]byte
-	)
-	if isSavedPlan(c.Path) {
-		if len(c.Vars) > 0 || len(c.VarFiles) > 0 || len(c.Targets) > 0 || c.Policy != "" {
-			return errors.New("a saved plan carries its own variables, targets and policy: --var, --var-file, --target and --policy cannot change it; run kewplan plan again instead")
-		}
-		f, err := planfile.ReadSaved(c.Path)
-		if err != nil {
-			return err
-		}
-		// Reload refuses a stale plan, re-plans it (with the policy it was made with) and refuses a plan file
-		// whose nodes differ from that re-plan, so what runs is exactly what was reviewed.
-		var p *planner.Plan
-		if cfg, p, err = f.Reload(); err != nil {
-			return err
-		}
-		if vars, err = f.Doc.Saved.Vars(); err != nil {
-			return fmt.Errorf("saved plan variables: %w", err)
-		}
-		files = configSources(cfg)
-		plan, saved = p, true
-	} else {
-		pl, ok := planFromFlags(env, c.Path, c.VarFlags, c.Targets, c.Policy)
-		if !ok {
-			return ExitCode(1)
-		}
-		cfg, vars, plan, files = pl.cfg, pl.vars, pl.plan, pl.files
-	}
-
-	// Show the plan (on stderr when stdout carries NDJSON), then ask.
-	planOut := env.Stdout
-	if c.JSON {
-		planOut = env.Stderr
-	}
-	if saved {
-		fmt.Fprintf(planOut, "Applying the saved plan %s: %s, config digest %s (unchanged since it was saved).\n",
-			c.Path, pluralCount(len(plan.Nodes), "node", "nodes"), plan.ConfigDigest)
-	} else if err := views.WritePlanHuman(planOut, views.NewPlanJSON(plan, version, files...)); err != nil {
+	minFree, err := c.checkFlags()
+	if err != nil {
 		return err
 	}
-	if plan.HasErrors() {
-		fmt.Fprintln(env.Stderr, "The plan has errors: nothing was applied.")
-		return ExitCode(1)
+	view := views.NewApply(views.ViewTypeOf(c.JSON), env.streams())
+	defer view.Close()
+	a, err := c.plan(env, view)
+	if err != nil {
+		return err
 	}
-	if len(plan.Nodes) == 0 {
-		fmt.Fprintln(planOut, "Nothing to apply: the configuration declares no nodes.")
-		return nil
+	if ok, err := c.approve(env, view, a); !ok || err != nil {
+		return err
 	}
-	if !saved && !c.AutoApprove {
-		if !env.StdinTTY {
-			return errors.New("no terminal to ask for approval: review the plan above and run again with --auto-approve, or save it with kewplan plan --out FILE and apply that file")
-		}
-		fmt.Fprintf(planOut, "\nkewplan will run %d %s as shown above. Only 'yes' will be accepted to approve.\n\n  Enter a value: ", len(plan.Nodes), pluralWord(len(plan.Nodes), "node", "nodes"))
-		answer, _ := bufio.NewReader(env.Stdin).ReadString('\n')
-		if strings.TrimSpace(answer) != "yes" {
-			fmt.Fprintln(planOut, "\nApply cancelled: nothing was run.")
-			return ExitCode(1)
-		}
-		fmt.Fprintln(planOut)
-	}
+	return c.apply(env, view, a, minFree)
+}
 
+// checkFlags refuses bad flags before anything is read, and returns --min-free in bytes (0: the default).
+func (c *ApplyCmd) checkFlags() (int64, error) {
+	if c.Parallelism < 1 {
+		return 0, fmt.Errorf("--parallelism must be at least 1, not %d", c.Parallelism)
+	}
+	if c.MinFree == "" {
+		return 0, nil
+	}
+	n, err := units.RAMInBytes(c.MinFree)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("--min-free %q is not a size: give bytes with an optional unit, e.g. 512m or 10g", c.MinFree)
+	}
+	return n, nil
+}
+
+// toApply is what apply runs: the configuration, its variable values and its plan.
+type toApply struct {
+	cfg   *config.Config
+	vars  map[string]cty.Value
+	plan  *planner.Plan
+	saved bool // from a plan file, approved when it was saved
+}
+
+// plan reads the saved plan (refusing a stale or edited one) or plans the configuration, and shows it.
+func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
+	if !isSavedPlan(c.Path) {
+		pl, ok := planFromFlags(env, view, c.Path, c.VarFlags, c.Targets, c.Policy)
+		if !ok {
+			return nil, ExitCode(1)
+		}
+		return &toApply{cfg: pl.cfg, vars: pl.vars, plan: pl.plan}, view.Plan(views.NewPlanJSON(pl.plan, version, pl.files...))
+	}
+	if len(c.Vars) > 0 || len(c.VarFiles) > 0 || len(c.Targets) > 0 || c.Policy != "" {
+		return nil, errors.New("a saved plan carries its own variables, targets and policy: --var, --var-file, --target and --policy cannot change it; run kewplan plan again instead")
+	}
+	f, err := planfile.ReadSaved(c.Path)
+	if err != nil {
+		return nil, err
+	}
+	// Reload refuses a stale plan, re-plans it (with the policy it was made with) and refuses a plan file whose
+	// nodes differ from that re-plan, so what runs is exactly what was reviewed.
+	cfg, p, err := f.Reload()
+	if err != nil {
+		return nil, err
+	}
+	vars, err := f.Doc.Saved.Vars()
+	if err != nil {
+		return nil, fmt.Errorf("saved plan variables: %w", err)
+	}
+	view.SavedPlan(c.Path, len(p.Nodes), p.ConfigDigest)
+	return &toApply{cfg: cfg, vars: vars, plan: p, saved: true}, nil
+}
+
+// approve refuses a plan with errors, skips an empty one, and asks for a 'yes' unless the plan was saved (and so
+// reviewed) or --auto-approve is given. ok is false when nothing is to be run.
+func (c *ApplyCmd) approve(env *Env, view views.Apply, a *toApply) (ok bool, err error) {
+	if a.plan.HasErrors() {
+		view.PlanHasErrors()
+		return false, ExitCode(1)
+	}
+	if len(a.plan.Nodes) == 0 {
+		view.NothingToApply()
+		return false, nil
+	}
+	if a.saved || c.AutoApprove {
+		return true, nil
+	}
+	if !env.StdinTTY {
+		return false, errors.New("no terminal to ask for approval: review the plan above and run again with --auto-approve, or save it with kewplan plan --out FILE and apply that file")
+	}
+	view.ApprovalPrompt(len(a.plan.Nodes))
+	answer, _ := bufio.NewReader(env.Stdin).ReadString('\n')
+	if strings.TrimSpace(answer) != "yes" {
+		view.Cancelled()
+		return false, ExitCode(1)
+	}
+	view.Approved()
+	return true, nil
+}
+
+// apply runs the plan with the view's hooks and turns its outcome into the exit status.
+func (c *ApplyCmd) apply(env *Env, view views.Apply, a *toApply, minFree int64) error {
 	stateDir := c.StateDir
 	if stateDir == "" {
-		stateDir = filepath.Join(cfg.Dir, executor.DefaultStateDir)
+		stateDir = filepath.Join(a.cfg.Dir, executor.DefaultStateDir)
 	}
-	mode := views.ApplyPlain
-	switch {
-	case c.JSON:
-		mode = views.ApplyJSON
-	case env.Terminal:
-		mode = views.ApplyLive
-	}
-	view := views.NewApplyView(env.Stdout, mode, useColor(env))
-	defer view.Close()
-
-	ctx, stopSignals, janitor := applySignals(env)
+	ctx, stopSignals, janitor := applySignals(view)
 	defer stopSignals()
 	sum, err := executor.Apply(ctx, executor.ApplyOptions{
-		Config: cfg, Vars: vars, Plan: plan, StateDir: stateDir, Parallelism: c.Parallelism, MinFreeBytes: minFree,
-		Environ: env.Environ, Hook: view, KewplanVersion: version, Janitor: janitor,
+		Config: a.cfg, Vars: a.vars, Plan: a.plan, StateDir: stateDir, Parallelism: c.Parallelism, MinFreeBytes: minFree,
+		Environ: env.Environ, Hook: views.Hooks(view.Hooks()...), KewplanVersion: version, Janitor: janitor,
 	})
 	if err != nil {
 		var pe *executor.PreflightError
 		if errors.As(err, &pe) {
-			fmt.Fprintf(env.Stderr, "Error: nothing was run; preflight found %s:\n", pluralCount(len(pe.Problems), "problem", "problems"))
-			for _, p := range pe.Problems {
-				fmt.Fprintf(env.Stderr, "  - %s\n", views.Sanitize(p))
-			}
+			view.PreflightFailed(pe.Problems)
 			return ExitCode(1)
 		}
 		return err
@@ -166,7 +174,7 @@ func (c *ApplyCmd) Run(env *Env) error {
 
 // applySignals cancels the apply's context on the first SIGINT or SIGTERM, so it starts nothing new and kills
 // and removes what runs; a second signal makes one last bounded cleanup attempt and exits 130 at once.
-func applySignals(env *Env) (context.Context, func(), *executor.Janitor) {
+func applySignals(view views.Apply) (context.Context, func(), *executor.Janitor) {
 	ctx, cancel := context.WithCancel(context.Background())
 	janitor := executor.NewJanitor()
 	sigs := make(chan os.Signal, 2)
@@ -178,16 +186,16 @@ func applySignals(env *Env) (context.Context, func(), *executor.Janitor) {
 		case <-stopped:
 			return
 		}
-		fmt.Fprintln(env.Stderr, "\nInterrupted: starting nothing new; killing and removing the running containers. Interrupt again to exit at once.")
+		view.Interrupted()
 		cancel()
 		select {
 		case <-sigs:
 		case <-stopped:
 			return
 		}
-		fmt.Fprintln(env.Stderr, "Interrupted again: a last cleanup attempt, then exiting.")
+		view.InterruptedAgain()
 		for _, err := range janitor.Now(10 * time.Second) {
-			fmt.Fprintf(env.Stderr, "Cleanup failed: %s\n", views.Sanitize(err.Error()))
+			view.CleanupFailed(err)
 		}
 		os.Exit(130)
 	}()
@@ -211,15 +219,4 @@ func isSavedPlan(path string) bool {
 	head := make([]byte, 512)
 	n, _ := io.ReadFull(f, head)
 	return bytes.HasPrefix(bytes.TrimSpace(head[:n]), []byte("{"))
-}
-
-func pluralWord(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
-func pluralCount(n int, one, many string) string {
-	return fmt.Sprintf("%d %s", n, pluralWord(n, one, many))
 }

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/kewplan/kewplan/executor"
@@ -30,33 +27,11 @@ func (ConformCmd) Help() string {
 
 // Run checks the image.
 func (c *ConformCmd) Run(env *Env) error {
-	if err := checkProbeFlags(c.Runner, c.Timeout); err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	eng, err := executor.Connect(ctx, env.Environ)
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	rep, err := executor.Conform(ctx, eng, executor.ConformOptions{
-		ProbeOptions: executor.ProbeOptions{Image: c.Image, Runner: c.Runner, Timeout: c.Timeout, Progress: progressLine(env, c.JSON)},
-		Agent:        c.Agent,
-	})
-	if err != nil {
-		return interrupted(ctx, env, err)
-	}
-	if c.JSON {
-		err = views.ConformReportJSON(env.Stdout, rep)
-	} else {
-		err = views.ConformReportHuman(env.Stdout, rep, env.Terminal && !env.NoColor)
-	}
-	if err != nil {
-		return err
-	}
-	if !rep.Passed {
-		return ExitCode(1)
-	}
-	return nil
+	view := views.NewCheck(views.ViewTypeOf(c.JSON), env.streams())
+	return runCheck(env, view, c.Runner, c.Timeout, func(ctx context.Context, eng *executor.Engine) (*executor.ConformReport, error) {
+		return executor.Conform(ctx, eng, executor.ConformOptions{
+			ProbeOptions: executor.ProbeOptions{Image: c.Image, Runner: c.Runner, Timeout: c.Timeout, Progress: view.Progress()},
+			Agent:        c.Agent,
+		})
+	}, func(rep *executor.ConformReport) (bool, error) { return rep.Passed, view.Conform(rep) })
 }

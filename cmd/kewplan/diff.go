@@ -33,9 +33,13 @@ func (DiffCmd) Help() string {
 
 // Run compares the plans, renders the diff and sets the exit status.
 func (c *DiffCmd) Run(env *Env) error {
-	render, ok := views.DiffFormats[c.Format]
-	if !ok {
-		return fmt.Errorf("unknown --format %q: use one of %s", c.Format, strings.Join(views.DiffFormatNames(), ", "))
+	view, err := views.NewDiff(c.Format, env.streams(), views.DiffOptions{
+		KewplanVersion: version,
+		Source:         readRelativeSource,
+		URI:            sarifURI,
+	})
+	if err != nil {
+		return err
 	}
 	if c.Base == "-" && c.Head == "-" {
 		return errors.New("only one of BASE and HEAD can be read from standard input (-)")
@@ -49,13 +53,7 @@ func (c *DiffCmd) Run(env *Env) error {
 		return err
 	}
 	d := plandiff.Compare(c.Base, base, c.Head, head)
-	opts := views.DiffOptions{
-		Color:          useColor(env),
-		KewplanVersion: version,
-		Source:         readRelativeSource,
-		URI:            sarifURI,
-	}
-	if err := render(env.Stdout, d, opts); err != nil {
+	if err := view.Diff(d); err != nil {
 		return fmt.Errorf("write diff: %w", err)
 	}
 	if d.Widened() {

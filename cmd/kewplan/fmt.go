@@ -14,9 +14,9 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/hashicorp/hcl/v2/hclwrite"
-	"github.com/rogpeppe/go-internal/diff"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/views"
 )
 
 // Exit statuses of `kewplan fmt`.
@@ -57,15 +57,16 @@ func (c *FmtCmd) Run(env *Env) error {
 		}
 		files = append(files, found...)
 	}
+	view := views.NewFmt(env.streams())
 	syntaxErrors, unformatted := false, false
 	for _, name := range files {
-		changed, src, diags, err := c.formatFile(env, name)
+		changed, src, diags, err := c.formatFile(env, view, name)
 		if err != nil {
 			return err
 		}
 		if diags.HasErrors() {
 			syntaxErrors = true
-			printDiags(env, diags, map[string][]byte{displayName(name): src})
+			view.Diagnostics(diags, map[string][]byte{displayName(name): src})
 			continue
 		}
 		unformatted = unformatted || changed
@@ -116,7 +117,7 @@ func fmtFiles(p string) ([]string, error) {
 
 // formatFile formats one file (or standard input for "-"). It reports whether the file was not formatted, and
 // returns its source for the snippets of syntax errors.
-func (c *FmtCmd) formatFile(env *Env, name string) (bool, []byte, hcl.Diagnostics, error) {
+func (c *FmtCmd) formatFile(env *Env, view views.Fmt, name string) (bool, []byte, hcl.Diagnostics, error) {
 	var src []byte
 	var err error
 	var mode fs.FileMode
@@ -139,20 +140,20 @@ func (c *FmtCmd) formatFile(env *Env, name string) (bool, []byte, hcl.Diagnostic
 	out := hclwrite.Format(src)
 	if name == "<stdin>" {
 		if c.Diff && !bytes.Equal(src, out) {
-			env.Stdout.Write(diff.Diff(name, src, name+" (formatted)", out))
+			view.FileDiff(name, src, out)
 			return true, src, nil, nil
 		}
 		if !c.Check {
-			env.Stdout.Write(out)
+			view.Formatted(out)
 		}
 		return !bytes.Equal(src, out), src, nil, nil
 	}
 	if bytes.Equal(src, out) {
 		return false, src, nil, nil
 	}
-	fmt.Fprintln(env.Stdout, name)
+	view.Changed(name)
 	if c.Diff {
-		env.Stdout.Write(diff.Diff(name, src, name+" (formatted)", out))
+		view.FileDiff(name, src, out)
 	}
 	if !c.Check {
 		// Written in place, keeping the file's mode and following a symbolic link to the real file.

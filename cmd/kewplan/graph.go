@@ -24,17 +24,18 @@ func (GraphCmd) Help() string {
 
 // Run plans the configuration and prints its graph as Graphviz DOT.
 func (c *GraphCmd) Run(env *Env) error {
+	view := views.NewGraph(env.streams())
 	cfg, vals, diags := loadConfig(env, c.Path, c.VarFlags)
 	if diags.HasErrors() {
-		printDiags(env, diags, configSources(cfg)...)
+		view.Diagnostics(diags, configSources(cfg)...)
 		return ExitCode(1)
 	}
 	p, planDiags := planner.Build(cfg, planner.Inputs{Vars: vals, FS: config.DirFS(cfg.Dir), Targets: c.Targets})
-	if err := views.WriteGraphDOT(env.Stdout, views.NewPlanJSON(p, version)); err != nil {
+	if err := view.Graph(views.NewPlanJSON(p, version)); err != nil {
 		return err
 	}
 	if planDiags.HasErrors() {
-		printDiags(env, graphErrors(planDiags), configSources(cfg)...)
+		view.Diagnostics(graphErrors(planDiags), configSources(cfg)...)
 		return ExitCode(1)
 	}
 	return nil

@@ -17,7 +17,7 @@ type VarFlags struct {
 
 // loadConfig loads the configuration at path and resolves its variables from the environment (KEWPLAN_VAR_*),
 // --var-file and --var, in Terraform's precedence. cfg is never nil, so diagnostics can always be printed
-// with their sources (see printDiags). Variables are resolved only when the configuration loaded cleanly.
+// with their sources. Variables are resolved only when the configuration loaded cleanly.
 func loadConfig(env *Env, path string, vf VarFlags) (*config.Config, map[string]cty.Value, hcl.Diagnostics) {
 	if path == "" {
 		path = "."
@@ -39,16 +39,16 @@ func configSources(cfg *config.Config) []map[string][]byte {
 	return []map[string][]byte{cfg.Files, cfg.VarFiles}
 }
 
-// printDiags writes diagnostics for people to stderr, with source snippets from files, in colour only on a
-// terminal without --no-color.
-func printDiags(env *Env, diags hcl.Diagnostics, files ...map[string][]byte) {
-	if len(diags) == 0 {
-		return
-	}
-	_ = views.WriteDiagnostics(env.Stderr, diags, useColor(env), files...)
+// streams are what the views write to: the command's streams, colour only on a terminal without --no-color.
+// Commands never write to them themselves; they hand them to their view.
+func (env *Env) streams() views.Streams {
+	return views.Streams{Stdout: env.Stdout, Stderr: env.Stderr, Color: env.Terminal && !env.NoColor, Terminal: env.Terminal}
 }
 
-func useColor(env *Env) bool { return env.Terminal && !env.NoColor }
+// diagnosticsView is the part of every command view that prints diagnostics.
+type diagnosticsView interface {
+	Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte)
+}
 
 // dedupeDiagnostics drops diagnostics identical to an earlier one, which happens when two stages evaluate the
 // same expression (validate's own evaluation and the planner's).

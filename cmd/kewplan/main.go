@@ -9,6 +9,8 @@ import (
 
 	"github.com/alecthomas/kong"
 	"golang.org/x/term"
+
+	"github.com/kewplan/kewplan/views"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -55,6 +57,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var cli CLI
 	exitCode := -1
+	view := views.NewView(views.Streams{Stdout: stdout, Stderr: stderr})
 	parser, err := kong.New(&cli,
 		kong.Name("kewplan"),
 		kong.Description("Plan and apply fleets of contained coding agents, declared in HCL."),
@@ -64,7 +67,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 	)
 	if err != nil {
-		fmt.Fprintf(stderr, "kewplan: %v\n", err)
+		view.SetupError(err)
 		return 1
 	}
 	kctx, err := parser.Parse(args)
@@ -72,8 +75,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitCode
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "Error: %v\n", err)
-		fmt.Fprintf(stderr, "Run 'kewplan --help' for usage.\n")
+		view.UsageError(err)
 		return 2
 	}
 	env := &Env{
@@ -90,7 +92,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if errors.As(err, &code) {
 			return int(code)
 		}
-		fmt.Fprintf(stderr, "Error: %v\n", err)
+		view.Error(err)
 		return 1
 	}
 	return 0

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
@@ -32,32 +29,28 @@ func (PlanCmd) Help() string {
 
 // Run plans the configuration and renders the plan; nodes with errors get no argv.
 func (c *PlanCmd) Run(env *Env) error {
-	render, format, err := planRenderer(c.Format, c.JSON)
+	view, err := views.NewPlan(planFormat(c.Format, c.JSON), env.streams())
 	if err != nil {
 		return err
 	}
-	pl, ok := planFromFlags(env, c.Path, c.VarFlags, c.Targets, c.Policy)
+	pl, ok := planFromFlags(env, view, c.Path, c.VarFlags, c.Targets, c.Policy)
 	if !ok {
 		return ExitCode(1)
 	}
 	p, files := pl.plan, pl.files
 	doc := views.NewPlanJSON(p, version, files...)
-	if err := render(env.Stdout, doc); err != nil {
+	if err := view.Plan(doc); err != nil {
 		return err
 	}
 	if c.Out != "" {
 		if p.HasErrors() {
-			fmt.Fprintf(env.Stderr, "The plan has errors, so it was not saved to %s.\n", c.Out)
+			view.NotSaved(c.Out)
 		} else {
 			origin := planfile.Origin{Config: c.Path, Targets: c.Targets, Policy: c.Policy, PolicySrc: pl.policySrc}
 			if err := planfile.Write(c.Out, doc, p, origin); err != nil {
 				return err
 			}
-			msg := env.Stdout
-			if format != "human" {
-				msg = env.Stderr // keep stdout a single document
-			}
-			fmt.Fprintf(msg, "\nSaved the plan to %s. Review it, then run: kewplan apply %s\n", c.Out, c.Out)
+			view.Saved(c.Out)
 		}
 	}
 	if p.HasErrors() {
@@ -77,12 +70,12 @@ type planned struct {
 }
 
 // planFromFlags loads, resolves and plans, enforcing the --policy file when one is given. When the configuration
-// or the policy does not load it prints the diagnostics itself and returns ok false.
-func planFromFlags(env *Env, path string, vf VarFlags, targets []string, policy string) (*planned, bool) {
+// or the policy does not load it shows the diagnostics on view and returns ok false.
+func planFromFlags(env *Env, view diagnosticsView, path string, vf VarFlags, targets []string, policy string) (*planned, bool) {
 	cfg, vals, diags := loadConfig(env, path, vf)
 	out := &planned{cfg: cfg, vars: vals, files: configSources(cfg)}
 	if diags.HasErrors() {
-		printDiags(env, diags, out.files...)
+		view.Diagnostics(diags, out.files...)
 		return nil, false
 	}
 	in := planner.Inputs{Vars: vals, FS: config.DirFS(cfg.Dir), Targets: targets}
@@ -91,7 +84,7 @@ func planFromFlags(env *Env, path string, vf VarFlags, targets []string, policy 
 		out.files = append(out.files, polFiles)
 		out.policySrc = polFiles[policy]
 		if d.HasErrors() {
-			printDiags(env, append(diags, d...), out.files...)
+			view.Diagnostics(append(diags, d...), out.files...)
 			return nil, false
 		}
 		diags = append(diags, d...)
@@ -105,14 +98,10 @@ func planFromFlags(env *Env, path string, vf VarFlags, targets []string, policy 
 	return out, true
 }
 
-// planRenderer picks the renderer of --format (or --json); show uses it too.
-func planRenderer(format string, asJSON bool) (views.PlanRenderer, string, error) {
+// planFormat is the plan format asked for: --format, or json with --json; show uses it too.
+func planFormat(format string, asJSON bool) string {
 	if asJSON {
-		format = "json"
+		return "json"
 	}
-	render, ok := views.PlanFormats[format]
-	if !ok {
-		return nil, "", fmt.Errorf("unknown --format %q: use one of %s", format, strings.Join(views.PlanFormatNames(), ", "))
-	}
-	return render, format, nil
+	return format
 }

@@ -23,6 +23,7 @@ func (RunnersCmd) Help() string {
 
 // Run lists the built-in runners and the configuration's runner blocks.
 func (c *RunnersCmd) Run(env *Env) error {
+	view := views.NewRunners(views.ViewTypeOf(c.JSON), env.streams())
 	var cfg *config.Config
 	path := c.Path
 	if path == "" {
@@ -33,14 +34,10 @@ func (c *RunnersCmd) Run(env *Env) error {
 	if path != "" {
 		loaded, diags := config.Load(path)
 		if diags.HasErrors() {
-			printDiags(env, diags, configSources(loaded)...)
+			view.Diagnostics(diags, configSources(loaded)...)
 			return ExitCode(1)
 		}
 		cfg = loaded
 	}
-	list := planner.ListRunners(cfg)
-	if c.JSON {
-		return views.WriteRunnersJSON(env.Stdout, list)
-	}
-	return views.WriteRunnersHuman(env.Stdout, list)
+	return view.Runners(planner.ListRunners(cfg))
 }

@@ -48,10 +48,7 @@ func (c *RunsListCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	if c.JSON {
-		return views.WriteRunsJSON(env.Stdout, runs)
-	}
-	return views.WriteRunsHuman(env.Stdout, runs)
+	return views.NewRuns(views.ViewTypeOf(c.JSON), env.streams()).List(runs)
 }
 
 // RunsShowCmd shows one run.
@@ -79,10 +76,7 @@ func (c *RunsShowCmd) Run(env *Env) error {
 		}
 		return err
 	}
-	if c.JSON {
-		return views.WriteRunJSON(env.Stdout, run, nodes)
-	}
-	return views.WriteRunHuman(env.Stdout, run, nodes)
+	return views.NewRuns(views.ViewTypeOf(c.JSON), env.streams()).Run(run, nodes)
 }
 
 // openLedger opens an existing ledger; it never creates one where there is none.

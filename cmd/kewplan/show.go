@@ -2,9 +2,9 @@ package main
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/kewplan/kewplan/planfile"
+	"github.com/kewplan/kewplan/views"
 )
 
 // ShowCmd is `kewplan show PLANFILE [--json | --format F]`.
@@ -23,7 +23,7 @@ func (ShowCmd) Help() string {
 
 // Run renders the plan file, then checks that a saved plan still matches its configuration.
 func (c *ShowCmd) Run(env *Env) error {
-	render, _, err := planRenderer(c.Format, c.JSON)
+	view, err := views.NewShow(planFormat(c.Format, c.JSON), env.streams())
 	if err != nil {
 		return err
 	}
@@ -32,7 +32,7 @@ func (c *ShowCmd) Run(env *Env) error {
 		return err
 	}
 	doc := f.Doc
-	if err := render(env.Stdout, doc); err != nil {
+	if err := view.Plan(doc); err != nil {
 		return err
 	}
 	failed := doc.HasErrors()
@@ -41,7 +41,7 @@ func (c *ShowCmd) Run(env *Env) error {
 			if !errors.Is(err, planfile.ErrStale) {
 				return err
 			}
-			fmt.Fprintf(env.Stderr, "Error: %v\n", err)
+			view.Stale(err)
 			failed = true
 		}
 	}

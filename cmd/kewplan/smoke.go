@@ -32,7 +32,20 @@ func (SmokeCmd) Help() string {
 
 // Run checks the image.
 func (c *SmokeCmd) Run(env *Env) error {
-	if err := checkProbeFlags(c.Runner, c.Timeout); err != nil {
+	view := views.NewCheck(views.ViewTypeOf(c.JSON), env.streams())
+	return runCheck(env, view, c.Runner, c.Timeout, func(ctx context.Context, eng *executor.Engine) (*executor.SmokeReport, error) {
+		return executor.Smoke(ctx, eng, executor.ProbeOptions{
+			Image: c.Image, Runner: c.Runner, Timeout: c.Timeout, Progress: view.Progress(),
+		})
+	}, func(rep *executor.SmokeReport) (bool, error) { return rep.Passed, view.Smoke(rep) })
+}
+
+// runCheck is what smoke and conform share: refuse bad flags before any engine is contacted, connect, run the
+// check, show its report (show says whether it passed), and set the exit status: 1 when the check failed, 130
+// with a one-line note when Ctrl-C cancelled it (it removed its containers and scratch checkouts on the way out).
+func runCheck[R any](env *Env, view views.Check, runner string, timeout time.Duration,
+	check func(context.Context, *executor.Engine) (R, error), show func(R) (bool, error)) error {
+	if err := checkProbeFlags(runner, timeout); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -42,21 +55,19 @@ func (c *SmokeCmd) Run(env *Env) error {
 		return err
 	}
 	defer eng.Close()
-	rep, err := executor.Smoke(ctx, eng, executor.ProbeOptions{
-		Image: c.Image, Runner: c.Runner, Timeout: c.Timeout, Progress: progressLine(env, c.JSON),
-	})
+	rep, err := check(ctx, eng)
 	if err != nil {
-		return interrupted(ctx, env, err)
+		if ctx.Err() != nil {
+			view.Interrupted()
+			return ExitCode(130)
+		}
+		return err
 	}
-	if c.JSON {
-		err = views.SmokeReportJSON(env.Stdout, rep)
-	} else {
-		err = views.SmokeReportHuman(env.Stdout, rep, env.Terminal && !env.NoColor)
-	}
+	passed, err := show(rep)
 	if err != nil {
 		return err
 	}
-	if !rep.Passed {
+	if !passed {
 		return ExitCode(1)
 	}
 	return nil
@@ -71,22 +82,4 @@ func checkProbeFlags(runner string, timeout time.Duration) error {
 		return fmt.Errorf("--timeout must be positive, not %s", timeout)
 	}
 	return nil
-}
-
-// progressLine reports the steps of a check on stderr when a person is watching and the output is not JSON.
-func progressLine(env *Env, jsonOut bool) func(string) {
-	if jsonOut || !env.Terminal {
-		return nil
-	}
-	return func(step string) { fmt.Fprintf(env.Stderr, "kewplan: %s…\n", step) }
-}
-
-// interrupted turns a cancellation by Ctrl-C into exit status 130 with a one-line note; the check removed its
-// containers and scratch checkouts on the way out.
-func interrupted(ctx context.Context, env *Env, err error) error {
-	if ctx.Err() != nil {
-		fmt.Fprintln(env.Stderr, "kewplan: interrupted; the check's containers were removed.")
-		return ExitCode(130)
-	}
-	return err
 }

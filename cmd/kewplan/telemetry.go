@@ -57,8 +57,5 @@ func (c TelemetryCmd) Run(env *Env) error {
 	if err := runners.Feed(in, m, nil); err != nil {
 		return fmt.Errorf("read stream %s: %w", name, err)
 	}
-	if c.JSON {
-		return views.WriteTelemetryJSON(env.Stdout, m.Totals())
-	}
-	return views.WriteTelemetry(env.Stdout, r.Name(), m.Totals())
+	return views.NewTelemetry(views.ViewTypeOf(c.JSON), env.streams()).Totals(r.Name(), m.Totals())
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 
@@ -41,25 +40,13 @@ func (c *ValidateCmd) Run(env *Env) error {
 	diags = dedupeDiagnostics(diags)
 	config.SortDiagnostics(diags)
 
-	if c.JSON {
-		doc := views.NewValidateJSON(diags, configSources(cfg)...)
-		if err := views.WriteValidateJSON(env.Stdout, doc); err != nil {
-			return err
-		}
-		if !doc.Valid {
-			return ExitCode(1)
-		}
-		return nil
+	valid, err := views.NewValidate(views.ViewTypeOf(c.JSON), env.streams()).Results(diags, configSources(cfg)...)
+	if err != nil {
+		return err
 	}
-	printDiags(env, diags, configSources(cfg)...)
-	if diags.HasErrors() {
+	if !valid {
 		return ExitCode(1)
 	}
-	if len(diags) > 0 {
-		fmt.Fprintln(env.Stdout, "\nSuccess! The configuration is valid, but there were warnings as shown above.")
-		return nil
-	}
-	fmt.Fprintln(env.Stdout, "Success! The configuration is valid.")
 	return nil
 }
 

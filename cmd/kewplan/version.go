@@ -1,6 +1,6 @@
 package main
 
-import "fmt"
+import "github.com/kewplan/kewplan/views"
 
 // VersionCmd prints kewplan's version.
 type VersionCmd struct{}
@@ -10,6 +10,6 @@ func (VersionCmd) Help() string { return "Example:\n  kewplan version" }
 
 // Run prints the version.
 func (VersionCmd) Run(env *Env) error {
-	fmt.Fprintf(env.Stdout, "kewplan %s\n", version)
+	views.NewView(env.streams()).Version(version)
 	return nil
 }

@@ -1,0 +1,313 @@
+package views
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/runners"
+)
+
+// ApplyDisplay shows apply's progress to people; it is an executor.Hook. Plain, it prints one line per node start
+// and end (for logs and pipes); live, it keeps one line per node up to date on a terminal. Every string that came
+// from an agent (reasons quoting its stderr, models, session ids, verdict summaries) is sanitised before it is
+// written, so an agent cannot drive the terminal.
+type ApplyDisplay struct {
+	executor.NilHook
+	w     io.Writer
+	live  bool
+	color bool
+	now   func() time.Time
+	// refresh is how often the live block redraws its elapsed times; 0 disables the timer (tests).
+	refresh time.Duration
+
+	mu     sync.Mutex
+	order  []string
+	nodes  map[string]*liveNode
+	drawn  int // lines of the live block currently on screen
+	stop   chan struct{}
+	done   chan struct{}
+	closed bool
+}
+
+type liveNode struct {
+	status  string
+	runner  string
+	started time.Time
+	ended   time.Time
+	totals  runners.RunTotals
+	reason  string
+}
+
+// NewApplyDisplay returns a display writing to w: live keeps a block of node lines up to date (a terminal), color
+// enables ANSI styling.
+func NewApplyDisplay(w io.Writer, live, color bool) *ApplyDisplay {
+	return &ApplyDisplay{w: w, live: live, color: color, now: time.Now, refresh: time.Second, nodes: map[string]*liveNode{}}
+}
+
+var _ executor.Hook = (*ApplyDisplay)(nil)
+
+// Close stops the live refresh; ApplyDone calls it too.
+func (v *ApplyDisplay) Close() {
+	v.mu.Lock()
+	if v.closed {
+		v.mu.Unlock()
+		return
+	}
+	v.closed = true
+	stop, done := v.stop, v.done
+	v.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+}
+
+// ApplyStart implements executor.Hook.
+func (v *ApplyDisplay) ApplyStart(e executor.ApplyStartEvent) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.order = append([]string(nil), e.Nodes...)
+	for _, n := range e.Nodes {
+		v.nodes[n] = &liveNode{status: executor.StatusPending}
+	}
+	fmt.Fprintf(v.w, "%s %s: %s, at most %d at once.\n", v.bold("Applying run"), e.RunID, count(len(e.Nodes), "node", "nodes"), e.Parallelism)
+	for _, w := range e.Warnings {
+		fmt.Fprintln(v.w, v.yellow("Warning: ")+Sanitize(w))
+	}
+	if v.live {
+		v.drawLocked()
+		if v.refresh > 0 {
+			v.stop, v.done = make(chan struct{}), make(chan struct{})
+			go v.tick(v.stop, v.done, v.refresh)
+		}
+	}
+}
+
+// tick refreshes elapsed times on the live block.
+func (v *ApplyDisplay) tick(stop, done chan struct{}, every time.Duration) {
+	defer close(done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			v.mu.Lock()
+			v.drawLocked()
+			v.mu.Unlock()
+		}
+	}
+}
+
+// NodeStart implements executor.Hook.
+func (v *ApplyDisplay) NodeStart(e executor.NodeStartEvent) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := v.node(e.Node)
+	n.status, n.runner, n.started = executor.StatusRunning, e.Runner, e.Time
+	if v.live {
+		v.drawLocked()
+		return
+	}
+	fmt.Fprintf(v.w, "%s: started (%s, %s)\n", e.Node, e.Runner, Sanitize(e.Model))
+}
+
+// NodeProgress implements executor.Hook. Plain, it prints nothing for progress: only starts and ends.
+func (v *ApplyDisplay) NodeProgress(e executor.NodeProgressEvent) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.node(e.Node).totals = e.Totals
+	v.drawLocked()
+}
+
+// NodeDone implements executor.Hook.
+func (v *ApplyDisplay) NodeDone(r executor.NodeResult) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := v.node(r.Node)
+	n.status, n.totals, n.reason, n.ended = r.Status, r.Totals, r.Reason, r.Ended
+	if n.runner == "" {
+		n.runner = r.Runner
+	}
+	if v.live {
+		v.drawLocked()
+		return
+	}
+	fmt.Fprintln(v.w, v.doneLine(r.Node, n, r.Duration()))
+}
+
+// Warning implements executor.Hook.
+func (v *ApplyDisplay) Warning(e executor.WarningEvent) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.clearLocked()
+	prefix := "Warning: "
+	if e.Node != "" {
+		prefix = "Warning: " + e.Node + ": "
+	}
+	fmt.Fprintln(v.w, v.yellow(prefix)+Sanitize(e.Message))
+	v.drawLocked()
+}
+
+// ApplyDone implements executor.Hook: the summary table and the totals.
+func (v *ApplyDisplay) ApplyDone(s executor.ApplySummary) {
+	v.Close()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.live {
+		v.drawLocked()
+		v.drawn = 0 // the final block stays on screen
+	}
+	fmt.Fprintln(v.w)
+	succeeded := v.summaryTable(s)
+	var failed []string
+	for i := range s.Nodes {
+		if r := &s.Nodes[i]; !executor.NodeSucceeded(r.Status) && r.Reason != "" {
+			failed = append(failed, fmt.Sprintf("  %s (%s): %s", r.Node, r.Status, Sanitize(r.Reason)))
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintln(v.w, "\n"+strings.Join(failed, "\n"))
+	}
+	switch s.Status {
+	case executor.RunSucceeded:
+		fmt.Fprintf(v.w, "\n%s %d of %d nodes succeeded in %s.\n", v.green("Apply complete!"), succeeded, len(s.Nodes), FormatDuration(s.Ended.Sub(s.Started)))
+	case executor.RunCancelled:
+		fmt.Fprintf(v.w, "\n%s %d of %d nodes succeeded before the interrupt.\n", v.red("Apply cancelled."), succeeded, len(s.Nodes))
+	default:
+		fmt.Fprintf(v.w, "\n%s %d of %d nodes succeeded.\n", v.red("Apply failed."), succeeded, len(s.Nodes))
+	}
+	details := "kewplan runs show " + s.RunID
+	if s.StateDir != "" && filepath.Clean(s.StateDir) != executor.DefaultStateDir {
+		details += " --state-dir " + planner.ShellQuote(s.StateDir)
+	}
+	fmt.Fprintf(v.w, "Details: %s\n", Sanitize(details))
+}
+
+// summaryTable writes one row per node and the run's totals; it returns how many nodes succeeded.
+func (v *ApplyDisplay) summaryTable(s executor.ApplySummary) int {
+	rows := [][]string{{"NODE", "RUNNER", "STATUS", "DURATION", "TOKENS IN", "TOKENS OUT", "COST"}}
+	succeeded := 0
+	for i := range s.Nodes {
+		r := &s.Nodes[i]
+		if executor.NodeSucceeded(r.Status) {
+			succeeded++
+		}
+		rows = append(rows, []string{r.Node, r.Runner, r.Status, FormatDuration(r.Duration()),
+			FormatCount(r.Totals.InputTokens), FormatCount(r.Totals.OutputTokens), FormatCost(r.Totals.CostUSD)})
+	}
+	applyTable(v.w, rows)
+	fmt.Fprintf(v.w, "\nTotals: %s input, %s output, %s cache read, %s cache write tokens; cost %s.\n",
+		FormatCount(s.InputTokens), FormatCount(s.OutputTokens), FormatCount(s.CacheReadTokens), FormatCount(s.CacheWriteTokens), FormatCost(s.CostUSD))
+	return succeeded
+}
+
+func (v *ApplyDisplay) node(name string) *liveNode {
+	n := v.nodes[name]
+	if n == nil {
+		n = &liveNode{status: executor.StatusPending}
+		v.nodes[name] = n
+		v.order = append(v.order, name)
+	}
+	return n
+}
+
+// clearLocked erases the live block so that a warning can be printed above it.
+func (v *ApplyDisplay) clearLocked() {
+	if !v.live || v.drawn == 0 {
+		return
+	}
+	fmt.Fprintf(v.w, "\x1b[%dA\x1b[J", v.drawn)
+	v.drawn = 0
+}
+
+// drawLocked redraws the live block: one line per node.
+func (v *ApplyDisplay) drawLocked() {
+	if !v.live {
+		return
+	}
+	var b strings.Builder
+	if v.drawn > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA", v.drawn)
+	}
+	now := v.now()
+	for _, name := range v.order {
+		n := v.nodes[name]
+		elapsed := time.Duration(0)
+		if !n.started.IsZero() {
+			end := n.ended
+			if end.IsZero() {
+				end = now
+			}
+			elapsed = end.Sub(n.started)
+		}
+		b.WriteString("\x1b[2K")
+		b.WriteString(v.liveLine(name, n, elapsed))
+		b.WriteString("\n")
+	}
+	v.drawn = len(v.order)
+	io.WriteString(v.w, b.String())
+}
+
+func (v *ApplyDisplay) liveLine(name string, n *liveNode, elapsed time.Duration) string {
+	status := v.statusColor(n.status, 10)
+	line := fmt.Sprintf("  %-20s %s", name, status)
+	if n.status != executor.StatusPending && n.status != executor.StatusSkipped {
+		line += fmt.Sprintf("  %6s  %s tokens  %s", FormatDuration(elapsed), FormatCount(n.totals.InputTokens+n.totals.OutputTokens), FormatCost(n.totals.CostUSD))
+	}
+	if n.reason != "" && !executor.NodeSucceeded(n.status) {
+		line += "  " + applyTruncate(Sanitize(n.reason), 80)
+	}
+	return line
+}
+
+func (v *ApplyDisplay) doneLine(name string, n *liveNode, d time.Duration) string {
+	line := fmt.Sprintf("%s: %s", name, v.statusColor(n.status, 0))
+	if n.status != executor.StatusSkipped && n.status != executor.StatusCancelled || !n.started.IsZero() {
+		cost := "cost unknown"
+		if n.totals.CostUSD != nil {
+			cost = FormatCost(n.totals.CostUSD)
+		}
+		line += fmt.Sprintf(" in %s (%s tokens, %s)", FormatDuration(d), FormatCount(n.totals.InputTokens+n.totals.OutputTokens), cost)
+	}
+	if n.reason != "" && !executor.NodeSucceeded(n.status) {
+		line += ": " + Sanitize(n.reason)
+	}
+	return line
+}
+
+// statusColor styles a status, padded to width first so columns stay aligned.
+func (v *ApplyDisplay) statusColor(status string, width int) string {
+	if pad := width - len(status); pad > 0 {
+		return v.statusColor(status, 0) + strings.Repeat(" ", pad)
+	}
+	switch {
+	case executor.NodeSucceeded(status):
+		return v.green(status)
+	case status == executor.StatusRunning || status == executor.StatusPending:
+		return status
+	case status == executor.StatusSkipped || status == executor.StatusHeld:
+		return v.yellow(status)
+	default:
+		return v.red(status)
+	}
+}
+
+func (v *ApplyDisplay) style(code, s string) string {
+	if !v.color {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+
+func (v *ApplyDisplay) bold(s string) string   { return v.style("1", s) }
+func (v *ApplyDisplay) green(s string) string  { return v.style("32", s) }
+func (v *ApplyDisplay) yellow(s string) string { return v.style("33", s) }
+func (v *ApplyDisplay) red(s string) string    { return v.style("31", s) }

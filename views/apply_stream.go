@@ -1,0 +1,85 @@
+package views
+
+import (
+	"encoding/json"
+	"io"
+	"time"
+
+	"github.com/kewplan/kewplan/executor"
+)
+
+// ApplyStream writes apply's progress as NDJSON events for programs (apply --json): apply_start, node_start,
+// node_progress, node_done, warning, apply_done, one JSON object per line. It is an executor.Hook. Strings that
+// came from an agent are sanitised as on a terminal, so a consumer that prints them is safe too.
+type ApplyStream struct {
+	w io.Writer
+}
+
+// NewApplyStream returns a stream writing to w.
+func NewApplyStream(w io.Writer) *ApplyStream { return &ApplyStream{w: w} }
+
+var _ executor.Hook = (*ApplyStream)(nil)
+
+func (v *ApplyStream) emit(obj map[string]any) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return
+	}
+	v.w.Write(append(b, '\n'))
+}
+
+// ApplyStart implements executor.Hook.
+func (v *ApplyStream) ApplyStart(e executor.ApplyStartEvent) {
+	obj := map[string]any{"type": "apply_start", "time": e.Time.UTC().Format(time.RFC3339Nano), "run_id": e.RunID,
+		"state_dir": e.StateDir, "config_digest": e.ConfigDigest, "nodes": applyStrings(e.Nodes), "parallelism": e.Parallelism}
+	if len(e.Warnings) > 0 {
+		warnings := make([]string, len(e.Warnings))
+		for i, w := range e.Warnings {
+			warnings[i] = Sanitize(w)
+		}
+		obj["warnings"] = warnings
+	}
+	v.emit(obj)
+}
+
+// NodeStart implements executor.Hook.
+func (v *ApplyStream) NodeStart(e executor.NodeStartEvent) {
+	v.emit(map[string]any{"type": "node_start", "time": e.Time.UTC().Format(time.RFC3339Nano), "run_id": e.RunID,
+		"node": e.Node, "runner": e.Runner, "image": e.Image, "model": Sanitize(e.Model)})
+}
+
+// NodeProgress implements executor.Hook.
+func (v *ApplyStream) NodeProgress(e executor.NodeProgressEvent) {
+	obj := applyTotalsJSON(e.Totals)
+	obj["type"], obj["time"], obj["run_id"], obj["node"] = "node_progress", e.Time.UTC().Format(time.RFC3339Nano), e.RunID, e.Node
+	obj["elapsed_ms"] = e.Elapsed.Milliseconds()
+	v.emit(obj)
+}
+
+// NodeDone implements executor.Hook.
+func (v *ApplyStream) NodeDone(r executor.NodeResult) {
+	obj := applyNodeJSON(&r)
+	obj["type"], obj["time"] = "node_done", r.Ended.UTC().Format(time.RFC3339Nano)
+	v.emit(obj)
+}
+
+// Warning implements executor.Hook.
+func (v *ApplyStream) Warning(e executor.WarningEvent) {
+	obj := map[string]any{"type": "warning", "time": e.Time.UTC().Format(time.RFC3339Nano), "run_id": e.RunID, "message": Sanitize(e.Message)}
+	if e.Node != "" {
+		obj["node"] = e.Node
+	}
+	v.emit(obj)
+}
+
+// ApplyDone implements executor.Hook.
+func (v *ApplyStream) ApplyDone(s executor.ApplySummary) {
+	nodes := make([]map[string]any, 0, len(s.Nodes))
+	for i := range s.Nodes {
+		nodes = append(nodes, applyNodeJSON(&s.Nodes[i]))
+	}
+	v.emit(map[string]any{"type": "apply_done", "time": s.Ended.UTC().Format(time.RFC3339Nano), "run_id": s.RunID,
+		"status": s.Status, "duration_ms": s.Ended.Sub(s.Started).Milliseconds(), "nodes": nodes,
+		"totals": map[string]any{"input_tokens": s.InputTokens, "output_tokens": s.OutputTokens,
+			"cache_read_tokens": s.CacheReadTokens, "cache_write_tokens": s.CacheWriteTokens, "cost_usd": s.CostUSD}})
+}

@@ -1,0 +1,128 @@
+package views
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/rogpeppe/go-internal/diff"
+
+	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/plandiff"
+	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/runners"
+)
+
+// Runners is the view of `kewplan runners`.
+type Runners interface {
+	Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte)
+	Runners(list []planner.RunnerInfo) error
+}
+
+// NewRunners returns runners' view: a table, or JSON.
+func NewRunners(vt ViewType, s Streams) Runners { return &runnersView{NewView(s), vt} }
+
+type runnersView struct {
+	*View
+	vt ViewType
+}
+
+func (v *runnersView) Runners(list []planner.RunnerInfo) error {
+	if v.vt == ViewJSON {
+		return WriteRunnersJSON(v.streams.Stdout, list)
+	}
+	return WriteRunnersHuman(v.streams.Stdout, list)
+}
+
+// Runs is the view of `kewplan runs` and `kewplan runs show`.
+type Runs interface {
+	List(runs []executor.RunRecord) error
+	Run(run *executor.RunRecord, nodes []executor.NodeRecord) error
+}
+
+// NewRuns returns the runs' view: tables, or JSON.
+func NewRuns(vt ViewType, s Streams) Runs { return &runsView{NewView(s), vt} }
+
+type runsView struct {
+	*View
+	vt ViewType
+}
+
+func (v *runsView) List(runs []executor.RunRecord) error {
+	if v.vt == ViewJSON {
+		return WriteRunsJSON(v.streams.Stdout, runs)
+	}
+	return WriteRunsHuman(v.streams.Stdout, runs)
+}
+
+func (v *runsView) Run(run *executor.RunRecord, nodes []executor.NodeRecord) error {
+	if v.vt == ViewJSON {
+		return WriteRunJSON(v.streams.Stdout, run, nodes)
+	}
+	return WriteRunHuman(v.streams.Stdout, run, nodes)
+}
+
+// Telemetry is the view of `kewplan telemetry`.
+type Telemetry interface {
+	Totals(runner string, t runners.RunTotals) error
+}
+
+// NewTelemetry returns telemetry's view: a table, or the totals as JSON.
+func NewTelemetry(vt ViewType, s Streams) Telemetry { return &telemetryView{NewView(s), vt} }
+
+type telemetryView struct {
+	*View
+	vt ViewType
+}
+
+func (v *telemetryView) Totals(runner string, t runners.RunTotals) error {
+	if v.vt == ViewJSON {
+		return WriteTelemetryJSON(v.streams.Stdout, t)
+	}
+	return WriteTelemetry(v.streams.Stdout, runner, t)
+}
+
+// Diff is the view of `kewplan diff`.
+type Diff interface {
+	Diff(d *plandiff.Diff) error
+}
+
+// NewDiff returns diff's view for format (one of DiffFormatNames); opts.Color is taken from the streams.
+func NewDiff(format string, s Streams, opts DiffOptions) (Diff, error) {
+	render, ok := DiffFormats[format]
+	if !ok {
+		return nil, fmt.Errorf("unknown --format %q: use one of %s", format, strings.Join(DiffFormatNames(), ", "))
+	}
+	opts.Color = s.Color
+	return &diffView{View: NewView(s), render: render, opts: opts}, nil
+}
+
+type diffView struct {
+	*View
+	render DiffRenderer
+	opts   DiffOptions
+}
+
+func (v *diffView) Diff(d *plandiff.Diff) error { return v.render(v.streams.Stdout, d, v.opts) }
+
+// Fmt is the view of `kewplan fmt`.
+type Fmt interface {
+	Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte)
+	// Formatted writes formatted standard input back.
+	Formatted(out []byte)
+	// Changed names a file that was (or, with --check, would be) rewritten.
+	Changed(name string)
+	// FileDiff writes a unified diff of a file's formatting.
+	FileDiff(name string, before, after []byte)
+}
+
+// NewFmt returns fmt's view.
+func NewFmt(s Streams) Fmt { return &fmtView{NewView(s)} }
+
+type fmtView struct{ *View }
+
+func (v *fmtView) Formatted(out []byte) { v.streams.Stdout.Write(out) }
+func (v *fmtView) Changed(name string)  { fmt.Fprintln(v.streams.Stdout, name) }
+func (v *fmtView) FileDiff(name string, before, after []byte) {
+	v.streams.Stdout.Write(diff.Diff(name, before, name+" (formatted)", after))
+}

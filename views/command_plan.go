@@ -1,0 +1,133 @@
+package views
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// planFormat picks the renderer of a plan --format (plan and show).
+func planFormat(format string) (PlanRenderer, error) {
+	render, ok := PlanFormats[format]
+	if !ok {
+		return nil, fmt.Errorf("unknown --format %q: use one of %s", format, strings.Join(PlanFormatNames(), ", "))
+	}
+	return render, nil
+}
+
+// Plan is the view of `kewplan plan`: the plan in its --format, and where it was saved.
+type Plan interface {
+	Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte)
+	Plan(doc *PlanJSON) error
+	// Saved says where the plan was saved and how to apply it; NotSaved why it was not.
+	Saved(path string)
+	NotSaved(path string)
+}
+
+// NewPlan returns plan's view for format (one of PlanFormatNames). A human plan is followed on stdout by where it
+// was saved; any other format keeps stdout a single document and says it on stderr.
+func NewPlan(format string, s Streams) (Plan, error) {
+	render, err := planFormat(format)
+	if err != nil {
+		return nil, err
+	}
+	v := &planView{View: NewView(s), render: render, notes: s.Stdout}
+	if format != "human" {
+		v.notes = s.Stderr // keep stdout a single document
+	}
+	return v, nil
+}
+
+type planView struct {
+	*View
+	render PlanRenderer
+	notes  io.Writer
+}
+
+func (v *planView) Plan(doc *PlanJSON) error { return v.render(v.streams.Stdout, doc) }
+
+func (v *planView) Saved(path string) {
+	fmt.Fprintf(v.notes, "\nSaved the plan to %s. Review it, then run: kewplan apply %s\n", path, path)
+}
+
+func (v *planView) NotSaved(path string) {
+	fmt.Fprintf(v.streams.Stderr, "The plan has errors, so it was not saved to %s.\n", path)
+}
+
+// Show is the view of `kewplan show`: a plan file in its --format, and why a saved plan is stale.
+type Show interface {
+	Plan(doc *PlanJSON) error
+	Stale(err error)
+}
+
+// NewShow returns show's view for format (one of PlanFormatNames).
+func NewShow(format string, s Streams) (Show, error) {
+	render, err := planFormat(format)
+	if err != nil {
+		return nil, err
+	}
+	return &showView{View: NewView(s), render: render}, nil
+}
+
+type showView struct {
+	*View
+	render PlanRenderer
+}
+
+func (v *showView) Plan(doc *PlanJSON) error { return v.render(v.streams.Stdout, doc) }
+func (v *showView) Stale(err error)          { v.Error(err) }
+
+// Graph is the view of `kewplan graph`: the dispatch graph as Graphviz DOT, the errors beside it.
+type Graph interface {
+	Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte)
+	Graph(doc *PlanJSON) error
+}
+
+// NewGraph returns graph's view.
+func NewGraph(s Streams) Graph { return &graphView{NewView(s)} }
+
+type graphView struct{ *View }
+
+func (v *graphView) Graph(doc *PlanJSON) error { return WriteGraphDOT(v.streams.Stdout, doc) }
+
+// Validate is the view of `kewplan validate`.
+type Validate interface {
+	// Results reports the configuration's diagnostics and whether it is valid.
+	Results(diags hcl.Diagnostics, files ...map[string][]byte) (valid bool, err error)
+}
+
+// NewValidate returns validate's view: human (diagnostics on stderr, a verdict on stdout) or JSON (Terraform's
+// validate -json document on stdout).
+func NewValidate(vt ViewType, s Streams) Validate {
+	if vt == ViewJSON {
+		return &validateJSON{NewView(s)}
+	}
+	return &validateHuman{NewView(s)}
+}
+
+type validateHuman struct{ *View }
+
+func (v *validateHuman) Results(diags hcl.Diagnostics, files ...map[string][]byte) (bool, error) {
+	v.Diagnostics(diags, files...)
+	switch {
+	case diags.HasErrors():
+		return false, nil
+	case len(diags) > 0:
+		fmt.Fprintln(v.streams.Stdout, "\nSuccess! The configuration is valid, but there were warnings as shown above.")
+	default:
+		fmt.Fprintln(v.streams.Stdout, "Success! The configuration is valid.")
+	}
+	return true, nil
+}
+
+type validateJSON struct{ *View }
+
+func (v *validateJSON) Results(diags hcl.Diagnostics, files ...map[string][]byte) (bool, error) {
+	doc := NewValidateJSON(diags, files...)
+	if err := WriteValidateJSON(v.streams.Stdout, doc); err != nil {
+		return false, err
+	}
+	return doc.Valid, nil
+}

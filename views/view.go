@@ -1,0 +1,74 @@
+package views
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// ViewType is how a command's output is meant to be read: by a person, or by a program (JSON).
+type ViewType int
+
+const (
+	// ViewHuman is text for people: colour and live lines when Streams say so.
+	ViewHuman ViewType = iota
+	// ViewJSON is a JSON document (or NDJSON events) on stdout; what a person should still see goes to stderr.
+	ViewJSON
+)
+
+// ViewTypeOf is ViewJSON when a command's --json flag is set, ViewHuman otherwise.
+func ViewTypeOf(asJSON bool) ViewType {
+	if asJSON {
+		return ViewJSON
+	}
+	return ViewHuman
+}
+
+// Streams are where the views write and what they may assume about them.
+type Streams struct {
+	Stdout io.Writer // the command's result
+	Stderr io.Writer // diagnostics, errors, prompts' companions and progress for people
+	// Color allows ANSI styles (a terminal, and neither --no-color nor NO_COLOR).
+	Color bool
+	// Terminal is true when Stdout is a terminal: apply keeps its live block there, checks show progress.
+	Terminal bool
+}
+
+// View is what every command's view shares: diagnostics and errors for people, on stderr.
+type View struct {
+	streams Streams
+}
+
+// NewView returns the shared view over s; the command views embed it.
+func NewView(s Streams) *View { return &View{streams: s} }
+
+// Diagnostics writes diagnostics for people to stderr, with source snippets from files, in colour only when the
+// streams allow it.
+func (v *View) Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte) {
+	if len(diags) == 0 {
+		return
+	}
+	_ = WriteDiagnostics(v.streams.Stderr, diags, v.streams.Color, files...)
+}
+
+// Error reports an error that ends the command: "Error: …" on stderr.
+func (v *View) Error(err error) {
+	fmt.Fprintf(v.streams.Stderr, "Error: %v\n", err)
+}
+
+// UsageError reports a command line that does not parse, and where to read the usage.
+func (v *View) UsageError(err error) {
+	fmt.Fprintf(v.streams.Stderr, "Error: %v\n", err)
+	fmt.Fprintf(v.streams.Stderr, "Run 'kewplan --help' for usage.\n")
+}
+
+// SetupError reports that the command line grammar itself could not be built (a bug, not a user's mistake).
+func (v *View) SetupError(err error) {
+	fmt.Fprintf(v.streams.Stderr, "kewplan: %v\n", err)
+}
+
+// Version prints kewplan's version.
+func (v *View) Version(version string) {
+	fmt.Fprintf(v.streams.Stdout, "kewplan %s\n", version)
+}
