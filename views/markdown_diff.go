@@ -27,8 +27,17 @@ func WriteDiffMarkdown(w io.Writer, d *plandiff.Diff) error {
 	return err
 }
 
-// diffMarkdown renders the comment within limit bytes.
+// diffMarkdown renders the comment within limit bytes: the verdict and counts, the sections, and the footer
+// naming the plans.
 func diffMarkdown(d *plandiff.Diff, limit int) string {
+	// File names only: a CI job's absolute paths say nothing to the reader of a comment.
+	foot := fmt.Sprintf("\n<sub>Base %s, head %s (config digests %s and %s).</sub>\n", mdCode(filepath.Base(d.Base.Name)),
+		mdCode(filepath.Base(d.Head.Name)), mdCode(orNone(d.Base.ConfigDigest)), mdCode(orNone(d.Head.ConfigDigest)))
+	return mdFit(mdHead(d), mdSections(d), foot, limit)
+}
+
+// mdHead is the comment's marker, title, verdict line and summary table.
+func mdHead(d *plandiff.Diff) string {
 	var head strings.Builder
 	wCount, nCount := d.Counts()
 	head.WriteString(DiffCommentMarker + "\n")
@@ -45,20 +54,21 @@ func diffMarkdown(d *plandiff.Diff, limit int) string {
 		len(d.Added), len(d.Removed), len(d.Changed))
 	fmt.Fprintf(&head, "| New diagnostics | %d |\n| Resolved diagnostics | %d |\n",
 		len(d.DiagnosticsAdded), len(d.DiagnosticsResolved))
+	return head.String()
+}
 
-	// File names only: a CI job's absolute paths say nothing to the reader of a comment.
-	foot := fmt.Sprintf("\n<sub>Base %s, head %s (config digests %s and %s).</sub>\n", mdCode(filepath.Base(d.Base.Name)),
-		mdCode(filepath.Base(d.Head.Name)), mdCode(orNone(d.Base.ConfigDigest)), mdCode(orNone(d.Head.ConfigDigest)))
+// mdSection is a heading and a list of blocks; each block is whole (a table row, a node with its closed
+// <details>), so a cut never leaves markup open. The heading goes with the first block.
+type mdSection struct {
+	heading string
+	blocks  []string
+}
 
-	// Sections are lists of blocks; each block is whole (a table row, a node with its closed <details>), so a
-	// cut never leaves markup open. A section's heading goes with its first block.
-	type section struct {
-		heading string
-		blocks  []string
-	}
-	var sections []section
+// mdSections are the comment's sections, the credential exposure delta first.
+func mdSections(d *plandiff.Diff) []mdSection {
+	var sections []mdSection
 	if len(d.Exposure) > 0 {
-		s := section{heading: "\n### Credential exposure delta\n\n| | Node | Change |\n|---|---|---|\n"}
+		s := mdSection{heading: "\n### Credential exposure delta\n\n| | Node | Change |\n|---|---|---|\n"}
 		for _, f := range d.Exposure {
 			mark := "narrowing"
 			if f.Widening {
@@ -69,7 +79,7 @@ func diffMarkdown(d *plandiff.Diff, limit int) string {
 		sections = append(sections, s)
 	}
 	if len(d.Added) > 0 {
-		s := section{heading: "\n### Nodes added\n\n| Node | Runner | Role | Network | Image | Credentials |\n|---|---|---|---|---|---|\n"}
+		s := mdSection{heading: "\n### Nodes added\n\n| Node | Runner | Role | Network | Image | Credentials |\n|---|---|---|---|---|---|\n"}
 		for _, n := range d.Added {
 			s.blocks = append(s.blocks, fmt.Sprintf("| %s | %s | %s | %s | %s | %s |\n", mdCode(n.Name), mdCode(n.Runner),
 				mdText(orNone(n.Role)), mdText(orNone(n.Network)), mdCode(orNone(n.Image)), mdCodeList(n.Credentials)))
@@ -77,21 +87,21 @@ func diffMarkdown(d *plandiff.Diff, limit int) string {
 		sections = append(sections, s)
 	}
 	if len(d.Removed) > 0 {
-		s := section{heading: "\n### Nodes removed\n\n"}
+		s := mdSection{heading: "\n### Nodes removed\n\n"}
 		for _, n := range d.Removed {
 			s.blocks = append(s.blocks, fmt.Sprintf("- %s (runner %s)\n", mdCode(n.Name), mdCode(n.Runner)))
 		}
 		sections = append(sections, s)
 	}
 	if len(d.Changed) > 0 {
-		s := section{heading: "\n### Nodes changed\n"}
+		s := mdSection{heading: "\n### Nodes changed\n"}
 		for _, c := range d.Changed {
 			s.blocks = append(s.blocks, mdNodeChange(c))
 		}
 		sections = append(sections, s)
 	}
 	if len(d.DiagnosticsAdded) > 0 || len(d.DiagnosticsResolved) > 0 {
-		s := section{heading: "\n### Diagnostics\n\n"}
+		s := mdSection{heading: "\n### Diagnostics\n\n"}
 		for _, x := range d.DiagnosticsAdded {
 			s.blocks = append(s.blocks, "- New: "+mdText(diagnosticLine(x))+"\n")
 		}
@@ -101,15 +111,19 @@ func diffMarkdown(d *plandiff.Diff, limit int) string {
 		sections = append(sections, s)
 	}
 	if d.Empty() {
-		sections = append(sections, section{heading: "\nThe plans are the same for review.\n"})
+		sections = append(sections, mdSection{heading: "\nThe plans are the same for review.\n"})
 	}
+	return sections
+}
 
+// mdFit writes head, as many whole blocks of sections as fit in limit bytes, a note when some did not, and foot.
+func mdFit(head string, sections []mdSection, foot string, limit int) string {
 	total := 0
 	for _, s := range sections {
 		total += len(s.blocks)
 	}
 	var b strings.Builder
-	b.WriteString(head.String())
+	b.WriteString(head)
 	// Room kept for the truncation note and the footer, whatever is left out.
 	reserve := len(foot) + 400
 	budget := limit - reserve - b.Len()
