@@ -1,4 +1,14 @@
-// Package views renders kewplan's models (diagnostics, plans, apply events, runs, diffs) as human text, JSON,
-// markdown and SARIF. It is the only package that formats output for people or machines; it does no I/O beyond
-// writing to the io.Writer it is given.
+// Package views renders kewplan's models (diagnostics, plans, apply events, runs, diffs, check reports) as human
+// text, JSON, markdown and SARIF, and it is the only printer: the commands in cmd/kewplan write nothing to stdout
+// or stderr themselves (a test in cmd/kewplan scans their source), they hand their streams to a view.
+//
+// As in Terraform's internal/command/views, each command has one view, returned by a constructor from a ViewType
+// (human or JSON) or a --format and the Streams: NewApply, NewPlan, NewShow, NewValidate, NewGraph, NewRunners,
+// NewRuns, NewTelemetry, NewDiff, NewCheck (smoke and conform), NewFmt, and View for what every command shares
+// (diagnostics, errors, the version). Apply's view returns its progress as hooks (the live or plain ApplyDisplay,
+// or the NDJSON ApplyStream), which Hooks combines into the one executor.Hook apply takes; the executor records to
+// the ledger itself, whatever the hooks do.
+//
+// Every string that came from an agent or a plan under review is sanitised or escaped before it is written. The
+// package does no I/O beyond writing to the streams and io.Writers it is given.
 package views
