@@ -39,6 +39,8 @@ type Parser struct {
 	errors   int    // error events emitted
 	lastText string // the last assistant text, the final answer of a vocabulary that states none
 	lastStop string // the last model call's stop reason
+	calls    [64]struct{ id, tool string } // recent tool calls, to name a result that does not
+	nextCall int
 }
 
 // Protocols lists the vocabularies New accepts: the built-ins' and what a custom runner may declare.
@@ -145,6 +147,17 @@ func (p *Parser) emit(e Event) {
 	case KindText:
 		if e.Role == RoleAssistant {
 			p.lastText = string(truncUTF8([]byte(e.Text), maxKeptText))
+		}
+	case KindToolCall:
+		if e.CallID != "" {
+			p.calls[p.nextCall].id, p.calls[p.nextCall].tool = e.CallID, e.Tool
+			p.nextCall = (p.nextCall + 1) % len(p.calls)
+		}
+	case KindToolResult:
+		for _, c := range p.calls {
+			if e.Tool == "" && e.CallID != "" && c.id == e.CallID {
+				e.Tool = c.tool
+			}
 		}
 	case KindUsage:
 		if e.StopReason != "" {
