@@ -273,7 +273,7 @@ func (v *logsHuman) Footer(f LogsFooter) error {
 		parts = append(parts, "exit "+strconv.FormatInt(*v.result.ExitCode, 10))
 	}
 	if t.UnparsedLines+t.OversizedLines > 0 {
-		parts = append(parts, FormatCount(t.UnparsedLines+t.OversizedLines)+" lines not events")
+		parts = append(parts, logsPlural(t.UnparsedLines+t.OversizedLines, "line", "lines")+" not events")
 	}
 	label := "totals"
 	if failed {
