@@ -35,10 +35,10 @@ type Parser struct {
 	seq      int64
 	line     int64
 	out      []Event
-	result   bool   // a result event was emitted
-	errors   int    // error events emitted
-	lastText string // the last assistant text, the final answer of a vocabulary that states none
-	lastStop string // the last model call's stop reason
+	result   bool                          // a result event was emitted
+	errors   int                           // error events emitted
+	lastText string                        // the last assistant text, the final answer of a vocabulary that states none
+	lastStop string                        // the last model call's stop reason
 	calls    [64]struct{ id, tool string } // recent tool calls, to name a result that does not
 	nextCall int
 }

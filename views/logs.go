@@ -169,7 +169,10 @@ func (v *logsHuman) Event(e transcript.Event) error {
 		if e.Reason == transcript.ReasonOversized {
 			what = "oversized line"
 		}
-		msg := fmt.Sprintf("⚠ line %d: %s (%s bytes): %s…", e.Line, what, FormatCount(e.Bytes), EscapeTerminal(e.Excerpt, false))
+		msg := fmt.Sprintf("⚠ line %d: %s (%s bytes): %s", e.Line, what, FormatCount(e.Bytes), EscapeTerminal(e.Excerpt, false))
+		if e.Bytes > int64(len(e.Excerpt)) {
+			msg += "…"
+		}
 		v.printf("  %s\n", v.style(logsAnsiYellow, msg))
 	}
 	return v.err
