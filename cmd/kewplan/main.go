@@ -29,6 +29,7 @@ type CLI struct {
 	Apply     ApplyCmd     `cmd:"" help:"Run the dispatch graph on the Docker engine."`
 	Runs      RunsCmd      `cmd:"" help:"List recorded runs, or show one."`
 	Telemetry TelemetryCmd `cmd:"" help:"Meter a recorded agent stream offline and print its totals."`
+	Logs      LogsCmd      `cmd:"" help:"Show a readable transcript of what an agent did: a run's nodes, or a recorded stream."`
 	Diff      DiffCmd      `cmd:"" help:"Compare two plans and flag any widening of credential exposure."`
 	Smoke     SmokeCmd     `cmd:"" help:"Check an image's launch, mount and prompt handoff without invoking the agent."`
 	Conform   ConformCmd   `cmd:"" help:"Run the container entrypoint contract's implementer checklist against an image."`
