@@ -109,6 +109,9 @@ func (c *ApplyCmd) Run(env *Env) error {
 		fmt.Fprintln(planOut, "Nothing to apply: the configuration declares no nodes.")
 		return nil
 	}
+	if err := refuseUnappliedRuntimes(plan); err != nil {
+		return err
+	}
 	if !saved && !c.AutoApprove {
 		if !env.StdinTTY {
 			return errors.New("no terminal to ask for approval: review the plan above and run again with --auto-approve, or save it with kewplan plan --out FILE and apply that file")
