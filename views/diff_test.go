@@ -91,6 +91,10 @@ var diffCases = []struct {
 		review.KindCredentialRemoved, review.KindHardeningGained, review.KindHardeningGained, review.KindNetworkClosed,
 	}},
 	{"diff-reorder", VerdictUnchanged, nil},
+	{"diff-widen-runtime", VerdictWidened, []string{
+		review.KindCredentialAdded, review.KindCredentialAdded, review.KindRuntimeWidened, review.KindRuntimeWidened,
+	}},
+	{"diff-narrow-runtime", VerdictNarrowed, []string{review.KindRuntimeNarrowed, review.KindRuntimeNarrowed}},
 }
 
 // TestDiffGolden renders every format for configuration pairs that widen, narrow, and only reorder.
