@@ -4,7 +4,7 @@ PKGS    ?= ./...
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build test bench fmt vet test-deps
+.PHONY: all build test bench fmt vet test-deps runsc-setup
 
 all: build
 
@@ -16,7 +16,9 @@ vet:
 
 # The tests build every image they need themselves (FROM scratch plus static Go binaries, or a debootstrap base
 # cached in the engine by tag); nothing is pulled. test-deps installs the host tools they need from Debian's
-# packages when they are missing (git for checkouts, debootstrap for the reference image's test base).
+# packages when they are missing (git for checkouts, debootstrap for the reference image's test base), and registers
+# gVisor's runsc with the engine as the extra runtime "runsc" (scripts/runsc-setup.sh: Debian's package, one merged
+# daemon.json entry, a reload; runc stays the default) for the isolation-tier tests.
 test: test-deps vet
 	$(GO) test -race -timeout 30m $(PKGS)
 
@@ -32,6 +34,13 @@ test-deps:
 	fi
 	@docker info >/dev/null 2>&1 || { echo "make test: no Docker engine answers (docker info failed); the integration tests need one." >&2; \
 	  [ -z "$$CI" ] || exit 1; }
+	@if docker info >/dev/null 2>&1; then scripts/runsc-setup.sh || { \
+	  echo "make test: gVisor's runsc is not registered with the engine (scripts/runsc-setup.sh failed above); the runsc tests need it." >&2; \
+	  [ -z "$$CI" ] || exit 1; }; fi
+
+# gVisor's runsc as the engine's extra runtime "runsc" (README: Isolation tiers). Idempotent; needs root.
+runsc-setup:
+	@scripts/runsc-setup.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)

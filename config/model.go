@@ -75,7 +75,11 @@ type Sandbox struct {
 	ImageRange       hcl.Range
 	Images           map[string]string // runner name -> image reference
 	ImageRanges      map[string]hcl.Range
-	DeclRange        hcl.Range
+	// Runtime is the container runtime (isolation tier) of every node that does not choose its own, such as
+	// "runsc" for gVisor; "" for the engine's default (no --runtime flag).
+	Runtime      string
+	RuntimeRange hcl.Range
+	DeclRange    hcl.Range
 }
 
 // Runner is a `runner "name"` block: a custom runner, or an override of a built-in's credentials or args.
@@ -112,6 +116,7 @@ type Node struct {
 	Branch  hcl.Expression // nil: "kew/<name>"
 	Prompt  hcl.Expression
 	Timeout hcl.Expression // nil: 60m
+	Runtime hcl.Expression // nil: the sandbox's runtime
 	// DependsOn is the union of explicit depends_on entries and node.<name> references found in any attribute,
 	// deduplicated, in source order. Each keeps the range of its first mention.
 	DependsOn   []NodeRef
@@ -147,6 +152,8 @@ type Policy struct {
 	CredentialsRange         hcl.Range
 	MaxPidsLimit             int64 // 0: no limit set
 	MaxPidsLimitRange        hcl.Range
+	RequiredRuntime          string // "": any runtime; else every node must run on it (e.g. "runsc")
+	RequiredRuntimeRange     hcl.Range
 	DeclRange                hcl.Range
 }
 

@@ -27,6 +27,7 @@ var nodeSchema = &hcl.BodySchema{
 		{Name: "prompt"},
 		{Name: "timeout"},
 		{Name: "depends_on"},
+		{Name: "runtime"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "pull_request"},
@@ -75,6 +76,7 @@ func decodeNodeBlock(block *hcl.Block) (*Node, hcl.Diagnostics) {
 	n.Runner, n.Role, n.Model = get("runner"), get("role"), get("model")
 	n.Repo, n.Ref, n.Branch = get("repo"), get("ref"), get("branch")
 	n.Prompt, n.Timeout = get("prompt"), get("timeout")
+	n.Runtime = get("runtime")
 
 	if attr, ok := content.Attributes["depends_on"]; ok {
 		refs, d := decodeDependsOn(attr)
@@ -150,6 +152,8 @@ type NodeValues struct {
 	Branch  string
 	Prompt  string
 	Timeout time.Duration
+	// Runtime is the node's own container runtime; "" when the node does not choose one (the sandbox's applies).
+	Runtime string
 	// PullRequest is nil when the node has no pull_request block.
 	PullRequest *PullRequestValues
 	// Unknown names the attributes whose values are known only after apply, in schema order.
@@ -238,6 +242,7 @@ func EvalNode(n *Node, ctx *hcl.EvalContext) (*NodeValues, hcl.Diagnostics) {
 	if timeout != "" {
 		nv.Timeout, _ = time.ParseDuration(timeout)
 	}
+	str("runtime", n.Runtime, &nv.Runtime, func(s string) string { return checkRuntimeName(s, runtimeFix) })
 	if n.PullRequest != nil {
 		pr := &PullRequestValues{}
 		str("pull_request.base", n.PullRequest.Base, &pr.Base, checkRefName)

@@ -28,6 +28,7 @@ var policyBlockSchema = &hcl.BodySchema{
 		{Name: "allowed_image_prefixes"},
 		{Name: "credentials"},
 		{Name: "max_pids_limit"},
+		{Name: "required_runtime"},
 	},
 }
 
@@ -103,6 +104,21 @@ func decodePolicyBlock(block *hcl.Block) (*Policy, hcl.Diagnostics) {
 		p.MaxPidsLimitRange = attr.Range
 		if v, ok := policyLiteral(attr, cty.Number, &diags); ok {
 			p.MaxPidsLimit = decodePolicyPidsLimit(v, attr.Expr.Range(), &diags)
+		}
+	}
+	if attr, ok := content.Attributes["required_runtime"]; ok {
+		p.RequiredRuntimeRange = attr.Range
+		if v, ok := policyLiteral(attr, cty.String, &diags); ok {
+			if msg := checkRuntimeName(v.AsString(), "Name the runtime every node must run on, such as \"runsc\" for gVisor, or remove required_runtime to allow any runtime."); msg != "" {
+				diags = append(diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Invalid required_runtime",
+					Detail:   "The required_runtime of the policy is not valid: " + msg,
+					Subject:  attr.Expr.Range().Ptr(),
+				})
+			} else {
+				p.RequiredRuntime = v.AsString()
+			}
 		}
 	}
 	return p, diags

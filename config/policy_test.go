@@ -26,6 +26,7 @@ policy {
     "GITHUB_TOKEN"     = []
   }
   max_pids_limit = 1024
+  required_runtime = "runsc"
 }
 `
 	p, diags := ParsePolicy([]byte(src), "policy.hcl")
@@ -41,7 +42,8 @@ policy {
 			"OPENROUTER_API_KEY": {"opencode", "pi"},
 			"GITHUB_TOKEN":       {},
 		},
-		MaxPidsLimit: 1024,
+		MaxPidsLimit:    1024,
+		RequiredRuntime: "runsc",
 	}
 	if diff := cmp.Diff(want, p, cmpopts.IgnoreTypes(hcl.Range{})); diff != "" {
 		t.Errorf("ParsePolicy() mismatch (-want +got):\n%s", diff)
@@ -109,6 +111,21 @@ policy {
   allowed_networks       = ["allowlist", "host"]   # ERROR: Invalid network in policy
   allowed_image_prefixes = [""]                    # ERROR: Invalid image prefix in policy
   max_pids_limit         = 0                       # ERROR: Invalid max_pids_limit
+}
+`,
+		"required runtime": `
+policy {
+  required_runtime = "/usr/bin/runsc" # ERROR: Invalid required_runtime
+}
+`,
+		"required runtime type": `
+policy {
+  required_runtime = ["runsc"] # ERROR: Invalid policy value
+}
+`,
+		"required runtime empty": `
+policy {
+  required_runtime = "" # ERROR: Invalid required_runtime
 }
 `,
 		"fractional pids": `

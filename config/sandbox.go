@@ -26,6 +26,7 @@ var sandboxSchema = &hcl.BodySchema{
 		{Name: "cpus"},
 		{Name: "image"},
 		{Name: "images"},
+		{Name: "runtime"},
 	},
 }
 
@@ -129,6 +130,18 @@ func decodeSandboxBlock(block *hcl.Block) (*Sandbox, hcl.Diagnostics) {
 	}
 	if attr, ok := content.Attributes["images"]; ok {
 		diags = append(diags, decodeImages(attr, sb)...)
+	}
+	if attr, ok := content.Attributes["runtime"]; ok {
+		s, d := constString(attr, where)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if msg := checkRuntimeName(s, runtimeFix); msg != "" {
+				diags = append(diags, errorDiag("Invalid runtime", "The runtime of the sandbox block is not valid: "+msg, attr.Expr.Range()))
+			} else {
+				sb.Runtime = s
+			}
+			sb.RuntimeRange = attr.Expr.Range()
+		}
 	}
 	if sb.Image != "" {
 		if r, ok := sb.ImageRanges["claude-code"]; ok {

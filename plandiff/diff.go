@@ -28,6 +28,8 @@ const (
 	KindNetworkClosed     = "narrowing-network"
 	KindHardeningGained   = "narrowing-hardening"
 	KindImagePinned       = "narrowing-image-pinned"
+	KindRuntimeWidened    = "widening-runtime"
+	KindRuntimeNarrowed   = "narrowing-runtime"
 )
 
 // Finding is one entry of the credential exposure delta.
@@ -69,6 +71,7 @@ type NodeSummary struct {
 	Role        string
 	Image       string
 	Network     string
+	Isolation   string // the node's runtime for people: "gVisor (runsc)"
 	Credentials []string
 	Argv        []string
 	Range       *hcl.Range
@@ -258,6 +261,7 @@ func indexNodes(doc *planner.Document) map[string]*planner.NodeDocument {
 func summarise(n *planner.NodeDocument) NodeSummary {
 	return NodeSummary{
 		Name: n.Name, Runner: n.Runner, Role: n.Role, Image: n.Image, Network: n.Network,
+		Isolation:   planner.IsolationTier(nodeRuntime(n)),
 		Credentials: append([]string{}, n.Credentials...), Argv: redactArgv(n.Argv), Range: nodeRange(n),
 	}
 }
@@ -319,6 +323,7 @@ func compareNode(b, h *planner.NodeDocument) (*NodeChange, []Finding) {
 	field("role", b.Role, h.Role)
 	field("image", b.Image, h.Image)
 	field("network", b.Network, h.Network)
+	field("isolation", planner.IsolationTier(nodeRuntime(b)), planner.IsolationTier(nodeRuntime(h)))
 	field("model", b.Model, h.Model)
 	field("prompt", promptText(b), promptText(h))
 	field("unknown", strings.Join(sortedSet(b.Unknown), ", "), strings.Join(sortedSet(h.Unknown), ", "))
@@ -373,6 +378,9 @@ func compareNode(b, h *planner.NodeDocument) (*NodeChange, []Finding) {
 			Kind: KindImagePinned, Node: h.Name, Range: r,
 			Message: fmt.Sprintf("Node %q now pins its image by digest.", h.Name),
 		})
+	}
+	if f := compareRuntime(b, h); f != nil {
+		findings = append(findings, *f)
 	}
 	// Hardening is read from both argv. A side without argv (a node with errors, or one whose argv is known only
 	// after apply) cannot be compared, and the field changes above still show what changed.

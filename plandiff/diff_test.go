@@ -25,6 +25,7 @@ type spec struct {
 	memory, cpus                        string
 	line                                int
 	prompt                              string
+	runtime                             string
 }
 
 func node(s spec) planner.NodeDocument {
@@ -63,12 +64,12 @@ func node(s spec) planner.NodeDocument {
 	}
 	c := &planner.Container{
 		Name: "kew-" + s.name, Node: s.name, RunID: planner.RunPlaceholder, Checkout: planner.CheckoutPlaceholder,
-		Image: s.image, Network: netName, PidsLimit: s.pids, Memory: s.memory, CPUs: s.cpus, Env: s.creds,
+		Image: s.image, Network: netName, Runtime: s.runtime, PidsLimit: s.pids, Memory: s.memory, CPUs: s.cpus, Env: s.creds,
 		Args: []string{"--dangerously-skip-permissions", "--verbose", "--output-format", "stream-json", "--model", s.model},
 	}
 	return planner.NodeDocument{
 		Name: s.name, Runner: s.runner, Protocol: s.runner, Role: "worker", Image: s.image, Network: s.network,
-		Model: s.model, Credentials: s.creds, CredentialOrigins: s.origins, DependsOn: append([]string{}, s.deps...),
+		Runtime: s.runtime, Isolation: planner.IsolationTier(s.runtime), Model: s.model, Credentials: s.creds, CredentialOrigins: s.origins, DependsOn: append([]string{}, s.deps...),
 		Prompt: planner.PromptDocument{SHA256: s.prompt, Bytes: 120}, Argv: c.Argv(), Unknown: []string{},
 		PidsLimit: s.pids, Memory: s.memory, CPUs: s.cpus,
 		Range: &planner.RangeDocument{Filename: "main.hcl", Start: planner.PosDocument{Line: s.line, Column: 1},

@@ -30,5 +30,11 @@ func Rules() []planner.Rule {
 			Description: "The node's image was pinned by @sha256: digest and no longer is (or a new node runs an unpinned image): the tag can be moved to other content after this review.",
 			Help:        "Pin the image by digest: \"name:tag@sha256:<digest>\".",
 		},
+		{
+			ID: KindRuntimeWidened, Severity: planner.SeverityError,
+			Summary:     "Node left its isolation tier",
+			Description: "The node's container runtime changed away from one that gives it a kernel of its own (gVisor's runsc, Kata), or to a runtime kewplan cannot vouch for: under runc the agent shares the host's kernel, so one kernel bug lets a prompt-injected agent out of the container.",
+			Help:        "Keep runtime = \"runsc\" on the node or in the sandbox block, or approve the change explicitly.",
+		},
 	}
 }

@@ -302,6 +302,7 @@ func (b *builder) planNode(g *graph, i int) (*NodePlan, hcl.Diagnostics) {
 		np.PullRequest = &PullRequestPlan{Base: nv.PullRequest.Base, Title: nv.PullRequest.Title}
 	}
 	b.planPrompt(e, n, nv.Prompt)
+	b.planRuntime(e, n, nv)
 
 	var r *resolvedRunner
 	switch e.attrState("runner", n.Runner) {
@@ -539,6 +540,7 @@ func (b *builder) container(np *NodePlan, args []string) *Container {
 		Checkout:  CheckoutPlaceholder,
 		Image:     np.Image,
 		Network:   network,
+		Runtime:   np.Runtime,
 		PidsLimit: sb.PidsLimit,
 		Memory:    sb.Memory,
 		CPUs:      sb.CPUs,

@@ -32,6 +32,7 @@ type Container struct {
 	Checkout  string   // host directory bound at /work; CheckoutPlaceholder in a plan
 	Image     string   // image reference
 	Network   string   // network name: the allowlist network, or "bridge" for open
+	Runtime   string   // --runtime (the isolation tier, e.g. "runsc"); "" for the engine's default: no flag
 	PidsLimit int64    // --pids-limit
 	Memory    string   // --memory as written ("4g"); "" when unset
 	CPUs      string   // --cpus as written ("2", "1.5"); "" when unset
@@ -44,7 +45,11 @@ type Container struct {
 func (c *Container) Argv() []string {
 	argv := make([]string, 0, 32+2*len(c.Env)+len(c.Args))
 	argv = append(argv,
-		"docker", "run", "--rm", "--name", c.Name, "--read-only", "--tmpfs", ScratchTmpfs,
+		"docker", "run", "--rm", "--name", c.Name)
+	if c.Runtime != "" {
+		argv = append(argv, "--runtime", c.Runtime)
+	}
+	argv = append(argv, "--read-only", "--tmpfs", ScratchTmpfs,
 		"--tmpfs", AgentHomeTmpfs+":"+AgentHomeTmpfsOpt, "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
 		"--pids-limit", strconv.FormatInt(c.PidsLimit, 10), "--network", c.Network)
 	if c.Memory != "" {

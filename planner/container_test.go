@@ -27,6 +27,14 @@ func TestContainerArgv(t *testing.T) {
 				"--dangerously-skip-permissions --verbose --output-format stream-json --model claude-sonnet-4-5",
 		},
 		{
+			name: "runtime",
+			c: Container{Name: "kew-a", Node: "a", RunID: "r1", Checkout: "/tmp/co", Image: "img", Network: "kew-allowlist",
+				Runtime: "runsc", PidsLimit: 64},
+			want: "docker run --rm --name kew-a --runtime runsc --read-only --tmpfs /tmp " +
+				"--tmpfs /home/agent:exec,uid=1001,gid=1001,mode=0700 --cap-drop ALL --security-opt no-new-privileges " +
+				"--pids-limit 64 --network kew-allowlist --label kewplan.node=a --label kewplan.run=r1 -v /tmp/co:/work -w /work img",
+		},
+		{
 			name: "no memory, cpus, credentials or args",
 			c: Container{Name: "kew-a", Node: "a", RunID: "r1", Checkout: "/tmp/co", Image: "img", Network: "bridge",
 				PidsLimit: 64},

@@ -33,6 +33,8 @@ type NodeDocument struct {
 	Role              string          `json:"role"`
 	Image             string          `json:"image"`
 	Network           string          `json:"network"`
+	Runtime           string          `json:"runtime"`   // "" for the engine's default runtime
+	Isolation         string          `json:"isolation"` // the runtime for people: "gVisor (runsc)"
 	Model             string          `json:"model"`
 	Credentials       []string        `json:"credentials"`
 	CredentialOrigins []string        `json:"credential_origins"`
@@ -108,6 +110,8 @@ func NewDocument(p *Plan, kewplanVersion string) *Document {
 			Role:              np.Role,
 			Image:             np.Image,
 			Network:           np.Network,
+			Runtime:           np.Runtime,
+			Isolation:         IsolationTier(np.Runtime),
 			Model:             np.Model,
 			Credentials:       nonNil(np.Credentials),
 			CredentialOrigins: nonNil(np.CredentialOrigins),
@@ -120,6 +124,9 @@ func NewDocument(p *Plan, kewplanVersion string) *Document {
 			CPUs:              np.CPUs,
 			Range:             NewRangeDocument(np.DeclRange),
 			Errors:            np.Errors,
+		}
+		if contains(np.Unknown, "runtime") {
+			nd.Isolation = UnknownValue
 		}
 		if np.PullRequest != nil {
 			nd.PullRequest = &PullRequestDoc{Base: np.PullRequest.Base, Title: np.PullRequest.Title}

@@ -45,6 +45,7 @@ type NodePlan struct {
 	Role        string // config.RoleWorker or config.RoleReviewer
 	Image       string
 	Network     string // config.NetworkAllowlist or config.NetworkOpen
+	Runtime     string // container runtime (isolation tier), e.g. "runsc"; "" for the engine's default
 	Model       string
 	Repo        string
 	Ref         string

@@ -19,6 +19,7 @@ const (
 	RulePolicyAllowedImagePrefixes = "policy-allowed-image-prefixes"
 	RulePolicyCredentials          = "policy-credentials"
 	RulePolicyMaxPidsLimit         = "policy-max-pids-limit"
+	RulePolicyRuntime              = "policy-runtime"
 )
 
 // PolicyRules are the catalogue entries of the organisation policy; they are part of Rules().
@@ -53,6 +54,12 @@ func PolicyRules() []Rule {
 			Summary:     "PIDs limit above the policy's maximum",
 			Description: "The organisation policy bounds every container's --pids-limit (max_pids_limit): the limit is what stops a fork bomb from exhausting the host.",
 			Help:        "Lower pids_limit in the sandbox block to at most the policy's max_pids_limit.",
+		},
+		{
+			ID: RulePolicyRuntime, Severity: SeverityError,
+			Summary:     "Runtime not the one the policy requires",
+			Description: "The organisation policy names the container runtime (isolation tier) every node must run on (required_runtime), such as gVisor's runsc: under the engine's default runtime, runc, the agent shares the host's kernel, and one kernel bug is a way out of the container.",
+			Help:        "Set runtime to the required runtime in the sandbox block (every node) or in the node's block, and register that runtime with the engine (README: Isolation tiers).",
 		},
 	}
 }
@@ -150,6 +157,9 @@ func checkPolicy(cfg *config.Config, plan *Plan, pol *config.Policy) (hcl.Diagno
 					fmt.Sprint(pids), np.Name)
 			}
 		}
+		if pol.RequiredRuntime != "" && np.Runtime != pol.RequiredRuntime && !policyRuntimeUndecided(cfg, np) {
+			add(RulePolicyRuntime, policyRuntimeRange(cfg, np), np.Runtime, np.Name)
+		}
 	}
 
 	var diags hcl.Diagnostics
@@ -179,6 +189,10 @@ func checkPolicy(cfg *config.Config, plan *Plan, pol *config.Policy) (hcl.Diagno
 				detail = fmt.Sprintf("The runner %q forwards %s to %s, and the policy%s allows %s only for %s.",
 					runner, cred, countNodes(v.nodes), where, cred, policyQuoteList(allowed))
 			}
+		case RulePolicyRuntime:
+			detail = fmt.Sprintf("%s %s on %s, and the policy%s requires every node on %s.",
+				policyCapitalise(countNodes(v.nodes)), pick(len(v.nodes) == 1, "runs", "run"), IsolationTier(v.what), where,
+				IsolationTier(pol.RequiredRuntime))
 		case RulePolicyMaxPidsLimit:
 			detail = fmt.Sprintf("%s %s pids_limit %s, and the policy%s allows at most %d.",
 				policyCapitalise(countNodes(v.nodes)), pick(len(v.nodes) == 1, "has", "have"), v.what, where, pol.MaxPidsLimit)
@@ -249,6 +263,29 @@ func policyCredentialRange(cfg *config.Config, np *NodePlan, i int) hcl.Range {
 		}
 	}
 	return np.DeclRange
+}
+
+// policyRuntimeRange is where the node's runtime is chosen: its own runtime attribute, else the sandbox's, else the
+// sandbox block, else the node's block (the engine's default, which nobody wrote, is best fixed where the node is).
+func policyRuntimeRange(cfg *config.Config, np *NodePlan) hcl.Range {
+	if cfg != nil {
+		if n, ok := cfg.Nodes[np.Name]; ok {
+			if a, ok := n.Attrs["runtime"]; ok && a != nil {
+				return a.Expr.Range()
+			}
+		}
+	}
+	return policySandboxRange(cfg, np, func(s *config.Sandbox) hcl.Range { return s.RuntimeRange })
+}
+
+// policyRuntimeUndecided is true for a node whose runtime attribute could not be evaluated (an error already refuses
+// the node): a written runtime is never "", so "" there is not the engine's default.
+func policyRuntimeUndecided(cfg *config.Config, np *NodePlan) bool {
+	if cfg == nil || np.Runtime != "" {
+		return false
+	}
+	n, ok := cfg.Nodes[np.Name]
+	return ok && n.Runtime != nil
 }
 
 // pidsLimit is the node's --pids-limit: from its container, else from the sandbox.

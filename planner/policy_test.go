@@ -87,6 +87,8 @@ func TestPolicyGolden(t *testing.T) {
 		{"policy-violations", []string{"bench", "docs", "fix"}},
 		{"policy-file", []string{"fix"}},
 		{"policy-clean", nil},
+		{"policy-runtime", []string{"crun", "optout"}},
+		{"policy-runtime-default", []string{"a", "b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -68,6 +68,7 @@ type DiffNodeJSON struct {
 	Role        string     `json:"role"`
 	Image       string     `json:"image"`
 	Network     string     `json:"network"`
+	Isolation   string     `json:"isolation"`
 	Credentials []string   `json:"credentials"`
 	Argv        []string   `json:"argv"`
 	Range       *RangeJSON `json:"range,omitempty"`
@@ -166,7 +167,7 @@ func diffNodes(ns []plandiff.NodeSummary) []DiffNodeJSON {
 	out := []DiffNodeJSON{}
 	for _, n := range ns {
 		out = append(out, DiffNodeJSON{Name: n.Name, Runner: n.Runner, Role: n.Role, Image: n.Image, Network: n.Network,
-			Credentials: nonNilStrings(n.Credentials), Argv: nonNilStrings(n.Argv), Range: diffRange(n.Range)})
+			Isolation: n.Isolation, Credentials: nonNilStrings(n.Credentials), Argv: nonNilStrings(n.Argv), Range: diffRange(n.Range)})
 	}
 	return out
 }
@@ -263,9 +264,9 @@ func WriteDiffHuman(w io.Writer, d *plandiff.Diff, opts DiffOptions) error {
 	if len(d.Added) > 0 {
 		pw.printf("\nNodes added\n")
 		for _, n := range d.Added {
-			pw.printf("  %s node %q: runner %s, %s, network %s, image %s, credentials %s\n", style("+", diffANSIGreen),
+			pw.printf("  %s node %q: runner %s, %s, network %s, isolation %s, image %s, credentials %s\n", style("+", diffANSIGreen),
 				diffSafe(n.Name), diffSafe(n.Runner), diffSafe(orNone(n.Role)), diffSafe(orNone(n.Network)),
-				diffSafe(orNone(n.Image)), diffSafe(orNone(strings.Join(n.Credentials, ", "))))
+				diffSafe(orNone(n.Isolation)), diffSafe(orNone(n.Image)), diffSafe(orNone(strings.Join(n.Credentials, ", "))))
 		}
 	}
 	if len(d.Removed) > 0 {

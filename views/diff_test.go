@@ -91,6 +91,10 @@ var diffCases = []struct {
 		plandiff.KindCredentialRemoved, plandiff.KindHardeningGained, plandiff.KindHardeningGained, plandiff.KindNetworkClosed,
 	}},
 	{"diff-reorder", VerdictUnchanged, nil},
+	{"diff-widen-runtime", VerdictWidened, []string{
+		plandiff.KindCredentialAdded, plandiff.KindCredentialAdded, plandiff.KindRuntimeWidened, plandiff.KindRuntimeWidened,
+	}},
+	{"diff-narrow-runtime", VerdictNarrowed, []string{plandiff.KindRuntimeNarrowed, plandiff.KindRuntimeNarrowed}},
 }
 
 // TestDiffGolden renders every format for configuration pairs that widen, narrow, and only reorder.

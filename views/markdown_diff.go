@@ -79,10 +79,10 @@ func mdSections(d *plandiff.Diff) []mdSection {
 		sections = append(sections, s)
 	}
 	if len(d.Added) > 0 {
-		s := mdSection{heading: "\n### Nodes added\n\n| Node | Runner | Role | Network | Image | Credentials |\n|---|---|---|---|---|---|\n"}
+		s := mdSection{heading: "\n### Nodes added\n\n| Node | Runner | Role | Network | Isolation | Image | Credentials |\n|---|---|---|---|---|---|---|\n"}
 		for _, n := range d.Added {
-			s.blocks = append(s.blocks, fmt.Sprintf("| %s | %s | %s | %s | %s | %s |\n", mdCode(n.Name), mdCode(n.Runner),
-				mdText(orNone(n.Role)), mdText(orNone(n.Network)), mdCode(orNone(n.Image)), mdCodeList(n.Credentials)))
+			s.blocks = append(s.blocks, fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s |\n", mdCode(n.Name), mdCode(n.Runner),
+				mdText(orNone(n.Role)), mdText(orNone(n.Network)), mdText(orNone(n.Isolation)), mdCode(orNone(n.Image)), mdCodeList(n.Credentials)))
 		}
 		sections = append(sections, s)
 	}

@@ -124,7 +124,7 @@ func planSummaryLine(c planCounts) string {
 // planDockerValueFlags are the docker run flags of a planned argv that take a value.
 var planDockerValueFlags = map[string]bool{
 	"--name": true, "--tmpfs": true, "--cap-drop": true, "--security-opt": true, "--pids-limit": true,
-	"--network": true, "--memory": true, "--cpus": true, "--label": true, "-v": true, "-w": true, "-e": true,
+	"--network": true, "--runtime": true, "--memory": true, "--cpus": true, "--label": true, "-v": true, "-w": true, "-e": true,
 }
 
 // ArgvLines splits a planned `docker run` argv into shell-quoted lines of one flag each (with its value), the
@@ -201,6 +201,10 @@ func planNodeFacts(n *NodeJSON) [][2]string {
 		}
 		creds = strings.Join(parts, ", ")
 	}
+	isolation := planner.IsolationTier(n.Runtime)
+	if unknown["runtime"] {
+		isolation = planner.UnknownValue
+	}
 	deps := "(none)"
 	if len(n.DependsOn) > 0 {
 		deps = strings.Join(n.DependsOn, ", ")
@@ -210,6 +214,7 @@ func planNodeFacts(n *NodeJSON) [][2]string {
 		{"role", val("role", n.Role)},
 		{"image", val("image", n.Image)},
 		{"network", val("network", n.Network)},
+		{"isolation", isolation},
 		{"model", val("model", n.Model)},
 		{"prompt", prompt},
 		{"credentials", creds},
@@ -218,7 +223,7 @@ func planNodeFacts(n *NodeJSON) [][2]string {
 	var rest []string
 	for _, u := range n.Unknown {
 		switch u {
-		case "runner", "role", "model", "prompt", "argv":
+		case "runner", "role", "model", "prompt", "argv", "runtime":
 		default:
 			rest = append(rest, u)
 		}
@@ -310,8 +315,8 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 	counts := countPlan(doc, diags)
 	ew.printf("## kewplan plan\n\n%s\n\nConfig digest: `%s`\n", planSummaryLine(counts), doc.ConfigDigest)
 	if len(doc.Nodes) > 0 {
-		ew.printf("\n| Node | Runner | Role | Image | Network | Model | Prompt | Credentials | Depends on |\n")
-		ew.printf("|---|---|---|---|---|---|---|---|---|\n")
+		ew.printf("\n| Node | Runner | Role | Image | Network | Isolation | Model | Prompt | Credentials | Depends on |\n")
+		ew.printf("|---|---|---|---|---|---|---|---|---|---|\n")
 		for i := range doc.Nodes {
 			n := &doc.Nodes[i]
 			facts := map[string]string{}
@@ -323,8 +328,8 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 				prompt = fmt.Sprintf("%s (%s)", mdCode(n.Prompt.SHA256[:min(12, len(n.Prompt.SHA256))]+"…"),
 					count(n.Prompt.Bytes, "byte", "bytes"))
 			}
-			ew.printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", mdCode(n.Name), mdText(facts["runner"]),
-				mdText(facts["role"]), planMDCode(facts["image"]), mdText(facts["network"]), planMDCode(facts["model"]),
+			ew.printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", mdCode(n.Name), mdText(facts["runner"]),
+				mdText(facts["role"]), planMDCode(facts["image"]), mdText(facts["network"]), mdText(facts["isolation"]), planMDCode(facts["model"]),
 				prompt, mdCodeList(n.Credentials), mdText(strings.Join(n.DependsOn, ", ")))
 		}
 	}

@@ -82,7 +82,7 @@ func TestMarkdownHostileValues(t *testing.T) {
 	hostile := "x`|</details><img src=x>@octocat\n# head"
 	doc := &PlanJSON{FormatVersion: planner.FormatVersion, ConfigDigest: "sha256:0", Exposure: map[string][]string{}}
 	doc.Nodes = []NodeJSON{{Name: "n", Runner: "claude-code", Role: "worker", Image: hostile, Network: "allowlist",
-		Model: hostile, Credentials: []string{"K"}, Prompt: planner.PromptDocument{SHA256: "abcdef0123456789", Bytes: 3},
+		Runtime: hostile, Model: hostile, Credentials: []string{"K"}, Prompt: planner.PromptDocument{SHA256: "abcdef0123456789", Bytes: 3},
 		Argv: []string{"docker", "run", "img", "```", hostile}}}
 	var buf bytes.Buffer
 	if err := WritePlanMarkdown(&buf, doc); err != nil {
@@ -98,8 +98,8 @@ func TestMarkdownHostileValues(t *testing.T) {
 	}
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasPrefix(line, "| `n`") || strings.HasPrefix(line, "| <code>n") {
-			if cells := strings.Count(strings.ReplaceAll(line, `\|`, ""), "|"); cells != 10 {
-				t.Errorf("node row has %d unescaped pipes, want 10: %s", cells, line)
+			if cells := strings.Count(strings.ReplaceAll(line, `\|`, ""), "|"); cells != 11 {
+				t.Errorf("node row has %d unescaped pipes, want 11: %s", cells, line)
 			}
 		}
 	}

@@ -44,6 +44,7 @@ sandbox {
     opencode = "ghcr.io/acme/kew-opencode@sha256:bb"
     acme     = "ghcr.io/acme/agent@sha256:cc"
   }
+  runtime = "runsc"
 }
 
 runner "acme" {
@@ -91,5 +92,6 @@ node "custom_runner-1" {
   repo       = "git@github.com:acme/widgets.git"
   prompt     = "Summarise ${node.review.verdict} for ${node.fix.branch}."
   timeout    = "1h30m"
+  runtime    = "runc"
   depends_on = [node.review]
 }
