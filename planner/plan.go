@@ -20,7 +20,7 @@ type Inputs struct {
 	// Outputs are the known outputs of nodes that already finished (apply re-renders downstream nodes with them),
 	// by node address ("fix", `fix["api"]`).
 	Outputs map[string]map[string]cty.Value
-	FS      fs.FS    // serves file()/templatefile(), rooted at the configuration's directory
+	FS      fs.FS // serves file()/templatefile(), rooted at the configuration's directory
 	// Targets are --target addresses: plan these nodes ("fix": every instance) or instances (`fix["web"]`,
 	// "shard[2]") and everything they depend on; empty means all.
 	Targets []string
