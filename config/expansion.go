@@ -281,7 +281,11 @@ func unknownDetail(expr hcl.Expression, arg, what string) string {
 			break
 		}
 	}
-	return fmt.Sprintf("The %s value depends on %s, so kewplan cannot predict %s, and a plan must show every instance before it runs. Derive %s only from variables, locals and the keys of other nodes (keys(node.fix), or for_each = node.fix itself), never from a node's outputs such as commit or status.", arg, cause, what, arg)
+	example := "for_each = node.fix, or toset(keys(node.fix))"
+	if arg == "count" {
+		example = "length(node.fix)"
+	}
+	return fmt.Sprintf("The %s value depends on %s, so kewplan cannot predict %s, and a plan must show every instance before it runs. Derive %s only from variables, locals and the instances of other nodes (%s), never from a node's outputs such as commit or status.", arg, cause, what, arg, example)
 }
 
 // badKeyInBranch explains an invalid branch name that comes from an instance key: the key is the thing to fix.

@@ -162,7 +162,7 @@ func (c *Config) checkTraversal(trav hcl.Traversal, scope refScope) *hcl.Diagnos
 	case "each":
 		if !scope.each {
 			return errorDiag(`Reference to "each" in context without for_each`,
-				fmt.Sprintf(`The "each" object can be used only in a node block, and only when the "for_each" argument is set; it cannot be used in %s. Add for_each to the node, or refer to a value that does not depend on an instance.`, scope.where),
+				fmt.Sprintf(`The "each" object can be used only in a node block, and only when the "for_each" argument is set%s. Add for_each to the node, or refer to a value that does not depend on an instance.`, notIn(scope)),
 				rng)
 		}
 		if name, ok := step(1); !ok || (name != "key" && name != "value") {
@@ -173,7 +173,7 @@ func (c *Config) checkTraversal(trav hcl.Traversal, scope refScope) *hcl.Diagnos
 	case "count":
 		if !scope.count {
 			return errorDiag(`Reference to "count" in non-counted context`,
-				fmt.Sprintf(`The "count" object can be used only in a node block, and only when the "count" argument is set; it cannot be used in %s. Add count to the node, or refer to a value that does not depend on an instance.`, scope.where),
+				fmt.Sprintf(`The "count" object can be used only in a node block, and only when the "count" argument is set%s. Add count to the node, or refer to a value that does not depend on an instance.`, notIn(scope)),
 				rng)
 		}
 		if name, ok := step(1); !ok || name != "index" {
@@ -205,6 +205,14 @@ func (c *Config) checkTraversal(trav hcl.Traversal, scope refScope) *hcl.Diagnos
 	return nil
 }
 
+// notIn says where an instance reference was found, unless that is an ordinary node argument.
+func notIn(scope refScope) string {
+	if scope.where == "a node" {
+		return ""
+	}
+	return "; it cannot be used in " + scope.where
+}
+
 // checkNodeInstanceRef checks what follows node.<name>: an instance key when the node has for_each or count, and
 // then an output or plan-time attribute.
 func (c *Config) checkNodeInstanceRef(name string, trav hcl.Traversal, rng hcl.Range) *hcl.Diagnostic {
@@ -228,12 +236,12 @@ func (c *Config) checkNodeInstanceRef(name string, trav hcl.Traversal, rng hcl.R
 		}
 		rest = rest[1:]
 	case target.Expanded():
-		arg, example := "for_each", fmt.Sprintf(`node.%s["api"].commit, or to all of them with values(node.%s)`, name, name)
+		arg, example := "for_each", fmt.Sprintf(`node.%s["api"].commit, or from all of them, such as values(node.%s)[*].commit`, name, name)
 		if target.Count != nil {
-			arg, example = "count", fmt.Sprintf("node.%s[0].commit, or to all of them with node.%s[*].commit", name, name)
+			arg, example = "count", fmt.Sprintf("node.%s[0].commit, or from all of them, such as node.%s[*].commit", name, name)
 		}
 		return errorDiag("Missing node instance key",
-			fmt.Sprintf(`Because node %q has %q set, its outputs must be read from a specific instance, for example %s.`, name, arg, example), rng)
+			fmt.Sprintf(`Because node %q has %q set, its outputs must be read from a specific instance, such as %s.`, name, arg, example), rng)
 	case isIndex && idx.Key.Type() == cty.Number:
 		return errorDiag("Unexpected node instance key",
 			fmt.Sprintf(`Because node %q has neither "count" nor "for_each" set, references to it must not include an index key. Remove the bracketed index to refer to the single instance of this node.`, name), rng)

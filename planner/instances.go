@@ -396,7 +396,7 @@ func checkSlugs(nodes []*NodePlan) hcl.Diagnostics {
 			continue
 		}
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Instance names collide", Subject: rangePtr(np.DeclRange),
-			Detail: fmt.Sprintf("%s and %s would both run in the container %s%s and push to the branch %s%s by default, so one would overwrite the other's work. Rename one of the nodes, or change the key.", describeNode(prev.Name), describeNode(np.Name), ContainerPrefix, np.Slug, config.DefaultBranchPrefix, np.Slug)})
+			Detail: fmt.Sprintf("%s and %s would both run in the container %s%s and push to the branch %s%s by default, so one would overwrite the other's work. Rename one of the nodes, or change the key.", capitalise(describeNode(prev.Name)), describeNode(np.Name), ContainerPrefix, np.Slug, config.DefaultBranchPrefix, np.Slug)})
 		np.Errors, np.Container = true, nil
 	}
 	return diags
@@ -430,7 +430,7 @@ func checkSharedBranches(cfg *config.Config, nodes []*NodePlan) hcl.Diagnostics 
 			subject = rangePtr(n.Branch.Range())
 		}
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Instances share a branch", Subject: subject,
-			Detail: fmt.Sprintf("%s and %s both push to the branch %q of %s, so the second push would be refused or would replace the first one's work. Make the branch depend on the instance, for example branch = \"kew/lint-${each.key}\".", describeNode(prev.Name), describeNode(np.Name), np.Branch, np.Repo)})
+			Detail: fmt.Sprintf("%s and %s both push to the branch %q of %s, so the second push would be refused or would replace the first one's work. Make the branch depend on the instance, for example branch = \"kew/lint-${each.key}\".", capitalise(describeNode(prev.Name)), describeNode(np.Name), np.Branch, np.Repo)})
 	}
 	return diags
 }
@@ -441,4 +441,11 @@ func describeNode(addr string) string {
 		return "node " + addr
 	}
 	return fmt.Sprintf("node %q", addr)
+}
+
+func capitalise(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
