@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/planner"
@@ -80,4 +81,40 @@ func planFile(t *testing.T, path string) hcl.Diagnostics {
 	}
 	_, d = planner.Build(cfg, planner.Inputs{Vars: vars, FS: os.DirFS(cfg.Dir)})
 	return d
+}
+
+// TestReplanInstance is what apply does once fix["api"] finished: it plans review["api"] again with that
+// instance's outputs, by address, and gets the same container name and the ref now known.
+func TestReplanInstance(t *testing.T) {
+	cfg, diags := config.Load("testdata/for-each-outputs")
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	in := planner.Inputs{FS: os.DirFS(cfg.Dir)}
+	full, diags := planner.Build(cfg, in)
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	in.Targets = []string{`review["api"]`}
+	in.Outputs = map[string]map[string]cty.Value{`fix["api"]`: {"commit": cty.StringVal("0a1b2c3d"), "branch": cty.StringVal("kew/lint-api")}}
+	p, diags := planner.Build(cfg, in)
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	got, want := p.Node(`review["api"]`), full.Node(`review["api"]`)
+	if got == nil || want == nil {
+		t.Fatalf("review[\"api\"] missing: replan %v, full %v", got, want)
+	}
+	if got.Ref != "0a1b2c3d" || len(got.Unknown) != 0 {
+		t.Errorf("replanned ref = %q, unknown %v; want the commit of fix[\"api\"]", got.Ref, got.Unknown)
+	}
+	if got.Slug != "review-api" || got.Container.Name != want.Container.Name || got.Branch != want.Branch {
+		t.Errorf("replan names differ: slug %q container %q branch %q; full plan %q %q", got.Slug, got.Container.Name, got.Branch, want.Container.Name, want.Branch)
+	}
+	if diff := cmp.Diff([]string{`fix["api"]`}, got.DependsOn); diff != "" {
+		t.Errorf("review[\"api\"] DependsOn mismatch (-want +got):\n%s", diff)
+	}
+	if p.Node(`review["web"]`) != nil || p.Node(`fix["web"]`) != nil {
+		t.Error("the replan of one instance planned other instances")
+	}
 }
