@@ -25,8 +25,9 @@ type VariableInputs struct {
 // Scope is what expressions are evaluated against.
 type Scope struct {
 	Vars map[string]cty.Value
-	// Outputs holds the known outputs of finished nodes (node name -> output name -> value). A node absent here
-	// has every output unknown (cty.UnknownVal(cty.String)), which the planner shows as "(known after apply)".
+	// Outputs holds the known outputs of finished nodes (node address -> output name -> value): "fix" for a node
+	// without for_each or count, `fix["api"]` or "shard[2]" for an instance. A node absent here has every output
+	// unknown (cty.UnknownVal(cty.String)), which the planner shows as "(known after apply)".
 	Outputs map[string]map[string]cty.Value
 	// FS serves file() and templatefile(), rooted at Config.Dir. When nil, DirFS(Config.Dir) is used.
 	FS fs.FS
@@ -109,16 +110,13 @@ func (c *Config) evalContext(s *Scope, funcs map[string]function.Function) (*hcl
 		}
 	}
 	nodes := make(map[string]cty.Value, len(c.Nodes))
-	for name := range c.Nodes {
-		outs := make(map[string]cty.Value, len(NodeOutputNames))
-		for _, o := range NodeOutputNames {
-			if v, ok := s.Outputs[name][o]; ok {
-				outs[o] = v
-			} else {
-				outs[o] = cty.UnknownVal(cty.String)
-			}
+	for name, n := range c.Nodes {
+		if n.Expanded() {
+			// Its instances are known once its for_each or count is evaluated (the planner's SetNodeValues).
+			nodes[name] = cty.DynamicVal
+			continue
 		}
-		nodes[name] = cty.ObjectVal(outs)
+		nodes[name] = InstanceObject(s.Outputs[name], nil)
 	}
 	ctx := &hcl.EvalContext{
 		Variables: map[string]cty.Value{
@@ -216,7 +214,10 @@ func (c *Config) checkStaticValues() hcl.Diagnostics {
 		ctx.Variables[root] = cty.ObjectVal(obj)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Nodes)) {
-		_, d := EvalNode(c.Nodes[name], ctx)
+		n := c.Nodes[name]
+		_, d := evalExpansion(n, ctx, true)
+		diags = append(diags, d...)
+		_, d = EvalNode(n, ctx)
 		diags = append(diags, d...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Runners)) {

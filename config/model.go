@@ -117,6 +117,10 @@ type Node struct {
 	Prompt  hcl.Expression
 	Timeout hcl.Expression // nil: 60m
 	Runtime hcl.Expression // nil: the sandbox's runtime
+	// ForEach and Count are the node's meta-arguments (at most one is set): the node plans one instance per key
+	// of ForEach, or Count instances. nil when not written. See EvalExpansion.
+	ForEach hcl.Expression
+	Count   hcl.Expression
 	// DependsOn is the union of explicit depends_on entries and node.<name> references found in any attribute,
 	// deduplicated, in source order. Each keeps the range of its first mention.
 	DependsOn   []NodeRef
@@ -131,6 +135,17 @@ type NodeRef struct {
 	Name     string
 	Range    hcl.Range
 	Explicit bool // written in depends_on
+	// Whole is true when some reference names the node as a whole (node.fix, values(node.fix), node.fix[*],
+	// depends_on = [node.fix], or any use through a local value), so each instance of the referring node depends
+	// on every instance of this one. A reference that names an instance (node.fix["api"]) sets Keys instead.
+	Whole bool
+	// Keys are the instance keys named literally (node.fix["api"], node.shard[2]).
+	Keys []cty.Value
+	// KeyExprs are index expressions evaluated per instance of the referring node (node.fix[each.key]).
+	KeyExprs []hcl.Expression
+	// ForEach is true when the referring node's for_each is exactly this node (for_each = node.fix): its
+	// instance with key k depends on this node's instance k.
+	ForEach bool
 }
 
 // PullRequest is a node's optional `pull_request` block.
@@ -160,3 +175,10 @@ type Policy struct {
 // NodeOutputNames are the attributes of node.<name> that other nodes may reference. At plan time they are
 // unknown; apply fills them once the upstream node finished.
 var NodeOutputNames = []string{"commit", "branch", "status", "verdict", "session_id"}
+
+// NodePlanAttributeNames are the attributes of node.<name> known at plan time, which the planner fills in from
+// the node's own evaluation (each.value.repo in a for_each over another node's instances).
+var NodePlanAttributeNames = []string{"repo"}
+
+// nodeAttributeNames are every attribute a reference to a node (or one of its instances) may read.
+var nodeAttributeNames = append(append([]string(nil), NodeOutputNames...), NodePlanAttributeNames...)

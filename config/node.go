@@ -28,6 +28,8 @@ var nodeSchema = &hcl.BodySchema{
 		{Name: "timeout"},
 		{Name: "depends_on"},
 		{Name: "runtime"},
+		{Name: "for_each"},
+		{Name: "count"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "pull_request"},
@@ -77,6 +79,12 @@ func decodeNodeBlock(block *hcl.Block) (*Node, hcl.Diagnostics) {
 	n.Repo, n.Ref, n.Branch = get("repo"), get("ref"), get("branch")
 	n.Prompt, n.Timeout = get("prompt"), get("timeout")
 	n.Runtime = get("runtime")
+	n.ForEach, n.Count = get("for_each"), get("count")
+	if n.ForEach != nil && n.Count != nil {
+		diags = append(diags, errorDiag(`Invalid combination of "count" and "for_each"`,
+			`The "count" and "for_each" meta-arguments are mutually-exclusive, only one should be used to be explicit about the number of instances to be planned.`,
+			content.Attributes["for_each"].NameRange))
+	}
 
 	if attr, ok := content.Attributes["depends_on"]; ok {
 		refs, d := decodeDependsOn(attr)
@@ -109,7 +117,8 @@ func decodePullRequestBlock(block *hcl.Block) (*PullRequest, hcl.Diagnostics) {
 	return pr, diags
 }
 
-// decodeDependsOn reads `depends_on = [node.a, node.b]`.
+// decodeDependsOn reads `depends_on = [node.a, node.b, node.fix["api"]]`: a whole node (every instance of it), or
+// one instance of a node with for_each or count.
 func decodeDependsOn(attr *hcl.Attribute) ([]NodeRef, hcl.Diagnostics) {
 	exprs, diags := hcl.ExprList(attr.Expr)
 	if diags.HasErrors() {
@@ -120,23 +129,32 @@ func decodeDependsOn(attr *hcl.Attribute) ([]NodeRef, hcl.Diagnostics) {
 	var refs []NodeRef
 	for _, e := range exprs {
 		trav, d := hcl.AbsTraversalForExpr(e)
-		ok := !d.HasErrors() && len(trav) == 2 && trav.RootName() == "node"
+		ok := !d.HasErrors() && (len(trav) == 2 || len(trav) == 3) && trav.RootName() == "node"
 		var name string
+		var key cty.Value
 		if ok {
 			step, isAttr := trav[1].(hcl.TraverseAttr)
 			ok, name = isAttr, step.Name
 		}
+		if ok && len(trav) == 3 {
+			idx, isIndex := trav[2].(hcl.TraverseIndex)
+			ok, key = isIndex, idx.Key
+		}
 		if !ok {
 			hint := ""
-			if !d.HasErrors() && len(trav) == 3 && trav.RootName() == "node" {
-				hint = " Name the node itself, not one of its outputs."
+			if !d.HasErrors() && len(trav) >= 3 && trav.RootName() == "node" {
+				hint = " Name the node itself (or one of its instances, node.fix[\"api\"]), not one of its outputs."
 			}
 			diags = append(diags, errorDiag("Invalid depends_on entry",
 				fmt.Sprintf("Each depends_on entry names another node as node.<name>, for example depends_on = [node.fix].%s", hint),
 				e.Range()))
 			continue
 		}
-		refs = append(refs, NodeRef{Name: name, Range: e.Range(), Explicit: true})
+		ref := NodeRef{Name: name, Range: e.Range(), Explicit: true, Whole: key == cty.NilVal}
+		if key != cty.NilVal {
+			ref.Keys = []cty.Value{key}
+		}
+		refs = append(refs, ref)
 	}
 	return refs, diags
 }
@@ -168,10 +186,23 @@ type PullRequestValues struct {
 
 // EvalNode evaluates every attribute of n in ctx (see EvalContext), converting each to its type and checking
 // its value: role, timeout, branch and ref names, repository URL.
+//
+// A node with for_each or count is evaluated per instance with EvalInstance; EvalNode evaluates it with each and
+// count unknown.
 func EvalNode(n *Node, ctx *hcl.EvalContext) (*NodeValues, hcl.Diagnostics) {
-	nv := &NodeValues{Role: RoleWorker, Branch: DefaultBranchPrefix + n.Name, Timeout: DefaultTimeout}
+	if n.ForEach != nil || n.Count != nil {
+		return EvalInstance(n, unknownInstance(n), ctx)
+	}
+	return EvalInstance(n, &Instance{Address: n.Name, Slug: n.Name}, ctx)
+}
+
+// EvalInstance evaluates one instance of n (see EvalExpansion) in ctx, with each or count bound to the instance.
+// Its default branch is "kew/<slug>", and diagnostics name it by its address.
+func EvalInstance(n *Node, inst *Instance, ctx *hcl.EvalContext) (*NodeValues, hcl.Diagnostics) {
+	ctx = InstanceContext(ctx, n, inst)
+	nv := &NodeValues{Role: RoleWorker, Branch: DefaultBranchPrefix + inst.Slug, Timeout: DefaultTimeout}
 	var diags hcl.Diagnostics
-	where := fmt.Sprintf("node %q", n.Name)
+	where := describeAddress(inst.Address)
 	str := func(name string, expr hcl.Expression, dst *string, check func(string) string) {
 		if expr == nil {
 			return
@@ -200,6 +231,12 @@ func EvalNode(n *Node, ctx *hcl.EvalContext) (*NodeValues, hcl.Diagnostics) {
 		}
 		if check != nil {
 			if msg := check(s); msg != "" {
+				if name == "branch" || name == "pull_request.base" {
+					if d := badKeyInBranch(n, inst, expr, name, msg); d != nil {
+						diags = append(diags, d)
+						return
+					}
+				}
 				diags = append(diags, errorDiag(fmt.Sprintf("Invalid %s", name), fmt.Sprintf("The %s of %s is not valid: %s", name, where, msg), expr.Range()))
 				return
 			}

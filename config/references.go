@@ -18,17 +18,25 @@ type refScope struct {
 	node  bool   // node.<name>.<output>
 	local bool   // local.<name>
 	model bool   // model (runner args only)
+	each  bool   // each.key, each.value (a node with for_each)
+	count bool   // count.index (a node with count)
 }
 
 // checkStatic runs the checks that need the whole configuration: references, local value cycles, function
 // names, dependencies, and the types and values of node attributes that do not depend on variables.
 func (c *Config) checkStatic() hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	nodeScope := refScope{where: "a node", node: true, local: true}
 	for _, name := range slices.Sorted(maps.Keys(c.Nodes)) {
 		n := c.Nodes[name]
+		nodeScope := refScope{where: "a node", node: true, local: true, each: n.ForEach != nil, count: n.Count != nil}
 		for _, an := range slices.Sorted(maps.Keys(n.Attrs)) {
-			if an == "depends_on" {
+			switch an {
+			case "depends_on":
+				diags = append(diags, c.checkDependsOn(n)...)
+				continue
+			case "for_each", "count":
+				// The instances are what each and count describe, so the argument that makes them cannot use them.
+				diags = append(diags, c.checkExpr(n.Attrs[an].Expr, refScope{where: "the " + an + " argument", node: true, local: true})...)
 				continue
 			}
 			diags = append(diags, c.checkExpr(n.Attrs[an].Expr, nodeScope)...)
@@ -152,13 +160,28 @@ func (c *Config) checkTraversal(trav hcl.Traversal, scope refScope) *hcl.Diagnos
 				fmt.Sprintf("No node named %q is declared.%s Declare it with a node %q { } block, or correct the name.", name, didYouMean(name, slices.Sorted(maps.Keys(c.Nodes))), name),
 				rng)
 		}
-		if len(trav) > 2 {
-			out, ok := step(2)
-			if !ok || !contains(NodeOutputNames, out) {
-				return errorDiag("Unsupported node output",
-					fmt.Sprintf("A node has no output %q.%s The outputs of a node are %s.", out, didYouMean(out, NodeOutputNames), quotedList(NodeOutputNames)),
-					rng)
-			}
+		return c.checkNodeInstanceRef(name, trav, rng)
+	case "each":
+		if !scope.each {
+			return errorDiag(`Reference to "each" in context without for_each`,
+				fmt.Sprintf(`The "each" object can be used only in a node block, and only when the "for_each" argument is set%s. Add for_each to the node, or refer to a value that does not depend on an instance.`, notIn(scope)),
+				rng)
+		}
+		if name, ok := step(1); !ok || (name != "key" && name != "value") {
+			return errorDiag(`Invalid "each" attribute`,
+				fmt.Sprintf(`The "each" object does not have an attribute named %q. The supported attributes are each.key and each.value, the current key and value pair of the "for_each" attribute set.`, name),
+				rng)
+		}
+	case "count":
+		if !scope.count {
+			return errorDiag(`Reference to "count" in non-counted context`,
+				fmt.Sprintf(`The "count" object can be used only in a node block, and only when the "count" argument is set%s. Add count to the node, or refer to a value that does not depend on an instance.`, notIn(scope)),
+				rng)
+		}
+		if name, ok := step(1); !ok || name != "index" {
+			return errorDiag(`Invalid "count" attribute`,
+				fmt.Sprintf(`The "count" object does not have an attribute named %q. The only supported attribute is count.index, which is the index of each instance of a node that has the "count" argument set.`, name),
+				rng)
 		}
 	case "model":
 		if !scope.model {
@@ -182,6 +205,88 @@ func (c *Config) checkTraversal(trav hcl.Traversal, scope refScope) *hcl.Diagnos
 			rng)
 	}
 	return nil
+}
+
+// notIn says where an instance reference was found, unless that is an ordinary node argument.
+func notIn(scope refScope) string {
+	if scope.where == "a node" {
+		return ""
+	}
+	return "; it cannot be used in " + scope.where
+}
+
+// checkNodeInstanceRef checks what follows node.<name>: an instance key when the node has for_each or count, and
+// then an output or plan-time attribute.
+func (c *Config) checkNodeInstanceRef(name string, trav hcl.Traversal, rng hcl.Range) *hcl.Diagnostic {
+	target := c.Nodes[name]
+	rest := trav[2:]
+	if len(rest) == 0 {
+		return nil
+	}
+	idx, isIndex := rest[0].(hcl.TraverseIndex)
+	switch {
+	case target.Expanded() && isIndex:
+		wantNumber := target.Count != nil
+		if k := idx.Key; !k.IsKnown() || k.IsNull() || (wantNumber && k.Type() != cty.Number) || (!wantNumber && k.Type() != cty.String) {
+			example := fmt.Sprintf(`node.%s["key"]`, name)
+			what := `"for_each" set, so its instances are named by string keys`
+			if wantNumber {
+				example, what = fmt.Sprintf("node.%s[0]", name), `"count" set, so its instances are numbered from 0`
+			}
+			return errorDiag("Invalid node instance key",
+				fmt.Sprintf("Node %q has %s; refer to one as %s.", name, what, example), rng)
+		}
+		rest = rest[1:]
+	case target.Expanded():
+		arg, example := "for_each", fmt.Sprintf(`node.%s["api"].commit, or from all of them, such as values(node.%s)[*].commit`, name, name)
+		if target.Count != nil {
+			arg, example = "count", fmt.Sprintf("node.%s[0].commit, or from all of them, such as node.%s[*].commit", name, name)
+		}
+		return errorDiag("Missing node instance key",
+			fmt.Sprintf(`Because node %q has %q set, its outputs must be read from a specific instance, such as %s.`, name, arg, example), rng)
+	case isIndex && idx.Key.Type() == cty.Number:
+		return errorDiag("Unexpected node instance key",
+			fmt.Sprintf(`Because node %q has neither "count" nor "for_each" set, references to it must not include an index key. Remove the bracketed index to refer to the single instance of this node.`, name), rng)
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	var out string
+	ok := false
+	switch s := rest[0].(type) {
+	case hcl.TraverseAttr:
+		out, ok = s.Name, true
+	case hcl.TraverseIndex:
+		if s.Key.Type() == cty.String && s.Key.IsKnown() && !s.Key.IsNull() {
+			out, ok = s.Key.AsString(), true
+		}
+	}
+	if !ok || !contains(nodeAttributeNames, out) {
+		return errorDiag("Unsupported node output",
+			fmt.Sprintf("A node has no output %q.%s The outputs of a node are %s.", out, didYouMean(out, nodeAttributeNames), quotedList(nodeAttributeNames)),
+			rng)
+	}
+	return nil
+}
+
+// checkDependsOn reports depends_on entries naming an instance of a node that is not expanded, or with the
+// wrong kind of key.
+func (c *Config) checkDependsOn(n *Node) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, ref := range n.DependsOn {
+		if !ref.Explicit || len(ref.Keys) == 0 || c.Nodes[ref.Name] == nil {
+			continue
+		}
+		trav := hcl.Traversal{hcl.TraverseRoot{Name: "node"}, hcl.TraverseAttr{Name: ref.Name}, hcl.TraverseIndex{Key: ref.Keys[0]}}
+		if d := c.checkNodeInstanceRef(ref.Name, trav, ref.Range); d != nil {
+			if !c.Nodes[ref.Name].Expanded() && ref.Keys[0].Type() == cty.String {
+				d = errorDiag("Unexpected node instance key",
+					fmt.Sprintf(`Because node %q has neither "count" nor "for_each" set, depends_on must name it without an index key: node.%s.`, ref.Name, ref.Name), ref.Range)
+			}
+			diags = append(diags, d)
+		}
+	}
+	return diags
 }
 
 // traversalString renders a traversal as written, e.g. "var.model" or `node["fix"].commit`.
@@ -364,23 +469,12 @@ func (c *Config) collectDependencies() {
 			}
 		}
 		for _, e := range exprs {
-			for _, t := range e.Variables() {
-				if len(t) < 2 {
-					continue
-				}
-				a, ok := t[1].(hcl.TraverseAttr)
-				if !ok {
-					continue
-				}
-				switch t.RootName() {
-				case "node":
-					refs = append(refs, NodeRef{Name: a.Name, Range: t.SourceRange()})
-				case "local":
-					for _, dep := range nodesOfLocal(a.Name, map[string]bool{}) {
-						refs = append(refs, NodeRef{Name: dep, Range: t.SourceRange()})
-					}
-				}
+			if name, ok := isWholeNodeTraversal(e); ok && e == n.ForEach {
+				// for_each = node.fix pairs the instances key by key.
+				refs = append(refs, NodeRef{Name: name, Range: e.Range(), ForEach: true})
+				continue
 			}
+			refs = append(refs, c.exprNodeRefs(e, nodesOfLocal)...)
 		}
 		sort.SliceStable(refs, func(i, j int) bool {
 			a, b := refs[i].Range, refs[j].Range
@@ -393,7 +487,12 @@ func (c *Config) collectDependencies() {
 		n.DependsOn = n.DependsOn[:0]
 		for _, r := range refs {
 			if i, ok := index[r.Name]; ok {
-				n.DependsOn[i].Explicit = n.DependsOn[i].Explicit || r.Explicit
+				d := &n.DependsOn[i]
+				d.Explicit = d.Explicit || r.Explicit
+				d.Whole = d.Whole || r.Whole
+				d.ForEach = d.ForEach || r.ForEach
+				d.Keys = append(d.Keys, r.Keys...)
+				d.KeyExprs = append(d.KeyExprs, r.KeyExprs...)
 				continue
 			}
 			index[r.Name] = len(n.DependsOn)
@@ -403,4 +502,80 @@ func (c *Config) collectDependencies() {
 			n.DependsOn = nil
 		}
 	}
+}
+
+// exprNodeRefs returns the nodes an expression refers to: by instance when the reference names one (a literal key,
+// or an index expression that does not itself refer to a node), as a whole otherwise. Nodes reached through local
+// values are referred to as a whole.
+func (c *Config) exprNodeRefs(e hcl.Expression, nodesOfLocal func(string, map[string]bool) []string) []NodeRef {
+	var refs []NodeRef
+	add := func(t hcl.Traversal) {
+		if len(t) < 2 {
+			return
+		}
+		a, ok := t[1].(hcl.TraverseAttr)
+		if !ok {
+			return
+		}
+		switch t.RootName() {
+		case "node":
+			ref := NodeRef{Name: a.Name, Range: t.SourceRange(), Whole: true}
+			if target := c.Nodes[a.Name]; target != nil && target.Expanded() && len(t) > 2 {
+				if idx, ok := t[2].(hcl.TraverseIndex); ok && idx.Key.IsKnown() && !idx.Key.IsNull() {
+					ref.Whole, ref.Keys = false, []cty.Value{idx.Key}
+				}
+			}
+			refs = append(refs, ref)
+		case "local":
+			for _, dep := range nodesOfLocal(a.Name, map[string]bool{}) {
+				refs = append(refs, NodeRef{Name: dep, Range: t.SourceRange(), Whole: true})
+			}
+		}
+	}
+	syn, ok := e.(hclsyntax.Expression)
+	if !ok {
+		for _, t := range e.Variables() {
+			add(t)
+		}
+		return refs
+	}
+	// node.fix[each.key]: the collection is a traversal of the whole node, the key is evaluated per instance.
+	indexed := map[*hclsyntax.ScopeTraversalExpr]hcl.Expression{}
+	hclsyntax.VisitAll(syn, func(n hclsyntax.Node) hcl.Diagnostics {
+		ie, ok := n.(*hclsyntax.IndexExpr)
+		if !ok {
+			return nil
+		}
+		coll, ok := ie.Collection.(*hclsyntax.ScopeTraversalExpr)
+		if !ok || len(coll.Traversal) != 2 || coll.Traversal.RootName() != "node" {
+			return nil
+		}
+		for _, t := range ie.Key.Variables() {
+			if r := t.RootName(); r == "node" || r == "local" {
+				return nil
+			}
+		}
+		indexed[coll] = ie.Key
+		return nil
+	})
+	// Variables() honours for-expression scopes: a walk's traversal counts only if its root is free.
+	bound := map[string]bool{}
+	for _, t := range e.Variables() {
+		bound[t.RootName()] = true
+	}
+	hclsyntax.VisitAll(syn, func(n hclsyntax.Node) hcl.Diagnostics {
+		ste, ok := n.(*hclsyntax.ScopeTraversalExpr)
+		if !ok || !bound[ste.Traversal.RootName()] {
+			return nil
+		}
+		if key, ok := indexed[ste]; ok {
+			if a, ok := ste.Traversal[1].(hcl.TraverseAttr); ok && c.Nodes[a.Name] != nil && c.Nodes[a.Name].Expanded() {
+				refs = append(refs, NodeRef{Name: a.Name, Range: ste.Range(), KeyExprs: []hcl.Expression{key}})
+				return nil
+			}
+		}
+		add(ste.Traversal)
+		return nil
+	})
+	return refs
 }

@@ -226,7 +226,7 @@ func Compare(baseName string, base *planner.Document, headName string, head *pla
 		for _, c := range sortedSet(b.Credentials) {
 			d.Exposure = append(d.Exposure, Finding{
 				Kind: KindCredentialRemoved, Node: b.Name, Credential: c, Range: nodeRange(b),
-				Message: fmt.Sprintf("%s no longer reaches node %q: the node was removed.", c, b.Name),
+				Message: fmt.Sprintf("%s no longer reaches node %s: the node was removed.", c, nodeLabel(b.Name)),
 			})
 		}
 	}
@@ -285,25 +285,25 @@ func addedNodeFindings(n *planner.NodeDocument) []Finding {
 	for _, c := range sortedSet(n.Credentials) {
 		out = append(out, Finding{
 			Kind: KindCredentialAdded, Widening: true, Node: n.Name, Credential: c, Range: r,
-			Message: fmt.Sprintf("%s reaches the new node %q (runner %s%s).", c, n.Name, n.Runner, originNote(n, c)),
+			Message: fmt.Sprintf("%s reaches the new node %s (runner %s%s).", c, nodeLabel(n.Name), n.Runner, originNote(n, c)),
 		})
 	}
 	if n.Network == config.NetworkOpen {
 		out = append(out, Finding{
 			Kind: KindNetworkOpened, Widening: true, Node: n.Name, Range: r,
-			Message: fmt.Sprintf("The new node %q has open network egress.", n.Name),
+			Message: fmt.Sprintf("The new node %s has open network egress.", nodeLabel(n.Name)),
 		})
 	}
 	if n.Image != "" && !pinned(n.Image) {
 		out = append(out, Finding{
 			Kind: KindImageUnpinned, Widening: true, Node: n.Name, Range: r,
-			Message: fmt.Sprintf("The new node %q runs an image not pinned by digest: %s.", n.Name, n.Image),
+			Message: fmt.Sprintf("The new node %s runs an image not pinned by digest: %s.", nodeLabel(n.Name), n.Image),
 		})
 	}
 	if len(n.Argv) > 0 {
 		for _, text := range missingHardening(readHardening(n.Argv)) {
 			out = append(out, Finding{Kind: KindHardeningLost, Widening: true, Node: n.Name, Range: r,
-				Message: fmt.Sprintf("The new node %q: %s.", n.Name, text)})
+				Message: fmt.Sprintf("The new node %s: %s.", nodeLabel(n.Name), text)})
 		}
 	}
 	return out
@@ -346,37 +346,37 @@ func compareNode(b, h *planner.NodeDocument) (*NodeChange, []Finding) {
 	for _, cred := range difference(h.Credentials, b.Credentials) {
 		findings = append(findings, Finding{
 			Kind: KindCredentialAdded, Widening: true, Node: h.Name, Credential: cred, Range: r,
-			Message: fmt.Sprintf("%s now reaches node %q (runner %s%s).", cred, h.Name, h.Runner, originNote(h, cred)),
+			Message: fmt.Sprintf("%s now reaches node %s (runner %s%s).", cred, nodeLabel(h.Name), h.Runner, originNote(h, cred)),
 		})
 	}
 	for _, cred := range difference(b.Credentials, h.Credentials) {
 		findings = append(findings, Finding{
 			Kind: KindCredentialRemoved, Node: h.Name, Credential: cred, Range: r,
-			Message: fmt.Sprintf("%s no longer reaches node %q.", cred, h.Name),
+			Message: fmt.Sprintf("%s no longer reaches node %s.", cred, nodeLabel(h.Name)),
 		})
 	}
 	switch {
 	case b.Network != config.NetworkOpen && h.Network == config.NetworkOpen:
 		findings = append(findings, Finding{
 			Kind: KindNetworkOpened, Widening: true, Node: h.Name, Range: r,
-			Message: fmt.Sprintf("Node %q moved from %s to open network egress%s.", h.Name, orNone(b.Network), credentialNote(h)),
+			Message: fmt.Sprintf("Node %s moved from %s to open network egress%s.", nodeLabel(h.Name), orNone(b.Network), credentialNote(h)),
 		})
 	case b.Network == config.NetworkOpen && h.Network != config.NetworkOpen:
 		findings = append(findings, Finding{
 			Kind: KindNetworkClosed, Node: h.Name, Range: r,
-			Message: fmt.Sprintf("Node %q moved from open network egress to %s.", h.Name, orNone(h.Network)),
+			Message: fmt.Sprintf("Node %s moved from open network egress to %s.", nodeLabel(h.Name), orNone(h.Network)),
 		})
 	}
 	switch {
 	case pinned(b.Image) && !pinned(h.Image):
 		findings = append(findings, Finding{
 			Kind: KindImageUnpinned, Widening: true, Node: h.Name, Range: r,
-			Message: fmt.Sprintf("Node %q moved off its pinned image digest: %s is now %s.", h.Name, b.Image, orNone(h.Image)),
+			Message: fmt.Sprintf("Node %s moved off its pinned image digest: %s is now %s.", nodeLabel(h.Name), b.Image, orNone(h.Image)),
 		})
 	case !pinned(b.Image) && pinned(h.Image):
 		findings = append(findings, Finding{
 			Kind: KindImagePinned, Node: h.Name, Range: r,
-			Message: fmt.Sprintf("Node %q now pins its image by digest.", h.Name),
+			Message: fmt.Sprintf("Node %s now pins its image by digest.", nodeLabel(h.Name)),
 		})
 	}
 	if f := compareRuntime(b, h); f != nil {
@@ -393,12 +393,12 @@ func compareNode(b, h *planner.NodeDocument) (*NodeChange, []Finding) {
 				kind = KindHardeningLost
 			}
 			findings = append(findings, Finding{Kind: kind, Widening: hc.widening, Node: h.Name, Range: r,
-				Message: fmt.Sprintf("Node %q: %s.", h.Name, hc.text)})
+				Message: fmt.Sprintf("Node %s: %s.", nodeLabel(h.Name), hc.text)})
 		}
 	} else if len(b.Argv) == 0 && len(h.Argv) > 0 {
 		for _, text := range missingHardening(readHardening(h.Argv)) {
 			findings = append(findings, Finding{Kind: KindHardeningLost, Widening: true, Node: h.Name, Range: r,
-				Message: fmt.Sprintf("Node %q: %s.", h.Name, text)})
+				Message: fmt.Sprintf("Node %s: %s.", nodeLabel(h.Name), text)})
 		}
 	}
 
@@ -562,4 +562,13 @@ func compareDiagnostics(base, head []Diagnostic) (added, resolved []Diagnostic) 
 		resolved = append(resolved, d)
 	}
 	return added, resolved
+}
+
+// nodeLabel names a node in a message: "fix" quoted, or an instance address as the planner wrote it
+// (fix["api"], shard[2]), whose key is already quoted and escaped.
+func nodeLabel(name string) string {
+	if strings.ContainsRune(name, '[') {
+		return name
+	}
+	return strconv.Quote(name)
 }

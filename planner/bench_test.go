@@ -59,6 +59,22 @@ variable "model" {
 			fmt.Fprintf(&b, "node %q {\n  %s\n  repo   = \"https://github.com/acme/widgets.git\"\n  prompt = \"Part %d.\"\n  depends_on = [node.root]\n}\n\n", name, runner(i), i)
 		}
 		fmt.Fprintf(&b, "node \"review\" {\n  runner = \"claude-code\"\n  role   = \"reviewer\"\n  model  = var.model\n  repo   = \"https://github.com/acme/widgets.git\"\n  prompt = \"Review everything.\"\n  depends_on = [%s]\n}\n", strings.Join(all, ", "))
+	case "foreach":
+		// n/100 nodes with for_each over 100 keys each: node 0 over a set, every later node over the previous
+		// node's instances (for_each = node.<prev>), reading each.value.repo and each.value.commit, so the
+		// instances chain key by key.
+		keys := make([]string, 100)
+		for k := range keys {
+			keys[k] = fmt.Sprintf("%q", fmt.Sprintf("svc%03d", k))
+		}
+		fmt.Fprintf(&b, "variable \"services\" {\n  type    = set(string)\n  default = [%s]\n}\n\n", strings.Join(keys, ", "))
+		for i := 0; i < n/100; i++ {
+			if i == 0 {
+				fmt.Fprintf(&b, "node \"f%03d\" {\n  for_each = var.services\n  %s\n  repo   = \"https://github.com/acme/${each.key}.git\"\n  prompt = \"Start ${each.key}.\"\n}\n\n", i, runner(i))
+				continue
+			}
+			fmt.Fprintf(&b, "node \"f%03d\" {\n  for_each = node.f%03d\n  %s\n  repo   = each.value.repo\n  ref    = each.value.commit\n  prompt = \"Continue ${each.key}.\"\n}\n\n", i, i-1, runner(i))
+		}
 	default:
 		tb.Fatalf("unknown shape %q", shape)
 	}
@@ -85,7 +101,7 @@ func loadGenerated(tb testing.TB, shape string, n int) (*config.Config, planner.
 // BenchmarkBuild plans generated configurations and reports time, allocations and bytes per node, so growth
 // that is not linear shows up as a per-node figure rising with size.
 func BenchmarkBuild(b *testing.B) {
-	for _, shape := range []string{"chain", "fanout"} {
+	for _, shape := range []string{"chain", "fanout", "foreach"} {
 		for _, n := range []int{100, 1000, 10000} {
 			b.Run(fmt.Sprintf("%s-%d", shape, n), func(b *testing.B) {
 				cfg, in := loadGenerated(b, shape, n)
@@ -124,8 +140,10 @@ func processCPU() time.Duration {
 }
 
 // BenchmarkLoadAndBuild is what `kewplan plan` does for 10,000 nodes: parse, decode, resolve, plan.
+//
+// "foreach" is 100 nodes × for_each over 100 keys: the same 10,000 containers, planned as instances.
 func BenchmarkLoadAndBuild(b *testing.B) {
-	for _, shape := range []string{"chain", "fanout"} {
+	for _, shape := range []string{"chain", "fanout", "foreach"} {
 		b.Run(shape+"-10000", func(b *testing.B) {
 			dir := b.TempDir()
 			writeGeneratedConfig(b, dir, shape, 10000)
@@ -149,17 +167,27 @@ func BenchmarkLoadAndBuild(b *testing.B) {
 // TestGeneratedPlans checks the benchmark's configurations plan cleanly and in dependency order, so the
 // benchmark measures real work.
 func TestGeneratedPlans(t *testing.T) {
-	for _, shape := range []string{"chain", "fanout"} {
-		cfg, in := loadGenerated(t, shape, 50)
+	for _, shape := range []string{"chain", "fanout", "foreach"} {
+		n := 50
+		if shape == "foreach" {
+			n = 300
+		}
+		cfg, in := loadGenerated(t, shape, n)
 		p, diags := planner.Build(cfg, in)
 		if diags.HasErrors() {
 			t.Fatalf("%s: %s", shape, diags.Error())
+		}
+		if len(p.Nodes) != n {
+			t.Errorf("%s: %d nodes planned, want %d", shape, len(p.Nodes), n)
 		}
 		pos := map[string]int{}
 		for i, n := range p.Nodes {
 			pos[n.Name] = i
 		}
 		for _, n := range p.Nodes {
+			if shape == "foreach" && n.Block != "f000" && len(n.DependsOn) != 1 {
+				t.Errorf("%s: %s depends on %v, want the one instance of the same key", shape, n.Name, n.DependsOn)
+			}
 			for _, d := range n.DependsOn {
 				if pos[d] >= pos[n.Name] {
 					t.Errorf("%s: %s planned before its dependency %s", shape, n.Name, d)

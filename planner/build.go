@@ -79,30 +79,54 @@ func (b *builder) build(p *Plan) {
 
 	g, gDiags := newGraph(b.cfg)
 	diags = append(diags, gDiags...)
-	sel := make([]bool, len(g.names))
+	targets, tDiags := parseTargets(b.in.Targets)
+	diags = append(diags, tDiags...)
+	blockSel := make([]bool, len(g.names))
 	if len(b.in.Targets) > 0 {
-		var tDiags hcl.Diagnostics
-		sel, tDiags = g.closure(b.in.Targets)
-		diags = append(diags, tDiags...)
+		names := make([]string, len(targets))
+		for k, t := range targets {
+			names[k] = t.name
+		}
+		var cDiags hcl.Diagnostics
+		blockSel, cDiags = g.closure(names)
+		diags = append(diags, cDiags...)
 	} else {
-		for i := range sel {
-			sel[i] = true
+		for i := range blockSel {
+			blockSel[i] = true
 		}
 	}
-	order, cyclic, oDiags := g.order(sel)
+	blockOrder, cyclic, oDiags := g.order(blockSel)
 	diags = append(diags, oDiags...)
 	diags = append(diags, b.checkRunnerBlocks()...)
 
+	x, xDiags := b.expand(g, blockOrder, blockSel, cyclic)
+	diags = append(diags, xDiags...)
+	diags = append(diags, b.link(g, x)...)
+	sel := make([]bool, len(x.insts))
+	if len(b.in.Targets) > 0 {
+		var sDiags hcl.Diagnostics
+		sel, sDiags = x.selectTargets(g, targets)
+		diags = append(diags, sDiags...)
+	} else {
+		for a := range sel {
+			sel[a] = true
+		}
+	}
+
+	order := x.order(sel)
 	p.Nodes = make([]*NodePlan, 0, len(order))
-	for _, i := range order {
-		np, nDiags := b.planNode(g, i)
-		if cyclic[i] || g.missing[i] {
+	for _, a := range order {
+		in := x.insts[a]
+		np, nDiags := b.planNode(g, x, in)
+		if cyclic[in.block] || g.missing[in.block] || x.failed[in.block] {
 			np.Errors = true
 			np.Container = nil
 		}
 		diags = append(diags, nDiags...)
 		p.Nodes = append(p.Nodes, np)
 	}
+	diags = append(diags, checkSlugs(p.Nodes)...)
+	diags = append(diags, checkSharedBranches(b.cfg, p.Nodes)...)
 	diags = append(diags, b.warnings(p)...)
 	p.Exposure = exposure(p.Nodes)
 
@@ -118,7 +142,7 @@ func (b *builder) build(p *Plan) {
 	}
 	p.DigestInputs.Variables = vars
 	p.ConfigDigest = p.DigestInputs.Digest()
-	p.Diagnostics = diags
+	p.Diagnostics = dedupeDiagnostics(diags)
 }
 
 // checkRunnerBlocks reports credential entries that are not bare names, once per runner block.
@@ -285,16 +309,21 @@ func erroredAt(diags hcl.Diagnostics, rng hcl.Range) bool {
 	return false
 }
 
-func (b *builder) planNode(g *graph, i int) (*NodePlan, hcl.Diagnostics) {
-	n := g.nodes[i]
+func (b *builder) planNode(g *graph, x *expansion, in *instance) (*NodePlan, hcl.Diagnostics) {
+	n := g.nodes[in.block]
 	sb := b.cfg.Sandbox
-	np := &NodePlan{Name: n.Name, DeclRange: n.DeclRange, Network: sb.Network, PidsLimit: sb.PidsLimit,
-		Memory: sb.Memory, CPUs: sb.CPUs}
-	for _, j := range g.deps[i] {
-		np.DependsOn = append(np.DependsOn, g.names[j])
+	np := &NodePlan{Name: in.inst.Address, Block: n.Name, Key: in.inst.Key, Slug: in.inst.Slug, DeclRange: n.DeclRange,
+		Network: sb.Network, PidsLimit: sb.PidsLimit, Memory: sb.Memory, CPUs: sb.CPUs}
+	for _, d := range in.deps {
+		np.DependsOn = append(np.DependsOn, x.insts[d].inst.Address)
+	}
+	if in.nv == nil {
+		// for_each or count failed, or the node sits on a cycle: reported already.
+		np.Errors = true
+		return np, in.diags
 	}
 	// config checks each attribute's type and value (role, timeout, ref names, the repository address).
-	nv, diags := config.EvalNode(n, b.ctx)
+	nv, diags := in.nv, in.diags
 	e := &nodeEval{np: np, diags: diags, unknown: nv.Unknown}
 	np.Runner, np.Role, np.Model, np.Repo, np.Ref, np.Branch, np.Timeout =
 		nv.Runner, nv.Role, nv.Model, nv.Repo, nv.Ref, nv.Branch, nv.Timeout
@@ -534,7 +563,7 @@ func (b *builder) container(np *NodePlan, args []string) *Container {
 		network = "bridge"
 	}
 	return &Container{
-		Name:      ContainerPrefix + np.Name,
+		Name:      ContainerPrefix + np.Slug,
 		Node:      np.Name,
 		RunID:     RunPlaceholder,
 		Checkout:  CheckoutPlaceholder,

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
 )
 
 // Document is the JSON plan (`kewplan plan --json`) and, with Saved set, a saved plan (`--out FILE`): the saved
@@ -48,6 +49,17 @@ type NodeDocument struct {
 	Range             *RangeDocument  `json:"range"`
 	Errors            bool            `json:"errors,omitempty"`
 	PullRequest       *PullRequestDoc `json:"pull_request,omitempty"`
+	// Instance is set for an instance of a node with for_each or count; Name is then its address.
+	Instance *InstanceDoc `json:"instance,omitempty"`
+}
+
+// InstanceDoc says which node block and key an instance comes from, and the slug its container, branch and
+// files are named after.
+type InstanceDoc struct {
+	Node string `json:"node"`
+	// Key is a string (for_each) or a number (count).
+	Key  any    `json:"key"`
+	Slug string `json:"slug"`
 }
 
 // PromptDocument describes the prompt by digest; an unknown prompt has sha256 "" and bytes 0.
@@ -133,6 +145,16 @@ func NewDocument(p *Plan, kewplanVersion string) *Document {
 		}
 		if c := np.Container; c != nil {
 			nd.Argv = c.Argv()
+		}
+		if np.Key != cty.NilVal && np.Key.IsKnown() {
+			inst := &InstanceDoc{Node: np.Block, Slug: np.Slug}
+			if np.Key.Type() == cty.Number {
+				i, _ := np.Key.AsBigFloat().Int64()
+				inst.Key = i
+			} else {
+				inst.Key = np.Key.AsString()
+			}
+			nd.Instance = inst
 		}
 		d.Nodes = append(d.Nodes, nd)
 	}

@@ -17,10 +17,13 @@ const FormatVersion = "1.0"
 // Inputs are what Build needs besides the configuration.
 type Inputs struct {
 	Vars map[string]cty.Value // resolved variable values (config.ResolveVariables)
-	// Outputs are the known outputs of nodes that already finished (apply re-renders downstream nodes with them).
+	// Outputs are the known outputs of nodes that already finished (apply re-renders downstream nodes with them),
+	// by node address ("fix", `fix["api"]`).
 	Outputs map[string]map[string]cty.Value
-	FS      fs.FS    // serves file()/templatefile(), rooted at the configuration's directory
-	Targets []string // --target: plan these nodes and everything they depend on; empty means all
+	FS      fs.FS // serves file()/templatefile(), rooted at the configuration's directory
+	// Targets are --target addresses: plan these nodes ("fix": every instance) or instances (`fix["web"]`,
+	// "shard[2]") and everything they depend on; empty means all.
+	Targets []string
 	// Policy is an organisation policy given outside the configuration (kewplan plan --policy FILE); nil when
 	// none was given. The configuration's own policy block is cfg.Policy.
 	Policy *config.Policy
@@ -39,7 +42,20 @@ type Plan struct {
 
 // NodePlan is one node's decisions.
 type NodePlan struct {
-	Name        string
+	// Name is the node's address, unique in the plan: the block name ("fix") for a node without for_each or
+	// count, an instance address (`fix["api"]`, "shard[2]") otherwise. DependsOn, Exposure, --target, the
+	// ledger and diff all use it. It may hold quotes, brackets and any character of a for_each key: never use it
+	// as a file, container or branch name; use Slug.
+	Name string
+	// Block is the node block's name; equal to Name for a node without for_each or count.
+	Block string
+	// Key is the instance key: a cty.String (for_each), a cty.Number (count), or cty.NilVal.
+	Key cty.Value
+	// Slug is Name made safe and unique for names outside kewplan (config.InstanceSlug): [a-z0-9_-] only for an
+	// instance ("fix-api", "shard-2", "fix-my-api-3f2a9c1d"), the block name otherwise, at most 59 characters.
+	// The container is "kew-<Slug>", the default branch "kew/<Slug>"; checkout, log and verdict paths must use
+	// it too.
+	Slug        string
 	Runner      string
 	Protocol    string
 	Role        string // config.RoleWorker or config.RoleReviewer

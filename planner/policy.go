@@ -257,7 +257,11 @@ func policyCredentialRange(cfg *config.Config, np *NodePlan, i int) hcl.Range {
 			return r.CredentialsRange
 		}
 	}
-	if n, ok := cfg.Nodes[np.Name]; ok {
+	block := np.Block
+	if block == "" {
+		block = np.Name
+	}
+	if n, ok := cfg.Nodes[block]; ok {
 		if a, ok := n.Attrs["runner"]; ok && a != nil {
 			return a.Range
 		}

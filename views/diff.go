@@ -264,21 +264,21 @@ func WriteDiffHuman(w io.Writer, d *plandiff.Diff, opts DiffOptions) error {
 	if len(d.Added) > 0 {
 		pw.printf("\nNodes added\n")
 		for _, n := range d.Added {
-			pw.printf("  %s node %q: runner %s, %s, network %s, isolation %s, image %s, credentials %s\n", style("+", diffANSIGreen),
-				diffSafe(n.Name), diffSafe(n.Runner), diffSafe(orNone(n.Role)), diffSafe(orNone(n.Network)),
+			pw.printf("  %s node %s: runner %s, %s, network %s, isolation %s, image %s, credentials %s\n", style("+", diffANSIGreen),
+				NodeLabel(diffSafe(n.Name)), diffSafe(n.Runner), diffSafe(orNone(n.Role)), diffSafe(orNone(n.Network)),
 				diffSafe(orNone(n.Isolation)), diffSafe(orNone(n.Image)), diffSafe(orNone(strings.Join(n.Credentials, ", "))))
 		}
 	}
 	if len(d.Removed) > 0 {
 		pw.printf("\nNodes removed\n")
 		for _, n := range d.Removed {
-			pw.printf("  %s node %q: runner %s\n", style("-", ansiRed), diffSafe(n.Name), diffSafe(n.Runner))
+			pw.printf("  %s node %s: runner %s\n", style("-", ansiRed), NodeLabel(diffSafe(n.Name)), diffSafe(n.Runner))
 		}
 	}
 	if len(d.Changed) > 0 {
 		pw.printf("\nNodes changed\n")
 		for _, c := range d.Changed {
-			pw.printf("  ~ node %q\n", diffSafe(c.Name))
+			pw.printf("  ~ node %s\n", NodeLabel(diffSafe(c.Name)))
 			for _, f := range c.Fields {
 				pw.printf("      %s: %s -> %s\n", f.Field, diffSafe(orNone(f.Base)), diffSafe(orNone(f.Head)))
 			}

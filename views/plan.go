@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -264,7 +265,7 @@ func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
 	}
 	for i := range doc.Nodes {
 		n := &doc.Nodes[i]
-		ew.printf("\nnode %q\n", n.Name)
+		ew.printf("\nnode %s\n", NodeLabel(n.Name))
 		for _, f := range planNodeFacts(n) {
 			ew.printf("  %-12s %s\n", f[0], f[1])
 		}
@@ -400,4 +401,13 @@ func (e *planWriter) printf(format string, args ...any) {
 		return
 	}
 	_, e.err = fmt.Fprintf(e.w, format, args...)
+}
+
+// NodeLabel names a node in human text the way its plan section heads it: "fix" quoted, or an instance address
+// as written in HCL (fix["api"], shard[2]), whose key the planner already quoted and escaped.
+func NodeLabel(name string) string {
+	if strings.ContainsRune(name, '[') {
+		return name
+	}
+	return strconv.Quote(name)
 }

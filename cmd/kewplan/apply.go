@@ -32,7 +32,7 @@ type ApplyCmd struct {
 	Parallelism int      `name:"parallelism" default:"4" placeholder:"N" help:"Run at most N nodes at once."`
 	JSON        bool     `name:"json" help:"Stream progress as NDJSON events on stdout."`
 	StateDir    string   `name:"state-dir" placeholder:"DIR" help:"Where the run ledger, logs and checkouts live (default: .kewplan beside the configuration)."`
-	Targets     []string `name:"target" sep:"none" placeholder:"NODE" help:"Apply only NODE and everything it depends on (repeatable)."`
+	Targets     []string `name:"target" sep:"none" placeholder:"NODE" help:"Apply only NODE, or one instance such as 'fix[\"web\"]', and everything it depends on (repeatable)."`
 	MinFree     string   `name:"min-free" placeholder:"SIZE" help:"Free space to keep on the filesystem holding the checkouts (e.g. 10g); a node is killed when the agent's writes go below it. Default: the larger of 1 GiB and 5% of that filesystem."`
 	Policy      string   `name:"policy" placeholder:"FILE" help:"Also enforce the organisation policy block in FILE (a saved plan enforces the policy it was made with)."`
 	VarFlags    `embed:""`

@@ -11,7 +11,7 @@ import (
 // GraphCmd is `kewplan graph [PATH] [--target NODE]… [--var …] [--var-file …]`.
 type GraphCmd struct {
 	Path     string   `arg:"" optional:"" default:"." help:"A .hcl file, or a directory whose *.hcl files (not recursive) form the configuration."`
-	Targets  []string `name:"target" sep:"none" placeholder:"NODE" help:"Draw only NODE and everything it depends on (repeatable)."`
+	Targets  []string `name:"target" sep:"none" placeholder:"NODE" help:"Draw only NODE, or one instance such as 'fix[\"web\"]', and everything it depends on (repeatable)."`
 	VarFlags `embed:""`
 }
 

@@ -16,7 +16,7 @@ type PlanCmd struct {
 	Out      string   `name:"out" placeholder:"FILE" help:"Also save the plan to FILE, for kewplan apply FILE and kewplan show FILE."`
 	JSON     bool     `name:"json" help:"Print the plan as JSON (the same as --format json)."`
 	Format   string   `name:"format" default:"human" placeholder:"FORMAT" help:"Output format: human, json, markdown (a pull-request comment) or sarif (GitHub code scanning)."`
-	Targets  []string `name:"target" sep:"none" placeholder:"NODE" help:"Plan only NODE and everything it depends on (repeatable)."`
+	Targets  []string `name:"target" sep:"none" placeholder:"NODE" help:"Plan only NODE, or one instance such as 'fix[\"web\"]', and everything it depends on (repeatable)."`
 	Policy   string   `name:"policy" placeholder:"FILE" help:"Also enforce the organisation policy block in FILE (kept outside the repository under review)."`
 	VarFlags `embed:""`
 }
