@@ -287,6 +287,7 @@ func TestDefaultSandbox(t *testing.T) {
 		t.Fatal(diags)
 	}
 	want := &Sandbox{Network: NetworkAllowlist, AllowlistNetwork: "kew-allowlist", PidsLimit: 512,
+		TmpfsSize: "512m", Egress: SandboxEgress{ProxyNetwork: "bridge"},
 		Images: map[string]string{}, ImageRanges: map[string]hcl.Range{}}
 	if diff := cmp.Diff(want, cfg.Sandbox); diff != "" {
 		t.Errorf("default sandbox mismatch (-want +got):\n%s", diff)
