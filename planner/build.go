@@ -287,7 +287,7 @@ func (b *builder) planNode(g *graph, i int) (*NodePlan, hcl.Diagnostics) {
 	n := g.nodes[i]
 	sb := b.cfg.Sandbox
 	np := &NodePlan{Name: n.Name, DeclRange: n.DeclRange, Network: sb.Network, PidsLimit: sb.PidsLimit,
-		Memory: sb.Memory, CPUs: sb.CPUs}
+		Memory: sb.Memory, CPUs: sb.CPUs, TmpfsSize: sb.TmpfsSize}
 	for _, j := range g.deps[i] {
 		np.DependsOn = append(np.DependsOn, g.names[j])
 	}
@@ -325,6 +325,8 @@ func (b *builder) planNode(g *graph, i int) (*NodePlan, hcl.Diagnostics) {
 			fmt.Sprintf("Node %q has an empty model, so nothing says which model its agent runs.", n.Name)))
 		modelState = evalInvalid
 	}
+
+	b.planEgress(np, n, r)
 
 	var args []string
 	argsKnown := false
@@ -527,8 +529,11 @@ func shorten(s string) string {
 func (b *builder) container(np *NodePlan, args []string) *Container {
 	sb := b.cfg.Sandbox
 	network := sb.AllowlistNetwork
+	var dns []string
 	if sb.Network == config.NetworkOpen {
-		network = "bridge"
+		network = OpenNetwork
+	} else {
+		dns = []string{ClosedDNS}
 	}
 	return &Container{
 		Name:      ContainerPrefix + np.Name,
@@ -540,6 +545,9 @@ func (b *builder) container(np *NodePlan, args []string) *Container {
 		PidsLimit: sb.PidsLimit,
 		Memory:    sb.Memory,
 		CPUs:      sb.CPUs,
+		TmpfsSize: sb.TmpfsSize,
+		DNS:       dns,
+		Proxied:   sb.Network != config.NetworkOpen && len(np.Egress) > 0,
 		Env:       append([]string(nil), np.Credentials...),
 		Args:      append([]string(nil), args...),
 	}

@@ -19,6 +19,7 @@ const (
 	RulePolicyAllowedImagePrefixes = "policy-allowed-image-prefixes"
 	RulePolicyCredentials          = "policy-credentials"
 	RulePolicyMaxPidsLimit         = "policy-max-pids-limit"
+	RulePolicyEgress               = "policy-egress"
 )
 
 // PolicyRules are the catalogue entries of the organisation policy; they are part of Rules().
@@ -53,6 +54,12 @@ func PolicyRules() []Rule {
 			Summary:     "PIDs limit above the policy's maximum",
 			Description: "The organisation policy bounds every container's --pids-limit (max_pids_limit): the limit is what stops a fork bomb from exhausting the host.",
 			Help:        "Lower pids_limit in the sandbox block to at most the policy's max_pids_limit.",
+		},
+		{
+			ID: RulePolicyEgress, Severity: SeverityError,
+			Summary:     "Egress beyond what the policy allows",
+			Description: "The organisation policy bounds the hosts any node may reach (allowed_egress). A node that can reach another host, or any host on the open network, can send what it holds, credentials and code, there.",
+			Help:        "Remove the host from the sandbox's or the node's egress block (or the runner's endpoints), keep network = \"allowlist\", or have the policy extended.",
 		},
 	}
 }
@@ -144,6 +151,9 @@ func checkPolicy(cfg *config.Config, plan *Plan, pol *config.Policy) (hcl.Diagno
 				add(RulePolicyCredentials, policyCredentialRange(cfg, np, i), cred+"\x00"+np.Runner, np.Name)
 			}
 		}
+		if pol.AllowedEgress != nil {
+			checkPolicyEgress(cfg, np, pol, add)
+		}
 		if pol.MaxPidsLimit > 0 {
 			if pids, ok := policyPidsLimit(cfg, np); ok && (pids > pol.MaxPidsLimit || pids <= 0) {
 				add(RulePolicyMaxPidsLimit, policySandboxRange(cfg, np, func(s *config.Sandbox) hcl.Range { return s.PidsLimitRange }),
@@ -179,6 +189,14 @@ func checkPolicy(cfg *config.Config, plan *Plan, pol *config.Policy) (hcl.Diagno
 				detail = fmt.Sprintf("The runner %q forwards %s to %s, and the policy%s allows %s only for %s.",
 					runner, cred, countNodes(v.nodes), where, cred, policyQuoteList(allowed))
 			}
+		case RulePolicyEgress:
+			if v.what == config.NetworkOpen {
+				detail = fmt.Sprintf("%s %s network = \"open\" and can reach any host, and the policy%s allows egress only to %s.",
+					policyCapitalise(countNodes(v.nodes)), pick(len(v.nodes) == 1, "has", "have"), where, policyPatternList(pol.AllowedEgress))
+			} else {
+				detail = fmt.Sprintf("%s can reach %s, which none of the hosts the policy%s allows covers: %s.",
+					policyCapitalise(countNodes(v.nodes)), v.what, where, policyPatternList(pol.AllowedEgress))
+			}
 		case RulePolicyMaxPidsLimit:
 			detail = fmt.Sprintf("%s %s pids_limit %s, and the policy%s allows at most %d.",
 				policyCapitalise(countNodes(v.nodes)), pick(len(v.nodes) == 1, "has", "have"), v.what, where, pol.MaxPidsLimit)
@@ -187,6 +205,45 @@ func checkPolicy(cfg *config.Config, plan *Plan, pol *config.Policy) (hcl.Diagno
 		diags = append(diags, NewDiagnostic(v.rule, rangePtr(subject), detail))
 	}
 	return diags, refused
+}
+
+// checkPolicyEgress reports each host of the node's egress list that no allowed_egress pattern covers, where the
+// host is written; an open node reaches any host and breaks any allowed_egress.
+func checkPolicyEgress(cfg *config.Config, np *NodePlan, pol *config.Policy, add func(rule string, subject hcl.Range, what, node string)) {
+	if np.Network == config.NetworkOpen {
+		add(RulePolicyEgress, policySandboxRange(cfg, np, func(s *config.Sandbox) hcl.Range { return s.NetworkRange }),
+			config.NetworkOpen, np.Name)
+		return
+	}
+	var node *config.Node
+	if cfg != nil {
+		node = cfg.Nodes[np.Name]
+	}
+	for _, h := range np.Egress {
+		covered := false
+		for _, p := range pol.AllowedEgress {
+			if p.Covers(h.Pattern()) {
+				covered = true
+				break
+			}
+		}
+		if covered {
+			continue
+		}
+		subject := np.DeclRange
+		if cfg != nil {
+			subject = egressRange(cfg, node, h)
+		}
+		add(RulePolicyEgress, subject, h.String(), np.Name)
+	}
+}
+
+func policyPatternList(ps []config.HostPattern) string {
+	q := make([]string, len(ps))
+	for i, p := range ps {
+		q[i] = fmt.Sprintf("%q", p.String())
+	}
+	return strings.Join(q, ", ")
 }
 
 // policyWhere names the policy's declaration for details: " (policy.hcl:3)".

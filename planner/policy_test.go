@@ -87,6 +87,7 @@ func TestPolicyGolden(t *testing.T) {
 		{"policy-violations", []string{"bench", "docs", "fix"}},
 		{"policy-file", []string{"fix"}},
 		{"policy-clean", nil},
+		{"policy-egress", []string{"docs", "fix"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
