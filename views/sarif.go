@@ -54,6 +54,8 @@ var sarifSecuritySeverity = map[string]string{
 	review.KindNetworkOpened:               "7.5",
 	review.KindHardeningLost:               "6.5",
 	review.KindImageUnpinned:               "5.0",
+	review.KindEgressAdded:                 "7.0",
+	planner.RulePolicyEgress:               "7.0",
 }
 
 // SARIFLog is a SARIF 2.1.0 log.
