@@ -8,8 +8,9 @@ LDFLAGS := -X main.version=$(VERSION)
 
 all: build
 
+# Static (CGO_ENABLED=0): the same binary runs on the host and, as the egress proxy, in an image FROM scratch.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/kewplan ./cmd/kewplan
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/kewplan ./cmd/kewplan
 
 vet:
 	$(GO) vet $(PKGS)
@@ -47,6 +48,16 @@ bench:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: proxy-image
+
+# kewplan's egress proxy image: the static kewplan binary FROM scratch, running `kewplan egress-proxy --config -`
+# as nobody. The tag is the binary's hash (egress.ImageTag), the one apply looks for and builds when missing.
+proxy-image: build
+	@rm -rf bin/proxy-image && mkdir -p bin/proxy-image && cp bin/kewplan bin/proxy-image/kewplan
+	@bin/kewplan egress-proxy --print-dockerfile > bin/proxy-image/Dockerfile
+	@tag=$$(bin/kewplan egress-proxy --print-image-tag bin/kewplan) && \
+	  DOCKER_BUILDKIT=0 docker build -q -t $$tag bin/proxy-image >/dev/null && echo "built $$tag"
 
 .PHONY: demo-image bench-apply
 

@@ -261,12 +261,22 @@ func TestLoadModel(t *testing.T) {
 	if diff := cmp.Diff(wantSandbox, gotSandbox); diff != "" {
 		t.Errorf("sandbox mismatch (-want +got):\n%s", diff)
 	}
+	var allow []string
+	for _, p := range sb.Egress.Allow {
+		allow = append(allow, p.String())
+	}
+	if diff := cmp.Diff([]string{"github.com"}, allow); diff != "" {
+		t.Errorf("sandbox egress mismatch (-want +got):\n%s", diff)
+	}
+	if fix := cfg.Nodes["fix"]; fix.Egress == nil || len(fix.Egress.Allow) != 1 || fix.Egress.Allow[0].String() != "pypi.org" {
+		t.Errorf("node fix egress = %+v, want pypi.org", fix.Egress)
+	}
 	review := cfg.Nodes["review"]
 	var deps []string
 	for _, d := range review.DependsOn {
 		deps = append(deps, fmt.Sprintf("%s@%d explicit=%v", d.Name, d.Range.Start.Line, d.Explicit))
 	}
-	if diff := cmp.Diff([]string{"fix@50 explicit=true"}, deps); diff != "" {
+	if diff := cmp.Diff([]string{"fix@54 explicit=true"}, deps); diff != "" {
 		t.Errorf("review.DependsOn mismatch (-want +got):\n%s", diff)
 	}
 	if cfg.Nodes["fix"].DependsOn != nil {
@@ -289,6 +299,7 @@ func TestDefaultSandbox(t *testing.T) {
 		t.Fatal(diags)
 	}
 	want := &Sandbox{Network: NetworkAllowlist, AllowlistNetwork: "kew-allowlist", PidsLimit: 512,
+		TmpfsSize: "512m", Egress: SandboxEgress{ProxyNetwork: "bridge"},
 		Images: map[string]string{}, ImageRanges: map[string]hcl.Range{}}
 	if diff := cmp.Diff(want, cfg.Sandbox); diff != "" {
 		t.Errorf("default sandbox mismatch (-want +got):\n%s", diff)

@@ -79,7 +79,34 @@ type Sandbox struct {
 	// "runsc" for gVisor; "" for the engine's default (no --runtime flag).
 	Runtime      string
 	RuntimeRange hcl.Range
-	DeclRange    hcl.Range
+	// TmpfsSize bounds each of the container's two tmpfs mounts (/tmp and /home/agent), as written ("512m");
+	// DefaultTmpfsSize when unset. tmpfs pages are memory, so without it one agent could fill the host's.
+	TmpfsSize      string
+	TmpfsSizeRange hcl.Range
+	// Egress is the sandbox's egress block; defaults applied when none was written.
+	Egress    SandboxEgress
+	DeclRange hcl.Range
+}
+
+// SandboxEgress is the sandbox's `egress` block: what allowlist nodes may reach, and through which proxy.
+type SandboxEgress struct {
+	// Allow are the hosts every node may reach, normalised, sorted and deduplicated.
+	Allow      []HostPattern
+	AllowRange hcl.Range
+	// ProxyNetwork is the network through which kewplan's own proxy reaches out (DefaultProxyNetwork).
+	ProxyNetwork      string
+	ProxyNetworkRange hcl.Range
+	// Proxy is an existing forward proxy ("http://host:port") to use instead of kewplan's own; "" for kewplan's.
+	Proxy      string
+	ProxyRange hcl.Range
+	DeclRange  hcl.Range // empty when no egress block was written
+}
+
+// NodeEgress is a node's `egress` block: hosts this node may reach on top of the sandbox's.
+type NodeEgress struct {
+	Allow      []HostPattern // normalised, sorted, deduplicated
+	AllowRange hcl.Range
+	DeclRange  hcl.Range
 }
 
 // Runner is a `runner "name"` block: a custom runner, or an override of a built-in's credentials or args.
@@ -94,8 +121,12 @@ type Runner struct {
 	CredentialsRange hcl.Range   // the whole attribute
 	// Args is evaluated per node with `model` bound to the node's routed model (see EvalRunnerArgs).
 	// nil when the attribute was not written.
-	Args      hcl.Expression
-	DeclRange hcl.Range
+	Args hcl.Expression
+	// Endpoints are the model API hosts the runner's nodes may reach; nil when the attribute was not written (a
+	// built-in keeps its own, runners.Runner.Endpoints).
+	Endpoints      []HostPattern
+	EndpointsRange hcl.Range
+	DeclRange      hcl.Range
 }
 
 // Roles of a node.
@@ -125,6 +156,7 @@ type Node struct {
 	// deduplicated, in source order. Each keeps the range of its first mention.
 	DependsOn   []NodeRef
 	PullRequest *PullRequest // nil when no pull_request block was written
+	Egress      *NodeEgress  // nil when no egress block was written
 	DeclRange   hcl.Range
 	// Attrs keeps every attribute's full range by name, for diagnostics that point at an attribute.
 	Attrs map[string]*hcl.Attribute
@@ -169,7 +201,11 @@ type Policy struct {
 	MaxPidsLimitRange        hcl.Range
 	RequiredRuntime          string // "": any runtime; else every node must run on it (e.g. "runsc")
 	RequiredRuntimeRange     hcl.Range
-	DeclRange                hcl.Range
+	// AllowedEgress bounds every node's egress list: each host a node may reach must fall under one of these
+	// patterns (rule policy-egress). nil when not written.
+	AllowedEgress      []HostPattern
+	AllowedEgressRange hcl.Range
+	DeclRange          hcl.Range
 }
 
 // NodeOutputNames are the attributes of node.<name> that other nodes may reference. At plan time they are

@@ -33,6 +33,7 @@ var nodeSchema = &hcl.BodySchema{
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "pull_request"},
+		{Type: "egress"},
 	},
 }
 
@@ -92,6 +93,18 @@ func decodeNodeBlock(block *hcl.Block) (*Node, hcl.Diagnostics) {
 		n.DependsOn = refs
 	}
 	for _, b := range content.Blocks {
+		if b.Type == "egress" {
+			if n.Egress != nil {
+				diags = append(diags, errorDiag("Duplicate egress block",
+					fmt.Sprintf("The %s already has an egress block at %s. Merge the two blocks into one.", where, rangeString(n.Egress.DeclRange)),
+					b.DefRange))
+				continue
+			}
+			ne, d := decodeNodeEgress(b, name)
+			diags = append(diags, d...)
+			n.Egress = ne
+			continue
+		}
 		if n.PullRequest != nil {
 			diags = append(diags, errorDiag("Duplicate pull_request block",
 				fmt.Sprintf("The %s already has a pull_request block at %s. A node opens at most one pull request; merge the two blocks.", where, rangeString(n.PullRequest.DeclRange)),

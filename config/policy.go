@@ -29,6 +29,7 @@ var policyBlockSchema = &hcl.BodySchema{
 		{Name: "credentials"},
 		{Name: "max_pids_limit"},
 		{Name: "required_runtime"},
+		{Name: "allowed_egress"},
 	},
 }
 
@@ -99,6 +100,27 @@ func decodePolicyBlock(block *hcl.Block) (*Policy, hcl.Diagnostics) {
 	if attr, ok := content.Attributes["credentials"]; ok {
 		p.CredentialsRange = attr.Range
 		p.Credentials = decodePolicyCredentials(attr, &diags)
+	}
+	if attr, ok := content.Attributes["allowed_egress"]; ok {
+		p.AllowedEgressRange = attr.Range
+		var patterns []HostPattern
+		decodePolicyStringList(attr, &diags, func(s string, r hcl.Range) *hcl.Diagnostic {
+			hp, msg := ParseHostPattern(s)
+			if msg != "" {
+				return &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Invalid egress pattern in policy",
+					Detail:   fmt.Sprintf("The entry %q of allowed_egress cannot be used. %s", printable(s), msg),
+					Subject:  r.Ptr(),
+				}
+			}
+			hp.Range = r
+			patterns = append(patterns, hp)
+			return nil
+		})
+		if patterns != nil {
+			p.AllowedEgress = SortHostPatterns(patterns)
+		}
 	}
 	if attr, ok := content.Attributes["max_pids_limit"]; ok {
 		p.MaxPidsLimitRange = attr.Range

@@ -128,6 +128,15 @@ policy {
   required_runtime = "" # ERROR: Invalid required_runtime
 }
 `,
+		"egress patterns": `
+policy {
+  allowed_egress = [
+    "github.com",
+    "10.0.0.0/8", # ERROR: Invalid egress pattern in policy
+    "https://x.example", # ERROR: Invalid egress pattern in policy
+  ]
+}
+`,
 		"fractional pids": `
 policy {
   max_pids_limit = 10.5 # ERROR: Invalid max_pids_limit

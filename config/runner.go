@@ -15,6 +15,7 @@ var runnerSchema = &hcl.BodySchema{
 		{Name: "protocol"},
 		{Name: "credentials"},
 		{Name: "args"},
+		{Name: "endpoints"},
 	},
 }
 
@@ -59,6 +60,15 @@ func decodeRunnerBlock(block *hcl.Block) (*Runner, hcl.Diagnostics) {
 	}
 	if attr, ok := content.Attributes["args"]; ok {
 		r.Args = attr.Expr
+	}
+	if attr, ok := content.Attributes["endpoints"]; ok {
+		list, d := decodeHostPatterns(attr, fmt.Sprintf("the endpoints of %s", where))
+		diags = append(diags, d...)
+		if list == nil {
+			list = []HostPattern{}
+		}
+		r.Endpoints = list
+		r.EndpointsRange = attr.Range
 	}
 	return r, diags
 }

@@ -15,6 +15,8 @@ import (
 const (
 	DefaultAllowlistNetwork = "kew-allowlist"
 	DefaultPidsLimit        = 512
+	// DefaultTmpfsSize bounds /tmp and /home/agent each: room for a tool cache, not for a host's memory.
+	DefaultTmpfsSize = "512m"
 )
 
 var sandboxSchema = &hcl.BodySchema{
@@ -27,8 +29,13 @@ var sandboxSchema = &hcl.BodySchema{
 		{Name: "image"},
 		{Name: "images"},
 		{Name: "runtime"},
+		{Name: "tmpfs_size"},
 	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "egress"}},
 }
+
+// tmpfsSizePattern is what kewplan accepts for a tmpfs size= option: a whole number with a k, m or g unit.
+var tmpfsSizePattern = regexp.MustCompile(`^([1-9][0-9]{0,9})([kKmMgG])$`)
 
 // networkNamePattern is Docker's rule for network names.
 var networkNamePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
@@ -44,6 +51,8 @@ func defaultSandbox() *Sandbox {
 		Network:          NetworkAllowlist,
 		AllowlistNetwork: DefaultAllowlistNetwork,
 		PidsLimit:        DefaultPidsLimit,
+		TmpfsSize:        DefaultTmpfsSize,
+		Egress:           SandboxEgress{ProxyNetwork: DefaultProxyNetwork},
 		Images:           map[string]string{},
 		ImageRanges:      map[string]hcl.Range{},
 	}
@@ -143,6 +152,30 @@ func decodeSandboxBlock(block *hcl.Block) (*Sandbox, hcl.Diagnostics) {
 			sb.RuntimeRange = attr.Expr.Range()
 		}
 	}
+	if attr, ok := content.Attributes["tmpfs_size"]; ok {
+		s, d := constString(attr, where)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if msg := checkTmpfsSize(s); msg != "" {
+				diags = append(diags, errorDiag("Invalid tmpfs_size", msg, attr.Expr.Range()))
+			} else {
+				sb.TmpfsSize = strings.ToLower(s)
+			}
+			sb.TmpfsSizeRange = attr.Expr.Range()
+		}
+	}
+	for _, b := range content.Blocks {
+		if b.Type != "egress" {
+			continue
+		}
+		if sb.Egress.DeclRange.Filename != "" {
+			diags = append(diags, errorDiag("Duplicate egress block",
+				fmt.Sprintf("The sandbox already has an egress block at %s. Merge the two blocks into one.", rangeString(sb.Egress.DeclRange)),
+				b.DefRange))
+			continue
+		}
+		diags = append(diags, decodeSandboxEgress(b, &sb.Egress)...)
+	}
 	if sb.Image != "" {
 		if r, ok := sb.ImageRanges["claude-code"]; ok {
 			diags = append(diags, errorDiag("Conflicting images for claude-code",
@@ -199,6 +232,20 @@ func checkImageRef(s string) string {
 		return "The image reference starts with '-', so docker would read it as an option. Give an image reference such as \"ghcr.io/acme/agent@sha256:<digest>\"."
 	case strings.ContainsAny(s, " \t\r\n"):
 		return "The image reference holds white space, which no image reference does. Remove the white space."
+	}
+	return ""
+}
+
+// checkTmpfsSize validates a tmpfs size and returns a diagnostic detail, or "".
+func checkTmpfsSize(s string) string {
+	m := tmpfsSizePattern.FindStringSubmatch(s)
+	if m == nil {
+		return fmt.Sprintf("The tmpfs_size %q is not a size kewplan accepts. Write a whole number with a unit k, m or g, for example %q (the default); it bounds /tmp and /home/agent each.", printable(s), DefaultTmpfsSize)
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	bytes := n * map[string]int64{"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[strings.ToLower(m[2])]
+	if bytes < 1<<20 {
+		return fmt.Sprintf("The tmpfs_size %q is below 1m, too small for the agent's HOME. Raise it, for example to %q.", s, DefaultTmpfsSize)
 	}
 	return ""
 }

@@ -26,6 +26,9 @@ sandbox {
   pids_limit = 512
   memory     = "4g"
   cpus       = 2
+  egress {
+    allow = ["github.com"] # every node: port 443 through kewplan's egress proxy
+  }
   images = {
     "claude-code" = "ghcr.io/kewplan/kew-agent@sha256:5a1b6c9a0d3e4f7081926354a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f70"
     opencode      = "ghcr.io/kewplan/kew-opencode@sha256:0f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0"
@@ -40,6 +43,7 @@ node "fix" {
   branch  = "kew/fix"
   prompt  = file("prompts/fix.md")
   timeout = "45m"
+  egress { allow = ["pypi.org"] } # this node only, on top of the sandbox's list and its runner's endpoint
 }
 
 node "review" {

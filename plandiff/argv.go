@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/kewplan/kewplan/planner"
 )
 
 // dockerValueFlags are the `docker run` options that take a value as the next word. The planner writes only a few
@@ -105,7 +107,8 @@ func parseDockerRun(argv []string) dockerRun {
 type hardening struct {
 	Parsed          bool
 	ReadOnly        bool
-	Tmpfs           []string // specs as written, sorted
+	Tmpfs           []string          // mount paths, sorted
+	TmpfsOptions    map[string]string // path -> options as written ("" for the engine's defaults)
 	CapDropAll      bool
 	CapAdd          []string
 	NoNewPrivileges bool
@@ -138,7 +141,12 @@ func readHardening(argv []string) hardening {
 		case "--read-only":
 			h.ReadOnly = o.Value == "" || o.Value == "true"
 		case "--tmpfs":
-			h.Tmpfs = append(h.Tmpfs, o.Value)
+			path, opts, _ := strings.Cut(o.Value, ":")
+			h.Tmpfs = append(h.Tmpfs, path)
+			if h.TmpfsOptions == nil {
+				h.TmpfsOptions = map[string]string{}
+			}
+			h.TmpfsOptions[path] = opts
 		case "--cap-drop":
 			if strings.EqualFold(o.Value, "ALL") {
 				h.CapDropAll = true
@@ -181,6 +189,23 @@ func readHardening(argv []string) hardening {
 		sort.Strings(s)
 	}
 	return h
+}
+
+// tmpfsFlags reads tmpfs options the way the engine applies them: noexec, nosuid and nodev by default, each undone
+// by exec, suid or dev; and the size= bound, if any.
+func tmpfsFlags(opts string) (flags map[string]bool, size limit) {
+	flags = map[string]bool{"noexec": true, "nosuid": true, "nodev": true}
+	for _, o := range strings.Split(opts, ",") {
+		switch {
+		case o == "exec" || o == "suid" || o == "dev":
+			flags["no"+o] = false
+		case o == "noexec" || o == "nosuid" || o == "nodev":
+			flags[o] = true
+		case strings.HasPrefix(o, "size="):
+			size = readBytes(strings.TrimPrefix(o, "size="))
+		}
+	}
+	return flags, size
 }
 
 // isCheckoutMount is the one bind mount the container contract allows: the checkout at /work.
@@ -283,6 +308,9 @@ func redactArgv(argv []string) []string {
 		switch {
 		case (w == "-e" || w == "--env") && i+1 < len(out):
 			i++
+			if out[i] == plannedNoProxy {
+				continue // the planner's own NO_PROXY: a constant, no secret
+			}
 			if name, _, ok := strings.Cut(out[i], "="); ok {
 				out[i] = name + "=" + redactedValue
 			}
@@ -297,3 +325,5 @@ func redactArgv(argv []string) []string {
 }
 
 const redactedValue = "(redacted)"
+
+var plannedNoProxy = planner.NoProxyVariable + "=" + planner.NoProxyValue

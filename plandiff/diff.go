@@ -30,6 +30,8 @@ const (
 	KindImagePinned       = "narrowing-image-pinned"
 	KindRuntimeWidened    = "widening-runtime"
 	KindRuntimeNarrowed   = "narrowing-runtime"
+	KindEgressAdded       = "widening-egress"
+	KindEgressRemoved     = "narrowing-egress"
 )
 
 // Finding is one entry of the credential exposure delta.
@@ -294,6 +296,15 @@ func addedNodeFindings(n *planner.NodeDocument) []Finding {
 			Message: fmt.Sprintf("The new node %s has open network egress.", nodeLabel(n.Name)),
 		})
 	}
+	if n.Network != config.NetworkOpen && len(n.Credentials) > 0 {
+		for _, host := range n.EgressHosts() {
+			out = append(out, Finding{
+				Kind: KindEgressAdded, Widening: true, Node: n.Name, Range: r,
+				Message: fmt.Sprintf("The new node %q can reach %s (%s) while holding %s.", n.Name, host.String(),
+					strings.Join(host.Origins, ", "), strings.Join(sortedSet(n.Credentials), ", ")),
+			})
+		}
+	}
 	if n.Image != "" && !pinned(n.Image) {
 		out = append(out, Finding{
 			Kind: KindImageUnpinned, Widening: true, Node: n.Name, Range: r,
@@ -331,6 +342,7 @@ func compareNode(b, h *planner.NodeDocument) (*NodeChange, []Finding) {
 	for _, cred := range intersect(b.Credentials, h.Credentials) {
 		field("origin of "+cred, originKind(b, cred), originKind(h, cred))
 	}
+	field("egress", planner.DescribeEgress(b.Network, b.EgressHosts()), planner.DescribeEgress(h.Network, h.EgressHosts()))
 	field("errors", strconv.FormatBool(b.Errors), strconv.FormatBool(h.Errors))
 	c.DependsOnAdded = difference(h.DependsOn, b.DependsOn)
 	c.DependsOnRemoved = difference(b.DependsOn, h.DependsOn)
@@ -367,6 +379,7 @@ func compareNode(b, h *planner.NodeDocument) (*NodeChange, []Finding) {
 			Message: fmt.Sprintf("Node %s moved from open network egress to %s.", nodeLabel(h.Name), orNone(h.Network)),
 		})
 	}
+	findings = append(findings, compareEgress(b, h)...)
 	switch {
 	case pinned(b.Image) && !pinned(h.Image):
 		findings = append(findings, Finding{
@@ -406,6 +419,49 @@ func compareNode(b, h *planner.NodeDocument) (*NodeChange, []Finding) {
 		return nil, findings
 	}
 	return c, findings
+}
+
+// compareEgress judges the hosts a node can reach on both sides. A host HEAD reaches that no host of BASE covers is
+// new reach: widening when the node holds a credential in HEAD (it can send the credential there), otherwise shown
+// only as a field change. A host BASE reached that HEAD no longer covers is narrowing. A side on the open network
+// reaches any host, which the network findings report, so there is nothing to compare host by host.
+func compareEgress(b, h *planner.NodeDocument) []Finding {
+	if b.Network == config.NetworkOpen || h.Network == config.NetworkOpen {
+		return nil
+	}
+	r := nodeRange(h)
+	bHosts, hHosts := b.EgressHosts(), h.EgressHosts()
+	covered := func(host planner.EgressHost, by []planner.EgressHost) bool {
+		for _, o := range by {
+			if o.Pattern().Covers(host.Pattern()) {
+				return true
+			}
+		}
+		return false
+	}
+	var out []Finding
+	if len(h.Credentials) > 0 {
+		for _, host := range hHosts {
+			if covered(host, bHosts) {
+				continue
+			}
+			out = append(out, Finding{
+				Kind: KindEgressAdded, Widening: true, Node: h.Name, Range: r,
+				Message: fmt.Sprintf("Node %q can now reach %s (%s) while holding %s.", h.Name, host.String(),
+					strings.Join(host.Origins, ", "), strings.Join(sortedSet(h.Credentials), ", ")),
+			})
+		}
+	}
+	for _, host := range bHosts {
+		if covered(host, hHosts) {
+			continue
+		}
+		out = append(out, Finding{
+			Kind: KindEgressRemoved, Node: h.Name, Range: r,
+			Message: fmt.Sprintf("Node %q can no longer reach %s.", h.Name, host.String()),
+		})
+	}
+	return out
 }
 
 func promptText(n *planner.NodeDocument) string {

@@ -23,6 +23,8 @@ type spec struct {
 	creds, origins, deps                []string
 	pids                                int64
 	memory, cpus                        string
+	egress                              []string // host patterns, origin "sandbox"
+	tmpfs                               string   // tmpfs size; "" for the engine's default (unbounded)
 	line                                int
 	prompt                              string
 	runtime                             string
@@ -64,10 +66,20 @@ func node(s spec) planner.NodeDocument {
 	}
 	c := &planner.Container{
 		Name: "kew-" + s.name, Node: s.name, RunID: planner.RunPlaceholder, Checkout: planner.CheckoutPlaceholder,
-		Image: s.image, Network: netName, Runtime: s.runtime, PidsLimit: s.pids, Memory: s.memory, CPUs: s.cpus, Env: s.creds,
+		Image: s.image, Network: netName, Runtime: s.runtime, PidsLimit: s.pids, Memory: s.memory, CPUs: s.cpus, Env: s.creds, TmpfsSize: s.tmpfs,
 		Args: []string{"--dangerously-skip-permissions", "--verbose", "--output-format", "stream-json", "--model", s.model},
 	}
+	egress := []planner.EgressHostDocument{}
+	for _, e := range s.egress {
+		host, port := e, 443
+		if h, p, ok := strings.Cut(e, ":"); ok {
+			host, port = h, 0
+			fmt.Sscan(p, &port)
+		}
+		egress = append(egress, planner.EgressHostDocument{Host: host, Port: port, Origins: []string{"sandbox"}})
+	}
 	return planner.NodeDocument{
+		Egress: egress, TmpfsSize: s.tmpfs,
 		Name: s.name, Runner: s.runner, Protocol: s.runner, Role: "worker", Image: s.image, Network: s.network,
 		Runtime: s.runtime, Isolation: planner.IsolationTier(s.runtime), Model: s.model, Credentials: s.creds, CredentialOrigins: s.origins, DependsOn: append([]string{}, s.deps...),
 		Prompt: planner.PromptDocument{SHA256: s.prompt, Bytes: 120}, Argv: c.Argv(), Unknown: []string{},
@@ -185,6 +197,59 @@ func TestCompareExposure(t *testing.T) {
 				{KindNetworkClosed, "fix", "", false},
 				{KindCredentialRemoved, "review", "OPENROUTER_API_KEY", false},
 			},
+		},
+		{
+			name:    "egress host added to a node holding a credential",
+			base:    doc(node(with(fix, func(s *spec) { s.egress = []string{"github.com"} }))),
+			head:    doc(node(with(fix, func(s *spec) { s.egress = []string{"github.com", "pypi.org"} }))),
+			want:    []brief{{KindEgressAdded, "fix", "", true}},
+			widened: true,
+		},
+		{
+			name:    "egress on another port is another host",
+			base:    doc(node(with(fix, func(s *spec) { s.egress = []string{"github.com"} }))),
+			head:    doc(node(with(fix, func(s *spec) { s.egress = []string{"github.com", "github.com:22"} }))),
+			want:    []brief{{KindEgressAdded, "fix", "", true}},
+			widened: true,
+		},
+		{
+			name: "egress host added to a node holding no credential is a change, not a widening",
+			base: doc(node(with(fix, func(s *spec) { s.creds = []string{} }))),
+			head: doc(node(with(fix, func(s *spec) { s.creds, s.egress = []string{}, []string{"pypi.org"} }))),
+		},
+		{
+			name: "egress host a wildcard already covered",
+			base: doc(node(with(fix, func(s *spec) { s.egress = []string{"*.github.com"} }))),
+			head: doc(node(with(fix, func(s *spec) { s.egress = []string{"*.github.com", "api.github.com"} }))),
+		},
+		{
+			name: "egress host removed",
+			base: doc(node(with(fix, func(s *spec) { s.egress = []string{"github.com", "pypi.org"} }))),
+			head: doc(node(with(fix, func(s *spec) { s.egress = []string{"github.com"} }))),
+			want: []brief{{KindEgressRemoved, "fix", "", false}},
+		},
+		{
+			name: "new node holding a credential, with egress",
+			base: doc(node(fix)),
+			head: doc(node(fix), node(spec{name: "helper", creds: []string{"ANTHROPIC_API_KEY"}, memory: "4g", egress: []string{"api.anthropic.com"}})),
+			want: []brief{
+				{KindCredentialAdded, "helper", "ANTHROPIC_API_KEY", true},
+				{KindEgressAdded, "helper", "", true},
+			},
+			widened: true,
+		},
+		{
+			name:    "tmpfs size raised",
+			base:    doc(node(with(fix, func(s *spec) { s.tmpfs = "256m" }))),
+			head:    doc(node(with(fix, func(s *spec) { s.tmpfs = "1g" }))),
+			want:    []brief{{KindHardeningLost, "fix", "", true}, {KindHardeningLost, "fix", "", true}},
+			widened: true,
+		},
+		{
+			name: "tmpfs sized where it was unbounded: noexec and friends kept, size set",
+			base: doc(node(fix)),
+			head: doc(node(with(fix, func(s *spec) { s.tmpfs = "512m" }))),
+			want: []brief{{KindHardeningGained, "fix", "", false}, {KindHardeningGained, "fix", "", false}},
 		},
 		{
 			name: "model change is a change, not a widening",

@@ -45,6 +45,14 @@ func compareHardening(b, h hardening) []hardeningChange {
 	for _, s := range difference(b.Tmpfs, h.Tmpfs) {
 		widen("--tmpfs %s removed", s)
 	}
+	for _, path := range intersect(b.Tmpfs, h.Tmpfs) {
+		bf, bs := tmpfsFlags(b.TmpfsOptions[path])
+		hf, hs := tmpfsFlags(h.TmpfsOptions[path])
+		for _, f := range []string{"noexec", "nosuid", "nodev"} {
+			flag(bf[f], hf[f], "--tmpfs "+path+" "+f, "the mount lost "+f)
+		}
+		compareLimit(bs, hs, "--tmpfs "+path+" size", widen, narrow)
+	}
 	dangerous := func(had, has []string, what string) {
 		for _, s := range difference(has, had) {
 			widen("%s %s added", what, s)
@@ -140,7 +148,7 @@ func missingHardening(h hardening) []string {
 		out = append(out, "no --pids-limit: nothing bounds a fork bomb")
 	}
 	for _, c := range compareHardening(hardening{Parsed: true, ReadOnly: h.ReadOnly, CapDropAll: h.CapDropAll,
-		NoNewPrivileges: h.NoNewPrivileges, Tmpfs: h.Tmpfs}, h) {
+		NoNewPrivileges: h.NoNewPrivileges, Tmpfs: h.Tmpfs, TmpfsOptions: h.TmpfsOptions}, h) {
 		if c.widening {
 			out = append(out, c.text)
 		}

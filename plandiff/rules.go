@@ -25,6 +25,12 @@ func Rules() []planner.Rule {
 			Help:        "Restore the limit or flag in the sandbox block, or approve the change explicitly.",
 		},
 		{
+			ID: KindEgressAdded, Severity: planner.SeverityError,
+			Summary:     "Node can reach a host it could not reach before, while holding a credential",
+			Description: "A host was added to the node's egress (its runner's endpoints, the sandbox's egress block or the node's own), or a new node holding a credential can reach hosts. Every host a prompt-injected agent can reach is a place it can send the credentials and code it holds.",
+			Help:        "Check that the node needs the host. If it does not, remove it from the egress block (or the runner's endpoints); if it does, approve the change explicitly.",
+		},
+		{
 			ID: KindImageUnpinned, Severity: planner.SeverityError,
 			Summary:     "Image moved off its pinned digest",
 			Description: "The node's image was pinned by @sha256: digest and no longer is (or a new node runs an unpinned image): the tag can be moved to other content after this review.",

@@ -313,7 +313,7 @@ func (b *builder) planNode(g *graph, x *expansion, in *instance) (*NodePlan, hcl
 	n := g.nodes[in.block]
 	sb := b.cfg.Sandbox
 	np := &NodePlan{Name: in.inst.Address, Block: n.Name, Key: in.inst.Key, Slug: in.inst.Slug, DeclRange: n.DeclRange,
-		Network: sb.Network, PidsLimit: sb.PidsLimit, Memory: sb.Memory, CPUs: sb.CPUs}
+		Network: sb.Network, PidsLimit: sb.PidsLimit, Memory: sb.Memory, CPUs: sb.CPUs, TmpfsSize: sb.TmpfsSize}
 	for _, d := range in.deps {
 		np.DependsOn = append(np.DependsOn, x.insts[d].inst.Address)
 	}
@@ -357,6 +357,8 @@ func (b *builder) planNode(g *graph, x *expansion, in *instance) (*NodePlan, hcl
 			fmt.Sprintf("Node %q has an empty model, so nothing says which model its agent runs.", n.Name)))
 		modelState = evalInvalid
 	}
+
+	b.planEgress(np, n, r)
 
 	var args []string
 	argsKnown := false
@@ -559,8 +561,11 @@ func shorten(s string) string {
 func (b *builder) container(np *NodePlan, args []string) *Container {
 	sb := b.cfg.Sandbox
 	network := sb.AllowlistNetwork
+	var dns []string
 	if sb.Network == config.NetworkOpen {
-		network = "bridge"
+		network = OpenNetwork
+	} else {
+		dns = []string{ClosedDNS}
 	}
 	return &Container{
 		Name:      ContainerPrefix + np.Slug,
@@ -573,6 +578,9 @@ func (b *builder) container(np *NodePlan, args []string) *Container {
 		PidsLimit: sb.PidsLimit,
 		Memory:    sb.Memory,
 		CPUs:      sb.CPUs,
+		TmpfsSize: sb.TmpfsSize,
+		DNS:       dns,
+		Proxied:   sb.Network != config.NetworkOpen && len(np.Egress) > 0,
 		Env:       append([]string(nil), np.Credentials...),
 		Args:      append([]string(nil), args...),
 	}

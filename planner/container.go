@@ -1,6 +1,8 @@
 package planner
 
-import "strconv"
+import (
+	"strconv"
+)
 
 // Placeholders in a planned argv: the checkout directory and the run id exist only at apply, which fills them in.
 const (
@@ -18,6 +20,7 @@ const (
 	AgentHomeTmpfs    = "/home/agent"
 	AgentHomeTmpfsOpt = "exec,uid=1001,gid=1001,mode=0700"
 	ScratchTmpfs      = "/tmp"
+	ScratchTmpfsOpt   = "rw,noexec,nosuid,nodev"
 	LabelNode         = "kewplan.node"
 	LabelRun          = "kewplan.run"
 	ContainerPrefix   = "kew-"
@@ -36,22 +39,69 @@ type Container struct {
 	PidsLimit int64    // --pids-limit
 	Memory    string   // --memory as written ("4g"); "" when unset
 	CPUs      string   // --cpus as written ("2", "1.5"); "" when unset
-	Env       []string // credential names forwarded by name, in declared order; never NAME=value
-	Args      []string // container command (the entrypoint's "$@")
+	TmpfsSize string   // size= of both tmpfs mounts ("512m"); "" leaves them unbounded (containers not from a plan)
+	DNS       []string // --dns upstreams of the embedded resolver; [ClosedDNS] for allowlist nodes
+	// Proxied is true for an allowlist node that reaches hosts through the egress proxy: the argv forwards
+	// ProxyVariables by name (apply supplies their values, which hold the node's proxy secret) and sets NO_PROXY.
+	Proxied bool
+	Env     []string // credential names forwarded by name, in declared order; never NAME=value
+	Args    []string // container command (the entrypoint's "$@")
+}
+
+// TmpfsMounts are the container's tmpfs mounts with their options, as the Engine API's HostConfig.Tmpfs takes
+// them and as Argv renders them (--tmpfs PATH:OPTIONS). With a TmpfsSize (every planned container) /tmp is
+// rw,noexec,nosuid,nodev and both mounts are bounded; without one (a container built by hand, as smoke does) the
+// engine's defaults apply, as before sizes existed.
+func (c *Container) TmpfsMounts() map[string]string {
+	if c.TmpfsSize == "" {
+		return map[string]string{ScratchTmpfs: "", AgentHomeTmpfs: AgentHomeTmpfsOpt}
+	}
+	return map[string]string{
+		ScratchTmpfs:   ScratchTmpfsOpt + ",size=" + c.TmpfsSize,
+		AgentHomeTmpfs: AgentHomeTmpfsOpt + ",size=" + c.TmpfsSize,
+	}
+}
+
+// FixedEnv are the environment entries whose values the plan knows and shows (NAME=value, never a secret):
+// NO_PROXY for a proxied container. The Engine API config sets them as written.
+func (c *Container) FixedEnv() []string {
+	if !c.Proxied {
+		return nil
+	}
+	return []string{NoProxyVariable + "=" + NoProxyValue}
+}
+
+// ProxyEnv are the names forwarded by name whose values apply takes from the egress proxy it starts (not from
+// kewplan's environment); nil when the container is not proxied.
+func (c *Container) ProxyEnv() []string {
+	if !c.Proxied {
+		return nil
+	}
+	return append([]string(nil), ProxyVariables...)
 }
 
 // Argv is the exact `docker run` argv, one element per word. The prompt never appears in it (the entrypoint reads
 // /work/.kew-prompt.txt), and credentials are forwarded by name only, so the argv can be shown and logged.
 func (c *Container) Argv() []string {
 	argv := make([]string, 0, 32+2*len(c.Env)+len(c.Args))
+	tmpfs := c.TmpfsMounts()
+	mount := func(path string) string {
+		if tmpfs[path] == "" {
+			return path
+		}
+		return path + ":" + tmpfs[path]
+	}
 	argv = append(argv,
 		"docker", "run", "--rm", "--name", c.Name)
 	if c.Runtime != "" {
 		argv = append(argv, "--runtime", c.Runtime)
 	}
-	argv = append(argv, "--read-only", "--tmpfs", ScratchTmpfs,
-		"--tmpfs", AgentHomeTmpfs+":"+AgentHomeTmpfsOpt, "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+	argv = append(argv, "--read-only", "--tmpfs", mount(ScratchTmpfs),
+		"--tmpfs", mount(AgentHomeTmpfs), "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
 		"--pids-limit", strconv.FormatInt(c.PidsLimit, 10), "--network", c.Network)
+	for _, d := range c.DNS {
+		argv = append(argv, "--dns", d)
+	}
 	if c.Memory != "" {
 		argv = append(argv, "--memory", c.Memory)
 	}
@@ -63,6 +113,12 @@ func (c *Container) Argv() []string {
 		"-v", c.Checkout+":"+WorkDir, "-w", WorkDir)
 	for _, name := range c.Env {
 		argv = append(argv, "-e", name)
+	}
+	for _, name := range c.ProxyEnv() {
+		argv = append(argv, "-e", name)
+	}
+	for _, kv := range c.FixedEnv() {
+		argv = append(argv, "-e", kv)
 	}
 	argv = append(argv, c.Image)
 	return append(argv, c.Args...)

@@ -42,6 +42,18 @@ func TestContainerArgv(t *testing.T) {
 				"--tmpfs /home/agent:exec,uid=1001,gid=1001,mode=0700 --cap-drop ALL --security-opt no-new-privileges " +
 				"--pids-limit 64 --network bridge --label kewplan.node=a --label kewplan.run=r1 -v /tmp/co:/work -w /work img",
 		},
+		{
+			name: "planned allowlist node: sized tmpfs, closed DNS, proxy variables by name",
+			c: Container{Name: "kew-fix", Node: "fix", RunID: RunPlaceholder, Checkout: CheckoutPlaceholder,
+				Image: "img", Network: "kew-allowlist", PidsLimit: 512, TmpfsSize: "256m", DNS: []string{ClosedDNS},
+				Proxied: true, Env: []string{"ANTHROPIC_API_KEY"}},
+			want: "docker run --rm --name kew-fix --read-only --tmpfs /tmp:rw,noexec,nosuid,nodev,size=256m " +
+				"--tmpfs /home/agent:exec,uid=1001,gid=1001,mode=0700,size=256m --cap-drop ALL --security-opt no-new-privileges " +
+				"--pids-limit 512 --network kew-allowlist --dns 127.0.0.1 " +
+				"--label kewplan.node=fix --label kewplan.run=<run> -v <checkout>:/work -w /work " +
+				"-e ANTHROPIC_API_KEY -e HTTPS_PROXY -e HTTP_PROXY -e https_proxy -e http_proxy " +
+				"-e NO_PROXY=localhost,127.0.0.1,::1 img",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,5 +161,22 @@ func TestRulesCatalogue(t *testing.T) {
 		if !seen[id] {
 			t.Errorf("rule %s is not in the catalogue", id)
 		}
+	}
+}
+
+func TestContainerEngineFields(t *testing.T) {
+	c := Container{TmpfsSize: "512m", Proxied: true}
+	got := map[string]any{"tmpfs": c.TmpfsMounts(), "proxy": c.ProxyEnv(), "fixed": c.FixedEnv()}
+	want := map[string]any{
+		"tmpfs": map[string]string{"/tmp": "rw,noexec,nosuid,nodev,size=512m", "/home/agent": "exec,uid=1001,gid=1001,mode=0700,size=512m"},
+		"proxy": []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"},
+		"fixed": []string{"NO_PROXY=localhost,127.0.0.1,::1"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("engine fields mismatch (-want +got):\n%s", diff)
+	}
+	unproxied := Container{}
+	if unproxied.ProxyEnv() != nil || unproxied.FixedEnv() != nil {
+		t.Error("a container that is not proxied gets proxy variables")
 	}
 }

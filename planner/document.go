@@ -28,27 +28,31 @@ type Document struct {
 
 // NodeDocument is one node of a Document.
 type NodeDocument struct {
-	Name              string          `json:"name"`
-	Runner            string          `json:"runner"`
-	Protocol          string          `json:"protocol"`
-	Role              string          `json:"role"`
-	Image             string          `json:"image"`
-	Network           string          `json:"network"`
-	Runtime           string          `json:"runtime"`   // "" for the engine's default runtime
-	Isolation         string          `json:"isolation"` // the runtime for people: "gVisor (runsc)"
-	Model             string          `json:"model"`
-	Credentials       []string        `json:"credentials"`
-	CredentialOrigins []string        `json:"credential_origins"`
-	DependsOn         []string        `json:"depends_on"`
-	Prompt            PromptDocument  `json:"prompt"`
-	Argv              []string        `json:"argv"`
-	Unknown           []string        `json:"unknown"`
-	PidsLimit         int64           `json:"pids_limit"`
-	Memory            string          `json:"memory"`
-	CPUs              string          `json:"cpus"`
-	Range             *RangeDocument  `json:"range"`
-	Errors            bool            `json:"errors,omitempty"`
-	PullRequest       *PullRequestDoc `json:"pull_request,omitempty"`
+	Name              string   `json:"name"`
+	Runner            string   `json:"runner"`
+	Protocol          string   `json:"protocol"`
+	Role              string   `json:"role"`
+	Image             string   `json:"image"`
+	Network           string   `json:"network"`
+	Runtime           string   `json:"runtime"`   // "" for the engine's default runtime
+	Isolation         string   `json:"isolation"` // the runtime for people: "gVisor (runsc)"
+	Model             string   `json:"model"`
+	Credentials       []string `json:"credentials"`
+	CredentialOrigins []string `json:"credential_origins"`
+	// Egress are the hosts the node may reach through the egress proxy, sorted by host and port; empty for an
+	// open node (its network says it reaches any host) and for an allowlist node that reaches none.
+	Egress      []EgressHostDocument `json:"egress"`
+	DependsOn   []string             `json:"depends_on"`
+	Prompt      PromptDocument       `json:"prompt"`
+	Argv        []string             `json:"argv"`
+	Unknown     []string             `json:"unknown"`
+	PidsLimit   int64                `json:"pids_limit"`
+	Memory      string               `json:"memory"`
+	CPUs        string               `json:"cpus"`
+	TmpfsSize   string               `json:"tmpfs_size"`
+	Range       *RangeDocument       `json:"range"`
+	Errors      bool                 `json:"errors,omitempty"`
+	PullRequest *PullRequestDoc      `json:"pull_request,omitempty"`
 	// Instance is set for an instance of a node with for_each or count; Name is then its address.
 	Instance *InstanceDoc `json:"instance,omitempty"`
 }
@@ -60,6 +64,23 @@ type InstanceDoc struct {
 	// Key is a string (for_each) or a number (count).
 	Key  any    `json:"key"`
 	Slug string `json:"slug"`
+}
+
+// EgressHostDocument is one host of a node's egress list: {"host": "api.anthropic.com", "port": 443, "origins":
+// ["runner"]}. host is a name or a "*.suffix" wildcard; origins name each of runner, sandbox and node that allow it.
+type EgressHostDocument struct {
+	Host    string   `json:"host"`
+	Port    int      `json:"port"`
+	Origins []string `json:"origins"`
+}
+
+// EgressHosts converts a document's egress list back to the plan's (views and the diff describe it alike).
+func (n *NodeDocument) EgressHosts() []EgressHost {
+	out := make([]EgressHost, 0, len(n.Egress))
+	for _, e := range n.Egress {
+		out = append(out, EgressHost{Host: e.Host, Port: e.Port, Origins: nonNil(e.Origins)})
+	}
+	return out
 }
 
 // PromptDocument describes the prompt by digest; an unknown prompt has sha256 "" and bytes 0.
@@ -134,6 +155,8 @@ func NewDocument(p *Plan, kewplanVersion string) *Document {
 			PidsLimit:         np.PidsLimit,
 			Memory:            np.Memory,
 			CPUs:              np.CPUs,
+			TmpfsSize:         np.TmpfsSize,
+			Egress:            egressDocuments(np.Egress),
 			Range:             NewRangeDocument(np.DeclRange),
 			Errors:            np.Errors,
 		}
@@ -159,6 +182,14 @@ func NewDocument(p *Plan, kewplanVersion string) *Document {
 		d.Nodes = append(d.Nodes, nd)
 	}
 	return d
+}
+
+func egressDocuments(hosts []EgressHost) []EgressHostDocument {
+	out := make([]EgressHostDocument, 0, len(hosts))
+	for _, h := range hosts {
+		out = append(out, EgressHostDocument{Host: h.Host, Port: h.Port, Origins: nonNil(h.Origins)})
+	}
+	return out
 }
 
 func nonNil(s []string) []string {

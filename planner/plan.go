@@ -70,12 +70,16 @@ type NodePlan struct {
 	PidsLimit   int64    // the sandbox's limits, which every container of the plan gets
 	Memory      string   // "" when unset
 	CPUs        string   // "" when unset
+	TmpfsSize   string   // the size= of the /tmp and /home/agent tmpfs mounts
 	Credentials []string // names, in declared order
 	// CredentialOrigins says where each credential came from, parallel to Credentials: "builtin" or the
 	// runner block's range as "file:line" for an override or a custom runner. Policy review flags widening.
 	CredentialOrigins []string
-	DependsOn         []string
-	Prompt            Prompt
+	// Egress are the hosts an allowlist node may reach through the egress proxy, sorted, with their origins; nil
+	// for an open node (it reaches any host) and empty for an allowlist node that may reach none.
+	Egress    []EgressHost
+	DependsOn []string
+	Prompt    Prompt
 	// Unknown names the attributes whose values are known only after apply (e.g. "ref", "prompt").
 	Unknown   []string
 	Container *Container // nil when the node has an error, or its argv is known only after apply

@@ -20,6 +20,7 @@ const (
 	RulePolicyCredentials          = "policy-credentials"
 	RulePolicyMaxPidsLimit         = "policy-max-pids-limit"
 	RulePolicyRuntime              = "policy-runtime"
+	RulePolicyEgress               = "policy-egress"
 )
 
 // PolicyRules are the catalogue entries of the organisation policy; they are part of Rules().
@@ -60,6 +61,12 @@ func PolicyRules() []Rule {
 			Summary:     "Runtime not the one the policy requires",
 			Description: "The organisation policy names the container runtime (isolation tier) every node must run on (required_runtime), such as gVisor's runsc: under the engine's default runtime, runc, the agent shares the host's kernel, and one kernel bug is a way out of the container.",
 			Help:        "Set runtime to the required runtime in the sandbox block (every node) or in the node's block, and register that runtime with the engine (README: Isolation tiers).",
+		},
+		{
+			ID: RulePolicyEgress, Severity: SeverityError,
+			Summary:     "Egress beyond what the policy allows",
+			Description: "The organisation policy bounds the hosts any node may reach (allowed_egress). A node that can reach another host, or any host on the open network, can send what it holds, credentials and code, there.",
+			Help:        "Remove the host from the sandbox's or the node's egress block (or the runner's endpoints), keep network = \"allowlist\", or have the policy extended.",
 		},
 	}
 }
@@ -151,6 +158,9 @@ func checkPolicy(cfg *config.Config, plan *Plan, pol *config.Policy) (hcl.Diagno
 				add(RulePolicyCredentials, policyCredentialRange(cfg, np, i), cred+"\x00"+np.Runner, np.Name)
 			}
 		}
+		if pol.AllowedEgress != nil {
+			checkPolicyEgress(cfg, np, pol, add)
+		}
 		if pol.MaxPidsLimit > 0 {
 			if pids, ok := policyPidsLimit(cfg, np); ok && (pids > pol.MaxPidsLimit || pids <= 0) {
 				add(RulePolicyMaxPidsLimit, policySandboxRange(cfg, np, func(s *config.Sandbox) hcl.Range { return s.PidsLimitRange }),
@@ -193,6 +203,14 @@ func checkPolicy(cfg *config.Config, plan *Plan, pol *config.Policy) (hcl.Diagno
 			detail = fmt.Sprintf("%s %s on %s, and the policy%s requires every node on %s.",
 				policyCapitalise(countNodes(v.nodes)), pick(len(v.nodes) == 1, "runs", "run"), IsolationTier(v.what), where,
 				IsolationTier(pol.RequiredRuntime))
+		case RulePolicyEgress:
+			if v.what == config.NetworkOpen {
+				detail = fmt.Sprintf("%s %s network = \"open\" and can reach any host, and the policy%s allows egress only to %s.",
+					policyCapitalise(countNodes(v.nodes)), pick(len(v.nodes) == 1, "has", "have"), where, policyPatternList(pol.AllowedEgress))
+			} else {
+				detail = fmt.Sprintf("%s can reach %s, which none of the hosts the policy%s allows covers: %s.",
+					policyCapitalise(countNodes(v.nodes)), v.what, where, policyPatternList(pol.AllowedEgress))
+			}
 		case RulePolicyMaxPidsLimit:
 			detail = fmt.Sprintf("%s %s pids_limit %s, and the policy%s allows at most %d.",
 				policyCapitalise(countNodes(v.nodes)), pick(len(v.nodes) == 1, "has", "have"), v.what, where, pol.MaxPidsLimit)
@@ -201,6 +219,45 @@ func checkPolicy(cfg *config.Config, plan *Plan, pol *config.Policy) (hcl.Diagno
 		diags = append(diags, NewDiagnostic(v.rule, rangePtr(subject), detail))
 	}
 	return diags, refused
+}
+
+// checkPolicyEgress reports each host of the node's egress list that no allowed_egress pattern covers, where the
+// host is written; an open node reaches any host and breaks any allowed_egress.
+func checkPolicyEgress(cfg *config.Config, np *NodePlan, pol *config.Policy, add func(rule string, subject hcl.Range, what, node string)) {
+	if np.Network == config.NetworkOpen {
+		add(RulePolicyEgress, policySandboxRange(cfg, np, func(s *config.Sandbox) hcl.Range { return s.NetworkRange }),
+			config.NetworkOpen, np.Name)
+		return
+	}
+	var node *config.Node
+	if cfg != nil {
+		node = cfg.Nodes[np.Name]
+	}
+	for _, h := range np.Egress {
+		covered := false
+		for _, p := range pol.AllowedEgress {
+			if p.Covers(h.Pattern()) {
+				covered = true
+				break
+			}
+		}
+		if covered {
+			continue
+		}
+		subject := np.DeclRange
+		if cfg != nil {
+			subject = egressRange(cfg, node, h)
+		}
+		add(RulePolicyEgress, subject, h.String(), np.Name)
+	}
+}
+
+func policyPatternList(ps []config.HostPattern) string {
+	q := make([]string, len(ps))
+	for i, p := range ps {
+		q[i] = fmt.Sprintf("%q", p.String())
+	}
+	return strings.Join(q, ", ")
 }
 
 // policyWhere names the policy's declaration for details: " (policy.hcl:3)".

@@ -89,6 +89,7 @@ func TestPolicyGolden(t *testing.T) {
 		{"policy-clean", nil},
 		{"policy-runtime", []string{"crun", "optout"}},
 		{"policy-runtime-default", []string{"a", "b"}},
+		{"policy-egress", []string{"docs", "fix"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -28,6 +28,8 @@ type RunnerInfo struct {
 	Declared string `json:"declared"`
 	// Image is the image the sandbox maps to the runner; "" when none (the runner cannot be contained).
 	Image string `json:"image"`
+	// Endpoints are the model API hosts the runner's allowlist nodes may reach ("host" or "host:port").
+	Endpoints []string `json:"endpoints"`
 	// Contained is false when kewplan would refuse to contain a node on this runner (no image, no credential).
 	Contained bool `json:"contained"`
 }
@@ -58,7 +60,10 @@ func ListRunners(cfg *config.Config) []RunnerInfo {
 			continue
 		}
 		info := RunnerInfo{Name: name, Kind: RunnerBuiltin, Protocol: r.protocol,
-			Credentials: nonNil(r.creds), CredentialOrigins: nonNil(r.origins)}
+			Credentials: nonNil(r.creds), CredentialOrigins: nonNil(r.origins), Endpoints: []string{}}
+		for _, e := range r.endpoints() {
+			info.Endpoints = append(info.Endpoints, e.String())
+		}
 		if r.decl != nil {
 			info.Kind = RunnerCustom
 			if r.builtin != nil {

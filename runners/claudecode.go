@@ -10,6 +10,8 @@ package runners
 // permission bypass is refused by the CLI for uid 0, so the image runs as a non-root user (the contract's uid
 // 1001). --verbose is mandatory with stream-json in print mode; without it the CLI exits 1 before any output.
 //
+// Endpoint: api.anthropic.com:443, the Messages API (a runner block's endpoints replace it for ANTHROPIC_BASE_URL users).
+//
 // Credentials: ANTHROPIC_API_KEY and CLAUDE_CODE_OAUTH_TOKEN, forwarded by name; set only one of them.
 //
 // Vocabulary: one JSON object per line; "type" is "system" (subtype "init": model, session_id), "assistant",
@@ -28,6 +30,7 @@ var claudeCode = &builtin{
 	name:        "claude-code",
 	protocol:    "claude-code",
 	credentials: []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"},
+	endpoints:   []string{"api.anthropic.com"},
 	args: func(model string) []string {
 		return []string{"--dangerously-skip-permissions", "--verbose", "--output-format", "stream-json", "--model", model}
 	},

@@ -30,6 +30,7 @@ var hermes = &builtin{
 	name:        "hermes",
 	protocol:    "hermes",
 	credentials: []string{"OPENROUTER_API_KEY"},
+	endpoints:   []string{"openrouter.ai"},
 	args: func(model string) []string {
 		return []string{"--format", "stream-json", "--yolo", "--provider", "openrouter", "--model", model}
 	},

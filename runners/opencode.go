@@ -32,6 +32,7 @@ var opencode = &builtin{
 	name:        "opencode",
 	protocol:    "opencode",
 	credentials: []string{"OPENROUTER_API_KEY"},
+	endpoints:   []string{"openrouter.ai"},
 	args: func(model string) []string {
 		if !strings.HasPrefix(model, "openrouter/") {
 			model = "openrouter/" + model

@@ -29,6 +29,7 @@ var pi = &builtin{
 	name:        "pi",
 	protocol:    "pi",
 	credentials: []string{"OPENROUTER_API_KEY"},
+	endpoints:   []string{"openrouter.ai"},
 	args: func(model string) []string {
 		return []string{"--mode", "json", "--no-session", "--provider", "openrouter", "--model", model}
 	},

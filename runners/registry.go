@@ -10,6 +10,7 @@ type builtin struct {
 	name        string
 	protocol    string
 	credentials []string
+	endpoints   []string
 	args        func(model string) []string
 }
 
@@ -18,6 +19,9 @@ func (r *builtin) Protocol() string { return r.protocol }
 
 // RequiredCredentials returns a fresh copy, so that a caller cannot widen the built-in's declaration.
 func (r *builtin) RequiredCredentials() []string { return slices.Clone(r.credentials) }
+
+// Endpoints returns a fresh copy, for the same reason.
+func (r *builtin) Endpoints() []string { return slices.Clone(r.endpoints) }
 
 func (r *builtin) ContainerArgs(model string) []string { return r.args(model) }
 

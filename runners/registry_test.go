@@ -76,3 +76,25 @@ func TestBuiltinCredentialsAreCopies(t *testing.T) {
 		t.Errorf("built-in credentials changed by a caller (-want +got):\n%s", diff)
 	}
 }
+
+func TestBuiltinEndpoints(t *testing.T) {
+	want := map[string][]string{
+		"claude-code": {"api.anthropic.com"}, "opencode": {"openrouter.ai"}, "pi": {"openrouter.ai"},
+		"hermes": {"openrouter.ai"}, "lemonade": nil,
+	}
+	got := map[string][]string{}
+	for _, name := range BuiltinNames() {
+		r, _ := Builtin(name)
+		got[name] = r.Endpoints()
+		if eps := r.Endpoints(); len(eps) > 0 {
+			eps[0] = "widened.example" // a caller's change must not reach the built-in
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Endpoints() mismatch (-want +got):\n%s", diff)
+	}
+	r, _ := Builtin("claude-code")
+	if r.Endpoints()[0] != "api.anthropic.com" {
+		t.Error("Endpoints() shares its slice with the built-in")
+	}
+}

@@ -8,6 +8,10 @@ type Runner interface {
 	Protocol() string
 	// RequiredCredentials are environment variable names forwarded into the container by name, in order.
 	RequiredCredentials() []string
+	// Endpoints are the hosts of the runner's model API (egress entries: "host" for port 443, or "host:port"),
+	// which an allowlist node on this runner may reach without listing them. Lemonade has none: its server is
+	// local, and the configuration names it.
+	Endpoints() []string
 	// ContainerArgs is the container command (the entrypoint's "$@") for a routed model.
 	ContainerArgs(model string) []string
 	// NewMeter starts metering one run; routedModel is the fallback when the stream names no model.

@@ -92,7 +92,8 @@ var diffCases = []struct {
 	}},
 	{"diff-reorder", VerdictUnchanged, nil},
 	{"diff-widen-runtime", VerdictWidened, []string{
-		plandiff.KindCredentialAdded, plandiff.KindCredentialAdded, plandiff.KindRuntimeWidened, plandiff.KindRuntimeWidened,
+		plandiff.KindCredentialAdded, plandiff.KindCredentialAdded, plandiff.KindEgressAdded,
+		plandiff.KindRuntimeWidened, plandiff.KindRuntimeWidened,
 	}},
 	{"diff-narrow-runtime", VerdictNarrowed, []string{plandiff.KindRuntimeNarrowed, plandiff.KindRuntimeNarrowed}},
 }

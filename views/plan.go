@@ -125,7 +125,7 @@ func planSummaryLine(c planCounts) string {
 // planDockerValueFlags are the docker run flags of a planned argv that take a value.
 var planDockerValueFlags = map[string]bool{
 	"--name": true, "--tmpfs": true, "--cap-drop": true, "--security-opt": true, "--pids-limit": true,
-	"--network": true, "--runtime": true, "--memory": true, "--cpus": true, "--label": true, "-v": true, "-w": true, "-e": true,
+	"--network": true, "--runtime": true, "--dns": true, "--memory": true, "--cpus": true, "--label": true, "-v": true, "-w": true, "-e": true,
 }
 
 // ArgvLines splits a planned `docker run` argv into shell-quoted lines of one flag each (with its value), the
@@ -219,6 +219,7 @@ func planNodeFacts(n *NodeJSON) [][2]string {
 		{"model", val("model", n.Model)},
 		{"prompt", prompt},
 		{"credentials", creds},
+		{"egress", planEgress(n)},
 		{"depends on", deps},
 	}
 	var rest []string
@@ -233,6 +234,27 @@ func planNodeFacts(n *NodeJSON) [][2]string {
 		facts = append(facts, [2]string{"after apply", strings.Join(rest, ", ")})
 	}
 	return facts
+}
+
+// planEgress is the node's reach with the origin of each host, "any host (network open)" or "no host".
+func planEgress(n *NodeJSON) string {
+	for _, u := range n.Unknown {
+		if u == "runner" {
+			return planner.UnknownValue
+		}
+	}
+	return planner.DescribeEgress(n.Network, n.EgressHosts())
+}
+
+// ReachSentence is what a reviewer must weigh for one node, in one sentence: the credentials it holds next to the
+// hosts it can reach, e.g. `fix holds ANTHROPIC_API_KEY and can reach api.anthropic.com (runner), github.com
+// (sandbox)`.
+func ReachSentence(n *NodeJSON) string {
+	holds := "holds no credential"
+	if len(n.Credentials) > 0 {
+		holds = "holds " + strings.Join(n.Credentials, ", ")
+	}
+	return fmt.Sprintf("%s %s and can reach %s", n.Name, holds, planEgress(n))
 }
 
 // planArgvNote says why a node has no argv, or "" when it has one.
@@ -300,6 +322,12 @@ func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
 			ew.printf("  %-*s  %s\n", width, c, strings.Join(doc.Exposure[c], ", "))
 		}
 	}
+	if len(doc.Nodes) > 0 {
+		ew.printf("\nCredentials and egress\n")
+		for i := range doc.Nodes {
+			ew.printf("  %s\n", ReachSentence(&doc.Nodes[i]))
+		}
+	}
 	if len(diags) > 0 && ew.err == nil {
 		ew.printf("\n")
 		ew.err = WriteDiagnosticJSONHuman(ew.w, diags, false)
@@ -343,6 +371,12 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 		sort.Strings(names)
 		for _, c := range names {
 			ew.printf("| %s | %s |\n", mdCode(c), mdText(strings.Join(doc.Exposure[c], ", ")))
+		}
+	}
+	if len(doc.Nodes) > 0 {
+		ew.printf("\n### Credentials and egress\n\n")
+		for i := range doc.Nodes {
+			ew.printf("- %s\n", mdText(ReachSentence(&doc.Nodes[i])))
 		}
 	}
 	if len(diags) > 0 {

@@ -20,11 +20,11 @@ func WriteRunnersJSON(w io.Writer, list []planner.RunnerInfo) error {
 	return writeIndentedJSON(w, RunnersJSON{Runners: list})
 }
 
-// WriteRunnersHuman writes a table: name, protocol, where the runner comes from, its image, and its credentials
-// with their origins.
+// WriteRunnersHuman writes a table: name, protocol, where the runner comes from, its image, its model endpoints,
+// and its credentials with their origins.
 func WriteRunnersHuman(w io.Writer, list []planner.RunnerInfo) error {
 	pw := &planWriter{w: w}
-	rows := [][]string{{"RUNNER", "PROTOCOL", "ORIGIN", "IMAGE", "CREDENTIALS"}}
+	rows := [][]string{{"RUNNER", "PROTOCOL", "ORIGIN", "IMAGE", "ENDPOINTS", "CREDENTIALS"}}
 	for _, r := range list {
 		origin := r.Kind
 		if r.Declared != "" {
@@ -45,7 +45,11 @@ func WriteRunnersHuman(w io.Writer, list []planner.RunnerInfo) error {
 			}
 			creds = strings.Join(parts, ", ")
 		}
-		rows = append(rows, []string{r.Name, r.Protocol, origin, image, creds})
+		endpoints := "(none)"
+		if len(r.Endpoints) > 0 {
+			endpoints = strings.Join(r.Endpoints, ",")
+		}
+		rows = append(rows, []string{r.Name, r.Protocol, origin, image, endpoints, creds})
 	}
 	writeRunnersTable(pw, rows)
 	return pw.err

@@ -54,6 +54,8 @@ var sarifSecuritySeverity = map[string]string{
 	plandiff.KindNetworkOpened:             "7.5",
 	plandiff.KindHardeningLost:             "6.5",
 	plandiff.KindImageUnpinned:             "5.0",
+	plandiff.KindEgressAdded:               "7.0",
+	planner.RulePolicyEgress:               "7.0",
 }
 
 // SARIFLog is a SARIF 2.1.0 log.

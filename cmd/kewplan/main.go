@@ -34,6 +34,8 @@ type CLI struct {
 	Smoke     SmokeCmd     `cmd:"" help:"Check an image's launch, mount and prompt handoff without invoking the agent."`
 	Conform   ConformCmd   `cmd:"" help:"Run the container entrypoint contract's implementer checklist against an image."`
 	Version   VersionCmd   `cmd:"" help:"Print kewplan's version."`
+
+	EgressProxy EgressProxyCmd `cmd:"" name:"egress-proxy" hidden:"" help:"Run kewplan's egress proxy (apply starts it in its own container)."`
 }
 
 // Env is what every command receives: its streams and the process facts it may depend on, so that tests and

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kewplan/kewplan/egress"
+)
+
+// EgressProxyCmd runs kewplan's egress proxy: the process apply starts in the proxy container (hidden: operators
+// never run it by hand). Decisions go to stdout, one JSON line each; diagnostics to stderr. The two --print flags
+// serve `make proxy-image`, so that the Makefile and apply build the same image under the same tag.
+type EgressProxyCmd struct {
+	Config          string `help:"The proxy's JSON configuration file; - reads it from standard input." type:"string" placeholder:"FILE"`
+	PrintDockerfile bool   `help:"Print the proxy image's Dockerfile and exit." name:"print-dockerfile"`
+	PrintImageTag   string `help:"Print the proxy image's name:tag for the kewplan binary BINARY and exit." name:"print-image-tag" placeholder:"BINARY" type:"path"`
+}
+
+// Help shows an example.
+func (EgressProxyCmd) Help() string {
+	return "Example:\n  kewplan egress-proxy --config - < egress.json"
+}
+
+// Run serves until SIGINT or SIGTERM.
+func (c *EgressProxyCmd) Run(env *Env) error {
+	switch {
+	case c.PrintDockerfile:
+		_, err := io.WriteString(env.Stdout, egress.Dockerfile)
+		return err
+	case c.PrintImageTag != "":
+		return printImageTag(env, c.PrintImageTag)
+	case c.Config == "":
+		return errors.New("egress-proxy needs --config FILE (or --config - to read the configuration from standard input)")
+	}
+	cfg, err := egress.LoadConfig(c.Config, env.Stdin)
+	if err != nil {
+		return err
+	}
+	s, err := egress.NewServer(cfg, env.Stdout, egress.Options{})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(env.Stderr, "kewplan egress proxy: listening on %s for %d nodes\n", cfg.Listen, len(cfg.Nodes))
+	return s.ListenAndServe(ctx)
+}
+
+func printImageTag(env *Env, binary string) error {
+	static, err := egress.StaticBinary(binary)
+	if err != nil {
+		return err
+	}
+	if !static {
+		return fmt.Errorf("%s is dynamically linked, so it cannot run in an image FROM scratch; build it with CGO_ENABLED=0 (make build does)", binary)
+	}
+	f, err := os.Open(binary)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tag, err := egress.ImageTag(f)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Stdout, tag)
+	return nil
+}

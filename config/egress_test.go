@@ -1,0 +1,167 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/hcl/v2"
+)
+
+func TestParseHostPattern(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string // the normalised form; "" when refused
+		why  string // a word of the refusal's detail
+	}{
+		{in: "github.com", want: "github.com"},
+		{in: "GitHub.COM.", want: "github.com"},
+		{in: "github.com:443", want: "github.com"},
+		{in: "proxy.golang.org:8443", want: "proxy.golang.org:8443"},
+		{in: "*.PythonHosted.org", want: "*.pythonhosted.org"},
+		{in: "bücher.example", want: "xn--bcher-kva.example"},
+		{in: "stub", want: "stub"},
+		{in: "", why: "empty"},
+		{in: " github.com", why: "white space"},
+		{in: "*", why: "network = \"open\""},
+		{in: "*:443", why: "network = \"open\""},
+		{in: "https://github.com/acme", why: "Write \"github.com\""},
+		{in: "github.com/acme", why: "path"},
+		{in: "user@github.com", why: "user information"},
+		{in: "10.0.0.0/8", why: "CIDR"},
+		{in: "fd00::/8", why: "CIDR"},
+		{in: "1.2.3.4", why: "IP address"},
+		{in: "1.2.3.4:443", why: "IP address"},
+		{in: "127.1", why: "IP address"},
+		{in: "2130706433", why: "IP address"},
+		{in: "::1", why: "IP address"},
+		{in: "[::1]", why: "IP address"},
+		{in: "[2001:db8::1]:443", why: "IP address"},
+		{in: "github.com:0", why: "port"},
+		{in: "github.com:https", why: "port"},
+		{in: "github.com:0443", why: "port"},
+		{in: "*.com", why: "top-level"},
+		{in: "a.*.com", why: "first label"},
+		{in: "git*hub.com", why: "first label"},
+		{in: "-x.example.com", why: "'-'"},
+		{in: "a..b", why: "empty label"},
+		{in: "under_score.example.com", why: "letters, digits"},
+		{in: strings.Repeat("a", 64) + ".com", why: "63"},
+	} {
+		got, why := ParseHostPattern(tc.in)
+		if tc.want != "" {
+			if why != "" || got.String() != tc.want {
+				t.Errorf("ParseHostPattern(%q) = %q, %q; want %q", tc.in, got.String(), why, tc.want)
+			}
+			continue
+		}
+		if why == "" || !strings.Contains(why, tc.why) {
+			t.Errorf("ParseHostPattern(%q) refusal = %q, want one mentioning %q", tc.in, why, tc.why)
+		}
+	}
+}
+
+func TestHostPatternMatchAndCover(t *testing.T) {
+	p := func(s string) HostPattern {
+		hp, why := ParseHostPattern(s)
+		if why != "" {
+			t.Fatalf("ParseHostPattern(%q): %s", s, why)
+		}
+		return hp
+	}
+	wild := p("*.example.com")
+	for host, want := range map[string]bool{"a.example.com": true, "a.b.example.com": true, "example.com": false, "badexample.com": false} {
+		if got := wild.MatchHost(host); got != want {
+			t.Errorf("%s.MatchHost(%q) = %v, want %v", wild, host, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		p, q string
+		want bool
+	}{
+		{"*.example.com", "a.example.com", true},
+		{"*.example.com", "*.a.example.com", true},
+		{"*.example.com", "*.example.com", true},
+		{"*.example.com", "example.com", false},
+		{"example.com", "*.example.com", false},
+		{"example.com", "example.com:8443", false},
+		{"example.com:8443", "example.com:8443", true},
+	} {
+		if got := p(tc.p).Covers(p(tc.q)); got != tc.want {
+			t.Errorf("%s.Covers(%s) = %v, want %v", tc.p, tc.q, got, tc.want)
+		}
+	}
+}
+
+func TestEgressConfigNormalised(t *testing.T) {
+	cfg, diags := parseSource(t, `
+sandbox {
+  tmpfs_size = "1G"
+  egress {
+    allow = ["GitHub.com", "github.com.", "github.com:443", "*.pythonhosted.org"]
+  }
+}
+runner "claude-code" {
+  endpoints = ["llm.corp.example"]
+}
+node "fix" {
+  runner = "claude-code"
+  model  = "m"
+  repo   = "https://github.com/acme/widgets.git"
+  prompt = "p"
+  egress { allow = ["pypi.org", "PyPI.org"] }
+}
+`)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	str := func(ps []HostPattern) []string {
+		out := []string{}
+		for _, p := range ps {
+			out = append(out, p.String())
+		}
+		return out
+	}
+	got := map[string]any{
+		"sandbox":  str(cfg.Sandbox.Egress.Allow),
+		"proxynet": cfg.Sandbox.Egress.ProxyNetwork,
+		"tmpfs":    cfg.Sandbox.TmpfsSize,
+		"runner":   str(cfg.Runners["claude-code"].Endpoints),
+		"node":     str(cfg.Nodes["fix"].Egress.Allow),
+	}
+	want := map[string]any{
+		"sandbox": []string{"*.pythonhosted.org", "github.com"}, "proxynet": "bridge", "tmpfs": "1g",
+		"runner": []string{"llm.corp.example"}, "node": []string{"pypi.org"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("egress configuration mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// parseSource loads src as the only file of a configuration directory.
+func parseSource(t *testing.T, src string) (*Config, hcl.Diagnostics) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Load(dir)
+}
+
+func TestPolicyAllowedEgress(t *testing.T) {
+	p, diags := ParsePolicy([]byte(`policy {
+  allowed_egress = ["*.GitHub.com", "api.anthropic.com", "pypi.org:443"]
+}`), "p.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	var got []string
+	for _, hp := range p.AllowedEgress {
+		got = append(got, hp.String())
+	}
+	if diff := cmp.Diff([]string{"*.github.com", "api.anthropic.com", "pypi.org"}, got); diff != "" {
+		t.Errorf("AllowedEgress mismatch (-want +got):\n%s", diff)
+	}
+}

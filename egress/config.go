@@ -1,0 +1,148 @@
+package egress
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+
+	"github.com/kewplan/kewplan/config"
+)
+
+// DefaultListen is where the proxy listens inside its container.
+const DefaultListen = "0.0.0.0:3128"
+
+// DefaultPort is the port of DefaultListen; agents' proxy URLs name it.
+const DefaultPort = 3128
+
+// maxConfigBytes bounds a configuration file: one line per node, a few hundred bytes each.
+const maxConfigBytes = 16 << 20
+
+// Config is the proxy's configuration file (JSON). Apply writes it (to the proxy's stdin, so the node secrets
+// never touch a disk or `docker inspect`); `kewplan egress-proxy --config FILE|-` reads it.
+//
+//	{
+//	  "listen": "0.0.0.0:3128",
+//	  "allow_private_addresses": false,
+//	  "nodes": [
+//	    {"name": "fix", "secret": "<64 hex>", "allow": ["api.anthropic.com", "github.com", "pypi.org:8443"]}
+//	  ]
+//	}
+type Config struct {
+	// Listen is the address the proxy listens on; DefaultListen when empty.
+	Listen string `json:"listen"`
+	// Nodes are the agents the proxy serves, each with its own secret and allowlist.
+	Nodes []NodeConfig `json:"nodes"`
+	// AllowPrivateAddresses lets an allowed name resolve to private (RFC 1918, ULA) and CGNAT addresses, for a
+	// model gateway or a test stub inside the operator's network. Loopback, link-local (cloud metadata),
+	// multicast and unspecified addresses are refused regardless.
+	AllowPrivateAddresses bool `json:"allow_private_addresses"`
+}
+
+// NodeConfig is one agent's credentials and allowlist.
+type NodeConfig struct {
+	Name   string `json:"name"`
+	Secret string `json:"secret"`
+	// Allow are egress entries as the configuration writes them: "host", "*.suffix", or either with ":port".
+	// A name is allowed on port 443 only unless an entry names another port; plain HTTP is forwarded only to a
+	// host:port entry whose port is not 443.
+	Allow []string `json:"allow"`
+}
+
+// nodeNamePattern is what a node name may be in the proxy's configuration: kewplan's node names, which are
+// also the user part of the agent's proxy URL.
+var nodeNamePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,62}$`)
+
+// LoadConfig reads a configuration file; "-" reads standard input (stdin).
+func LoadConfig(path string, stdin io.Reader) (*Config, error) {
+	var r io.Reader
+	if path == "-" {
+		r = stdin
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("egress proxy configuration: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy configuration %s: %w", path, err)
+	}
+	if len(data) > maxConfigBytes {
+		return nil, fmt.Errorf("egress proxy configuration %s: larger than %d MiB", path, maxConfigBytes>>20)
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy configuration %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig decodes and checks a configuration. Unknown keys are refused: a misspelt key would otherwise
+// silently mean its default.
+func ParseConfig(data []byte) (*Config, error) {
+	var cfg Config
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, fmt.Errorf("not a valid configuration: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("not a valid configuration: more than one JSON value")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen %q is not host:port: %w", cfg.Listen, err)
+	}
+	seen := map[string]bool{}
+	for i, n := range cfg.Nodes {
+		switch {
+		case !nodeNamePattern.MatchString(n.Name):
+			return nil, fmt.Errorf("node %d: name %q is not a node name (a letter, then letters, digits, '_' and '-')", i+1, n.Name)
+		case seen[n.Name]:
+			return nil, fmt.Errorf("node %q is listed twice", n.Name)
+		case len(n.Secret) < 32:
+			return nil, fmt.Errorf("node %q: the secret is shorter than 32 characters; use NewSecret", n.Name)
+		}
+		seen[n.Name] = true
+		for _, a := range n.Allow {
+			if _, why := config.ParseHostPattern(a); why != "" {
+				return nil, fmt.Errorf("node %q: entry %q: %s", n.Name, a, why)
+			}
+		}
+	}
+	return &cfg, nil
+}
+
+// NewSecret returns a fresh per-node proxy secret: 32 random bytes, hex.
+func NewSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("proxy secret: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// ProxyURL is the address an agent's proxy variables hold: http://<node>:<secret>@<host>:<port>. It carries the
+// node's secret: apply passes it to the container by value through the Engine API only, never in an argv or a log.
+func ProxyURL(host string, port int, node, secret string) string {
+	u := url.URL{Scheme: "http", User: url.UserPassword(node, secret), Host: net.JoinHostPort(host, strconv.Itoa(port))}
+	return u.String()
+}
+
+// ContainerEnv is the value of each of planner.ProxyVariables for one agent container.
+func ContainerEnv(proxyURL string) map[string]string {
+	return map[string]string{"HTTPS_PROXY": proxyURL, "HTTP_PROXY": proxyURL, "https_proxy": proxyURL, "http_proxy": proxyURL}
+}

@@ -1,0 +1,10 @@
+// Package egress is kewplan's egress proxy: an HTTP forward proxy (on github.com/elazarl/goproxy) that lets each
+// agent container, authenticated by its own proxy secret, CONNECT only to the hosts and ports of its node's
+// allowlist, resolves names itself (agents have no DNS), refuses IP literals and addresses on the host's side of
+// the network, and writes every decision as one JSON line.
+//
+// It also holds what apply needs to run the proxy: the configuration file format (Config), per-node secrets and
+// proxy URLs, the health probe, and the facts of its image built FROM scratch from kewplan's own static binary.
+// It does not talk to Docker: the executor starts the container, feeds the configuration on stdin and reads the
+// decisions from its stdout.
+package egress

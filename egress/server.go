@@ -1,0 +1,458 @@
+package egress
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/elazarl/goproxy"
+
+	"github.com/kewplan/kewplan/config"
+)
+
+// HealthPath answers 200 "ok" to a direct (non-proxy) GET: apply's probe that the proxy is up (see Probe).
+const HealthPath = "/healthz"
+
+// Reasons of a decision, stable for the ledger and `runs show`.
+const (
+	ReasonAllowed          = "allowed"
+	ReasonNoCredentials    = "no proxy credentials"
+	ReasonBadCredentials   = "unknown node or wrong secret"
+	ReasonIPLiteral        = "IP literal target"
+	ReasonInvalidHost      = "not a host name"
+	ReasonHostNotAllowed   = "host not allowed for this node"
+	ReasonOtherNodesHost   = "host allowed for another node only"
+	ReasonPortNotAllowed   = "port not allowed for this host"
+	ReasonPlainHTTP        = "plain HTTP not allowed for this host and port"
+	ReasonScheme           = "only http:// requests and CONNECT are proxied"
+	ReasonRefusedAddress   = "host resolves only to refused addresses (loopback, link-local, private or metadata)"
+	ReasonResolveFailed    = "host does not resolve"
+	ReasonUpstreamRefused  = "upstream connection failed"
+	ReasonMalformedRequest = "malformed proxy request"
+)
+
+// Decision is one line of the proxy's log: every request it judged, allowed or denied.
+type Decision struct {
+	Time    time.Time `json:"time"`
+	Node    string    `json:"node"` // "" when the request carried no valid credentials
+	Method  string    `json:"method"`
+	Host    string    `json:"host"`
+	Port    int       `json:"port"`
+	Allowed bool      `json:"allowed"`
+	Reason  string    `json:"reason"`
+}
+
+// Options are the parts of the proxy a test replaces; the zero value is the production proxy.
+type Options struct {
+	// Resolve resolves a host name; the system resolver (Go's) when nil.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// AddressAllowed judges a resolved address; nil applies the built-in rule (see Config.AllowPrivateAddresses).
+	AddressAllowed func(netip.Addr) bool
+	// Now is the clock of the log; time.Now when nil.
+	Now func() time.Time
+	// DialTimeout bounds one upstream connection; 10s when zero.
+	DialTimeout time.Duration
+}
+
+// Server is kewplan's egress proxy: an HTTP forward proxy that lets each authenticated node CONNECT only to the
+// hosts and ports of its own allowlist, resolves names itself, and logs every decision as one JSON line.
+type Server struct {
+	cfg   *Config
+	opts  Options
+	nodes map[string]*nodeAllow
+	proxy *goproxy.ProxyHttpServer
+
+	logMu sync.Mutex
+	log   io.Writer
+
+	srvMu sync.Mutex
+	srv   *http.Server
+}
+
+type nodeAllow struct {
+	secret   []byte
+	patterns []config.HostPattern
+}
+
+type ctxKey struct{}
+
+// NewServer builds a proxy from a checked configuration (ParseConfig); decisions go to decisions, one JSON line
+// each.
+func NewServer(cfg *Config, decisions io.Writer, opts Options) (*Server, error) {
+	if cfg == nil {
+		return nil, errors.New("egress proxy: no configuration")
+	}
+	if decisions == nil {
+		decisions = io.Discard
+	}
+	s := &Server{cfg: cfg, opts: opts, nodes: map[string]*nodeAllow{}, log: decisions}
+	if s.opts.Now == nil {
+		s.opts.Now = time.Now
+	}
+	if s.opts.DialTimeout == 0 {
+		s.opts.DialTimeout = 10 * time.Second
+	}
+	if s.opts.Resolve == nil {
+		r := &net.Resolver{PreferGo: true}
+		s.opts.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return r.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	if s.opts.AddressAllowed == nil {
+		private := cfg.AllowPrivateAddresses
+		s.opts.AddressAllowed = func(a netip.Addr) bool { return addressAllowed(a, private) }
+	}
+	for _, n := range cfg.Nodes {
+		na := &nodeAllow{secret: []byte(n.Secret)}
+		for _, e := range n.Allow {
+			p, why := config.ParseHostPattern(e)
+			if why != "" {
+				return nil, fmt.Errorf("egress proxy: node %q: entry %q: %s", n.Name, e, why)
+			}
+			na.patterns = append(na.patterns, p)
+		}
+		s.nodes[n.Name] = na
+	}
+
+	p := goproxy.NewProxyHttpServer()
+	p.Verbose = false
+	p.Logger = log.New(io.Discard, "", 0)
+	// Never another proxy from the environment, never TLS interception: a tunnel or a plain HTTP forward to the
+	// address this server resolved and judged.
+	p.Tr = &http.Transport{Proxy: nil, DialContext: s.dialContext, ForceAttemptHTTP2: false,
+		TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 60 * time.Second, MaxIdleConns: 16}
+	p.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
+		return s.dialContext(req.Context(), network, addr)
+	}
+	p.ConnectDial = nil
+	s.proxy = p
+	return s, nil
+}
+
+// ServeHTTP judges a request and hands an allowed one to goproxy.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodConnect && !r.URL.IsAbs() {
+		if r.Method == http.MethodGet && r.URL.Path == HealthPath {
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = io.WriteString(w, "ok\n")
+			return
+		}
+		http.Error(w, "kewplan egress proxy: not a proxy request", http.StatusNotFound)
+		return
+	}
+	d := Decision{Method: r.Method}
+	host, port, err := s.target(r)
+	d.Host, d.Port = host, port
+	node, ok, reason := s.authenticate(r)
+	d.Node = node
+	if !ok {
+		d.Reason = reason
+		s.record(d)
+		w.Header().Set("Proxy-Authenticate", `Basic realm="kewplan egress"`)
+		http.Error(w, "kewplan egress proxy: "+reason, http.StatusProxyAuthRequired)
+		return
+	}
+	if err != nil {
+		d.Reason = err.Error()
+		s.record(d)
+		http.Error(w, "kewplan egress proxy: "+d.Reason, http.StatusForbidden)
+		return
+	}
+	if reason := s.judge(node, host, port, r.Method == http.MethodConnect); reason != ReasonAllowed {
+		d.Reason = reason
+		s.record(d)
+		http.Error(w, fmt.Sprintf("kewplan egress proxy: %s: %s:%d", reason, host, port), http.StatusForbidden)
+		return
+	}
+	d.Allowed, d.Reason = true, ReasonAllowed
+	s.record(d)
+	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, node))
+	if r.Method != http.MethodConnect {
+		r.Header.Del("Proxy-Authorization") // the node's secret never travels upstream
+	}
+	s.proxy.ServeHTTP(w, r)
+}
+
+// target reads the host and port a request wants. A refused target still reports what it can, for the log.
+func (s *Server) target(r *http.Request) (string, int, error) {
+	var hostport string
+	if r.Method == http.MethodConnect {
+		hostport = r.Host
+	} else {
+		if r.URL.Scheme != "http" {
+			return r.URL.Host, 0, errors.New(ReasonScheme)
+		}
+		hostport = r.URL.Host
+		if _, _, err := net.SplitHostPort(hostport); err != nil {
+			hostport = net.JoinHostPort(strings.Trim(hostport, "[]"), "80")
+		}
+	}
+	h, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return clip(hostport), 0, errors.New(ReasonMalformedRequest)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 1 || port > 65535 {
+		return clip(h), 0, errors.New(ReasonMalformedRequest)
+	}
+	if _, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil || strings.Contains(h, ":") {
+		return clip(h), port, errors.New(ReasonIPLiteral)
+	}
+	if _, why := config.ParseHostPattern(h); why != "" {
+		if strings.Contains(why, "IP address") {
+			return clip(h), port, errors.New(ReasonIPLiteral)
+		}
+		return clip(h), port, errors.New(ReasonInvalidHost)
+	}
+	name, ok := config.NormaliseHost(h)
+	if !ok {
+		return clip(h), port, errors.New(ReasonInvalidHost)
+	}
+	return name, port, nil
+}
+
+// clip keeps a refused target readable in the log.
+func clip(s string) string {
+	if len(s) > 260 {
+		return s[:257] + "..."
+	}
+	return s
+}
+
+// authenticate reads Proxy-Authorization: Basic node:secret.
+func (s *Server) authenticate(r *http.Request) (node string, ok bool, reason string) {
+	h := r.Header.Get("Proxy-Authorization")
+	if h == "" {
+		return "", false, ReasonNoCredentials
+	}
+	scheme, b64, found := strings.Cut(h, " ")
+	if !found || !strings.EqualFold(scheme, "Basic") {
+		return "", false, ReasonBadCredentials
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
+	if err != nil {
+		return "", false, ReasonBadCredentials
+	}
+	name, secret, found := strings.Cut(string(raw), ":")
+	n, known := s.nodes[name]
+	if !found || !known {
+		return "", false, ReasonBadCredentials
+	}
+	if subtle.ConstantTimeCompare(n.secret, []byte(secret)) != 1 {
+		return "", false, ReasonBadCredentials
+	}
+	return name, true, ""
+}
+
+// judge applies the node's allowlist to a normalised host and port.
+func (s *Server) judge(node, host string, port int, connect bool) string {
+	hostMatched := false
+	for _, p := range s.nodes[node].patterns {
+		if !p.MatchHost(host) {
+			continue
+		}
+		hostMatched = true
+		if p.Port != port {
+			continue
+		}
+		if !connect && p.Port == config.DefaultEgressPort {
+			continue // a name allowed for HTTPS is not open to plain HTTP
+		}
+		return ReasonAllowed
+	}
+	switch {
+	case hostMatched && !connect:
+		return ReasonPlainHTTP
+	case hostMatched:
+		return ReasonPortNotAllowed
+	}
+	for other, n := range s.nodes {
+		if other == node {
+			continue
+		}
+		for _, p := range n.patterns {
+			if p.MatchHost(host) {
+				return ReasonOtherNodesHost
+			}
+		}
+	}
+	return ReasonHostNotAllowed
+}
+
+// dialContext resolves the host itself and connects to the first address the address rule allows. It is the
+// only way out of the proxy: goproxy's CONNECT tunnels and HTTP forwards both dial through it.
+func (s *Server) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	node, _ := ctx.Value(ctxKey{}).(string)
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	port, _ := strconv.Atoi(p)
+	deny := func(reason string, cause error) (net.Conn, error) {
+		s.record(Decision{Node: node, Method: "DIAL", Host: host, Port: port, Reason: reason})
+		if cause != nil {
+			return nil, fmt.Errorf("%s: %s: %w", addr, reason, cause)
+		}
+		return nil, fmt.Errorf("%s: %s", addr, reason)
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return deny(ReasonIPLiteral, nil) // never reached through ServeHTTP; a guard for any other caller
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.DialTimeout)
+	defer cancel()
+	addrs, err := s.opts.Resolve(ctx, host)
+	if err != nil || len(addrs) == 0 {
+		return deny(ReasonResolveFailed, err)
+	}
+	var lastErr error
+	dialer := &net.Dialer{}
+	for _, a := range addrs {
+		a = a.Unmap()
+		if !s.opts.AddressAllowed(a) {
+			continue
+		}
+		c, err := dialer.DialContext(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
+		if err == nil {
+			return c, nil
+		}
+		lastErr = err
+	}
+	if lastErr == nil {
+		return deny(ReasonRefusedAddress, nil)
+	}
+	return deny(ReasonUpstreamRefused, lastErr)
+}
+
+// addressAllowed is the resolved-address rule: a permitted name whose DNS an attacker controls must not lead to
+// the host, its neighbours or the cloud's metadata service (DNS rebinding; sandbox-runtime's resolved-address check).
+func addressAllowed(a netip.Addr, private bool) bool {
+	switch {
+	case !a.IsValid(), a.IsUnspecified(), a.IsLoopback(), a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast(),
+		a.IsInterfaceLocalMulticast(), a.IsMulticast():
+		return false
+	case a.Is4() && a.As4()[0] == 0: // 0.0.0.0/8 reaches the host on Linux
+		return false
+	case a.Is4() && a.As4() == [4]byte{255, 255, 255, 255}:
+		return false
+	}
+	cgnat := netip.MustParsePrefix("100.64.0.0/10")
+	if (a.IsPrivate() || cgnat.Contains(a)) && !private {
+		return false
+	}
+	return true
+}
+
+// record writes one decision as a JSON line.
+func (s *Server) record(d Decision) {
+	d.Time = s.opts.Now().UTC()
+	b, err := json.Marshal(d)
+	if err != nil {
+		return
+	}
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	_, _ = s.log.Write(append(b, '\n'))
+}
+
+// Serve accepts proxy connections on l until Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second}
+	s.srvMu.Lock()
+	s.srv = srv
+	s.srvMu.Unlock()
+	err := srv.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// ListenAndServe listens on the configuration's address and serves until ctx ends.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	l, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("egress proxy: listen %s: %w", s.cfg.Listen, err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = s.Shutdown(sctx)
+		case <-done:
+		}
+	}()
+	return s.Serve(l)
+}
+
+// Shutdown stops accepting and waits for open requests (hijacked tunnels are not waited for).
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.srvMu.Lock()
+	srv := s.srv
+	s.srvMu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	return srv.Shutdown(ctx)
+}
+
+// Probe asks a running proxy at addr ("host:port") whether it is up: GET /healthz, directly, expecting 200 "ok".
+// Apply calls it before any agent starts, for kewplan's own proxy; an existing proxy (sandbox egress proxy =
+// "http://...") is probed with ProbeConnect instead, since its health endpoint is its own.
+func Probe(ctx context.Context, addr string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+HealthPath, nil)
+	if err != nil {
+		return fmt.Errorf("probe egress proxy %s: %w", addr, err)
+	}
+	c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	res, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("probe egress proxy %s: %w", addr, err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 64))
+	if res.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "ok" {
+		return fmt.Errorf("probe egress proxy %s: answered %s, not kewplan's health reply", addr, res.Status)
+	}
+	return nil
+}
+
+// ProbeConnect checks that a forward proxy at addr answers an HTTP request at all (any status: an existing proxy
+// may well refuse kewplan's probe target with 403 or 407). It proves the address is a live HTTP proxy, not that
+// it allows a host.
+func ProbeConnect(ctx context.Context, addr string) error {
+	d := &net.Dialer{}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("probe proxy %s: %w", addr, err)
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	if _, err := io.WriteString(c, "CONNECT kewplan-probe.invalid:443 HTTP/1.1\r\nHost: kewplan-probe.invalid:443\r\n\r\n"); err != nil {
+		return fmt.Errorf("probe proxy %s: %w", addr, err)
+	}
+	buf := make([]byte, 12)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return fmt.Errorf("probe proxy %s: no HTTP answer: %w", addr, err)
+	}
+	if !strings.HasPrefix(string(buf), "HTTP/1.") {
+		return fmt.Errorf("probe proxy %s: the answer is not HTTP", addr)
+	}
+	return nil
+}
