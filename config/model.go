@@ -75,7 +75,9 @@ type Sandbox struct {
 	ImageRange       hcl.Range
 	Images           map[string]string // runner name -> image reference
 	ImageRanges      map[string]hcl.Range
-	DeclRange        hcl.Range
+	// Retry is the sandbox's retry block, the default of every node; nil when none was written.
+	Retry     *Retry
+	DeclRange hcl.Range
 }
 
 // Runner is a `runner "name"` block: a custom runner, or an override of a built-in's credentials or args.
@@ -116,7 +118,9 @@ type Node struct {
 	// deduplicated, in source order. Each keeps the range of its first mention.
 	DependsOn   []NodeRef
 	PullRequest *PullRequest // nil when no pull_request block was written
-	DeclRange   hcl.Range
+	// Retry is the node's retry block, replacing the sandbox's attribute by attribute; nil when none was written.
+	Retry     *Retry
+	DeclRange hcl.Range
 	// Attrs keeps every attribute's full range by name, for diagnostics that point at an attribute.
 	Attrs map[string]*hcl.Attribute
 }

@@ -27,6 +27,9 @@ var sandboxSchema = &hcl.BodySchema{
 		{Name: "image"},
 		{Name: "images"},
 	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "retry"},
+	},
 }
 
 // networkNamePattern is Docker's rule for network names.
@@ -130,6 +133,9 @@ func decodeSandboxBlock(block *hcl.Block) (*Sandbox, hcl.Diagnostics) {
 	if attr, ok := content.Attributes["images"]; ok {
 		diags = append(diags, decodeImages(attr, sb)...)
 	}
+	retry, d := decodeRetryBlocks(content.Blocks, where)
+	diags = append(diags, d...)
+	sb.Retry = retry
 	if sb.Image != "" {
 		if r, ok := sb.ImageRanges["claude-code"]; ok {
 			diags = append(diags, errorDiag("Conflicting images for claude-code",

@@ -44,6 +44,11 @@ sandbox {
     opencode = "ghcr.io/acme/kew-opencode@sha256:bb"
     acme     = "ghcr.io/acme/agent@sha256:cc"
   }
+  retry {
+    attempts = 3
+    backoff  = "10s"
+    on       = ["api_error", "engine_error", "timeout"]
+  }
 }
 
 runner "acme" {
@@ -72,6 +77,9 @@ node "fix" {
   pull_request {
     base  = "main"
     title = "Fix the flaky test"
+  }
+  retry {
+    attempts = 2
   }
 }
 
