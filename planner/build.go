@@ -289,7 +289,7 @@ func (b *builder) planNode(g *graph, i int) (*NodePlan, hcl.Diagnostics) {
 	n := g.nodes[i]
 	sb := b.cfg.Sandbox
 	np := &NodePlan{Name: n.Name, DeclRange: n.DeclRange, Network: sb.Network, PidsLimit: sb.PidsLimit,
-		Memory: sb.Memory, CPUs: sb.CPUs}
+		Memory: sb.Memory, CPUs: sb.CPUs, Retry: effectiveRetry(sb.Retry, n.Retry)}
 	for _, j := range g.deps[i] {
 		np.DependsOn = append(np.DependsOn, g.names[j])
 	}

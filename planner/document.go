@@ -46,6 +46,29 @@ type NodeDocument struct {
 	Range             *RangeDocument  `json:"range"`
 	Errors            bool            `json:"errors,omitempty"`
 	PullRequest       *PullRequestDoc `json:"pull_request,omitempty"`
+	// Retry is present when a retry block applies to the node; absent means one attempt, no retry.
+	Retry *RetryDocument `json:"retry,omitempty"`
+}
+
+// RetryDocument is a node's effective retry policy under the configuration's attribute names, with where each
+// attribute came from ("default", "sandbox file:line" or "node file:line").
+type RetryDocument struct {
+	Attempts int               `json:"attempts"`
+	Backoff  string            `json:"backoff"`
+	On       []string          `json:"on"`
+	Origin   map[string]string `json:"origin"`
+}
+
+// NewRetryDocument converts a policy; nil when no retry block applies.
+func NewRetryDocument(r RetryPolicy) *RetryDocument {
+	if !r.Configured() {
+		return nil
+	}
+	origin := make(map[string]string, len(r.Origins))
+	for k, v := range r.Origins {
+		origin[k] = v
+	}
+	return &RetryDocument{Attempts: r.Attempts, Backoff: FormatDuration(r.Backoff), On: nonNil(r.On), Origin: origin}
 }
 
 // PromptDocument describes the prompt by digest; an unknown prompt has sha256 "" and bytes 0.
@@ -120,6 +143,7 @@ func NewDocument(p *Plan, kewplanVersion string) *Document {
 			CPUs:              np.CPUs,
 			Range:             NewRangeDocument(np.DeclRange),
 			Errors:            np.Errors,
+			Retry:             NewRetryDocument(np.Retry),
 		}
 		if np.PullRequest != nil {
 			nd.PullRequest = &PullRequestDoc{Base: np.PullRequest.Base, Title: np.PullRequest.Title}
