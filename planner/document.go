@@ -23,6 +23,41 @@ type Document struct {
 	// planner keeps them raw so that shape has a single owner.
 	Diagnostics []json.RawMessage `json:"diagnostics"`
 	Saved       *SavedState       `json:"saved,omitempty"`
+	// Resume is present when the plan is applied with --resume: which nodes reuse a previous run's outputs.
+	Resume *ResumeDocument `json:"resume,omitempty"`
+}
+
+// ResumeDocument is a ResumePlan: for every node, reuse or run, and why.
+type ResumeDocument struct {
+	FromRun string               `json:"from_run"`
+	Reused  int                  `json:"reused"`
+	Run     int                  `json:"run"`
+	Nodes   []ResumeNodeDocument `json:"nodes"`
+}
+
+// ResumeNodeDocument is one node's resume decision.
+type ResumeNodeDocument struct {
+	Node    string `json:"node"`
+	Action  string `json:"action"` // "reuse" or "run"
+	Reason  string `json:"reason"`
+	FromRun string `json:"from_run,omitempty"` // the run whose outputs are reused
+}
+
+// NewResumeDocument converts a resume plan; nil for nil.
+func NewResumeDocument(rp *ResumePlan) *ResumeDocument {
+	if rp == nil {
+		return nil
+	}
+	d := &ResumeDocument{FromRun: rp.FromRun, Nodes: make([]ResumeNodeDocument, 0, len(rp.Decisions))}
+	for _, dec := range rp.Decisions {
+		d.Nodes = append(d.Nodes, ResumeNodeDocument{Node: dec.Node, Action: dec.Action, Reason: dec.Reason, FromRun: dec.FromRun})
+		if dec.Action == ResumeReuse {
+			d.Reused++
+		} else {
+			d.Run++
+		}
+	}
+	return d
 }
 
 // NodeDocument is one node of a Document.

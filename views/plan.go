@@ -322,6 +322,7 @@ func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
 			ew.printf("%s%s\n", indent, l)
 		}
 	}
+	writePlanResumeHuman(ew, doc.Resume)
 	if len(doc.Exposure) > 0 {
 		ew.printf("\nCredential exposure\n")
 		names := make([]string, 0, len(doc.Exposure))
@@ -371,6 +372,7 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 		}
 	}
 	writePlanRetryMarkdown(ew, doc)
+	writePlanResumeMarkdown(ew, doc.Resume)
 	if len(doc.Exposure) > 0 {
 		ew.printf("\n### Credential exposure\n\n| Credential | Nodes |\n|---|---|\n")
 		names := make([]string, 0, len(doc.Exposure))
@@ -453,5 +455,32 @@ func writePlanRetryMarkdown(ew *planWriter, doc *PlanJSON) {
 			header = true
 		}
 		ew.printf("| %s | %s |\n", mdCode(n.Name), mdText(planRetryText(n.Retry)))
+	}
+}
+
+// writePlanResumeHuman says which nodes a resume reuses and why the others run; nothing without a resume.
+func writePlanResumeHuman(ew *planWriter, r *planner.ResumeDocument) {
+	if r == nil {
+		return
+	}
+	ew.printf("\nResume from run %s: %s reused, %s to run\n", Sanitize(r.FromRun), count(r.Reused, "node", "nodes"), count(r.Run, "node", "nodes"))
+	width := 0
+	for _, n := range r.Nodes {
+		width = max(width, len(n.Node))
+	}
+	for _, n := range r.Nodes {
+		ew.printf("  %-5s  %-*s  %s\n", n.Action, width, n.Node, Sanitize(n.Reason))
+	}
+}
+
+// writePlanResumeMarkdown is writePlanResumeHuman's table.
+func writePlanResumeMarkdown(ew *planWriter, r *planner.ResumeDocument) {
+	if r == nil {
+		return
+	}
+	ew.printf("\n### Resume from %s\n\n%s reused, %s to run.\n\n| Node | Action | Why |\n|---|---|---|\n", mdCode(r.FromRun),
+		count(r.Reused, "node", "nodes"), count(r.Run, "node", "nodes"))
+	for _, n := range r.Nodes {
+		ew.printf("| %s | %s | %s |\n", mdCode(n.Node), n.Action, mdText(n.Reason))
 	}
 }
