@@ -84,7 +84,9 @@ type Sandbox struct {
 	TmpfsSize      string
 	TmpfsSizeRange hcl.Range
 	// Egress is the sandbox's egress block; defaults applied when none was written.
-	Egress    SandboxEgress
+	Egress SandboxEgress
+	// Retry is the sandbox's retry block, the default of every node; nil when none was written.
+	Retry     *Retry
 	DeclRange hcl.Range
 }
 
@@ -157,7 +159,9 @@ type Node struct {
 	DependsOn   []NodeRef
 	PullRequest *PullRequest // nil when no pull_request block was written
 	Egress      *NodeEgress  // nil when no egress block was written
-	DeclRange   hcl.Range
+	// Retry is the node's retry block, replacing the sandbox's attribute by attribute; nil when none was written.
+	Retry     *Retry
+	DeclRange hcl.Range
 	// Attrs keeps every attribute's full range by name, for diagnostics that point at an attribute.
 	Attrs map[string]*hcl.Attribute
 }

@@ -34,6 +34,7 @@ var nodeSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "pull_request"},
 		{Type: "egress"},
+		{Type: "retry"},
 	},
 }
 
@@ -92,6 +93,9 @@ func decodeNodeBlock(block *hcl.Block) (*Node, hcl.Diagnostics) {
 		diags = append(diags, d...)
 		n.DependsOn = refs
 	}
+	retry, d := decodeRetryBlocks(content.Blocks, where)
+	diags = append(diags, d...)
+	n.Retry = retry
 	for _, b := range content.Blocks {
 		if b.Type == "egress" {
 			if n.Egress != nil {
@@ -103,6 +107,9 @@ func decodeNodeBlock(block *hcl.Block) (*Node, hcl.Diagnostics) {
 			ne, d := decodeNodeEgress(b, name)
 			diags = append(diags, d...)
 			n.Egress = ne
+			continue
+		}
+		if b.Type != "pull_request" {
 			continue
 		}
 		if n.PullRequest != nil {

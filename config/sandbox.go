@@ -31,7 +31,7 @@ var sandboxSchema = &hcl.BodySchema{
 		{Name: "runtime"},
 		{Name: "tmpfs_size"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "egress"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "egress"}, {Type: "retry"}},
 }
 
 // tmpfsSizePattern is what kewplan accepts for a tmpfs size= option: a whole number with a k, m or g unit.
@@ -176,6 +176,9 @@ func decodeSandboxBlock(block *hcl.Block) (*Sandbox, hcl.Diagnostics) {
 		}
 		diags = append(diags, decodeSandboxEgress(b, &sb.Egress)...)
 	}
+	retry, d := decodeRetryBlocks(content.Blocks, where)
+	diags = append(diags, d...)
+	sb.Retry = retry
 	if sb.Image != "" {
 		if r, ok := sb.ImageRanges["claude-code"]; ok {
 			diags = append(diags, errorDiag("Conflicting images for claude-code",

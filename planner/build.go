@@ -313,7 +313,8 @@ func (b *builder) planNode(g *graph, x *expansion, in *instance) (*NodePlan, hcl
 	n := g.nodes[in.block]
 	sb := b.cfg.Sandbox
 	np := &NodePlan{Name: in.inst.Address, Block: n.Name, Key: in.inst.Key, Slug: in.inst.Slug, DeclRange: n.DeclRange,
-		Network: sb.Network, PidsLimit: sb.PidsLimit, Memory: sb.Memory, CPUs: sb.CPUs, TmpfsSize: sb.TmpfsSize}
+		Network: sb.Network, PidsLimit: sb.PidsLimit, Memory: sb.Memory, CPUs: sb.CPUs, TmpfsSize: sb.TmpfsSize,
+		Retry: effectiveRetry(sb.Retry, n.Retry)}
 	for _, d := range in.deps {
 		np.DependsOn = append(np.DependsOn, x.insts[d].inst.Address)
 	}

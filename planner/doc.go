@@ -8,4 +8,9 @@
 // The plan's JSON document (Document) is written by views for `plan --json`; a saved plan is the same document
 // with a `saved` object (SavedState); package planfile writes, reads, checks and reloads plan files. The planner
 // touches no file itself and does not print; views render a Plan.
+//
+// Each node also carries its effective retry policy (RetryPolicy; RetryWait is the backoff schedule the
+// executor sleeps on). Fingerprint digests what a node's run depends on, and Resume decides, against what a
+// previous run recorded (PreviousRun, filled from the ledger by the caller), which nodes reuse their recorded
+// outputs and why the others run.
 package planner

@@ -24,6 +24,41 @@ type Document struct {
 	// planner keeps them raw so that shape has a single owner.
 	Diagnostics []json.RawMessage `json:"diagnostics"`
 	Saved       *SavedState       `json:"saved,omitempty"`
+	// Resume is present when the plan is applied with --resume: which nodes reuse a previous run's outputs.
+	Resume *ResumeDocument `json:"resume,omitempty"`
+}
+
+// ResumeDocument is a ResumePlan: for every node, reuse or run, and why.
+type ResumeDocument struct {
+	FromRun string               `json:"from_run"`
+	Reused  int                  `json:"reused"`
+	Run     int                  `json:"run"`
+	Nodes   []ResumeNodeDocument `json:"nodes"`
+}
+
+// ResumeNodeDocument is one node's resume decision.
+type ResumeNodeDocument struct {
+	Node    string `json:"node"`
+	Action  string `json:"action"` // "reuse" or "run"
+	Reason  string `json:"reason"`
+	FromRun string `json:"from_run,omitempty"` // the run whose outputs are reused
+}
+
+// NewResumeDocument converts a resume plan; nil for nil.
+func NewResumeDocument(rp *ResumePlan) *ResumeDocument {
+	if rp == nil {
+		return nil
+	}
+	d := &ResumeDocument{FromRun: rp.FromRun, Nodes: make([]ResumeNodeDocument, 0, len(rp.Decisions))}
+	for _, dec := range rp.Decisions {
+		d.Nodes = append(d.Nodes, ResumeNodeDocument{Node: dec.Node, Action: dec.Action, Reason: dec.Reason, FromRun: dec.FromRun})
+		if dec.Action == ResumeReuse {
+			d.Reused++
+		} else {
+			d.Run++
+		}
+	}
+	return d
 }
 
 // NodeDocument is one node of a Document.
@@ -53,6 +88,8 @@ type NodeDocument struct {
 	Range       *RangeDocument       `json:"range"`
 	Errors      bool                 `json:"errors,omitempty"`
 	PullRequest *PullRequestDoc      `json:"pull_request,omitempty"`
+	// Retry is present when a retry block applies to the node; absent means one attempt, no retry.
+	Retry *RetryDocument `json:"retry,omitempty"`
 	// Instance is set for an instance of a node with for_each or count; Name is then its address.
 	Instance *InstanceDoc `json:"instance,omitempty"`
 }
@@ -81,6 +118,27 @@ func (n *NodeDocument) EgressHosts() []EgressHost {
 		out = append(out, EgressHost{Host: e.Host, Port: e.Port, Origins: nonNil(e.Origins)})
 	}
 	return out
+}
+
+// RetryDocument is a node's effective retry policy under the configuration's attribute names, with where each
+// attribute came from ("default", "sandbox file:line" or "node file:line").
+type RetryDocument struct {
+	Attempts int               `json:"attempts"`
+	Backoff  string            `json:"backoff"`
+	On       []string          `json:"on"`
+	Origin   map[string]string `json:"origin"`
+}
+
+// NewRetryDocument converts a policy; nil when no retry block applies.
+func NewRetryDocument(r RetryPolicy) *RetryDocument {
+	if !r.Configured() {
+		return nil
+	}
+	origin := make(map[string]string, len(r.Origins))
+	for k, v := range r.Origins {
+		origin[k] = v
+	}
+	return &RetryDocument{Attempts: r.Attempts, Backoff: FormatDuration(r.Backoff), On: nonNil(r.On), Origin: origin}
 }
 
 // PromptDocument describes the prompt by digest; an unknown prompt has sha256 "" and bytes 0.
@@ -159,6 +217,7 @@ func NewDocument(p *Plan, kewplanVersion string) *Document {
 			Egress:            egressDocuments(np.Egress),
 			Range:             NewRangeDocument(np.DeclRange),
 			Errors:            np.Errors,
+			Retry:             NewRetryDocument(np.Retry),
 		}
 		if contains(np.Unknown, "runtime") {
 			nd.Isolation = UnknownValue

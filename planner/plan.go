@@ -86,7 +86,9 @@ type NodePlan struct {
 	// PullRequest is the evaluated pull_request block; nil when none was written.
 	PullRequest *PullRequestPlan
 	// Errors is true when a diagnostic of severity error concerns this node.
-	Errors    bool
+	Errors bool
+	// Retry is the node's effective retry policy (see RetryPolicy); attempts 1 when no retry block applies.
+	Retry     RetryPolicy
 	DeclRange hcl.Range
 }
 

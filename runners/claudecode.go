@@ -63,6 +63,8 @@ type claudeMeter struct {
 	resTurns int64
 	hasTurns bool
 	resErr   bool
+	liveAPI  string // the transient API error of the last synthetic error line
+	resAPI   string // the result's transient API error
 }
 
 func newClaudeMeter(routed string) *claudeMeter { return &claudeMeter{tally: tally{routed: routed}} }
@@ -72,6 +74,7 @@ func newClaudeMeter(routed string) *claudeMeter { return &claudeMeter{tally: tal
 type claudeLine struct {
 	typ, subtype, session, model, message, parent, errField, apiErr []byte
 	isError, cost, legacyCost, usage, turns, modelUsage             []byte
+	apiStatus, apiType, terminal, resultText, errorsList            []byte
 }
 
 func (m *claudeMeter) Line(line []byte) {
@@ -106,6 +109,16 @@ func (m *claudeMeter) Line(line []byte) {
 			f.turns = val
 		case "modelUsage":
 			f.modelUsage = val
+		case "api_error_status":
+			f.apiStatus = val
+		case "api_error_type":
+			f.apiType = val
+		case "terminal_reason":
+			f.terminal = val
+		case "result":
+			f.resultText = val
+		case "errors":
+			f.errorsList = val
 		}
 	})
 	if !ok {
@@ -127,10 +140,7 @@ func (m *claudeMeter) Line(line []byte) {
 }
 
 func (m *claudeMeter) assistant(f *claudeLine) {
-	if isTrue(f.apiErr) || (!isNull(f.errField) && !strIs(f.errField, "")) {
-		m.liveErr = true
-	}
-	var id, model, use []byte
+	var id, model, use, content []byte
 	members(f.message, func(key, val []byte) {
 		switch string(key) {
 		case "id":
@@ -139,8 +149,18 @@ func (m *claudeMeter) assistant(f *claudeLine) {
 			model = val
 		case "usage":
 			use = val
+		case "content":
+			content = val
 		}
 	})
+	if isTrue(f.apiErr) || (!isNull(f.errField) && !strIs(f.errField, "")) {
+		m.liveErr = true
+		// The synthetic line's error ("rate_limit", "server_error", …) and text ("API Error: 529 …") are written
+		// by the CLI, not the model.
+		m.liveAPI = ClassifyAPIError(0, jsonText(f.errField), firstText(content))
+	} else if isNull(f.parent) && !strIs(model, "<synthetic>") {
+		m.liveAPI = "" // the main thread went on after the error
+	}
 	if isNull(f.parent) && !strIs(model, "<synthetic>") {
 		setStr(&m.model, model)
 	}
@@ -208,6 +228,55 @@ func (m *claudeMeter) resultEvent(f *claudeLine) {
 	if m.model == "" {
 		m.model = topModel(f.modelUsage)
 	}
+	m.resAPI = ""
+	if m.resErr {
+		m.resAPI = claudeResultAPIError(f, m.liveAPI)
+	}
+}
+
+// claudeResultAPIError classifies a failed result. Since 2.1 the CLI says an API error ended the run with
+// terminal_reason "api_error" and gives the HTTP status in api_error_status; any other terminal reason (max turns,
+// budget, abort) is not an API error whatever the text says. Older releases only wrote "API Error: 529 …" into
+// the result text.
+func claudeResultAPIError(f *claudeLine, live string) string {
+	if isString(f.terminal) && !strIs(f.terminal, "api_error") {
+		return ""
+	}
+	if status := jsonStatus(f.apiStatus); status != 0 {
+		return ClassifyAPIError(status)
+	}
+	var texts []string
+	if t := jsonText(f.apiType); t != "" {
+		texts = append(texts, t)
+	}
+	if t := jsonText(f.resultText); t != "" {
+		texts = append(texts, t)
+	}
+	elements(f.errorsList, func(e []byte) {
+		if t := jsonText(e); t != "" {
+			texts = append(texts, t)
+		}
+	})
+	if r := ClassifyAPIError(0, texts...); r != "" {
+		return r
+	}
+	return live
+}
+
+// firstText is the text of the first text block of a message's content.
+func firstText(content []byte) string {
+	var text string
+	elements(content, func(e []byte) {
+		if text != "" {
+			return
+		}
+		members(e, func(key, val []byte) {
+			if string(key) == "text" {
+				text = jsonText(val)
+			}
+		})
+	})
+	return text
 }
 
 // topModel picks the model with the largest cost from result.modelUsage, ties by name, for a stream that
@@ -238,6 +307,9 @@ func (m *claudeMeter) Totals() RunTotals {
 	if !m.result {
 		m.live.into(&rt)
 		rt.IsError = m.liveErr
+		if m.liveErr {
+			rt.APIError = m.liveAPI
+		}
 		return rt
 	}
 	if m.resHas {
@@ -252,6 +324,7 @@ func (m *claudeMeter) Totals() RunTotals {
 		rt.Turns = int64Ptr(m.resTurns)
 	}
 	rt.IsError = m.resErr
+	rt.APIError = m.resAPI
 	rt.Finished = true
 	return rt
 }

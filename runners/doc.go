@@ -14,6 +14,7 @@
 // JSON objects, and read only the fields they need with a small validating scanner, without decoding whole lines.
 //
 // Runners are pure: no I/O, no Docker, no environment. The executor feeds them lines through Feed; the planner
-// asks them for credentials and args. They never decide anything from stdout beyond telemetry: the stream is
-// agent-controlled text and carries no authority (a reviewer's verdict comes from its sidecar file).
+// asks them for credentials and args. They never decide anything from stdout beyond telemetry and whether the
+// run ended on a transient model-API failure (RunTotals.APIError, which only earns a bounded retry): the stream
+// is agent-controlled text and carries no authority (a reviewer's verdict comes from its sidecar file).
 package runners

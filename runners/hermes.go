@@ -42,6 +42,7 @@ type hermesMeter struct {
 	model    string
 	sum      usage
 	failed   bool
+	apiErr   string // the failed result's transient API error
 	finished bool
 }
 
@@ -94,6 +95,11 @@ func (m *hermesMeter) Line(line []byte) {
 		})
 		m.sum = u // the result carries the run's totals
 		m.failed = !isNull(exit) && string(exit) != "0" || !isNull(errField) && !strIs(errField, "")
+		m.apiErr = ""
+		if m.failed && string(exit) != "130" {
+			// Hermes reports no status field; its error text carries the provider's failure. 130 is an interrupt.
+			m.apiErr = ClassifyAPIError(0, jsonText(errField))
+		}
 	}
 }
 
@@ -102,6 +108,7 @@ func (m *hermesMeter) Totals() RunTotals {
 	rt.SessionID = m.session
 	m.sum.into(&rt)
 	rt.IsError = m.failed
+	rt.APIError = m.apiErr
 	rt.Finished = m.finished
 	return rt
 }

@@ -48,6 +48,7 @@ type opencodeMeter struct {
 	cost    float64
 	hasCost bool
 	failed  bool
+	apiErr  string // the transient API error of the last error event
 	done    bool
 }
 
@@ -56,7 +57,7 @@ func newOpencodeMeter(routed string) *opencodeMeter {
 }
 
 func (m *opencodeMeter) Line(line []byte) {
-	var typ, session, part []byte
+	var typ, session, part, errField []byte
 	ok := m.object(line, func(key, val []byte) {
 		switch string(key) {
 		case "type":
@@ -65,6 +66,8 @@ func (m *opencodeMeter) Line(line []byte) {
 			session = val
 		case "part":
 			part = val
+		case "error":
+			errField = val
 		}
 	})
 	if !ok {
@@ -78,9 +81,44 @@ func (m *opencodeMeter) Line(line []byte) {
 		m.stepFinish(part)
 	case strIs(typ, "error"):
 		m.failed = true
+		m.apiErr = opencodeAPIError(errField)
 	case strIs(typ, "done"):
 		m.done = true
 	}
+}
+
+// opencodeAPIError classifies an error event: {"name": "APIError", "data": {"message", "statusCode",
+// "isRetryable", …}}. The status decides when there is one; without one (the provider could not be reached),
+// the AI SDK's isRetryable does, then the message's words.
+func opencodeAPIError(errField []byte) string {
+	var name, message, status, retryable []byte
+	members(errField, func(key, val []byte) {
+		switch string(key) {
+		case "name":
+			name = val
+		case "data":
+			members(val, func(key, val []byte) {
+				switch string(key) {
+				case "message":
+					message = val
+				case "statusCode":
+					status = val
+				case "isRetryable":
+					retryable = val
+				}
+			})
+		}
+	})
+	if code := jsonStatus(status); code != 0 {
+		return ClassifyAPIError(code)
+	}
+	if r := ClassifyAPIError(0, jsonText(message), jsonText(name)); r != "" {
+		return r
+	}
+	if isTrue(retryable) {
+		return APIUnreachable
+	}
+	return ""
 }
 
 func (m *opencodeMeter) stepFinish(part []byte) {
@@ -127,6 +165,7 @@ func (m *opencodeMeter) Totals() RunTotals {
 		rt.CostUSD = costOf(m.cost)
 	}
 	rt.IsError = m.failed
+	rt.APIError = m.apiErr
 	rt.Finished = m.done
 	return rt
 }

@@ -46,6 +46,7 @@ type piMeter struct {
 	failed  bool // the last assistant message_end stopped with error, aborted or length
 	aborted bool
 	settled bool
+	apiErr  string // the transient API error of the last assistant message, when it stopped with error
 }
 
 func newPiMeter(routed string) *piMeter { return &piMeter{tally: tally{routed: routed}} }
@@ -81,7 +82,7 @@ func (m *piMeter) Line(line []byte) {
 }
 
 func (m *piMeter) messageEnd(message []byte) {
-	var role, model, stop, use []byte
+	var role, model, stop, use, errMsg []byte
 	members(message, func(key, val []byte) {
 		switch string(key) {
 		case "role":
@@ -92,12 +93,20 @@ func (m *piMeter) messageEnd(message []byte) {
 			stop = val
 		case "usage":
 			use = val
+		case "errorMessage":
+			errMsg = val
 		}
 	})
 	switch {
 	case strIs(role, "assistant"):
 		setStr(&m.model, model)
 		m.failed = strIs(stop, "error") || strIs(stop, "aborted") || strIs(stop, "length")
+		m.apiErr = ""
+		if strIs(stop, "error") {
+			// pi writes the provider's failure as "<status>: <body>" or the SDK's own words
+			// ("Connection error.", "429 status code (no body)").
+			m.apiErr = ClassifyAPIError(0, jsonText(errMsg))
+		}
 	case strIs(role, "toolResult"):
 		// Nested model work done inside a tool is reported on its result message, and nowhere else.
 	default:
@@ -142,6 +151,9 @@ func (m *piMeter) Totals() RunTotals {
 		rt.Turns = int64Ptr(m.turns)
 	}
 	rt.IsError = m.failed || m.aborted
+	if m.failed && !m.aborted {
+		rt.APIError = m.apiErr
+	}
 	rt.Finished = m.settled
 	return rt
 }

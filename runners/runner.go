@@ -58,4 +58,9 @@ type RunTotals struct {
 	Events         int64 `json:"events"`
 	UnparsedLines  int64 `json:"unparsed_lines"`
 	OversizedLines int64 `json:"oversized_lines"`
+	// APIError is set when the run ended on a transient model-API failure the agent reported (overloaded, rate
+	// limited, a server error, the API unreachable): a short reason such as "HTTP 529 overloaded". It is "" for
+	// a success and for a permanent API error (a refused request, a bad key), which a retry would only repeat.
+	// See ClassifyAPIError.
+	APIError string `json:"api_error,omitempty"`
 }

@@ -38,6 +38,8 @@ func (v *runnersView) Runners(list []planner.RunnerInfo) error {
 type Runs interface {
 	List(runs []executor.RunRecord) error
 	Run(run *executor.RunRecord, nodes []executor.NodeRecord) error
+	// RunHistory is Run with each node's attempts and reuse (by node name).
+	RunHistory(run *executor.RunRecord, nodes []executor.NodeRecord, hist map[string]NodeHistory) error
 }
 
 // NewRuns returns the runs' view: tables, or JSON.
@@ -56,10 +58,14 @@ func (v *runsView) List(runs []executor.RunRecord) error {
 }
 
 func (v *runsView) Run(run *executor.RunRecord, nodes []executor.NodeRecord) error {
+	return v.RunHistory(run, nodes, nil)
+}
+
+func (v *runsView) RunHistory(run *executor.RunRecord, nodes []executor.NodeRecord, hist map[string]NodeHistory) error {
 	if v.vt == ViewJSON {
-		return WriteRunJSON(v.streams.Stdout, run, nodes)
+		return WriteRunHistoryJSON(v.streams.Stdout, run, nodes, hist)
 	}
-	return WriteRunHuman(v.streams.Stdout, run, nodes)
+	return WriteRunHistoryHuman(v.streams.Stdout, run, nodes, hist)
 }
 
 // Telemetry is the view of `kewplan telemetry`.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -233,6 +234,9 @@ func planNodeFacts(n *NodeJSON) [][2]string {
 	if len(rest) > 0 {
 		facts = append(facts, [2]string{"after apply", strings.Join(rest, ", ")})
 	}
+	if n.Retry != nil {
+		facts = append(facts, [2]string{"retry", planRetryText(n.Retry)})
+	}
 	return facts
 }
 
@@ -255,6 +259,44 @@ func ReachSentence(n *NodeJSON) string {
 		holds = "holds " + strings.Join(n.Credentials, ", ")
 	}
 	return fmt.Sprintf("%s %s and can reach %s", n.Name, holds, planEgress(n))
+}
+
+// planRetryText is a retry policy in one line, with where its attributes came from: "3 attempts on api_error,
+// timeout; backoff 10s doubling, capped 5m (attempts from node main.hcl:20; backoff, on from sandbox main.hcl:4)".
+func planRetryText(r *planner.RetryDocument) string {
+	var text string
+	if r.Attempts <= 1 {
+		text = "1 attempt (no retry)"
+	} else {
+		on := "nothing (no retry)"
+		if len(r.On) > 0 {
+			on = strings.Join(r.On, ", ")
+		}
+		text = fmt.Sprintf("%d attempts on %s; backoff %s doubling, capped %s", r.Attempts, on, r.Backoff,
+			planner.FormatDuration(config.MaxRetryBackoff))
+	}
+	// Group the attributes by origin, in the configuration's attribute order.
+	var origins []string
+	byOrigin := map[string][]string{}
+	for _, attr := range []string{"attempts", "backoff", "on"} {
+		o := r.Origin[attr]
+		if o == "" {
+			continue
+		}
+		if _, ok := byOrigin[o]; !ok {
+			origins = append(origins, o)
+		}
+		byOrigin[o] = append(byOrigin[o], attr)
+	}
+	parts := make([]string, len(origins))
+	for i, o := range origins {
+		if o == planner.RetryOriginDefault {
+			parts[i] = strings.Join(byOrigin[o], ", ") + " by default"
+			continue
+		}
+		parts[i] = strings.Join(byOrigin[o], ", ") + " from " + o
+	}
+	return text + " (" + strings.Join(parts, "; ") + ")"
 }
 
 // planArgvNote says why a node has no argv, or "" when it has one.
@@ -308,6 +350,7 @@ func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
 			ew.printf("%s%s\n", indent, l)
 		}
 	}
+	writePlanResumeHuman(ew, doc.Resume)
 	if len(doc.Exposure) > 0 {
 		ew.printf("\nCredential exposure\n")
 		names := make([]string, 0, len(doc.Exposure))
@@ -362,6 +405,8 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 				prompt, mdCodeList(n.Credentials), mdText(strings.Join(n.DependsOn, ", ")))
 		}
 	}
+	writePlanRetryMarkdown(ew, doc)
+	writePlanResumeMarkdown(ew, doc.Resume)
 	if len(doc.Exposure) > 0 {
 		ew.printf("\n### Credential exposure\n\n| Credential | Nodes |\n|---|---|\n")
 		names := make([]string, 0, len(doc.Exposure))
@@ -444,4 +489,47 @@ func NodeLabel(name string) string {
 		return name
 	}
 	return strconv.Quote(name)
+}
+
+// writePlanRetryMarkdown lists the nodes a retry block applies to; nothing when none does.
+func writePlanRetryMarkdown(ew *planWriter, doc *PlanJSON) {
+	header := false
+	for i := range doc.Nodes {
+		n := &doc.Nodes[i]
+		if n.Retry == nil {
+			continue
+		}
+		if !header {
+			ew.printf("\n### Retry\n\n| Node | Policy |\n|---|---|\n")
+			header = true
+		}
+		ew.printf("| %s | %s |\n", mdCode(n.Name), mdText(planRetryText(n.Retry)))
+	}
+}
+
+// writePlanResumeHuman says which nodes a resume reuses and why the others run; nothing without a resume.
+func writePlanResumeHuman(ew *planWriter, r *planner.ResumeDocument) {
+	if r == nil {
+		return
+	}
+	ew.printf("\nResume from run %s: %s reused, %s to run\n", Sanitize(r.FromRun), count(r.Reused, "node", "nodes"), count(r.Run, "node", "nodes"))
+	width := 0
+	for _, n := range r.Nodes {
+		width = max(width, len(n.Node))
+	}
+	for _, n := range r.Nodes {
+		ew.printf("  %-5s  %-*s  %s\n", n.Action, width, n.Node, Sanitize(n.Reason))
+	}
+}
+
+// writePlanResumeMarkdown is writePlanResumeHuman's table.
+func writePlanResumeMarkdown(ew *planWriter, r *planner.ResumeDocument) {
+	if r == nil {
+		return
+	}
+	ew.printf("\n### Resume from %s\n\n%s reused, %s to run.\n\n| Node | Action | Why |\n|---|---|---|\n", mdCode(r.FromRun),
+		count(r.Reused, "node", "nodes"), count(r.Run, "node", "nodes"))
+	for _, n := range r.Nodes {
+		ew.printf("| %s | %s | %s |\n", mdCode(n.Node), n.Action, mdText(n.Reason))
+	}
 }

@@ -16,8 +16,90 @@ type RunsJSON struct {
 
 // RunJSON is the document of `kewplan runs show RUN --json`.
 type RunJSON struct {
-	Run   executor.RunRecord    `json:"run"`
-	Nodes []executor.NodeRecord `json:"nodes"`
+	Run   executor.RunRecord `json:"run"`
+	Nodes []RunNodeJSON      `json:"nodes"`
+}
+
+// RunNodeJSON is one node of `runs show --json`: its final record, every attempt, and the run it was reused
+// from.
+type RunNodeJSON struct {
+	executor.NodeRecord
+	// Attempts has one entry per attempt, oldest first; empty for a node that never started or was reused.
+	Attempts []AttemptJSON `json:"attempts"`
+	// ReusedFrom is the run whose outputs a resumed run reused for this node; absent when the node ran.
+	ReusedFrom string `json:"reused_from,omitempty"`
+}
+
+// NodeHistory is what `runs show` tells about a node beyond its final record. It is a view model: the ledger's
+// attempt rows are mapped to it by the caller, so this package does not follow the ledger's schema.
+type NodeHistory struct {
+	Attempts   []AttemptJSON
+	ReusedFrom string
+}
+
+// AttemptJSON is one attempt of a node.
+type AttemptJSON struct {
+	Attempt  int    `json:"attempt"` // 1-based
+	Status   string `json:"status"`
+	ExitCode *int64 `json:"exit_code"`
+	// StopReason says why the attempt ended when it did not succeed, e.g. "api_error: HTTP 529 overloaded",
+	// "timeout", "engine_error: create container: …", or the agent's own failure.
+	StopReason string `json:"stop_reason"`
+	// RetryWait is the wait before the next attempt, in Go duration form ("10.4s"); "" when none followed.
+	RetryWait        string     `json:"retry_wait,omitempty"`
+	StartedAt        *time.Time `json:"started_at"`
+	EndedAt          *time.Time `json:"ended_at"`
+	InputTokens      int64      `json:"input_tokens"`
+	OutputTokens     int64      `json:"output_tokens"`
+	CacheReadTokens  int64      `json:"cache_read_tokens"`
+	CacheWriteTokens int64      `json:"cache_write_tokens"`
+	CostUSD          *float64   `json:"cost_usd"`
+	StdoutLog        string     `json:"stdout_log"`
+	StderrLog        string     `json:"stderr_log"`
+}
+
+// AttemptFromRecord is the single attempt of a node recorded before attempts were (or by a run that made one):
+// the node record itself. A node that never started has none.
+func AttemptFromRecord(n executor.NodeRecord) []AttemptJSON {
+	if n.StartedAt == nil {
+		return []AttemptJSON{}
+	}
+	a := AttemptJSON{Attempt: 1, Status: n.Status, ExitCode: n.ExitCode, StartedAt: n.StartedAt, EndedAt: n.EndedAt,
+		InputTokens: n.InputTokens, OutputTokens: n.OutputTokens, CacheReadTokens: n.CacheReadTokens,
+		CacheWriteTokens: n.CacheWriteTokens, CostUSD: n.CostUSD, StdoutLog: n.StdoutLog, StderrLog: n.StderrLog}
+	if !succeededStatus(n.Status) {
+		a.StopReason = n.Reason
+	}
+	return []AttemptJSON{a}
+}
+
+func succeededStatus(s string) bool {
+	return s == executor.StatusSucceeded || s == executor.StatusApproved
+}
+
+// runNodes joins the records with their history; a node without history gets AttemptFromRecord.
+func runNodes(nodes []executor.NodeRecord, hist map[string]NodeHistory) []RunNodeJSON {
+	out := make([]RunNodeJSON, len(nodes))
+	for i, n := range nodes {
+		h, ok := hist[n.Node]
+		out[i] = RunNodeJSON{NodeRecord: n, ReusedFrom: Sanitize(h.ReusedFrom)}
+		switch {
+		case ok && h.Attempts != nil:
+			out[i].Attempts = make([]AttemptJSON, len(h.Attempts))
+			for k, a := range h.Attempts {
+				a.StopReason = Sanitize(a.StopReason)
+				out[i].Attempts[k] = a
+			}
+		case h.ReusedFrom != "":
+			out[i].Attempts = []AttemptJSON{}
+		default:
+			out[i].Attempts = AttemptFromRecord(n)
+			for k := range out[i].Attempts {
+				out[i].Attempts[k].StopReason = Sanitize(out[i].Attempts[k].StopReason)
+			}
+		}
+	}
+	return out
 }
 
 // WriteRunsJSON writes the runs as one indented JSON document.
@@ -30,6 +112,12 @@ func WriteRunsJSON(w io.Writer, runs []executor.RunRecord) error {
 
 // WriteRunJSON writes one run and its nodes as one indented JSON document. Agent-derived strings are sanitised.
 func WriteRunJSON(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRecord) error {
+	return WriteRunHistoryJSON(w, run, nodes, nil)
+}
+
+// WriteRunHistoryJSON is WriteRunJSON with each node's attempts and reuse (hist by node name; a node without an
+// entry shows its record as its one attempt).
+func WriteRunHistoryJSON(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRecord, hist map[string]NodeHistory) error {
 	clean := make([]executor.NodeRecord, len(nodes))
 	for i, n := range nodes {
 		clean[i] = sanitizeNode(n)
@@ -40,7 +128,7 @@ func WriteRunJSON(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRec
 			clean[i].VerdictFindings = []executor.Finding{}
 		}
 	}
-	return writeIndentedJSON(w, RunJSON{Run: *run, Nodes: clean})
+	return writeIndentedJSON(w, RunJSON{Run: *run, Nodes: runNodes(clean, hist)})
 }
 
 // sanitizeNode cleans every field of a node row that an agent could have influenced.
@@ -84,6 +172,12 @@ func WriteRunsHuman(w io.Writer, runs []executor.RunRecord) error {
 
 // WriteRunHuman shows one run: a header, then each node with its telemetry, outcome, verdict and logs.
 func WriteRunHuman(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRecord) error {
+	return WriteRunHistoryHuman(w, run, nodes, nil)
+}
+
+// WriteRunHistoryHuman is WriteRunHuman with each node's reuse and, when it took more than one, its attempts.
+func WriteRunHistoryHuman(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRecord, hist map[string]NodeHistory) error {
+	joined := runNodes(nodes, hist)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Run %s: %s\n", run.ID, run.Status)
 	fmt.Fprintf(&b, "  started        %s\n", run.StartedAt.UTC().Format(time.RFC3339))
@@ -96,7 +190,7 @@ func WriteRunHuman(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRe
 	if run.KewplanVersion != "" {
 		fmt.Fprintf(&b, "  kewplan        %s\n", run.KewplanVersion)
 	}
-	for _, raw := range nodes {
+	for i, raw := range nodes {
 		n := sanitizeNode(raw)
 		fmt.Fprintf(&b, "\nnode %q: %s\n", n.Node, n.Status)
 		field := func(name, value string) {
@@ -104,7 +198,9 @@ func WriteRunHuman(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRe
 				fmt.Fprintf(&b, "  %-15s%s\n", name, value)
 			}
 		}
+		field("reused from", joined[i].ReusedFrom)
 		field("reason", n.Reason)
+		writeAttemptsHuman(&b, joined[i].Attempts)
 		runner := n.Runner
 		if n.Role != "" {
 			runner += " (" + n.Role + ")"
@@ -173,4 +269,37 @@ func WriteRunHuman(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRe
 		FormatCount(run.CacheWriteTokens), FormatCost(run.CostUSD))
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeAttemptsHuman lists a node's attempts when there was more than one (a single attempt is the node's own
+// record, shown around it).
+func writeAttemptsHuman(b *strings.Builder, attempts []AttemptJSON) {
+	if len(attempts) < 2 {
+		return
+	}
+	fmt.Fprintf(b, "  attempts\n")
+	rows := [][]string{{"#", "STATUS", "EXIT", "STARTED", "DURATION", "TOKENS IN", "TOKENS OUT", "COST", "WHY IT STOPPED"}}
+	for _, a := range attempts {
+		exit, started, dur := "-", "-", "-"
+		if a.ExitCode != nil {
+			exit = fmt.Sprint(*a.ExitCode)
+		}
+		if a.StartedAt != nil {
+			started = a.StartedAt.UTC().Format("15:04:05Z")
+			if a.EndedAt != nil {
+				dur = FormatDuration(a.EndedAt.Sub(*a.StartedAt))
+			}
+		}
+		why := a.StopReason
+		if a.RetryWait != "" {
+			why = strings.TrimPrefix(why+"; retried after "+a.RetryWait, "; ")
+		}
+		rows = append(rows, []string{fmt.Sprint(a.Attempt), a.Status, exit, started, dur, FormatCount(a.InputTokens),
+			FormatCount(a.OutputTokens), FormatCost(a.CostUSD), why})
+	}
+	var t strings.Builder
+	applyTable(&t, rows)
+	for _, line := range strings.Split(strings.TrimRight(t.String(), "\n"), "\n") {
+		fmt.Fprintf(b, "    %s\n", line)
+	}
 }

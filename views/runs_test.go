@@ -64,3 +64,41 @@ func TestRunsViewEmpty(t *testing.T) {
 		t.Errorf("empty: %q %q", human.String(), js.String())
 	}
 }
+
+// TestRunsShowHistory: a node retried on API errors lists its attempts, and a reused node names the run it came
+// from, in the human and JSON views.
+func TestRunsShowHistory(t *testing.T) {
+	run, _ := runsFixture()
+	start := run.StartedAt
+	at := func(s int) *time.Time { x := start.Add(time.Duration(s) * time.Second); return &x }
+	exit1, exit0 := int64(1), int64(0)
+	c1, c3 := 0.0, 0.0123
+	nodes := []executor.NodeRecord{
+		{RunID: run.ID, Node: "implement", Status: "reused", Commit: "c0ffee", Branch: "kew/implement"},
+		{RunID: run.ID, Node: "fix", Runner: "claude-code", Status: "failed", Reason: "api_error: HTTP 529 overloaded after 3 attempts",
+			ExitCode: &exit1, StartedAt: at(0), EndedAt: at(50), InputTokens: 300, CostUSD: &c3},
+		{RunID: run.ID, Node: "docs", Runner: "pi", Status: "succeeded", ExitCode: &exit0, StartedAt: at(1), EndedAt: at(9), InputTokens: 5},
+	}
+	hist := map[string]NodeHistory{
+		"implement": {ReusedFrom: "20261129T090000Z-0ld000"},
+		"fix": {Attempts: []AttemptJSON{
+			{Attempt: 1, Status: "failed", ExitCode: &exit1, StopReason: "api_error: HTTP 529 overloaded", RetryWait: "1.1s", StartedAt: at(0), EndedAt: at(2), CostUSD: &c1},
+			{Attempt: 2, Status: "failed", ExitCode: &exit1, StopReason: "api_error: HTTP 529 overloaded\x1b[2J", RetryWait: "1.9s", StartedAt: at(4), EndedAt: at(6), InputTokens: 100},
+			{Attempt: 3, Status: "failed", ExitCode: &exit1, StopReason: "api_error: HTTP 529 overloaded", StartedAt: at(10), EndedAt: at(50), InputTokens: 200, CostUSD: &c3},
+		}},
+	}
+	var human, js bytes.Buffer
+	if err := WriteRunHistoryHuman(&human, &run, nodes, hist); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteRunHistoryJSON(&js, &run, nodes, hist); err != nil {
+		t.Fatal(err)
+	}
+	applyGolden(t, "runs_show_history.golden", human.Bytes())
+	applyGolden(t, "runs_show_history_json.golden", js.Bytes())
+	for _, out := range []string{human.String(), js.String()} {
+		if strings.ContainsAny(out, "\x1b") {
+			t.Error("an agent's control character reached runs show")
+		}
+	}
+}

@@ -35,6 +35,7 @@ type ApplyCmd struct {
 	Targets     []string `name:"target" sep:"none" placeholder:"NODE" help:"Apply only NODE, or one instance such as 'fix[\"web\"]', and everything it depends on (repeatable)."`
 	MinFree     string   `name:"min-free" placeholder:"SIZE" help:"Free space to keep on the filesystem holding the checkouts (e.g. 10g); a node is killed when the agent's writes go below it. Default: the larger of 1 GiB and 5% of that filesystem."`
 	Policy      string   `name:"policy" placeholder:"FILE" help:"Also enforce the organisation policy block in FILE (a saved plan enforces the policy it was made with)."`
+	Resume      string   `name:"resume" placeholder:"RUN|latest" help:"Resume run RUN (or the latest run): reuse the outputs of every node that succeeded there with the same inputs, and run the others."`
 	VarFlags    `embed:""`
 }
 
@@ -67,6 +68,9 @@ func (c *ApplyCmd) checkFlags() (int64, error) {
 	if c.Parallelism < 1 {
 		return 0, fmt.Errorf("--parallelism must be at least 1, not %d", c.Parallelism)
 	}
+	if err := checkResumeFlag(c.Resume); err != nil {
+		return 0, err
+	}
 	if c.MinFree == "" {
 		return 0, nil
 	}
@@ -83,6 +87,42 @@ type toApply struct {
 	vars  map[string]cty.Value
 	plan  *planner.Plan
 	saved bool // from a plan file, approved when it was saved
+	// resume is --resume: a run id, ResumeLatest, or "" for a fresh run. The executor resolves it against the
+	// ledger and reuses what planner.Resume decides.
+	resume string
+}
+
+// ResumeLatest is the --resume value naming the newest recorded run.
+const ResumeLatest = "latest"
+
+// resumeSupported is false until the executor records input fingerprints and can reuse a node's outputs;
+// until then --resume is refused rather than silently running everything again.
+const resumeSupported = false
+
+// checkResumeFlag refuses a --resume value that cannot name a run.
+func checkResumeFlag(v string) error {
+	if v == "" {
+		return nil
+	}
+	for _, r := range v {
+		if r <= ' ' || r == 0x7f || r == '/' || r == '\\' {
+			return fmt.Errorf("--resume %q is not a run id: give a run id from kewplan runs, or %q", sanitizeFlag(v), ResumeLatest)
+		}
+	}
+	if !resumeSupported {
+		return errors.New("--resume needs a ledger that records each node's input fingerprint, which this build's executor does not write yet; run kewplan apply without --resume")
+	}
+	return nil
+}
+
+// sanitizeFlag keeps a bad flag value printable.
+func sanitizeFlag(v string) string {
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, v)
 }
 
 // plan reads the saved plan (refusing a stale or edited one) or plans the configuration, and shows it.
@@ -92,7 +132,7 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 		if !ok {
 			return nil, ExitCode(1)
 		}
-		return &toApply{cfg: pl.cfg, vars: pl.vars, plan: pl.plan}, view.Plan(views.NewPlanJSON(pl.plan, version, pl.files...))
+		return &toApply{cfg: pl.cfg, vars: pl.vars, plan: pl.plan, resume: c.Resume}, view.Plan(views.NewPlanJSON(pl.plan, version, pl.files...))
 	}
 	if len(c.Vars) > 0 || len(c.VarFiles) > 0 || len(c.Targets) > 0 || c.Policy != "" {
 		return nil, errors.New("a saved plan carries its own variables, targets and policy: --var, --var-file, --target and --policy cannot change it; run kewplan plan again instead")
@@ -112,7 +152,7 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 		return nil, fmt.Errorf("saved plan variables: %w", err)
 	}
 	view.SavedPlan(c.Path, len(p.Nodes), p.ConfigDigest)
-	return &toApply{cfg: cfg, vars: vars, plan: p, saved: true}, nil
+	return &toApply{cfg: cfg, vars: vars, plan: p, saved: true, resume: c.Resume}, nil
 }
 
 // approve refuses a plan with errors, skips an empty one, and asks for a 'yes' unless the plan was saved (and so

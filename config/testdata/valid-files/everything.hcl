@@ -45,6 +45,11 @@ sandbox {
     acme     = "ghcr.io/acme/agent@sha256:cc"
   }
   runtime = "runsc"
+  retry {
+    attempts = 3
+    backoff  = "10s"
+    on       = ["api_error", "engine_error", "timeout"]
+  }
 }
 
 runner "acme" {
@@ -73,6 +78,9 @@ node "fix" {
   pull_request {
     base  = "main"
     title = "Fix the flaky test"
+  }
+  retry {
+    attempts = 2
   }
 }
 

@@ -1,0 +1,36 @@
+package views
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/kewplan/kewplan/planner"
+)
+
+// TestPlanResumeSection: a plan applied with --resume says, in every format, which nodes are reused and why
+// the others run.
+func TestPlanResumeSection(t *testing.T) {
+	doc := NewPlanJSON(&planner.Plan{FormatVersion: planner.FormatVersion, ConfigDigest: "sha256:0"}, "test")
+	doc.Resume = planner.NewResumeDocument(&planner.ResumePlan{FromRun: "20261130T100000Z-abc123", Decisions: []planner.ResumeDecision{
+		{Node: "implement", Action: planner.ResumeReuse, Reason: "reused from 20261130T100000Z-abc123", FromRun: "20261130T100000Z-abc123"},
+		{Node: "fix", Action: planner.ResumeRun, Reason: "failed in 20261130T100000Z-abc123"},
+		{Node: "review", Action: planner.ResumeRun, Reason: "upstream fix will run\x1b[2J"},
+	}})
+	var human, md, js bytes.Buffer
+	if err := WritePlanHuman(&human, doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePlanMarkdown(&md, doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePlanJSON(&js, doc); err != nil {
+		t.Fatal(err)
+	}
+	applyGolden(t, "plan_resume.golden", human.Bytes())
+	applyGolden(t, "plan_resume_md.golden", md.Bytes())
+	applyGolden(t, "plan_resume_json.golden", js.Bytes())
+	if strings.Contains(human.String(), "\x1b") {
+		t.Error("a control character reached the terminal")
+	}
+}
