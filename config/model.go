@@ -24,6 +24,10 @@ type Config struct {
 	Runners   map[string]*Runner
 	Nodes     map[string]*Node
 	Policy    *Policy // nil when no policy block was written
+	// Budget is the top-level budget block (the cap of the whole apply); nil when none was written.
+	Budget *ApplyBudget
+	// Pricing holds the pricing blocks by model, overriding the built-in price table.
+	Pricing map[string]*Pricing
 
 	// rejected holds "node.<name>" and "var.<name>" for blocks whose label was refused, so that references to
 	// them are not reported a second time as undeclared.
@@ -75,6 +79,7 @@ type Sandbox struct {
 	ImageRange       hcl.Range
 	Images           map[string]string // runner name -> image reference
 	ImageRanges      map[string]hcl.Range
+	Budget           *Budget // the default budget of every node; nil when no budget block was written
 	DeclRange        hcl.Range
 }
 
@@ -116,6 +121,7 @@ type Node struct {
 	// deduplicated, in source order. Each keeps the range of its first mention.
 	DependsOn   []NodeRef
 	PullRequest *PullRequest // nil when no pull_request block was written
+	Budget      *Budget      // nil when no budget block was written (the sandbox's applies)
 	DeclRange   hcl.Range
 	// Attrs keeps every attribute's full range by name, for diagnostics that point at an attribute.
 	Attrs map[string]*hcl.Attribute

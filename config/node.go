@@ -30,6 +30,7 @@ var nodeSchema = &hcl.BodySchema{
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "pull_request"},
+		{Type: "budget"},
 	},
 }
 
@@ -81,7 +82,11 @@ func decodeNodeBlock(block *hcl.Block) (*Node, hcl.Diagnostics) {
 		diags = append(diags, d...)
 		n.DependsOn = refs
 	}
+	diags = append(diags, decodeBudgetBlocks(content.Blocks, where, &n.Budget)...)
 	for _, b := range content.Blocks {
+		if b.Type != "pull_request" {
+			continue
+		}
 		if n.PullRequest != nil {
 			diags = append(diags, errorDiag("Duplicate pull_request block",
 				fmt.Sprintf("The %s already has a pull_request block at %s. A node opens at most one pull request; merge the two blocks.", where, rangeString(n.PullRequest.DeclRange)),

@@ -27,6 +27,9 @@ var sandboxSchema = &hcl.BodySchema{
 		{Name: "image"},
 		{Name: "images"},
 	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "budget"},
+	},
 }
 
 // networkNamePattern is Docker's rule for network names.
@@ -130,6 +133,7 @@ func decodeSandboxBlock(block *hcl.Block) (*Sandbox, hcl.Diagnostics) {
 	if attr, ok := content.Attributes["images"]; ok {
 		diags = append(diags, decodeImages(attr, sb)...)
 	}
+	diags = append(diags, decodeBudgetBlocks(content.Blocks, "the sandbox", &sb.Budget)...)
 	if sb.Image != "" {
 		if r, ok := sb.ImageRanges["claude-code"]; ok {
 			diags = append(diags, errorDiag("Conflicting images for claude-code",

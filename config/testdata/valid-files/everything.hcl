@@ -44,6 +44,21 @@ sandbox {
     opencode = "ghcr.io/acme/kew-opencode@sha256:bb"
     acme     = "ghcr.io/acme/agent@sha256:cc"
   }
+  budget {
+    max_usd   = 2
+    max_turns = 200
+  }
+}
+
+budget {
+  max_usd = 20
+}
+
+pricing "claude-sonnet-4-5" {
+  input       = 3
+  output      = 15
+  cache_read  = 0.30
+  cache_write = 3.75
 }
 
 runner "acme" {
@@ -72,6 +87,12 @@ node "fix" {
   pull_request {
     base  = "main"
     title = "Fix the flaky test"
+  }
+
+  budget {
+    max_usd    = 1.5
+    max_tokens = 2000000
+    warn_at    = 0.8
   }
 }
 
