@@ -45,21 +45,23 @@ type claudeMsg struct {
 
 type claudeMeter struct {
 	tally
-	session  string
-	model    string // the main thread's model: init.model, then each real assistant message.model
-	live     usage  // deduplicated sum of assistant usage
-	liveErr  bool   // a synthetic API-error assistant line was seen
-	recent   [claudeRecent]claudeMsg
-	nrecent  int
-	next     int
-	result   bool // a result event was seen; the fields below are its figures
-	resUsage usage
-	resHas   bool // the result carried a usage object
-	resCost  float64
-	hasCost  bool
-	resTurns int64
-	hasTurns bool
-	resErr   bool
+	session string
+	model   string // the main thread's model: init.model, then each real assistant message.model
+	live    usage  // deduplicated sum of assistant usage
+	liveErr bool   // a synthetic API-error assistant line was seen
+	// liveTurns counts distinct assistant messages: one per model response, as they arrive.
+	liveTurns int64
+	recent    [claudeRecent]claudeMsg
+	nrecent   int
+	next      int
+	result    bool // a result event was seen; the fields below are its figures
+	resUsage  usage
+	resHas    bool // the result carried a usage object
+	resCost   float64
+	hasCost   bool
+	resTurns  int64
+	hasTurns  bool
+	resErr    bool
 }
 
 func newClaudeMeter(routed string) *claudeMeter { return &claudeMeter{tally: tally{routed: routed}} }
@@ -141,12 +143,13 @@ func (m *claudeMeter) assistant(f *claudeLine) {
 	if isNull(f.parent) && !strIs(model, "<synthetic>") {
 		setStr(&m.model, model)
 	}
-	if use == nil {
-		return
+	var u usage // a message without usage still is a turn; a later block of it may carry the usage
+	if use != nil {
+		u = claudeUsage(use)
 	}
-	u := claudeUsage(use)
 	if !isString(id) || len(id) == 2 {
 		m.live.add(u) // nothing to dedupe by
+		m.liveTurns++
 		return
 	}
 	h := fnv64(id[1 : len(id)-1])
@@ -160,6 +163,7 @@ func (m *claudeMeter) assistant(f *claudeLine) {
 		}
 	}
 	m.live.add(u)
+	m.liveTurns++
 	m.recent[m.next] = claudeMsg{id: h, use: u}
 	m.next = (m.next + 1) % claudeRecent
 	if m.nrecent < claudeRecent {
@@ -261,4 +265,13 @@ func fnv64(b []byte) uint64 {
 		h *= 1099511628211
 	}
 	return h
+}
+
+// LiveTurns is the number of model responses so far: distinct assistant message ids while the run goes on, and
+// the result's num_turns once it arrived, whichever is larger.
+func (m *claudeMeter) LiveTurns() (int64, bool) {
+	if m.hasTurns && m.resTurns > m.liveTurns {
+		return m.resTurns, true
+	}
+	return m.liveTurns, true
 }

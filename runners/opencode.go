@@ -48,6 +48,7 @@ type opencodeMeter struct {
 	hasCost bool
 	failed  bool
 	done    bool
+	steps   int64
 }
 
 func newOpencodeMeter(routed string) *opencodeMeter {
@@ -116,7 +117,11 @@ func (m *opencodeMeter) stepFinish(part []byte) {
 	})
 	u.output = addSat(u.output, reasoning)
 	m.sum.add(u)
+	m.steps++
 }
+
+// LiveTurns is the number of steps (model calls) finished so far.
+func (m *opencodeMeter) LiveTurns() (int64, bool) { return m.steps, true }
 
 func (m *opencodeMeter) Totals() RunTotals {
 	rt := m.totals("")
