@@ -30,5 +30,11 @@ func Rules() []planner.Rule {
 			Description: "The node's image was pinned by @sha256: digest and no longer is (or a new node runs an unpinned image): the tag can be moved to other content after this review.",
 			Help:        "Pin the image by digest: \"name:tag@sha256:<digest>\".",
 		},
+		{
+			ID: KindBudgetRaised, Severity: planner.SeverityError,
+			Summary:     "Budget cap raised or removed",
+			Description: "A node's cap on cost, tokens, turns or time (max_usd, max_tokens, max_turns, timeout), or the apply-wide max_usd, was raised or removed: an agent that loops can now spend more before kewplan stops it.",
+			Help:        "Check that the run needs the larger budget, then approve the change explicitly; otherwise restore the cap.",
+		},
 	}
 }

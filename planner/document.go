@@ -19,6 +19,8 @@ type Document struct {
 	ConfigDigest   string              `json:"config_digest"`
 	Nodes          []NodeDocument      `json:"nodes"`
 	Exposure       map[string][]string `json:"exposure"`
+	// Budget is the apply-wide cap and worst case; nil in a document written before budgets existed.
+	Budget *ApplyBudgetDocument `json:"budget"`
 	// Diagnostics are in the shape `kewplan validate --json` prints (views.DiagnosticsJSON writes them); the
 	// planner keeps them raw so that shape has a single owner.
 	Diagnostics []json.RawMessage `json:"diagnostics"`
@@ -46,6 +48,8 @@ type NodeDocument struct {
 	Range             *RangeDocument  `json:"range"`
 	Errors            bool            `json:"errors,omitempty"`
 	PullRequest       *PullRequestDoc `json:"pull_request,omitempty"`
+	// Budget is the node's caps; nil in a document written before budgets existed.
+	Budget *BudgetDocument `json:"budget"`
 }
 
 // PromptDocument describes the prompt by digest; an unknown prompt has sha256 "" and bytes 0.
@@ -97,6 +101,7 @@ func NewDocument(p *Plan, kewplanVersion string) *Document {
 		Exposure:       map[string][]string{},
 		Diagnostics:    []json.RawMessage{},
 	}
+	d.Budget = newApplyBudgetDocument(p.Budget)
 	for c, nodes := range p.Exposure {
 		d.Exposure[c] = append([]string{}, nodes...)
 	}
@@ -127,6 +132,7 @@ func NewDocument(p *Plan, kewplanVersion string) *Document {
 		if c := np.Container; c != nil {
 			nd.Argv = c.Argv()
 		}
+		nd.Budget = newBudgetDocument(np.Budget)
 		d.Nodes = append(d.Nodes, nd)
 	}
 	return d

@@ -134,6 +134,16 @@ func (t *PriceTable) Entries() []PriceEntry {
 	return out
 }
 
+// ReportsTurnsLive says whether a vocabulary shows each model turn as it happens (its meter is a TurnCounter), so
+// that a max_turns can be enforced: all but Hermes, whose stream has no turn count.
+func ReportsTurnsLive(protocol string) bool {
+	switch protocol {
+	case "claude-code", "opencode", "pi", "lemonade":
+		return true
+	}
+	return false
+}
+
 // ReportsCostLive says whether a vocabulary carries the agent's own cost per model call, so that the cost so far
 // is known while the run goes on: opencode (step_finish.part.cost), pi (each assistant message_end's
 // usage.cost.total) and lemonade (pi's vocabulary, cost zero on local hardware). Claude Code's total_cost_usd

@@ -91,6 +91,12 @@ var diffCases = []struct {
 		plandiff.KindCredentialRemoved, plandiff.KindHardeningGained, plandiff.KindHardeningGained, plandiff.KindNetworkClosed,
 	}},
 	{"diff-reorder", VerdictUnchanged, nil},
+	{"diff-widen-budget", VerdictWidened, []string{
+		plandiff.KindBudgetRaised, plandiff.KindBudgetRaised, plandiff.KindBudgetRaised, plandiff.KindBudgetRaised,
+	}},
+	{"diff-narrow-budget", VerdictNarrowed, []string{
+		plandiff.KindBudgetLowered, plandiff.KindBudgetLowered, plandiff.KindBudgetLowered, plandiff.KindBudgetLowered,
+	}},
 }
 
 // TestDiffGolden renders every format for configuration pairs that widen, narrow, and only reorder.

@@ -214,6 +214,8 @@ func planNodeFacts(n *NodeJSON) [][2]string {
 		{"prompt", prompt},
 		{"credentials", creds},
 		{"depends on", deps},
+		{"budget", budgetCaps(n.Budget)},
+		{"cost", budgetCost(n.Budget)},
 	}
 	var rest []string
 	for _, u := range n.Unknown {
@@ -294,6 +296,7 @@ func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
 			ew.printf("  %-*s  %s\n", width, c, strings.Join(doc.Exposure[c], ", "))
 		}
 	}
+	writeBudgetHuman(ew, doc)
 	if len(diags) > 0 && ew.err == nil {
 		ew.printf("\n")
 		ew.err = WriteDiagnosticJSONHuman(ew.w, diags, false)
@@ -339,6 +342,7 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 			ew.printf("| %s | %s |\n", mdCode(c), mdText(strings.Join(doc.Exposure[c], ", ")))
 		}
 	}
+	writeBudgetMarkdown(ew, doc)
 	if len(diags) > 0 {
 		ew.printf("\n### Diagnostics\n\n")
 		for _, d := range diags {
