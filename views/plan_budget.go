@@ -58,7 +58,7 @@ func budgetCost(b *planner.BudgetDocument) string {
 		if b.Price != nil {
 			p := b.Price.Price
 			return fmt.Sprintf("estimated: tokens × the price of %s from %s (USD per million tokens: input %s, output %s, cache read %s, cache write %s)",
-				b.Price.Model, priceOrigin(b.Price.Origin), num(p.Input), num(p.Output), num(p.CacheRead), num(p.CacheWrite))
+				diffSafe(b.Price.Model), diffSafe(priceOrigin(b.Price.Origin)), num(p.Input), num(p.Output), num(p.CacheRead), num(p.CacheWrite))
 		}
 		return "estimated: tokens × price"
 	}
