@@ -21,6 +21,8 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "runner", LabelNames: []string{"name"}},
 		{Type: "node", LabelNames: []string{"name"}},
 		{Type: "policy"},
+		{Type: "budget"},
+		{Type: "pricing", LabelNames: []string{"model"}},
 	},
 }
 
@@ -105,6 +107,27 @@ func (c *Config) decodeFile(body hcl.Body) hcl.Diagnostics {
 			if p != nil {
 				c.Policy = p
 			}
+		case "budget":
+			if c.Budget != nil {
+				diags = append(diags, errorDiag("Duplicate budget block",
+					fmt.Sprintf("A top-level budget block was already written at %s. A configuration has at most one; merge the two.", rangeString(c.Budget.DeclRange)),
+					block.DefRange))
+				continue
+			}
+			b, d := decodeApplyBudgetBlock(block)
+			diags = append(diags, d...)
+			c.Budget = b
+		case "pricing":
+			p, d := decodePricingBlock(block)
+			diags = append(diags, d...)
+			if p == nil {
+				continue
+			}
+			if prev, ok := c.Pricing[p.Model]; ok {
+				diags = append(diags, duplicateDiag("pricing", p.Model, block, prev.DeclRange))
+				continue
+			}
+			c.Pricing[p.Model] = p
 		}
 	}
 	return diags

@@ -76,6 +76,7 @@ func newConfig(path string) *Config {
 		Sandbox:   defaultSandbox(),
 		Runners:   map[string]*Runner{},
 		Nodes:     map[string]*Node{},
+		Pricing:   map[string]*Pricing{},
 		rejected:  map[string]bool{},
 	}
 }

@@ -24,6 +24,10 @@ type Config struct {
 	Runners   map[string]*Runner
 	Nodes     map[string]*Node
 	Policy    *Policy // nil when no policy block was written
+	// Budget is the top-level budget block (the cap of the whole apply); nil when none was written.
+	Budget *ApplyBudget
+	// Pricing holds the pricing blocks by model, overriding the built-in price table.
+	Pricing map[string]*Pricing
 
 	// rejected holds "node.<name>" and "var.<name>" for blocks whose label was refused, so that references to
 	// them are not reported a second time as undeclared.
@@ -87,6 +91,7 @@ type Sandbox struct {
 	Egress SandboxEgress
 	// Retry is the sandbox's retry block, the default of every node; nil when none was written.
 	Retry     *Retry
+	Budget    *Budget // the default budget of every node; nil when no budget block was written
 	DeclRange hcl.Range
 }
 
@@ -161,6 +166,7 @@ type Node struct {
 	Egress      *NodeEgress  // nil when no egress block was written
 	// Retry is the node's retry block, replacing the sandbox's attribute by attribute; nil when none was written.
 	Retry     *Retry
+	Budget    *Budget // nil when no budget block was written (the sandbox's applies)
 	DeclRange hcl.Range
 	// Attrs keeps every attribute's full range by name, for diagnostics that point at an attribute.
 	Attrs map[string]*hcl.Attribute

@@ -35,6 +35,7 @@ var nodeSchema = &hcl.BodySchema{
 		{Type: "pull_request"},
 		{Type: "egress"},
 		{Type: "retry"},
+		{Type: "budget"},
 	},
 }
 
@@ -96,6 +97,7 @@ func decodeNodeBlock(block *hcl.Block) (*Node, hcl.Diagnostics) {
 	retry, d := decodeRetryBlocks(content.Blocks, where)
 	diags = append(diags, d...)
 	n.Retry = retry
+	diags = append(diags, decodeBudgetBlocks(content.Blocks, where, &n.Budget)...)
 	for _, b := range content.Blocks {
 		if b.Type == "egress" {
 			if n.Egress != nil {

@@ -31,7 +31,7 @@ var sandboxSchema = &hcl.BodySchema{
 		{Name: "runtime"},
 		{Name: "tmpfs_size"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "egress"}, {Type: "retry"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "egress"}, {Type: "retry"}, {Type: "budget"}},
 }
 
 // tmpfsSizePattern is what kewplan accepts for a tmpfs size= option: a whole number with a k, m or g unit.
@@ -179,6 +179,7 @@ func decodeSandboxBlock(block *hcl.Block) (*Sandbox, hcl.Diagnostics) {
 	retry, d := decodeRetryBlocks(content.Blocks, where)
 	diags = append(diags, d...)
 	sb.Retry = retry
+	diags = append(diags, decodeBudgetBlocks(content.Blocks, "the sandbox", &sb.Budget)...)
 	if sb.Image != "" {
 		if r, ok := sb.ImageRanges["claude-code"]; ok {
 			diags = append(diags, errorDiag("Conflicting images for claude-code",

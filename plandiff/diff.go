@@ -232,6 +232,7 @@ func Compare(baseName string, base *planner.Document, headName string, head *pla
 			})
 		}
 	}
+	d.Exposure = append(d.Exposure, compareApplyBudget(base, head)...)
 	sort.SliceStable(d.Exposure, func(i, j int) bool {
 		a, b := d.Exposure[i], d.Exposure[j]
 		if a.Widening != b.Widening {
@@ -344,6 +345,8 @@ func compareNode(b, h *planner.NodeDocument) (*NodeChange, []Finding) {
 	}
 	field("egress", planner.DescribeEgress(b.Network, b.EgressHosts()), planner.DescribeEgress(h.Network, h.EgressHosts()))
 	field("errors", strconv.FormatBool(b.Errors), strconv.FormatBool(h.Errors))
+	budgetFields, budgetFindings := compareBudget(b, h)
+	c.Fields = append(c.Fields, budgetFields...)
 	c.DependsOnAdded = difference(h.DependsOn, b.DependsOn)
 	c.DependsOnRemoved = difference(b.DependsOn, h.DependsOn)
 	sameArgv := equalWords(b.Argv, h.Argv) // the common case: nothing to diff, no hardening to compare
@@ -354,7 +357,7 @@ func compareNode(b, h *planner.NodeDocument) (*NodeChange, []Finding) {
 		}
 	}
 
-	var findings []Finding
+	findings := budgetFindings
 	for _, cred := range difference(h.Credentials, b.Credentials) {
 		findings = append(findings, Finding{
 			Kind: KindCredentialAdded, Widening: true, Node: h.Name, Credential: cred, Range: r,

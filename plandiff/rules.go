@@ -42,5 +42,11 @@ func Rules() []planner.Rule {
 			Description: "The node's container runtime changed away from one that gives it a kernel of its own (gVisor's runsc, Kata), or to a runtime kewplan cannot vouch for: under runc the agent shares the host's kernel, so one kernel bug lets a prompt-injected agent out of the container.",
 			Help:        "Keep runtime = \"runsc\" on the node or in the sandbox block, or approve the change explicitly.",
 		},
+		{
+			ID: KindBudgetRaised, Severity: planner.SeverityError,
+			Summary:     "Budget cap raised or removed",
+			Description: "A node's cap on cost, tokens, turns or time (max_usd, max_tokens, max_turns, timeout), or the apply-wide max_usd, was raised or removed: an agent that loops can now spend more before kewplan stops it.",
+			Help:        "Check that the run needs the larger budget, then approve the change explicitly; otherwise restore the cap.",
+		},
 	}
 }

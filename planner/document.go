@@ -20,6 +20,8 @@ type Document struct {
 	ConfigDigest   string              `json:"config_digest"`
 	Nodes          []NodeDocument      `json:"nodes"`
 	Exposure       map[string][]string `json:"exposure"`
+	// Budget is the apply-wide cap and worst case; nil in a document written before budgets existed.
+	Budget *ApplyBudgetDocument `json:"budget"`
 	// Diagnostics are in the shape `kewplan validate --json` prints (views.DiagnosticsJSON writes them); the
 	// planner keeps them raw so that shape has a single owner.
 	Diagnostics []json.RawMessage `json:"diagnostics"`
@@ -88,6 +90,8 @@ type NodeDocument struct {
 	Range       *RangeDocument       `json:"range"`
 	Errors      bool                 `json:"errors,omitempty"`
 	PullRequest *PullRequestDoc      `json:"pull_request,omitempty"`
+	// Budget is the node's caps; nil in a document written before budgets existed.
+	Budget *BudgetDocument `json:"budget"`
 	// Retry is present when a retry block applies to the node; absent means one attempt, no retry.
 	Retry *RetryDocument `json:"retry,omitempty"`
 	// Instance is set for an instance of a node with for_each or count; Name is then its address.
@@ -190,6 +194,7 @@ func NewDocument(p *Plan, kewplanVersion string) *Document {
 		Exposure:       map[string][]string{},
 		Diagnostics:    []json.RawMessage{},
 	}
+	d.Budget = newApplyBudgetDocument(p.Budget)
 	for c, nodes := range p.Exposure {
 		d.Exposure[c] = append([]string{}, nodes...)
 	}
@@ -238,6 +243,7 @@ func NewDocument(p *Plan, kewplanVersion string) *Document {
 			}
 			nd.Instance = inst
 		}
+		nd.Budget = newBudgetDocument(np.Budget)
 		d.Nodes = append(d.Nodes, nd)
 	}
 	return d

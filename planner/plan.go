@@ -36,6 +36,8 @@ type Plan struct {
 	Nodes         []*NodePlan         // dependency order; ties broken by name
 	Exposure      map[string][]string // credential name -> nodes it reaches, sorted
 	Diagnostics   hcl.Diagnostics
+	// Budget is the apply-wide cap and worst case.
+	Budget *ApplyBudget
 	// DigestInputs are what ConfigDigest covers, kept for saved plans and their staleness check.
 	DigestInputs DigestInputs
 }
@@ -85,6 +87,8 @@ type NodePlan struct {
 	Container *Container // nil when the node has an error, or its argv is known only after apply
 	// PullRequest is the evaluated pull_request block; nil when none was written.
 	PullRequest *PullRequestPlan
+	// Budget is the node's effective caps with their origins (the timeout included).
+	Budget *NodeBudget
 	// Errors is true when a diagnostic of severity error concerns this node.
 	Errors bool
 	// Retry is the node's effective retry policy (see RetryPolicy); attempts 1 when no retry block applies.

@@ -22,6 +22,8 @@ const (
 	RuleOpenNetworkCredentials = "open-network-credentials"
 	RuleImageNotPinned         = "image-not-pinned"
 	RuleNoMemoryLimit          = "no-memory-limit"
+	RuleBudgetUnpriced         = "budget-unpriced"
+	RuleBudgetTurnsUnseen      = "budget-turns-unseen"
 )
 
 // Severity of a rule, as written in JSON and SARIF.
@@ -119,6 +121,18 @@ var catalogue = []Rule{
 		Summary:     "No memory limit",
 		Description: "Without a memory limit one agent can exhaust the host's memory.",
 		Help:        "Set memory in the sandbox block, e.g. memory = \"4g\".",
+	},
+	{
+		ID: RuleBudgetUnpriced, Severity: SeverityError,
+		Summary:     "Cost cap on a model without a price",
+		Description: "The node caps its cost (max_usd), but its model has no known price and its runner does not report the cost live in its stream, so the cost could never be known while the agent runs: the cap would fail open, and an unknown price is never taken as zero.",
+		Help:        "Add a pricing block for the model (pricing \"<model>\" { input = ..., output = ... } in USD per million tokens; kewplan pricing lists the built-in table), or cap tokens (max_tokens) instead of dollars.",
+	},
+	{
+		ID: RuleBudgetTurnsUnseen, Severity: SeverityWarning,
+		Summary:     "Turn cap the runner's stream cannot show",
+		Description: "The node caps its turns (max_turns), but its runner's stream does not report turns as they happen (Hermes reports none), so the cap cannot stop the run; its other caps and the timeout still do.",
+		Help:        "Cap the node's tokens (max_tokens) or cost (max_usd) instead, or route it to a runner whose stream shows turns.",
 	},
 }
 

@@ -65,6 +65,8 @@ type claudeMeter struct {
 	resErr   bool
 	liveAPI  string // the transient API error of the last synthetic error line
 	resAPI   string // the result's transient API error
+	// liveTurns counts distinct assistant messages: one per model response, as they arrive.
+	liveTurns int64
 }
 
 func newClaudeMeter(routed string) *claudeMeter { return &claudeMeter{tally: tally{routed: routed}} }
@@ -164,12 +166,13 @@ func (m *claudeMeter) assistant(f *claudeLine) {
 	if isNull(f.parent) && !strIs(model, "<synthetic>") {
 		setStr(&m.model, model)
 	}
-	if use == nil {
-		return
+	var u usage // a message without usage still is a turn; a later block of it may carry the usage
+	if use != nil {
+		u = claudeUsage(use)
 	}
-	u := claudeUsage(use)
 	if !isString(id) || len(id) == 2 {
 		m.live.add(u) // nothing to dedupe by
+		m.liveTurns++
 		return
 	}
 	h := fnv64(id[1 : len(id)-1])
@@ -183,6 +186,7 @@ func (m *claudeMeter) assistant(f *claudeLine) {
 		}
 	}
 	m.live.add(u)
+	m.liveTurns++
 	m.recent[m.next] = claudeMsg{id: h, use: u}
 	m.next = (m.next + 1) % claudeRecent
 	if m.nrecent < claudeRecent {
@@ -337,4 +341,13 @@ func fnv64(b []byte) uint64 {
 		h *= 1099511628211
 	}
 	return h
+}
+
+// LiveTurns is the number of model responses so far: distinct assistant message ids while the run goes on, and
+// the result's num_turns once it arrived, whichever is larger.
+func (m *claudeMeter) LiveTurns() (int64, bool) {
+	if m.hasTurns && m.resTurns > m.liveTurns {
+		return m.resTurns, true
+	}
+	return m.liveTurns, true
 }

@@ -50,6 +50,7 @@ type opencodeMeter struct {
 	failed  bool
 	apiErr  string // the transient API error of the last error event
 	done    bool
+	steps   int64
 }
 
 func newOpencodeMeter(routed string) *opencodeMeter {
@@ -155,7 +156,11 @@ func (m *opencodeMeter) stepFinish(part []byte) {
 	})
 	u.output = addSat(u.output, reasoning)
 	m.sum.add(u)
+	m.steps++
 }
+
+// LiveTurns is the number of steps (model calls) finished so far.
+func (m *opencodeMeter) LiveTurns() (int64, bool) { return m.steps, true }
 
 func (m *opencodeMeter) Totals() RunTotals {
 	rt := m.totals("")

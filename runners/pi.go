@@ -140,6 +140,9 @@ func (m *piMeter) messageEnd(message []byte) {
 	m.sum.add(u)
 }
 
+// LiveTurns is the number of turns (turn_end events) so far.
+func (m *piMeter) LiveTurns() (int64, bool) { return m.turns, true }
+
 func (m *piMeter) Totals() RunTotals {
 	rt := m.totals(m.model)
 	rt.SessionID = m.session

@@ -31,6 +31,13 @@ type Meter interface {
 	Totals() RunTotals
 }
 
+// TurnCounter is implemented by the meters whose vocabulary shows each model turn as it happens (claude-code,
+// opencode, pi, lemonade); a budget's max_turns is enforced from it. Hermes reports no turns in its stream.
+type TurnCounter interface {
+	// LiveTurns is the number of model turns seen so far; false when the vocabulary does not show turns.
+	LiveTurns() (int64, bool)
+}
+
 // MaxLineBytes is the longest stdout line a meter parses; longer lines are counted as oversized and skipped.
 const MaxLineBytes = 16 << 20
 

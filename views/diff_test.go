@@ -96,6 +96,12 @@ var diffCases = []struct {
 		plandiff.KindRuntimeWidened, plandiff.KindRuntimeWidened,
 	}},
 	{"diff-narrow-runtime", VerdictNarrowed, []string{plandiff.KindRuntimeNarrowed, plandiff.KindRuntimeNarrowed}},
+	{"diff-widen-budget", VerdictWidened, []string{
+		plandiff.KindBudgetRaised, plandiff.KindBudgetRaised, plandiff.KindBudgetRaised, plandiff.KindBudgetRaised,
+	}},
+	{"diff-narrow-budget", VerdictNarrowed, []string{
+		plandiff.KindBudgetLowered, plandiff.KindBudgetLowered, plandiff.KindBudgetLowered, plandiff.KindBudgetLowered,
+	}},
 }
 
 // TestDiffGolden renders every format for configuration pairs that widen, narrow, and only reorder.

@@ -3,7 +3,7 @@
 // or stderr themselves (a test in cmd/kewplan scans their source), they hand their streams to a view.
 //
 // As in Terraform's internal/command/views, each command has one view, returned by a constructor from a ViewType
-// (human or JSON) or a --format and the Streams: NewApply, NewPlan, NewShow, NewValidate, NewGraph, NewRunners,
+// (human or JSON) or a --format and the Streams: NewApply, NewPlan, NewShow, NewValidate, NewGraph, NewRunners, NewPricing,
 // NewRuns, NewTelemetry, NewDiff, NewCheck (smoke and conform), NewFmt, and View for what every command shares
 // (diagnostics, errors, the version). Apply's view returns its progress as hooks (the live or plain ApplyDisplay,
 // or the NDJSON ApplyStream), which Hooks combines into the one executor.Hook apply takes; the executor records to

@@ -74,7 +74,11 @@ func mdSections(d *plandiff.Diff) []mdSection {
 			if f.Widening {
 				mark = "**widening**"
 			}
-			s.blocks = append(s.blocks, fmt.Sprintf("| %s | %s | %s |\n", mark, mdCode(f.Node), mdText(f.Message)))
+			node := "(the apply)"
+			if f.Node != "" {
+				node = mdCode(f.Node)
+			}
+			s.blocks = append(s.blocks, fmt.Sprintf("| %s | %s | %s |\n", mark, node, mdText(f.Message)))
 		}
 		sections = append(sections, s)
 	}

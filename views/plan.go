@@ -222,6 +222,8 @@ func planNodeFacts(n *NodeJSON) [][2]string {
 		{"credentials", creds},
 		{"egress", planEgress(n)},
 		{"depends on", deps},
+		{"budget", budgetCaps(n.Budget)},
+		{"cost", budgetCost(n.Budget)},
 	}
 	var rest []string
 	for _, u := range n.Unknown {
@@ -371,6 +373,7 @@ func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
 			ew.printf("  %s\n", ReachSentence(&doc.Nodes[i]))
 		}
 	}
+	writeBudgetHuman(ew, doc)
 	if len(diags) > 0 && ew.err == nil {
 		ew.printf("\n")
 		ew.err = WriteDiagnosticJSONHuman(ew.w, diags, false)
@@ -424,6 +427,7 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 			ew.printf("- %s\n", mdText(ReachSentence(&doc.Nodes[i])))
 		}
 	}
+	writeBudgetMarkdown(ew, doc)
 	if len(diags) > 0 {
 		ew.printf("\n### Diagnostics\n\n")
 		for _, d := range diags {

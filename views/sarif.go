@@ -70,6 +70,19 @@ type SARIFRun struct {
 	Tool              SARIFTool              `json:"tool"`
 	AutomationDetails SARIFAutomationDetails `json:"automationDetails"`
 	Results           []SARIFResult          `json:"results"`
+	// Properties is the run's property bag: a plan's budget (the apply-wide worst case and each node's caps).
+	Properties *SARIFRunProps `json:"properties,omitempty"`
+}
+
+// SARIFRunProps are what a plan's SARIF run carries beyond its results.
+type SARIFRunProps struct {
+	Budget *SARIFBudget `json:"budget,omitempty"`
+}
+
+// SARIFBudget is the plan's budget in a SARIF run: the apply-wide figures and each node's caps, as in --json.
+type SARIFBudget struct {
+	*planner.ApplyBudgetDocument
+	Nodes map[string]*planner.BudgetDocument `json:"nodes"`
 }
 
 // SARIFTool wraps the driver.
@@ -219,7 +232,15 @@ func NewPlanSARIF(doc *PlanJSON, opts SARIFOptions) *SARIFLog {
 		}
 		b.add(rule, level, text, discriminator, d.Range, d.Snippet, fallback)
 	}
-	return b.log()
+	log := b.log()
+	if doc.Budget != nil {
+		sb := &SARIFBudget{ApplyBudgetDocument: doc.Budget, Nodes: map[string]*planner.BudgetDocument{}}
+		for _, n := range doc.Nodes {
+			sb.Nodes[n.Name] = n.Budget
+		}
+		log.Runs[0].Properties = &SARIFRunProps{Budget: sb}
+	}
+	return log
 }
 
 func init() {

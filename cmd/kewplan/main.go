@@ -26,6 +26,7 @@ type CLI struct {
 	Show      ShowCmd      `cmd:"" help:"Render a saved plan."`
 	Graph     GraphCmd     `cmd:"" help:"Print the dispatch graph as Graphviz DOT."`
 	Runners   RunnersCmd   `cmd:"" help:"List built-in and declared runners with their credentials and protocol."`
+	Pricing   PricingCmd   `cmd:"" help:"Show the price table (USD per million tokens) that estimates costs, with a configuration's overrides."`
 	Apply     ApplyCmd     `cmd:"" help:"Run the dispatch graph on the Docker engine."`
 	Runs      RunsCmd      `cmd:"" help:"List recorded runs, or show one."`
 	Telemetry TelemetryCmd `cmd:"" help:"Meter a recorded agent stream offline and print its totals."`

@@ -50,6 +50,21 @@ sandbox {
     backoff  = "10s"
     on       = ["api_error", "engine_error", "timeout"]
   }
+  budget {
+    max_usd   = 2
+    max_turns = 200
+  }
+}
+
+budget {
+  max_usd = 20
+}
+
+pricing "claude-sonnet-4-5" {
+  input       = 3
+  output      = 15
+  cache_read  = 0.30
+  cache_write = 3.75
 }
 
 runner "acme" {
@@ -81,6 +96,11 @@ node "fix" {
   }
   retry {
     attempts = 2
+  }
+  budget {
+    max_usd    = 1.5
+    max_tokens = 2000000
+    warn_at    = 0.8
   }
 }
 

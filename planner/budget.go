@@ -1,0 +1,211 @@
+package planner
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/runners"
+)
+
+// Origins of a node's caps.
+const (
+	BudgetOriginNode    = "node"    // the node's own budget block (or its timeout attribute)
+	BudgetOriginSandbox = "sandbox" // the sandbox's budget block, the default of every node
+	BudgetOriginDefault = "default" // kewplan's default (the 60m timeout)
+)
+
+// NodeBudget is a node's effective caps: the sandbox's budget replaced attribute by attribute by the node's. A nil
+// cap is no cap.
+type NodeBudget struct {
+	MaxUSD    *float64
+	MaxTokens *int64 // input + output + cache writes
+	MaxTurns  *int64
+	WarnAt    *float64
+	Timeout   time.Duration
+	// Origins says where each cap came from, by attribute name (max_usd, max_tokens, max_turns, warn_at, timeout).
+	Origins map[string]string
+	// CostSource is how the cost will be known while the node runs: "reported" (its runner reports cost live),
+	// "estimated" (tokens × a known price) or "unknown".
+	CostSource string
+	// Price is the routed model's price; nil when it has none.
+	Price *runners.PriceEntry
+	// maxUSDRange and maxTurnsRange are where max_usd and max_turns were written, for diagnostics.
+	maxUSDRange, maxTurnsRange hcl.Range
+}
+
+// ApplyBudget is the apply-wide view: the cap of the whole apply against the sum of the node caps.
+type ApplyBudget struct {
+	MaxUSD *float64 // the top-level budget's max_usd; nil when none
+	// WorstCaseUSD is the sum of every node's max_usd; nil when a node has none (see Unbounded).
+	WorstCaseUSD *float64
+	// Unbounded lists the nodes without a cost cap, in plan order: with any, the worst case is unbounded.
+	Unbounded []string
+}
+
+func init() { registerPlanCheck(planBudgets) }
+
+// PriceTable is the built-in price table with the configuration's pricing blocks applied.
+func PriceTable(cfg *config.Config) *runners.PriceTable {
+	t := runners.BuiltinPriceTable()
+	if cfg == nil {
+		return t
+	}
+	for model, p := range cfg.Pricing {
+		t.Override(model, runners.Price{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite},
+			fmt.Sprintf("%s:%d", p.DeclRange.Filename, p.DeclRange.Start.Line))
+	}
+	return t
+}
+
+// planBudgets sets every node's effective caps and the apply-wide worst case, and refuses a cost cap that could
+// only be enforced with a price nobody knows (rule budget-unpriced).
+func planBudgets(cfg *config.Config, _ Inputs, p *Plan) hcl.Diagnostics {
+	prices := PriceTable(cfg)
+	var diags hcl.Diagnostics
+	ab := &ApplyBudget{}
+	if cfg.Budget != nil {
+		ab.MaxUSD = cfg.Budget.MaxUSD
+	}
+	worst := 0.0
+	for _, np := range p.Nodes {
+		n := cfg.Nodes[np.Name]
+		nb := effectiveBudget(cfg.Sandbox.Budget, n, np)
+		np.Budget = nb
+		if nb.MaxUSD == nil {
+			ab.Unbounded = append(ab.Unbounded, np.Name)
+		} else {
+			worst += *nb.MaxUSD
+		}
+		nb.CostSource = "unknown"
+		modelKnown := np.Model != "" && !contains(np.Unknown, "model")
+		if modelKnown {
+			if e, ok := prices.Lookup(np.Model); ok {
+				nb.Price = &e
+				nb.CostSource = "estimated"
+			}
+		}
+		if runners.ReportsCostLive(np.Protocol) {
+			nb.CostSource = "reported"
+		}
+		if nb.MaxTurns != nil && np.Protocol != "" && !runners.ReportsTurnsLive(np.Protocol) {
+			diags = append(diags, NewDiagnostic(RuleBudgetTurnsUnseen, rangePtr(nb.maxTurnsRange),
+				fmt.Sprintf("Node %q caps its turns at max_turns %d, but its runner %q does not report turns in its stream.", np.Name, *nb.MaxTurns, np.Runner)))
+		}
+		modelMissing := np.Model == "" && !contains(np.Unknown, "model") // model-not-routed says so
+		if nb.MaxUSD == nil || np.Protocol == "" || nb.CostSource != "unknown" || modelMissing {
+			continue
+		}
+		detail := fmt.Sprintf("Node %q caps its cost at max_usd %s, but its model %q has no price in the built-in table or a pricing block, and its runner %q reports cost only at the end of a run, if at all.",
+			np.Name, formatUSD(*nb.MaxUSD), np.Model, np.Runner)
+		if !modelKnown {
+			detail = fmt.Sprintf("Node %q caps its cost at max_usd %s, but its model is known only after apply, so its price cannot be checked before the agent runs, and its runner %q reports cost only at the end of a run, if at all.",
+				np.Name, formatUSD(*nb.MaxUSD), np.Runner)
+		}
+		diags = append(diags, NewDiagnostic(RuleBudgetUnpriced, rangePtr(nb.maxUSDRange), detail))
+		np.Errors = true
+		np.Container = nil
+	}
+	if len(ab.Unbounded) == 0 && len(p.Nodes) > 0 {
+		ab.WorstCaseUSD = &worst
+	}
+	p.Budget = ab
+	return diags
+}
+
+// effectiveBudget applies the node's budget block over the sandbox's, attribute by attribute.
+func effectiveBudget(sandbox *config.Budget, n *config.Node, np *NodePlan) *NodeBudget {
+	nb := &NodeBudget{Timeout: np.Timeout, Origins: map[string]string{"timeout": BudgetOriginDefault}}
+	if n != nil && n.Timeout != nil {
+		nb.Origins["timeout"] = BudgetOriginNode
+	}
+	apply := func(b *config.Budget, origin string) {
+		if b == nil {
+			return
+		}
+		if b.MaxUSD != nil {
+			nb.MaxUSD, nb.maxUSDRange, nb.Origins["max_usd"] = b.MaxUSD, b.MaxUSDRange, origin
+		}
+		if b.MaxTokens != nil {
+			nb.MaxTokens, nb.Origins["max_tokens"] = b.MaxTokens, origin
+		}
+		if b.MaxTurns != nil {
+			nb.MaxTurns, nb.maxTurnsRange, nb.Origins["max_turns"] = b.MaxTurns, b.MaxTurnsRange, origin
+		}
+		if b.WarnAt != nil {
+			nb.WarnAt, nb.Origins["warn_at"] = b.WarnAt, origin
+		}
+	}
+	apply(sandbox, BudgetOriginSandbox)
+	if n != nil {
+		apply(n.Budget, BudgetOriginNode)
+	}
+	return nb
+}
+
+// formatUSD renders a dollar figure with two decimals, or as many as a smaller figure needs.
+func formatUSD(v float64) string {
+	if v >= 0.01 || v == 0 {
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// FormatTimeout renders a duration the way configurations write it: "45m", "1h30m", "90s".
+func FormatTimeout(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// BudgetDocument is a node's caps in a Document, under the configuration's attribute names; null is no cap.
+type BudgetDocument struct {
+	MaxUSD    *float64 `json:"max_usd"`
+	MaxTokens *int64   `json:"max_tokens"`
+	MaxTurns  *int64   `json:"max_turns"`
+	WarnAt    *float64 `json:"warn_at"`
+	Timeout   string   `json:"timeout"`
+	// Origins says where each cap came from: "node", "sandbox" or "default".
+	Origins map[string]string `json:"origins"`
+	// CostSource is how the cost will be known while the node runs: "reported", "estimated" or "unknown".
+	CostSource string `json:"cost_source"`
+	// Price is the model's price per million tokens and its origin; null when it has none.
+	Price *runners.PriceEntry `json:"price"`
+}
+
+// ApplyBudgetDocument is the apply-wide budget in a Document.
+type ApplyBudgetDocument struct {
+	MaxUSD *float64 `json:"max_usd"`
+	// WorstCaseUSD is the sum of the node caps; null when a node has none (then it is unbounded).
+	WorstCaseUSD *float64 `json:"worst_case_usd"`
+	// Unbounded lists the nodes without a max_usd.
+	Unbounded []string `json:"unbounded"`
+}
+
+func newBudgetDocument(nb *NodeBudget) *BudgetDocument {
+	if nb == nil {
+		return nil
+	}
+	d := &BudgetDocument{MaxUSD: nb.MaxUSD, MaxTokens: nb.MaxTokens, MaxTurns: nb.MaxTurns, WarnAt: nb.WarnAt,
+		Timeout: FormatTimeout(nb.Timeout), Origins: map[string]string{}, CostSource: nb.CostSource, Price: nb.Price}
+	for k, v := range nb.Origins {
+		d.Origins[k] = v
+	}
+	return d
+}
+
+func newApplyBudgetDocument(ab *ApplyBudget) *ApplyBudgetDocument {
+	if ab == nil {
+		return nil
+	}
+	return &ApplyBudgetDocument{MaxUSD: ab.MaxUSD, WorstCaseUSD: ab.WorstCaseUSD, Unbounded: nonNil(ab.Unbounded)}
+}

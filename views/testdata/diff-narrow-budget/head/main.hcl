@@ -1,0 +1,28 @@
+# The head: an apply-wide cap is added, the node cost cap lowered, a token cap added, the timeout shorter.
+budget {
+  max_usd = 10
+}
+
+sandbox {
+  memory = "4g"
+  images = {
+    claude-code = "ghcr.io/acme/kew-agent@sha256:5a1b6c9a0d3e4f7081926354a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f70"
+  }
+  budget {
+    max_usd   = 2
+    max_turns = 200
+  }
+}
+
+node "fix" {
+  runner  = "claude-code"
+  model   = "claude-sonnet-4-5"
+  repo    = "https://github.com/acme/widgets.git"
+  prompt  = "Fix the flaky test in parser_test.go."
+  timeout = "45m"
+  budget {
+    max_usd    = 1.5
+    max_tokens = 2000000
+    warn_at    = 0.8
+  }
+}
