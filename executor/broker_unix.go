@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kewplan/kewplan/executor/hostilefs"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -143,7 +144,7 @@ func isLocalRepoPath(repo string) bool {
 }
 
 func checkoutHead(checkout string) (string, error) {
-	root, err := openHostileRoot(checkout)
+	root, err := hostilefs.OpenRoot(checkout)
 	if err != nil {
 		return "", err
 	}
@@ -157,7 +158,7 @@ func checkoutHead(checkout string) (string, error) {
 }
 
 func copyCheckoutObjects(ctx context.Context, g *hostGit, req BrokerRequest, stage string) error {
-	root, err := openHostileRoot(req.Checkout)
+	root, err := hostilefs.OpenRoot(req.Checkout)
 	if err != nil {
 		return err
 	}

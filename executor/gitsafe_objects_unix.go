@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/kewplan/kewplan/executor/hostilefs"
 )
 
 // Copying the agent's objects into a host-owned staging repository. Only object data crosses: loose objects
@@ -43,8 +45,8 @@ type objectImporter struct {
 }
 
 // importObjects copies the object data of the checkout's .git into the staging repository.
-func (im *objectImporter) importObjects(ctx context.Context, gitDir *hostileDir) error {
-	objects, err := gitDir.openDir("objects")
+func (im *objectImporter) importObjects(ctx context.Context, gitDir *hostilefs.Dir) error {
+	objects, err := gitDir.OpenDir("objects")
 	if err != nil {
 		return fmt.Errorf("open .git/objects: %w", err)
 	}
@@ -74,35 +76,35 @@ func (im *objectImporter) importObjects(ctx context.Context, gitDir *hostileDir)
 	return im.copyShallow(gitDir)
 }
 
-func refuseAlternates(objects *hostileDir) error {
-	st, err := objects.lstat("info")
+func refuseAlternates(objects *hostilefs.Dir) error {
+	st, err := objects.Lstat("info")
 	if err != nil {
-		if hostileMissing(err) {
+		if hostilefs.IsNotExist(err) {
 			return nil
 		}
 		return err
 	}
-	if !st.dir() {
-		return fmt.Errorf(".git/objects/info is %s; refused", st.kind())
+	if !st.IsDir() {
+		return fmt.Errorf(".git/objects/info is %s; refused", st.Kind())
 	}
-	info, err := objects.openDir("info")
+	info, err := objects.OpenDir("info")
 	if err != nil {
 		return err
 	}
 	defer info.Close()
 	for _, name := range []string{"alternates", "http-alternates"} {
-		if _, err := info.lstat(name); err == nil {
+		if _, err := info.Lstat(name); err == nil {
 			return fmt.Errorf(".git/objects/info/%s exists: the checkout borrows objects from another object store, "+
 				"which the host never reads on its behalf", name)
-		} else if !hostileMissing(err) {
+		} else if !hostilefs.IsNotExist(err) {
 			return err
 		}
 	}
 	return nil
 }
 
-func (im *objectImporter) list(d *hostileDir) ([]string, error) {
-	names, more, err := d.readNames(im.entries)
+func (im *objectImporter) list(d *hostilefs.Dir) ([]string, error) {
+	names, more, err := d.ReadNames(im.entries)
 	if err != nil {
 		return nil, err
 	}
@@ -122,8 +124,8 @@ func (im *objectImporter) take(rel string, size int64) error {
 	return nil
 }
 
-func (im *objectImporter) importLooseDir(objects *hostileDir, fan string) error {
-	dir, err := objects.openDir(fan)
+func (im *objectImporter) importLooseDir(objects *hostilefs.Dir, fan string) error {
+	dir, err := objects.OpenDir(fan)
 	if err != nil {
 		return err
 	}
@@ -145,9 +147,9 @@ func (im *objectImporter) importLooseDir(objects *hostileDir, fan string) error 
 
 // importLoose copies one loose object into the staging repository after checking that it is a well-formed zlib
 // stream whose content hashes to its name. The check reads the host's own copy, not the checkout's file.
-func (im *objectImporter) importLoose(dir *hostileDir, fan, name string) error {
-	rel := dir.join(name)
-	f, st, err := dir.openRegular(name)
+func (im *objectImporter) importLoose(dir *hostilefs.Dir, fan, name string) error {
+	rel := dir.Join(name)
+	f, st, err := dir.OpenRegular(name)
 	if err != nil {
 		return fmt.Errorf("loose object: %w", err)
 	}
@@ -227,8 +229,8 @@ func verifyLooseObject(r io.Reader, id string, maxSize int64) error {
 }
 
 // importPacks streams every .pack file into `git index-pack --stdin`, which verifies it and writes its own index.
-func (im *objectImporter) importPacks(ctx context.Context, objects *hostileDir) error {
-	packDir, err := objects.openDir("pack")
+func (im *objectImporter) importPacks(ctx context.Context, objects *hostilefs.Dir) error {
+	packDir, err := objects.OpenDir("pack")
 	if err != nil {
 		return err
 	}
@@ -248,9 +250,9 @@ func (im *objectImporter) importPacks(ctx context.Context, objects *hostileDir) 
 	return nil
 }
 
-func (im *objectImporter) importPack(ctx context.Context, packDir *hostileDir, name string) error {
-	rel := packDir.join(name)
-	f, st, err := packDir.openRegular(name)
+func (im *objectImporter) importPack(ctx context.Context, packDir *hostilefs.Dir, name string) error {
+	rel := packDir.Join(name)
+	f, st, err := packDir.OpenRegular(name)
 	if err != nil {
 		return fmt.Errorf("pack: %w", err)
 	}
@@ -268,10 +270,10 @@ func (im *objectImporter) importPack(ctx context.Context, packDir *hostileDir, n
 
 // copyShallow carries .git/shallow (the boundary of a shallow clone) into the staging repository, after checking
 // that it lists nothing but commit ids.
-func (im *objectImporter) copyShallow(gitDir *hostileDir) error {
-	data, _, err := gitDir.readRegular("shallow", maxShallowBytes)
+func (im *objectImporter) copyShallow(gitDir *hostilefs.Dir) error {
+	data, _, err := gitDir.ReadRegular("shallow", maxShallowBytes)
 	if err != nil {
-		if hostileMissing(err) {
+		if hostilefs.IsNotExist(err) {
 			return nil
 		}
 		return fmt.Errorf("read .git/shallow: %w", err)

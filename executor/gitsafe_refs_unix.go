@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/kewplan/kewplan/executor/hostilefs"
 )
 
 // The checkout's HEAD is resolved here, by reading .git/HEAD, a loose ref or packed-refs as plain files, instead of
@@ -19,27 +21,27 @@ const (
 
 // openGitDir opens the checkout's .git, which must be a real directory: a .git file is a gitdir pointer to some
 // other repository, and a link could point anywhere on the host.
-func openGitDir(root *hostileDir) (*hostileDir, error) {
-	st, err := root.lstat(".git")
+func openGitDir(root *hostilefs.Dir) (*hostilefs.Dir, error) {
+	st, err := root.Lstat(".git")
 	if err != nil {
-		if hostileMissing(err) {
+		if hostilefs.IsNotExist(err) {
 			return nil, errors.New("the checkout has no .git directory")
 		}
 		return nil, err
 	}
 	switch {
-	case st.regular():
+	case st.IsRegular():
 		return nil, errors.New(".git in the checkout is a file (a gitdir pointer to another repository); it is refused " +
 			"because following it would let the agent choose which repository the host reads")
-	case !st.dir():
-		return nil, fmt.Errorf(".git in the checkout is %s; it must be the checkout's own directory", st.kind())
+	case !st.IsDir():
+		return nil, fmt.Errorf(".git in the checkout is %s; it must be the checkout's own directory", st.Kind())
 	}
-	gd, err := root.openDir(".git")
+	gd, err := root.OpenDir(".git")
 	if err != nil {
 		return nil, err
 	}
 	// A linked worktree's .git directory shares another repository's objects through commondir.
-	if _, err := gd.lstat("commondir"); err == nil {
+	if _, err := gd.Lstat("commondir"); err == nil {
 		gd.Close()
 		return nil, errors.New(".git/commondir exists: the checkout borrows another repository's objects and refs, " +
 			"which the host never reads on its behalf")
@@ -48,8 +50,8 @@ func openGitDir(root *hostileDir) (*hostileDir, error) {
 }
 
 // readCheckoutHead returns the 40-hex commit the checkout's HEAD names.
-func readCheckoutHead(gitDir *hostileDir) (string, error) {
-	data, _, err := gitDir.readRegular("HEAD", maxRefFileBytes)
+func readCheckoutHead(gitDir *hostilefs.Dir) (string, error) {
+	data, _, err := gitDir.ReadRegular("HEAD", maxRefFileBytes)
 	if err != nil {
 		return "", fmt.Errorf("read .git/HEAD: %w", err)
 	}
@@ -76,11 +78,11 @@ func readCheckoutHead(gitDir *hostileDir) (string, error) {
 }
 
 // readRef resolves a ref through its loose file, else packed-refs. A missing ref means HEAD is unborn.
-func readRef(gitDir *hostileDir, ref string) (string, error) {
+func readRef(gitDir *hostilefs.Dir, ref string) (string, error) {
 	parts := strings.Split(ref, "/")
-	dir, err := gitDir.openPath(strings.Join(parts[:len(parts)-1], "/"))
+	dir, err := gitDir.OpenPath(strings.Join(parts[:len(parts)-1], "/"))
 	if err == nil {
-		data, _, rerr := dir.readRegular(parts[len(parts)-1], maxRefFileBytes)
+		data, _, rerr := dir.ReadRegular(parts[len(parts)-1], maxRefFileBytes)
 		dir.Close()
 		switch {
 		case rerr == nil:
@@ -92,15 +94,15 @@ func readRef(gitDir *hostileDir, ref string) (string, error) {
 				return "", fmt.Errorf(".git/%s does not hold a 40-hex commit id", ref)
 			}
 			return content, nil
-		case !hostileMissing(rerr):
+		case !hostilefs.IsNotExist(rerr):
 			return "", fmt.Errorf("read .git/%s: %w", ref, rerr)
 		}
-	} else if !hostileMissing(err) {
+	} else if !hostilefs.IsNotExist(err) {
 		return "", fmt.Errorf("read .git/%s: %w", ref, err)
 	}
-	data, _, err := gitDir.readRegular("packed-refs", maxPackedRefsBytes)
+	data, _, err := gitDir.ReadRegular("packed-refs", maxPackedRefsBytes)
 	if err != nil {
-		if hostileMissing(err) {
+		if hostilefs.IsNotExist(err) {
 			return "", fmt.Errorf("HEAD names %s, which has no commit (an unborn branch)", ref)
 		}
 		return "", fmt.Errorf("read .git/packed-refs: %w", err)

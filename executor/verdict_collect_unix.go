@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kewplan/kewplan/executor/hostilefs"
 	"github.com/kewplan/kewplan/planner"
 )
 
 func collectVerdict(checkout, storeDir string) (*Verdict, error) {
 	name := planner.VerdictFilename
-	root, err := openHostileRoot(checkout)
+	root, err := hostilefs.OpenRoot(checkout)
 	if err != nil {
 		return nil, &VerdictError{Location: name, Err: err,
 			Reason: fmt.Sprintf("cannot open the checkout to read %s: %v", name, err)}
@@ -20,8 +21,8 @@ func collectVerdict(checkout, storeDir string) (*Verdict, error) {
 	defer root.Close()
 
 	loc, recovered := name, false
-	if _, err := root.lstat(name); err != nil {
-		if !hostileMissing(err) {
+	if _, err := root.Lstat(name); err != nil {
+		if !hostilefs.IsNotExist(err) {
 			return nil, &VerdictError{Location: loc, Err: err, Reason: fmt.Sprintf("cannot inspect %s: %v", name, err)}
 		}
 		found, truncated, err := searchVerdict(root, name, verdictSearchDepth, verdictSearchEntries)
@@ -49,7 +50,7 @@ func collectVerdict(checkout, storeDir string) (*Verdict, error) {
 	data, err := readVerdictSidecar(root, loc)
 	if err != nil {
 		ve := &VerdictError{Location: loc, Recovered: recovered, Err: err, Reason: err.Error()}
-		var hfe *hostileFileError
+		var hfe *hostilefs.FileError
 		if errors.As(err, &hfe) {
 			ve.Err = ErrVerdictRefused
 			ve.Reason = fmt.Sprintf("%s; a reviewer must write a plain regular file at %s (links, pipes, "+
@@ -76,33 +77,33 @@ func collectVerdict(checkout, storeDir string) (*Verdict, error) {
 
 // readVerdictSidecar reads the sidecar at a checkout-relative location, refusing links at every component, any
 // file type but regular, a hard-linked inode, and anything over MaxVerdictBytes.
-func readVerdictSidecar(root *hostileDir, loc string) ([]byte, error) {
+func readVerdictSidecar(root *hostilefs.Dir, loc string) ([]byte, error) {
 	dir := root
 	base := loc
 	if i := strings.LastIndexByte(loc, '/'); i >= 0 {
-		d, err := root.openPath(loc[:i])
+		d, err := root.OpenPath(loc[:i])
 		if err != nil {
 			return nil, err
 		}
 		defer d.Close()
 		dir, base = d, loc[i+1:]
 	}
-	f, st, err := dir.openRegular(base)
+	f, st, err := dir.OpenRegular(base)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	if st.Nlink != 1 {
-		return nil, &hostileFileError{Rel: loc, Reason: fmt.Sprintf("has %d hard links, so its inode is shared with "+
+		return nil, &hostilefs.FileError{Rel: loc, Reason: fmt.Sprintf("has %d hard links, so its inode is shared with "+
 			"another path that may lie outside the checkout", st.Nlink)}
 	}
-	return hostileReadAtMost(f, st, MaxVerdictBytes, loc)
+	return hostilefs.ReadAtMost(f, st, MaxVerdictBytes, loc)
 }
 
 // searchVerdict looks for name in subdirectories of root, breadth first, at most maxDepth levels deep and
 // maxEntries entries in all. It never descends into a link, a .git directory or another filesystem. It
 // reports every candidate (of any file type) so that the caller can refuse ambiguity, and whether it stopped early.
-func searchVerdict(root *hostileDir, name string, maxDepth, maxEntries int) (found []string, truncated bool, err error) {
+func searchVerdict(root *hostilefs.Dir, name string, maxDepth, maxEntries int) (found []string, truncated bool, err error) {
 	budget := maxEntries
 	level := []string{"."}
 	for depth := 0; depth <= maxDepth && len(level) > 0; depth++ {
@@ -110,17 +111,17 @@ func searchVerdict(root *hostileDir, name string, maxDepth, maxEntries int) (fou
 		for _, rel := range level {
 			dir := root
 			if rel != "." {
-				d, err := root.openPath(rel)
+				d, err := root.OpenPath(rel)
 				if err != nil {
-					var hfe *hostileFileError
-					if errors.As(err, &hfe) || hostileMissing(err) {
+					var hfe *hostilefs.FileError
+					if errors.As(err, &hfe) || hostilefs.IsNotExist(err) {
 						continue // a directory swapped for a link or removed: not descended into
 					}
 					return nil, false, err
 				}
 				dir = d
 			}
-			names, more, err := dir.readNames(budget)
+			names, more, err := dir.ReadNames(budget)
 			if err != nil {
 				if dir != root {
 					dir.Close()
@@ -131,18 +132,18 @@ func searchVerdict(root *hostileDir, name string, maxDepth, maxEntries int) (fou
 			for _, n := range names {
 				if n == name {
 					if depth > 0 {
-						found = append(found, dir.join(n))
+						found = append(found, dir.Join(n))
 					}
 					continue
 				}
 				if n == ".git" || depth == maxDepth {
 					continue
 				}
-				st, err := dir.lstat(n)
-				if err != nil || !st.dir() || st.Dev != root.dev {
+				st, err := dir.Lstat(n)
+				if err != nil || !st.IsDir() || st.Dev != root.Dev() {
 					continue
 				}
-				next = append(next, dir.join(n))
+				next = append(next, dir.Join(n))
 			}
 			if dir != root {
 				dir.Close()
@@ -158,7 +159,7 @@ func searchVerdict(root *hostileDir, name string, maxDepth, maxEntries int) (fou
 
 func removePlantedVerdicts(checkout string) ([]string, error) {
 	name := planner.VerdictFilename
-	root, err := openHostileRoot(checkout)
+	root, err := hostilefs.OpenRoot(checkout)
 	if err != nil {
 		return nil, fmt.Errorf("remove planted verdicts: %w", err)
 	}
@@ -167,16 +168,16 @@ func removePlantedVerdicts(checkout string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("remove planted verdicts: %w", err)
 	}
-	if _, err := root.lstat(name); err == nil {
+	if _, err := root.Lstat(name); err == nil {
 		found = append([]string{name}, found...)
-	} else if !hostileMissing(err) {
+	} else if !hostilefs.IsNotExist(err) {
 		return nil, fmt.Errorf("remove planted verdicts: %w", err)
 	}
 	var removed []string
 	for _, loc := range found {
 		dir, base := root, loc
 		if i := strings.LastIndexByte(loc, '/'); i >= 0 {
-			d, err := root.openPath(loc[:i])
+			d, err := root.OpenPath(loc[:i])
 			if err != nil {
 				return removed, fmt.Errorf("remove planted verdict %s: %w", loc, err)
 			}
@@ -186,15 +187,15 @@ func removePlantedVerdicts(checkout string) ([]string, error) {
 			if dir != root {
 				defer dir.Close()
 			}
-			st, err := dir.lstat(base)
+			st, err := dir.Lstat(base)
 			if err != nil {
 				return err
 			}
-			if st.dir() {
+			if st.IsDir() {
 				return fmt.Errorf("%s is a directory; a reviewer's verdict could not be written there, so the "+
 					"checkout is refused", loc)
 			}
-			return dir.unlink(base)
+			return dir.Unlink(base)
 		}()
 		if err != nil {
 			return removed, fmt.Errorf("remove planted verdict %s: %w", loc, err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/kewplan/kewplan/executor/hostilefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -414,7 +415,7 @@ func TestCollectVerdictRecovery(t *testing.T) {
 			fx.write(t, filepath.Join(fx.checkout, "a", fmt.Sprintf("f%02d", i)), "")
 		}
 		fx.write(t, filepath.Join(fx.checkout, "b", sidecarName), approveJSON)
-		root, err := openHostileRoot(fx.checkout)
+		root, err := hostilefs.OpenRoot(fx.checkout)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package executor
+package hostilefs
 
 import (
 	"errors"
@@ -19,15 +19,15 @@ import (
 // opened descriptor must be the very inode that was inspected. Directories on another device are refused, which
 // stands in for openat2's RESOLVE_NO_XDEV without needing Linux 5.6.
 
-// hostileDir is an open directory inside a checkout the agent controlled.
-type hostileDir struct {
+// Dir is an open directory inside a checkout the agent controlled.
+type Dir struct {
 	f   *os.File
 	dev uint64
 	rel string // slash-separated path relative to the checkout root; "." for the root
 }
 
-// hostileStat is what fstatat/fstat said about one directory entry, without following links.
-type hostileStat struct {
+// Stat is what fstatat/fstat said about one directory entry, without following links.
+type Stat struct {
 	Mode  uint32
 	Dev   uint64
 	Ino   uint64
@@ -35,11 +35,11 @@ type hostileStat struct {
 	Size  int64
 }
 
-func (s hostileStat) regular() bool { return s.Mode&unix.S_IFMT == unix.S_IFREG }
-func (s hostileStat) dir() bool     { return s.Mode&unix.S_IFMT == unix.S_IFDIR }
+func (s Stat) IsRegular() bool { return s.Mode&unix.S_IFMT == unix.S_IFREG }
+func (s Stat) IsDir() bool     { return s.Mode&unix.S_IFMT == unix.S_IFDIR }
 
-// kind names a file type for a diagnostic ("is a symbolic link").
-func (s hostileStat) kind() string {
+// Kind names a file type for a diagnostic ("is a symbolic link").
+func (s Stat) Kind() string {
 	switch s.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		return "a regular file"
@@ -59,8 +59,8 @@ func (s hostileStat) kind() string {
 	return fmt.Sprintf("a file of unknown type %#o", s.Mode&unix.S_IFMT)
 }
 
-func statFromUnix(st *unix.Stat_t) hostileStat {
-	return hostileStat{
+func statFromUnix(st *unix.Stat_t) Stat {
+	return Stat{
 		Mode:  uint32(st.Mode),
 		Dev:   uint64(st.Dev),
 		Ino:   uint64(st.Ino),
@@ -72,17 +72,17 @@ func statFromUnix(st *unix.Stat_t) hostileStat {
 // errHostileNotExist wraps fs.ErrNotExist so callers can tell "absent" from "refused".
 var errHostileNotExist = os.ErrNotExist
 
-// hostileFileError is a refusal to use an entry of the checkout: wrong type, a link, too large, on another device.
-type hostileFileError struct {
+// FileError is a refusal to use an entry of the checkout: wrong type, a link, too large, on another device.
+type FileError struct {
 	Rel    string // slash-separated path relative to the checkout root
 	Reason string // "is a symbolic link"
 }
 
-func (e *hostileFileError) Error() string { return e.Rel + " " + e.Reason }
+func (e *FileError) Error() string { return e.Rel + " " + e.Reason }
 
-// openHostileRoot opens the checkout directory itself. Its path was chosen by the host, so resolving it follows
-// the host's own links; everything beneath it is resolved by hostileDir.
-func openHostileRoot(dir string) (*hostileDir, error) {
+// OpenRoot opens the checkout directory itself. Its path was chosen by the host, so resolving it follows
+// the host's own links; everything beneath it is resolved by Dir.
+func OpenRoot(dir string) (*Dir, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
@@ -92,15 +92,18 @@ func openHostileRoot(dir string) (*hostileDir, error) {
 		unix.Close(fd)
 		return nil, &os.PathError{Op: "fstat", Path: dir, Err: err}
 	}
-	return &hostileDir{f: os.NewFile(uintptr(fd), dir), dev: uint64(st.Dev), rel: "."}, nil
+	return &Dir{f: os.NewFile(uintptr(fd), dir), dev: uint64(st.Dev), rel: "."}, nil
 }
 
-func (d *hostileDir) Close() error { return d.f.Close() }
+func (d *Dir) Close() error { return d.f.Close() }
 
-func (d *hostileDir) fd() int { return int(d.f.Fd()) }
+// Dev is the device the directory is on: a child on another device is a mount point.
+func (d *Dir) Dev() uint64 { return d.dev }
 
-// join gives the checkout-relative path of a child, for diagnostics.
-func (d *hostileDir) join(name string) string {
+func (d *Dir) fd() int { return int(d.f.Fd()) }
+
+// Join gives the checkout-relative path of a child, for diagnostics.
+func (d *Dir) Join(name string) string {
 	if d.rel == "." {
 		return name
 	}
@@ -115,54 +118,54 @@ func hostileName(name string) error {
 	return nil
 }
 
-// lstat inspects a child without following it. A missing child gives an error wrapping os.ErrNotExist.
-func (d *hostileDir) lstat(name string) (hostileStat, error) {
+// Lstat inspects a child without following it. A missing child gives an error wrapping os.ErrNotExist.
+func (d *Dir) Lstat(name string) (Stat, error) {
 	if err := hostileName(name); err != nil {
-		return hostileStat{}, err
+		return Stat{}, err
 	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(d.fd(), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return hostileStat{}, &os.PathError{Op: "lstat", Path: d.join(name), Err: err}
+		return Stat{}, &os.PathError{Op: "lstat", Path: d.Join(name), Err: err}
 	}
 	return statFromUnix(&st), nil
 }
 
-// openDir opens a child directory. A link, a file or a directory on another device is refused.
-func (d *hostileDir) openDir(name string) (*hostileDir, error) {
-	st, err := d.lstat(name)
+// OpenDir opens a child directory. A link, a file or a directory on another device is refused.
+func (d *Dir) OpenDir(name string) (*Dir, error) {
+	st, err := d.Lstat(name)
 	if err != nil {
 		return nil, err
 	}
-	if !st.dir() {
-		return nil, &hostileFileError{Rel: d.join(name), Reason: "is " + st.kind() + ", not a directory"}
+	if !st.IsDir() {
+		return nil, &FileError{Rel: d.Join(name), Reason: "is " + st.Kind() + ", not a directory"}
 	}
 	fd, err := unix.Openat(d.fd(), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: d.join(name), Err: err}
+		return nil, &os.PathError{Op: "open", Path: d.Join(name), Err: err}
 	}
-	sub := &hostileDir{f: os.NewFile(uintptr(fd), d.join(name)), rel: d.join(name)}
+	sub := &Dir{f: os.NewFile(uintptr(fd), d.Join(name)), rel: d.Join(name)}
 	got, err := sub.fstat()
 	if err != nil {
 		sub.Close()
 		return nil, err
 	}
-	if got.Dev != st.Dev || got.Ino != st.Ino || !got.dir() {
+	if got.Dev != st.Dev || got.Ino != st.Ino || !got.IsDir() {
 		sub.Close()
-		return nil, &hostileFileError{Rel: sub.rel, Reason: "changed while it was being opened"}
+		return nil, &FileError{Rel: sub.rel, Reason: "changed while it was being opened"}
 	}
 	if got.Dev != d.dev {
 		sub.Close()
-		return nil, &hostileFileError{Rel: sub.rel, Reason: "is on another filesystem (a mount point)"}
+		return nil, &FileError{Rel: sub.rel, Reason: "is on another filesystem (a mount point)"}
 	}
 	sub.dev = got.Dev
 	return sub, nil
 }
 
-// openPath opens a slash-separated directory path beneath d, one component at a time.
-func (d *hostileDir) openPath(rel string) (*hostileDir, error) {
+// OpenPath opens a slash-separated directory path beneath d, one component at a time.
+func (d *Dir) OpenPath(rel string) (*Dir, error) {
 	cur := d
 	for _, name := range strings.Split(rel, "/") {
-		next, err := cur.openDir(name)
+		next, err := cur.OpenDir(name)
 		if cur != d {
 			cur.Close()
 		}
@@ -174,86 +177,87 @@ func (d *hostileDir) openPath(rel string) (*hostileDir, error) {
 	return cur, nil
 }
 
-func (d *hostileDir) fstat() (hostileStat, error) {
+func (d *Dir) fstat() (Stat, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(d.fd(), &st); err != nil {
-		return hostileStat{}, &os.PathError{Op: "fstat", Path: d.rel, Err: err}
+		return Stat{}, &os.PathError{Op: "fstat", Path: d.rel, Err: err}
 	}
 	return statFromUnix(&st), nil
 }
 
-// openRegular opens a child that must be a regular file, without following a link and without blocking. The
+// OpenRegular opens a child that must be a regular file, without following a link and without blocking. The
 // returned stat is the opened descriptor's own.
-func (d *hostileDir) openRegular(name string) (*os.File, hostileStat, error) {
-	st, err := d.lstat(name)
+func (d *Dir) OpenRegular(name string) (*os.File, Stat, error) {
+	st, err := d.Lstat(name)
 	if err != nil {
-		return nil, hostileStat{}, err
+		return nil, Stat{}, err
 	}
-	if !st.regular() {
-		return nil, st, &hostileFileError{Rel: d.join(name), Reason: "is " + st.kind() + ", not a regular file"}
+	if !st.IsRegular() {
+		return nil, st, &FileError{Rel: d.Join(name), Reason: "is " + st.Kind() + ", not a regular file"}
 	}
 	fd, err := unix.Openat(d.fd(), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, st, &os.PathError{Op: "open", Path: d.join(name), Err: err}
+		return nil, st, &os.PathError{Op: "open", Path: d.Join(name), Err: err}
 	}
-	f := os.NewFile(uintptr(fd), d.join(name))
+	f := os.NewFile(uintptr(fd), d.Join(name))
 	var ust unix.Stat_t
 	if err := unix.Fstat(fd, &ust); err != nil {
 		f.Close()
-		return nil, st, &os.PathError{Op: "fstat", Path: d.join(name), Err: err}
+		return nil, st, &os.PathError{Op: "fstat", Path: d.Join(name), Err: err}
 	}
 	got := statFromUnix(&ust)
-	if got.Dev != st.Dev || got.Ino != st.Ino || !got.regular() {
+	if got.Dev != st.Dev || got.Ino != st.Ino || !got.IsRegular() {
 		f.Close()
-		return nil, got, &hostileFileError{Rel: d.join(name), Reason: "changed while it was being opened"}
+		return nil, got, &FileError{Rel: d.Join(name), Reason: "changed while it was being opened"}
 	}
 	if got.Dev != d.dev {
 		f.Close()
-		return nil, got, &hostileFileError{Rel: d.join(name), Reason: "is on another filesystem (a mount point)"}
+		return nil, got, &FileError{Rel: d.Join(name), Reason: "is on another filesystem (a mount point)"}
 	}
 	return f, got, nil
 }
 
-// unlink removes a child that is not a directory (a link is removed itself, never its target).
-func (d *hostileDir) unlink(name string) error {
+// Unlink removes a child that is not a directory (a link is removed itself, never its target).
+func (d *Dir) Unlink(name string) error {
 	if err := hostileName(name); err != nil {
 		return err
 	}
 	if err := unix.Unlinkat(d.fd(), name, 0); err != nil {
-		return &os.PathError{Op: "unlink", Path: d.join(name), Err: err}
+		return &os.PathError{Op: "unlink", Path: d.Join(name), Err: err}
 	}
 	return nil
 }
 
-// readRegular reads a child regular file of at most limit bytes. The size is checked before reading (a sparse
+// ReadRegular reads a child regular file of at most limit bytes. The size is checked before reading (a sparse
 // 1 TiB file costs nothing) and the read itself stops at limit+1 bytes, so a file that grows is still refused.
-func (d *hostileDir) readRegular(name string, limit int64) ([]byte, hostileStat, error) {
-	f, st, err := d.openRegular(name)
+func (d *Dir) ReadRegular(name string, limit int64) ([]byte, Stat, error) {
+	f, st, err := d.OpenRegular(name)
 	if err != nil {
 		return nil, st, err
 	}
 	defer f.Close()
-	data, err := hostileReadAtMost(f, st, limit, d.join(name))
+	data, err := ReadAtMost(f, st, limit, d.Join(name))
 	return data, st, err
 }
 
-func hostileReadAtMost(f *os.File, st hostileStat, limit int64, rel string) ([]byte, error) {
+// ReadAtMost reads an opened role file of at most limit bytes; rel names it in errors.
+func ReadAtMost(f *os.File, st Stat, limit int64, rel string) ([]byte, error) {
 	if st.Size > limit {
-		return nil, &hostileFileError{Rel: rel, Reason: fmt.Sprintf("is %d bytes, over the %d-byte limit", st.Size, limit)}
+		return nil, &FileError{Rel: rel, Reason: fmt.Sprintf("is %d bytes, over the %d-byte limit", st.Size, limit)}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", rel, err)
 	}
 	if int64(len(data)) > limit {
-		return nil, &hostileFileError{Rel: rel, Reason: fmt.Sprintf("is over the %d-byte limit", limit)}
+		return nil, &FileError{Rel: rel, Reason: fmt.Sprintf("is over the %d-byte limit", limit)}
 	}
 	return data, nil
 }
 
-// readNames lists up to max entry names of d (in the filesystem's order). It reports whether more entries
+// ReadNames lists up to max entry names of d (in the filesystem's order). It reports whether more entries
 // were left unread. "." and ".." are never returned.
-func (d *hostileDir) readNames(max int) ([]string, bool, error) {
+func (d *Dir) ReadNames(max int) ([]string, bool, error) {
 	if _, err := unix.Seek(d.fd(), 0, io.SeekStart); err != nil {
 		return nil, false, &os.PathError{Op: "seek", Path: d.rel, Err: err}
 	}
@@ -278,5 +282,5 @@ func (d *hostileDir) readNames(max int) ([]string, bool, error) {
 	}
 }
 
-// hostileMissing reports whether err says an entry was absent.
-func hostileMissing(err error) bool { return errors.Is(err, errHostileNotExist) }
+// IsNotExist reports whether err says an entry was absent.
+func IsNotExist(err error) bool { return errors.Is(err, errHostileNotExist) }
