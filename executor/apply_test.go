@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/kewplan/kewplan/executor/verdict"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -59,7 +60,7 @@ node "%[1]sreview" {
 		Image: f.image, RoutedModel: "claude-sonnet-4-5", ReportedModel: "claude-sonnet-4-5", ModelSource: "reported",
 		SessionID: "sess-42", InputTokens: 101, OutputTokens: 202, CacheReadTokens: 303, CacheWriteTokens: 404,
 		CostUSD: &cost, Turns: &turns, Finished: true, Events: 3, ExitCode: &exit, Status: StatusApproved,
-		Verdict: "approve", VerdictSummary: "fake review", VerdictFindings: []Finding{}, SidecarLocation: ".kew-review-verdict.json",
+		Verdict: "approve", VerdictSummary: "fake review", VerdictFindings: []verdict.Finding{}, SidecarLocation: ".kew-review-verdict.json",
 	}
 	got := n
 	// Fields checked separately (ids, paths, digests and times vary per run).

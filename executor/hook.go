@@ -3,6 +3,7 @@ package executor
 import (
 	"time"
 
+	"github.com/kewplan/kewplan/executor/verdict"
 	"github.com/kewplan/kewplan/runners"
 )
 
@@ -122,7 +123,7 @@ type NodeResult struct {
 	Pushed      bool
 	PullRequest string
 	// Reviewer outputs.
-	Verdict *Verdict
+	Verdict *verdict.Verdict
 }
 
 // Duration is how long the node ran (zero for a node that never started).

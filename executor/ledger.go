@@ -8,6 +8,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite driver "sqlite"
+
+	"github.com/kewplan/kewplan/executor/verdict"
 )
 
 // LedgerFile is the ledger's name inside the state directory.
@@ -164,47 +166,47 @@ type RunRecord struct {
 
 // NodeRecord is one `node_runs` row.
 type NodeRecord struct {
-	RunID            string     `json:"run_id"`
-	Node             string     `json:"node"`
-	Runner           string     `json:"runner"`
-	Protocol         string     `json:"protocol"`
-	Role             string     `json:"role"`
-	Image            string     `json:"image"`
-	ImageID          string     `json:"image_id"`
-	RoutedModel      string     `json:"routed_model"`
-	ReportedModel    string     `json:"reported_model"`
-	ModelSource      string     `json:"model_source"`
-	SessionID        string     `json:"session_id"`
-	InputTokens      int64      `json:"input_tokens"`
-	OutputTokens     int64      `json:"output_tokens"`
-	CacheReadTokens  int64      `json:"cache_read_tokens"`
-	CacheWriteTokens int64      `json:"cache_write_tokens"`
-	CostUSD          *float64   `json:"cost_usd"`
-	Turns            *int64     `json:"turns"`
-	IsError          bool       `json:"is_error"`
-	Finished         bool       `json:"finished"`
-	Events           int64      `json:"events"`
-	UnparsedLines    int64      `json:"unparsed_lines"`
-	OversizedLines   int64      `json:"oversized_lines"`
-	ExitCode         *int64     `json:"exit_code"`
-	Status           string     `json:"status"`
-	Reason           string     `json:"reason"`
-	Argv             []string   `json:"argv"`
-	PromptSHA256     string     `json:"prompt_sha256"`
-	StdoutLog        string     `json:"stdout_log"`
-	StderrLog        string     `json:"stderr_log"`
-	StartedAt        *time.Time `json:"started_at"`
-	EndedAt          *time.Time `json:"ended_at"`
-	BaseCommit       string     `json:"base_commit"`
-	Commit           string     `json:"commit"`
-	Branch           string     `json:"branch"`
-	Pushed           bool       `json:"pushed"`
-	PullRequest      string     `json:"pull_request"`
-	Verdict          string     `json:"verdict"`
-	VerdictSummary   string     `json:"verdict_summary"`
-	VerdictFindings  []Finding  `json:"verdict_findings"`
-	SidecarSHA256    string     `json:"sidecar_sha256"`
-	SidecarLocation  string     `json:"sidecar_location"`
+	RunID            string            `json:"run_id"`
+	Node             string            `json:"node"`
+	Runner           string            `json:"runner"`
+	Protocol         string            `json:"protocol"`
+	Role             string            `json:"role"`
+	Image            string            `json:"image"`
+	ImageID          string            `json:"image_id"`
+	RoutedModel      string            `json:"routed_model"`
+	ReportedModel    string            `json:"reported_model"`
+	ModelSource      string            `json:"model_source"`
+	SessionID        string            `json:"session_id"`
+	InputTokens      int64             `json:"input_tokens"`
+	OutputTokens     int64             `json:"output_tokens"`
+	CacheReadTokens  int64             `json:"cache_read_tokens"`
+	CacheWriteTokens int64             `json:"cache_write_tokens"`
+	CostUSD          *float64          `json:"cost_usd"`
+	Turns            *int64            `json:"turns"`
+	IsError          bool              `json:"is_error"`
+	Finished         bool              `json:"finished"`
+	Events           int64             `json:"events"`
+	UnparsedLines    int64             `json:"unparsed_lines"`
+	OversizedLines   int64             `json:"oversized_lines"`
+	ExitCode         *int64            `json:"exit_code"`
+	Status           string            `json:"status"`
+	Reason           string            `json:"reason"`
+	Argv             []string          `json:"argv"`
+	PromptSHA256     string            `json:"prompt_sha256"`
+	StdoutLog        string            `json:"stdout_log"`
+	StderrLog        string            `json:"stderr_log"`
+	StartedAt        *time.Time        `json:"started_at"`
+	EndedAt          *time.Time        `json:"ended_at"`
+	BaseCommit       string            `json:"base_commit"`
+	Commit           string            `json:"commit"`
+	Branch           string            `json:"branch"`
+	Pushed           bool              `json:"pushed"`
+	PullRequest      string            `json:"pull_request"`
+	Verdict          string            `json:"verdict"`
+	VerdictSummary   string            `json:"verdict_summary"`
+	VerdictFindings  []verdict.Finding `json:"verdict_findings"`
+	SidecarSHA256    string            `json:"sidecar_sha256"`
+	SidecarLocation  string            `json:"sidecar_location"`
 }
 
 // Duration is how long the node ran (zero when it never started or has not ended).
@@ -298,12 +300,12 @@ func (l *Ledger) RecordNode(r *NodeResult) error {
 	if r.Totals.Turns != nil {
 		turns = *r.Totals.Turns
 	}
-	var verdict, summary, findings, sidecarSHA, sidecarLoc string
+	var verdictValue, summary, findings, sidecarSHA, sidecarLoc string
 	if v := r.Verdict; v != nil {
-		verdict, summary, sidecarSHA, sidecarLoc = v.Verdict, v.Summary, v.SHA256, v.Location
+		verdictValue, summary, sidecarSHA, sidecarLoc = v.Verdict, v.Summary, v.SHA256, v.Location
 		f := v.Findings
 		if f == nil {
-			f = []Finding{}
+			f = []verdict.Finding{}
 		}
 		b, err := json.Marshal(f)
 		if err != nil {
@@ -322,7 +324,7 @@ func (l *Ledger) RecordNode(r *NodeResult) error {
 			r.RunID, r.Node, r.Runner, r.Protocol, r.Role, r.Image, r.ImageID, r.Model, r.Totals.Model, r.Totals.ModelSource, r.Totals.SessionID,
 			r.Totals.InputTokens, r.Totals.OutputTokens, r.Totals.CacheReadTokens, r.Totals.CacheWriteTokens, cost, turns, r.Totals.IsError, r.Totals.Finished,
 			r.Totals.Events, r.Totals.UnparsedLines, r.Totals.OversizedLines, exit, r.Status, r.Reason, string(argv), r.PromptSHA256, r.StdoutLog,
-			r.StderrLog, ts(r.Started), ts(r.Ended), r.BaseCommit, r.Commit, r.Branch, r.Pushed, r.PullRequest, verdict,
+			r.StderrLog, ts(r.Started), ts(r.Ended), r.BaseCommit, r.Commit, r.Branch, r.Pushed, r.PullRequest, verdictValue,
 			summary, findings, sidecarSHA, sidecarLoc)
 		return err
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kewplan/kewplan/executor/verdict"
 	"github.com/kewplan/kewplan/runners"
 )
 
@@ -29,7 +30,7 @@ func TestLedgerRoundTrip(t *testing.T) {
 		StdoutLog: "/o", StderrLog: "/e", Started: start, Ended: start.Add(90 * time.Second), BaseCommit: "b", Commit: "b",
 		Totals: runners.RunTotals{Model: "reported", ModelSource: "reported", SessionID: "s", InputTokens: 1, OutputTokens: 2,
 			CacheReadTokens: 3, CacheWriteTokens: 4, CostUSD: &cost, Turns: &turns, Finished: true, Events: 5, UnparsedLines: 6, OversizedLines: 7},
-		Verdict: &Verdict{Verdict: VerdictApprove, Summary: "ok", Findings: []Finding{{Path: "a.go", Line: 3, Message: "m"}}, SHA256: "v", Location: ".kew-review-verdict.json"},
+		Verdict: &verdict.Verdict{Verdict: verdict.Approve, Summary: "ok", Findings: []verdict.Finding{{Path: "a.go", Line: 3, Message: "m"}}, SHA256: "v", Location: ".kew-review-verdict.json"},
 	}
 	if err := l.RecordNode(in); err != nil {
 		t.Fatal(err)
@@ -58,7 +59,7 @@ func TestLedgerRoundTrip(t *testing.T) {
 			CacheReadTokens: 3, CacheWriteTokens: 4, CostUSD: &cost, Turns: &turns, Finished: true, Events: 5, UnparsedLines: 6,
 			OversizedLines: 7, ExitCode: &exit, Status: StatusApproved, Argv: []string{"docker", "run", "x"}, PromptSHA256: "p",
 			StdoutLog: "/o", StderrLog: "/e", StartedAt: &start, EndedAt: &nodeEnd, BaseCommit: "b", Commit: "b", Verdict: "approve",
-			VerdictSummary: "ok", VerdictFindings: []Finding{{Path: "a.go", Line: 3, Message: "m"}}, SidecarSHA256: "v",
+			VerdictSummary: "ok", VerdictFindings: []verdict.Finding{{Path: "a.go", Line: 3, Message: "m"}}, SidecarSHA256: "v",
 			SidecarLocation: ".kew-review-verdict.json"},
 		{RunID: "r1", Node: "after", Status: StatusSkipped, Reason: "dependency failed", Argv: []string{}, EndedAt: &skippedEnd},
 	}

@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/broker"
+	"github.com/kewplan/kewplan/executor/verdict"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
 )
@@ -96,7 +98,7 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	if np.Role == config.RoleReviewer {
 		// A sidecar that came with the repository is not this reviewer's verdict: a reviewer that writes nothing
 		// must be held, never judged by a file an upstream worker committed.
-		removed, err := RemovePlantedVerdicts(checkout)
+		removed, err := verdict.RemovePlanted(checkout)
 		if err != nil {
 			return fail(StatusHeld, fmt.Sprintf("held for a human: the checkout holds a verdict sidecar kewplan cannot remove: %v", err))
 		}
@@ -263,18 +265,18 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	}
 
 	if np.Role == config.RoleReviewer {
-		v, err := CollectVerdict(checkout, filepath.Join(a.stateDir, "verdicts", a.runID, np.Name))
+		v, err := verdict.Collect(checkout, filepath.Join(a.stateDir, "verdicts", a.runID, np.Name))
 		if err != nil {
 			return fail(StatusHeld, fmt.Sprintf("held for a human: %v", err))
 		}
 		res.Verdict = v
 		res.Commit = base
 		switch v.Verdict {
-		case VerdictApprove:
+		case verdict.Approve:
 			res.Status = StatusApproved
-		case VerdictRequestChanges:
+		case verdict.RequestChanges:
 			return fail(StatusChangesRequested, "the reviewer requested changes")
-		case VerdictReject:
+		case verdict.Reject:
 			return fail(StatusRejected, "the reviewer rejected the change")
 		default:
 			return fail(StatusHeld, fmt.Sprintf("held for a human: unknown verdict %q", v.Verdict))
@@ -282,12 +284,12 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 		return res
 	}
 
-	req := BrokerRequest{Checkout: checkout, Repo: repo, BaseCommit: base, Branch: np.Branch,
+	req := broker.Request{Checkout: checkout, Repo: repo, BaseCommit: base, Branch: np.Branch,
 		StateDir: filepath.Join(a.stateDir, "broker"), Environ: a.opts.Environ}
 	if np.PullRequest != nil {
-		req.PullRequest = &PullRequestRequest{Base: np.PullRequest.Base, Title: np.PullRequest.Title}
+		req.PullRequest = &broker.PullRequest{Base: np.PullRequest.Base, Title: np.PullRequest.Title}
 	}
-	push, err := BrokerPush(ctx, req)
+	push, err := broker.Push(ctx, req)
 	if err != nil {
 		return fail(StatusFailed, fmt.Sprintf("the agent succeeded but its commits were not published: %v", err))
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/verdict"
 )
 
 // RunsJSON is the document of `kewplan runs --json`.
@@ -39,7 +40,7 @@ func WriteRunJSON(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRec
 			clean[i].Argv = []string{}
 		}
 		if clean[i].VerdictFindings == nil {
-			clean[i].VerdictFindings = []executor.Finding{}
+			clean[i].VerdictFindings = []verdict.Finding{}
 		}
 	}
 	return writeRunsJSONDoc(w, RunJSON{Run: *run, Nodes: clean})
@@ -67,9 +68,9 @@ func sanitizeNode(n executor.NodeRecord) executor.NodeRecord {
 	n.Branch = Sanitize(n.Branch)
 	n.PullRequest = Sanitize(n.PullRequest)
 	n.SidecarLocation = Sanitize(n.SidecarLocation)
-	findings := make([]executor.Finding, len(n.VerdictFindings))
+	findings := make([]verdict.Finding, len(n.VerdictFindings))
 	for i, f := range n.VerdictFindings {
-		findings[i] = executor.Finding{Path: Sanitize(f.Path), Line: f.Line, Message: Sanitize(f.Message)}
+		findings[i] = verdict.Finding{Path: Sanitize(f.Path), Line: f.Line, Message: Sanitize(f.Message)}
 	}
 	if n.VerdictFindings != nil {
 		n.VerdictFindings = findings

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/verdict"
 )
 
 func runsFixture() (executor.RunRecord, []executor.NodeRecord) {
@@ -23,7 +24,7 @@ func runsFixture() (executor.RunRecord, []executor.NodeRecord) {
 			CacheReadTokens: 9000, CostUSD: &cost, Events: 9, ExitCode: &exit0, Status: "approved", StartedAt: &start, EndedAt: &fixEnd,
 			Argv: []string{"docker", "run", "--rm", "--name", "kew-review", "img", "--model", "claude-sonnet-4-5"}, PromptSHA256: "p",
 			StdoutLog: "/s/logs/r/review.stdout.log", StderrLog: "/s/logs/r/review.stderr.log", BaseCommit: "b0", Commit: "b0",
-			Verdict: "approve", VerdictSummary: "Looks good\x07", VerdictFindings: []executor.Finding{{Path: "a.go", Line: 3, Message: "nit: \x1b]52;c;x\x07name"}},
+			Verdict: "approve", VerdictSummary: "Looks good\x07", VerdictFindings: []verdict.Finding{{Path: "a.go", Line: 3, Message: "nit: \x1b]52;c;x\x07name"}},
 			SidecarSHA256: "v", SidecarLocation: ".kew-review-verdict.json"},
 		{RunID: run.ID, Node: "docs", Status: "skipped", Reason: `dependency "fix" failed`, EndedAt: &end},
 	}

@@ -1,4 +1,4 @@
-package executor
+package verdict
 
 import (
 	"crypto/sha256"
@@ -20,14 +20,14 @@ func TestDecodeVerdictAccepts(t *testing.T) {
 		{
 			name: "approve without findings",
 			in:   `{"verdict":"approve","summary":"looks right"}`,
-			want: Verdict{Verdict: VerdictApprove, Summary: "looks right", Findings: []Finding{}},
+			want: Verdict{Verdict: Approve, Summary: "looks right", Findings: []Finding{}},
 		},
 		{
 			name: "request_changes with findings and whitespace",
 			in: "\n\t{ \"verdict\" : \"request_changes\" ,\r\n \"summary\": \"two problems\",\n" +
 				` "findings": [ {"path": "a/b.go", "line": 12, "message": "nil deref"},` +
 				` {"message": "no test", "line": 0, "path": ""} ] }` + "\n",
-			want: Verdict{Verdict: VerdictRequestChanges, Summary: "two problems", Findings: []Finding{
+			want: Verdict{Verdict: RequestChanges, Summary: "two problems", Findings: []Finding{
 				{Path: "a/b.go", Line: 12, Message: "nil deref"},
 				{Path: "", Line: 0, Message: "no test"},
 			}},
@@ -35,22 +35,22 @@ func TestDecodeVerdictAccepts(t *testing.T) {
 		{
 			name: "reject with empty findings and empty summary",
 			in:   `{"findings":[],"summary":"","verdict":"reject"}`,
-			want: Verdict{Verdict: VerdictReject, Summary: "", Findings: []Finding{}},
+			want: Verdict{Verdict: Reject, Summary: "", Findings: []Finding{}},
 		},
 		{
 			name: "escapes, tab, newline and a surrogate pair",
 			in:   `{"verdict":"approve","summary":"caf\u00e9\t\"ok\"\n\/ \ud83d\ude00 ✓"}`,
-			want: Verdict{Verdict: VerdictApprove, Summary: "café\t\"ok\"\n/ 😀 ✓", Findings: []Finding{}},
+			want: Verdict{Verdict: Approve, Summary: "café\t\"ok\"\n/ 😀 ✓", Findings: []Finding{}},
 		},
 		{
 			name: "an escaped key still names the field",
 			in:   `{"verd\u0069ct":"approve","summary":"s"}`,
-			want: Verdict{Verdict: VerdictApprove, Summary: "s", Findings: []Finding{}},
+			want: Verdict{Verdict: Approve, Summary: "s", Findings: []Finding{}},
 		},
 		{
 			name: "largest line",
 			in:   `{"verdict":"approve","summary":"s","findings":[{"path":"p","line":2147483647,"message":"m"}]}`,
-			want: Verdict{Verdict: VerdictApprove, Summary: "s", Findings: []Finding{{Path: "p", Line: 2147483647, Message: "m"}}},
+			want: Verdict{Verdict: Approve, Summary: "s", Findings: []Finding{{Path: "p", Line: 2147483647, Message: "m"}}},
 		},
 	}
 	for _, tt := range tests {
@@ -128,9 +128,9 @@ func TestDecodeVerdictRefuses(t *testing.T) {
 			if err == nil {
 				t.Fatalf("decodeVerdict(%q) = %+v, want an error", tt.in, v)
 			}
-			var se *VerdictSyntaxError
+			var se *SyntaxError
 			if !errors.As(err, &se) {
-				t.Fatalf("decodeVerdict(%q) error %T %v, want *VerdictSyntaxError", tt.in, err, err)
+				t.Fatalf("decodeVerdict(%q) error %T %v, want *SyntaxError", tt.in, err, err)
 			}
 			if diff := cmp.Diff(tt.want, err.Error()); diff != "" {
 				t.Errorf("decodeVerdict(%q) error mismatch (-want +got):\n%s", tt.in, diff)
@@ -149,7 +149,7 @@ func TestDecodeVerdictStdlibIsAmbiguous(t *testing.T) {
 		var v struct {
 			Verdict string `json:"verdict"`
 		}
-		if err := json.Unmarshal([]byte(in), &v); err != nil || v.Verdict != VerdictApprove {
+		if err := json.Unmarshal([]byte(in), &v); err != nil || v.Verdict != Approve {
 			t.Fatalf("control: json.Unmarshal(%q) = %q, %v; want approve (the attack is no longer live)", in, v.Verdict, err)
 		}
 		if got, err := decodeVerdict([]byte(in)); err == nil {

@@ -1,4 +1,4 @@
-package executor
+package verdict
 
 import (
 	"crypto/sha256"
@@ -10,9 +10,9 @@ import (
 
 // Verdict values a reviewer may write in its sidecar.
 const (
-	VerdictApprove        = "approve"
-	VerdictRequestChanges = "request_changes"
-	VerdictReject         = "reject"
+	Approve        = "approve"
+	RequestChanges = "request_changes"
+	Reject         = "reject"
 )
 
 // Finding is one entry of a verdict's findings.
@@ -37,19 +37,19 @@ type Verdict struct {
 	StoredPath string `json:"stored_path"`
 }
 
-// Sentinel errors wrapped by CollectVerdict's *VerdictError; any of them holds the node for a human.
+// Sentinel errors wrapped by Collect's *Error; any of them holds the node for a human.
 var (
-	// ErrNoVerdict: no sidecar exists anywhere CollectVerdict looks.
+	// ErrNoVerdict: no sidecar exists anywhere Collect looks.
 	ErrNoVerdict = errors.New("no verdict sidecar")
-	// ErrVerdictRefused: a sidecar exists but is not a plain regular file that may be read (a link, a FIFO, a
+	// ErrRefused: a sidecar exists but is not a plain regular file that may be read (a link, a FIFO, a
 	// directory, too large, hard-linked, ambiguous).
-	ErrVerdictRefused = errors.New("verdict sidecar refused")
-	// ErrVerdictUnparseable: the sidecar's bytes do not match the strict schema.
-	ErrVerdictUnparseable = errors.New("verdict sidecar unparseable")
+	ErrRefused = errors.New("verdict sidecar refused")
+	// ErrUnparseable: the sidecar's bytes do not match the strict schema.
+	ErrUnparseable = errors.New("verdict sidecar unparseable")
 )
 
-// MaxVerdictBytes bounds a sidecar: a verdict is a short summary and a list of findings.
-const MaxVerdictBytes = 1 << 20
+// MaxBytes bounds a sidecar: a verdict is a short summary and a list of findings.
+const MaxBytes = 1 << 20
 
 // Recovery search bounds: how deep below the checkout root, and how many directory entries in all.
 const (
@@ -57,43 +57,43 @@ const (
 	verdictSearchEntries = 10000
 )
 
-// VerdictError says why a reviewer's node is held instead of judged. Location, StoredPath and SHA256 are set as
+// Error says why a reviewer's node is held instead of judged. Location, StoredPath and SHA256 are set as
 // far as collection got: an unparseable sidecar was still stored and digested, so a human can read the exact
 // bytes that were refused.
-type VerdictError struct {
+type Error struct {
 	Location   string // where the sidecar was (or was looked for), relative to the checkout root
 	Recovered  bool
 	StoredPath string
 	SHA256     string
 	Reason     string // why the node is held, in a sentence a person can act on
-	Err        error  // ErrNoVerdict, ErrVerdictRefused, ErrVerdictUnparseable, or an environment error
+	Err        error  // ErrNoVerdict, ErrRefused, ErrUnparseable, or an environment error
 }
 
-func (e *VerdictError) Error() string { return "reviewer verdict: " + e.Reason }
-func (e *VerdictError) Unwrap() error { return e.Err }
+func (e *Error) Error() string { return "reviewer verdict: " + e.Reason }
+func (e *Error) Unwrap() error { return e.Err }
 
-// CollectVerdict reads a reviewer's sidecar from checkout after its container is gone, stores a copy under
-// storeDir, and parses the stored bytes. Any error means the node is held for a human; it is a *VerdictError.
+// Collect reads a reviewer's sidecar from checkout after its container is gone, stores a copy under
+// storeDir, and parses the stored bytes. Any error means the node is held for a human; it is a *Error.
 //
 // The sidecar is read once, without following a link at any component, only if it is a regular file with a single
-// link of at most MaxVerdictBytes. A hard-linked sidecar is refused because its inode is shared with another
+// link of at most MaxBytes. A hard-linked sidecar is refused because its inode is shared with another
 // path, which may be outside the checkout (a local clone hard-links object files to the source repository). When
 // the root has no sidecar at all, subdirectories are searched (at most 4 levels and 10,000 entries, .git skipped,
 // no links followed) and a single sidecar found there is used with Recovered set: the contract tells the reviewer
 // to write /work/.kew-review-verdict.json, but an agent working in a subdirectory may write a relative name.
 // Two or more recovered sidecars are ambiguous and refused. A sidecar at the root that is refused is never
 // replaced by one found elsewhere.
-func CollectVerdict(checkout, storeDir string) (*Verdict, error) {
+func Collect(checkout, storeDir string) (*Verdict, error) {
 	return collectVerdict(checkout, storeDir)
 }
 
-// RemovePlantedVerdicts deletes every reviewer sidecar that CollectVerdict could later find in checkout (at the
+// RemovePlanted deletes every reviewer sidecar that Collect could later find in checkout (at the
 // root, and by the bounded subdirectory search), and must be called after the clone and before the reviewer's
 // container starts. A sidecar that arrives with the repository, committed by an upstream worker for instance, is
 // not this reviewer's verdict: without the removal, a reviewer that writes nothing would be judged by it. Links
 // are unlinked, never followed; a directory of that name is refused. It returns the checkout-relative paths it
 // removed, so the caller can warn about them.
-func RemovePlantedVerdicts(checkout string) ([]string, error) {
+func RemovePlanted(checkout string) ([]string, error) {
 	return removePlantedVerdicts(checkout)
 }
 

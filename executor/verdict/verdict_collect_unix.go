@@ -1,6 +1,6 @@
 //go:build unix
 
-package executor
+package verdict
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ func collectVerdict(checkout, storeDir string) (*Verdict, error) {
 	name := planner.VerdictFilename
 	root, err := hostilefs.OpenRoot(checkout)
 	if err != nil {
-		return nil, &VerdictError{Location: name, Err: err,
+		return nil, &Error{Location: name, Err: err,
 			Reason: fmt.Sprintf("cannot open the checkout to read %s: %v", name, err)}
 	}
 	defer root.Close()
@@ -23,11 +23,11 @@ func collectVerdict(checkout, storeDir string) (*Verdict, error) {
 	loc, recovered := name, false
 	if _, err := root.Lstat(name); err != nil {
 		if !hostilefs.IsNotExist(err) {
-			return nil, &VerdictError{Location: loc, Err: err, Reason: fmt.Sprintf("cannot inspect %s: %v", name, err)}
+			return nil, &Error{Location: loc, Err: err, Reason: fmt.Sprintf("cannot inspect %s: %v", name, err)}
 		}
 		found, truncated, err := searchVerdict(root, name, verdictSearchDepth, verdictSearchEntries)
 		if err != nil {
-			return nil, &VerdictError{Location: loc, Err: err,
+			return nil, &Error{Location: loc, Err: err,
 				Reason: fmt.Sprintf("no %s at the checkout root, and searching subdirectories failed: %v", name, err)}
 		}
 		switch len(found) {
@@ -37,11 +37,11 @@ func collectVerdict(checkout, storeDir string) (*Verdict, error) {
 			if truncated {
 				reason += fmt.Sprintf(" (the subdirectory search stopped after %d entries)", verdictSearchEntries)
 			}
-			return nil, &VerdictError{Location: loc, Err: ErrNoVerdict, Reason: reason}
+			return nil, &Error{Location: loc, Err: ErrNoVerdict, Reason: reason}
 		case 1:
 			loc, recovered = found[0], true
 		default:
-			return nil, &VerdictError{Location: found[0], Recovered: true, Err: ErrVerdictRefused,
+			return nil, &Error{Location: found[0], Recovered: true, Err: ErrRefused,
 				Reason: fmt.Sprintf("no %s at the checkout root, and %d candidates in subdirectories (%s); the verdict is "+
 					"ambiguous, so none is used", name, len(found), strings.Join(found, ", "))}
 		}
@@ -49,24 +49,24 @@ func collectVerdict(checkout, storeDir string) (*Verdict, error) {
 
 	data, err := readVerdictSidecar(root, loc)
 	if err != nil {
-		ve := &VerdictError{Location: loc, Recovered: recovered, Err: err, Reason: err.Error()}
+		ve := &Error{Location: loc, Recovered: recovered, Err: err, Reason: err.Error()}
 		var hfe *hostilefs.FileError
 		if errors.As(err, &hfe) {
-			ve.Err = ErrVerdictRefused
+			ve.Err = ErrRefused
 			ve.Reason = fmt.Sprintf("%s; a reviewer must write a plain regular file at %s (links, pipes, "+
-				"directories and files over %d bytes are never read)", hfe.Error(), planner.VerdictMountPath, MaxVerdictBytes)
+				"directories and files over %d bytes are never read)", hfe.Error(), planner.VerdictMountPath, MaxBytes)
 		}
 		return nil, ve
 	}
 
 	stored, err := storeVerdictBytes(storeDir, data)
 	if err != nil {
-		return nil, &VerdictError{Location: loc, Recovered: recovered, Err: err, Reason: err.Error()}
+		return nil, &Error{Location: loc, Recovered: recovered, Err: err, Reason: err.Error()}
 	}
 	v, err := decodeVerdict(data)
 	if err != nil {
-		ve := &VerdictError{Location: loc, Recovered: recovered, StoredPath: stored, SHA256: verdictDigest(data),
-			Err: ErrVerdictUnparseable, Reason: fmt.Sprintf("%s:%v (the refused bytes are kept at %s)", loc, err, stored)}
+		ve := &Error{Location: loc, Recovered: recovered, StoredPath: stored, SHA256: verdictDigest(data),
+			Err: ErrUnparseable, Reason: fmt.Sprintf("%s:%v (the refused bytes are kept at %s)", loc, err, stored)}
 		return nil, ve
 	}
 	v.Location = loc
@@ -76,7 +76,7 @@ func collectVerdict(checkout, storeDir string) (*Verdict, error) {
 }
 
 // readVerdictSidecar reads the sidecar at a checkout-relative location, refusing links at every component, any
-// file type but regular, a hard-linked inode, and anything over MaxVerdictBytes.
+// file type but regular, a hard-linked inode, and anything over MaxBytes.
 func readVerdictSidecar(root *hostilefs.Dir, loc string) ([]byte, error) {
 	dir := root
 	base := loc
@@ -97,7 +97,7 @@ func readVerdictSidecar(root *hostilefs.Dir, loc string) ([]byte, error) {
 		return nil, &hostilefs.FileError{Rel: loc, Reason: fmt.Sprintf("has %d hard links, so its inode is shared with "+
 			"another path that may lie outside the checkout", st.Nlink)}
 	}
-	return hostilefs.ReadAtMost(f, st, MaxVerdictBytes, loc)
+	return hostilefs.ReadAtMost(f, st, MaxBytes, loc)
 }
 
 // searchVerdict looks for name in subdirectories of root, breadth first, at most maxDepth levels deep and

@@ -1,18 +1,18 @@
-package executor
+package broker
 
 import (
 	"context"
 )
 
-// BrokerRequest asks the host broker to publish a worker's commits after a clean exit.
-type BrokerRequest struct {
+// Request asks the host broker to publish a worker's commits after a clean exit.
+type Request struct {
 	Checkout   string // the agent's checkout (hostile: the agent controlled every byte of it)
 	Repo       string // remote the checkout was cloned from
 	BaseCommit string // commit the checkout was cloned at
 	Branch     string // remote branch to push to (default kew/<node>)
 	StateDir   string // host-owned scratch space for the broker
 	// PullRequest, when not nil, asks for a pull request after the push.
-	PullRequest *PullRequestRequest
+	PullRequest *PullRequest
 
 	// Environ is the host environment for git push and gh (PATH, HOME, SSH_AUTH_SOCK, credential helpers' needs);
 	// nil means os.Environ(). The broker's own repositories never see any of its configuration.
@@ -24,8 +24,8 @@ type BrokerRequest struct {
 	MaxObjectBytes int64
 }
 
-// PullRequestRequest is a node's pull_request block, evaluated.
-type PullRequestRequest struct {
+// PullRequest is a node's pull_request block, evaluated.
+type PullRequest struct {
 	Base  string
 	Title string
 	// Body is the pull request's description; "" gives a short default naming the commit.
@@ -42,7 +42,7 @@ type PushResult struct {
 	PullRequestSkipped string
 }
 
-// BrokerPush publishes the worker's new commits from a host-owned repository, never running anything the agent
+// Push publishes the worker's new commits from a host-owned repository, never running anything the agent
 // could have configured in the checkout.
 //
 // It never runs git in the checkout or on its .git. HEAD is resolved by reading .git/HEAD and the ref it names as
@@ -55,6 +55,6 @@ type PushResult struct {
 //
 // A pull request is opened with gh when asked for, gh is on PATH and `gh auth status` succeeds; otherwise, or if
 // gh fails after the push, PullRequestSkipped says why and the push still counts.
-func BrokerPush(ctx context.Context, req BrokerRequest) (*PushResult, error) {
+func Push(ctx context.Context, req Request) (*PushResult, error) {
 	return brokerPush(ctx, req)
 }

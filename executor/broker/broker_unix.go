@@ -1,6 +1,6 @@
 //go:build unix
 
-package executor
+package broker
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/kewplan/kewplan/planner"
 )
 
-func brokerPush(ctx context.Context, req BrokerRequest) (*PushResult, error) {
+func brokerPush(ctx context.Context, req Request) (*PushResult, error) {
 	if err := checkBrokerRequest(&req); err != nil {
 		return nil, fmt.Errorf("host broker: %w", err)
 	}
@@ -106,7 +106,7 @@ func brokerPush(ctx context.Context, req BrokerRequest) (*PushResult, error) {
 	return res, nil
 }
 
-func checkBrokerRequest(req *BrokerRequest) error {
+func checkBrokerRequest(req *Request) error {
 	if req.Environ == nil {
 		req.Environ = os.Environ()
 	}
@@ -157,7 +157,7 @@ func checkoutHead(checkout string) (string, error) {
 	return readCheckoutHead(gitDir)
 }
 
-func copyCheckoutObjects(ctx context.Context, g *hostGit, req BrokerRequest, stage string) error {
+func copyCheckoutObjects(ctx context.Context, g *hostGit, req Request, stage string) error {
 	root, err := hostilefs.OpenRoot(req.Checkout)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package executor
+package verdict
 
 import (
 	"bytes"
@@ -23,15 +23,15 @@ import (
 // not hold control characters other than tab and newline, because they are printed to terminals later. The
 // schema's depth is fixed, so hostile nesting is refused at its first unexpected bracket rather than recursed into.
 
-// VerdictSyntaxError says where and why a sidecar is unparseable.
-type VerdictSyntaxError struct {
+// SyntaxError says where and why a sidecar is unparseable.
+type SyntaxError struct {
 	Offset int // byte offset of the problem
 	Line   int // 1-based
 	Column int // 1-based, in bytes
 	Msg    string
 }
 
-func (e *VerdictSyntaxError) Error() string {
+func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("%d:%d: %s", e.Line, e.Column, e.Msg)
 }
 
@@ -62,7 +62,7 @@ func (p *verdictParser) errAt(off int, format string, args ...any) error {
 			col++
 		}
 	}
-	return &VerdictSyntaxError{Offset: off, Line: line, Column: col, Msg: fmt.Sprintf(format, args...)}
+	return &SyntaxError{Offset: off, Line: line, Column: col, Msg: fmt.Sprintf(format, args...)}
 }
 
 func (p *verdictParser) errorf(format string, args ...any) error {
@@ -150,7 +150,7 @@ func (p *verdictParser) object(what string, known []string, field func(key strin
 			return nil, p.errAt(keyOff, "unknown key %q in %s; allowed keys are %s", key, what, verdictKeyList(known))
 		}
 		if seen[canonical] {
-			prev := p.errAt(first[canonical], "").(*VerdictSyntaxError)
+			prev := p.errAt(first[canonical], "").(*SyntaxError)
 			return nil, p.errAt(keyOff, "duplicate key %q in %s (first at %d:%d); each key may appear once", key, what, prev.Line, prev.Column)
 		}
 		seen[canonical] = true
@@ -191,7 +191,7 @@ func (p *verdictParser) verdictObject() (*Verdict, error) {
 				return err
 			}
 			switch s {
-			case VerdictApprove, VerdictRequestChanges, VerdictReject:
+			case Approve, RequestChanges, Reject:
 				v.Verdict = s
 			default:
 				return p.errAt(off, "verdict %q is not one of \"approve\", \"request_changes\", \"reject\" (exact spelling)", s)

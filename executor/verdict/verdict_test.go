@@ -1,6 +1,6 @@
 //go:build unix
 
-package executor
+package verdict
 
 import (
 	"bytes"
@@ -17,8 +17,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/kewplan/kewplan/executor/hostilefs"
 	"golang.org/x/sys/unix"
+
+	"github.com/kewplan/kewplan/executor/hostilefs"
 )
 
 const (
@@ -63,25 +64,25 @@ func (fx *verdictFixture) write(t *testing.T, path, content string) {
 
 func (fx *verdictFixture) sidecar() string { return filepath.Join(fx.checkout, sidecarName) }
 
-// collectRefused runs CollectVerdict, requires a *VerdictError wrapping want, and requires that nothing was stored
+// collectRefused runs Collect, requires a *Error wrapping want, and requires that nothing was stored
 // when the sidecar was refused before reading. It returns the error for further checks.
-func (fx *verdictFixture) collectRefused(t *testing.T, want error) *VerdictError {
+func (fx *verdictFixture) collectRefused(t *testing.T, want error) *Error {
 	t.Helper()
-	v, err := CollectVerdict(fx.checkout, fx.store)
+	v, err := Collect(fx.checkout, fx.store)
 	if err == nil {
-		t.Fatalf("CollectVerdict() = %+v, want an error (the node must be held)", v)
+		t.Fatalf("Collect() = %+v, want an error (the node must be held)", v)
 	}
-	var ve *VerdictError
+	var ve *Error
 	if !errors.As(err, &ve) {
-		t.Fatalf("CollectVerdict() error %T %v, want *VerdictError", err, err)
+		t.Fatalf("Collect() error %T %v, want *Error", err, err)
 	}
 	if !errors.Is(err, want) {
-		t.Fatalf("CollectVerdict() error %v, want it to wrap %v", err, want)
+		t.Fatalf("Collect() error %v, want it to wrap %v", err, want)
 	}
 	if strings.Contains(err.Error(), "ship it") {
-		t.Fatalf("CollectVerdict() error %q repeats the canary's content", err)
+		t.Fatalf("Collect() error %q repeats the canary's content", err)
 	}
-	if want != ErrVerdictUnparseable {
+	if want != ErrUnparseable {
 		if entries, _ := os.ReadDir(fx.store); len(entries) != 0 {
 			t.Fatalf("a refused sidecar left %d files in the store", len(entries))
 		}
@@ -96,18 +97,18 @@ func TestCollectVerdictApprove(t *testing.T) {
 	fx := newVerdictFixture(t)
 	content := "{\"verdict\":\"request_changes\",\"summary\":\"one thing\",\"findings\":[{\"path\":\"x.go\",\"line\":3,\"message\":\"typo\"}]}\n"
 	fx.write(t, fx.sidecar(), content)
-	got, err := CollectVerdict(fx.checkout, fx.store)
+	got, err := Collect(fx.checkout, fx.store)
 	if err != nil {
-		t.Fatalf("CollectVerdict() error: %v", err)
+		t.Fatalf("Collect() error: %v", err)
 	}
 	sum := sha256.Sum256([]byte(content))
 	want := &Verdict{
-		Verdict: VerdictRequestChanges, Summary: "one thing",
+		Verdict: RequestChanges, Summary: "one thing",
 		Findings: []Finding{{Path: "x.go", Line: 3, Message: "typo"}},
 		SHA256:   hex.EncodeToString(sum[:]), Location: sidecarName, Recovered: false,
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(Verdict{}, "StoredPath")); diff != "" {
-		t.Errorf("CollectVerdict() mismatch (-want +got):\n%s", diff)
+		t.Errorf("Collect() mismatch (-want +got):\n%s", diff)
 	}
 	if filepath.Dir(got.StoredPath) != fx.store {
 		t.Errorf("StoredPath %s is not under the store %s", got.StoredPath, fx.store)
@@ -153,7 +154,7 @@ func TestCollectVerdictSymlinks(t *testing.T) {
 			if got, err := os.ReadFile(fx.sidecar()); err != nil || string(got) != approveJSON {
 				t.Fatalf("control: os.ReadFile through the link = %q, %v; the attack is not live", got, err)
 			}
-			ve := fx.collectRefused(t, ErrVerdictRefused)
+			ve := fx.collectRefused(t, ErrRefused)
 			want := ".kew-review-verdict.json is a symbolic link, not a regular file; a reviewer must write a plain " +
 				"regular file at /work/.kew-review-verdict.json (links, pipes, directories and files over 1048576 bytes are never read)"
 			if diff := cmp.Diff(want, ve.Reason); diff != "" {
@@ -192,16 +193,16 @@ func TestCollectVerdictFIFO(t *testing.T) {
 	if got, err := os.ReadFile(fx.sidecar()); err != nil || string(got) != approveJSON {
 		t.Fatalf("control: os.ReadFile on the FIFO = %q, %v; the attack is not live", got, err)
 	}
-	// With no writer at all, CollectVerdict must return rather than block.
-	done := make(chan *VerdictError, 1)
-	go func() { done <- fx.collectRefused(t, ErrVerdictRefused) }()
+	// With no writer at all, Collect must return rather than block.
+	done := make(chan *Error, 1)
+	go func() { done <- fx.collectRefused(t, ErrRefused) }()
 	select {
 	case ve := <-done:
 		if !strings.Contains(ve.Reason, "is a named pipe (FIFO), not a regular file") {
 			t.Errorf("Reason %q does not say it is a FIFO", ve.Reason)
 		}
 	case <-time.After(time.Minute): // backstop only: the call must not block at all
-		t.Fatal("CollectVerdict blocked on a FIFO")
+		t.Fatal("Collect blocked on a FIFO")
 	}
 }
 
@@ -209,7 +210,7 @@ func TestCollectVerdictDirectoryAndSocket(t *testing.T) {
 	t.Run("A5 directory", func(t *testing.T) {
 		fx := newVerdictFixture(t)
 		fx.write(t, filepath.Join(fx.sidecar(), "x"), approveJSON)
-		ve := fx.collectRefused(t, ErrVerdictRefused)
+		ve := fx.collectRefused(t, ErrRefused)
 		if !strings.Contains(ve.Reason, "is a directory, not a regular file") {
 			t.Errorf("Reason %q", ve.Reason)
 		}
@@ -226,7 +227,7 @@ func TestCollectVerdictDirectoryAndSocket(t *testing.T) {
 			t.Fatalf("control: dial the socket: %v", err)
 		}
 		c.Close()
-		ve := fx.collectRefused(t, ErrVerdictRefused)
+		ve := fx.collectRefused(t, ErrRefused)
 		if !strings.Contains(ve.Reason, "is a socket, not a regular file") {
 			t.Errorf("Reason %q", ve.Reason)
 		}
@@ -236,17 +237,17 @@ func TestCollectVerdictDirectoryAndSocket(t *testing.T) {
 func TestCollectVerdictSize(t *testing.T) {
 	t.Run("exactly the limit is read", func(t *testing.T) {
 		fx := newVerdictFixture(t)
-		content := approveJSON + strings.Repeat(" ", MaxVerdictBytes-len(approveJSON))
+		content := approveJSON + strings.Repeat(" ", MaxBytes-len(approveJSON))
 		fx.write(t, fx.sidecar(), content)
-		v, err := CollectVerdict(fx.checkout, fx.store)
-		if err != nil || v.Verdict != VerdictApprove {
-			t.Fatalf("CollectVerdict() = %+v, %v; want approve", v, err)
+		v, err := Collect(fx.checkout, fx.store)
+		if err != nil || v.Verdict != Approve {
+			t.Fatalf("Collect() = %+v, %v; want approve", v, err)
 		}
 	})
 	t.Run("one byte over the limit", func(t *testing.T) {
 		fx := newVerdictFixture(t)
-		fx.write(t, fx.sidecar(), approveJSON+strings.Repeat(" ", MaxVerdictBytes+1-len(approveJSON)))
-		ve := fx.collectRefused(t, ErrVerdictRefused)
+		fx.write(t, fx.sidecar(), approveJSON+strings.Repeat(" ", MaxBytes+1-len(approveJSON)))
+		ve := fx.collectRefused(t, ErrRefused)
 		if !strings.Contains(ve.Reason, "is 1048577 bytes, over the 1048576-byte limit") {
 			t.Errorf("Reason %q", ve.Reason)
 		}
@@ -263,7 +264,7 @@ func TestCollectVerdictSize(t *testing.T) {
 		if err != nil {
 			t.Skipf("fallocate 1 GiB: %v", err)
 		}
-		fx.collectRefused(t, ErrVerdictRefused)
+		fx.collectRefused(t, ErrRefused)
 	})
 	t.Run("A6 sparse 1 TiB file", func(t *testing.T) {
 		fx := newVerdictFixture(t)
@@ -274,7 +275,7 @@ func TestCollectVerdictSize(t *testing.T) {
 		if st, err := os.Stat(fx.sidecar()); err != nil || st.Size() != 1<<40 {
 			t.Fatalf("control: sparse file size %v, %v", st, err)
 		}
-		fx.collectRefused(t, ErrVerdictRefused)
+		fx.collectRefused(t, ErrRefused)
 	})
 }
 
@@ -290,7 +291,7 @@ func TestCollectVerdictUnparseable(t *testing.T) {
 		t.Run(fmt.Sprintf("%q", content), func(t *testing.T) {
 			fx := newVerdictFixture(t)
 			fx.write(t, fx.sidecar(), content)
-			ve := fx.collectRefused(t, ErrVerdictUnparseable)
+			ve := fx.collectRefused(t, ErrUnparseable)
 			sum := sha256.Sum256([]byte(content))
 			if ve.SHA256 != hex.EncodeToString(sum[:]) {
 				t.Errorf("SHA256 %s, want the digest of the bytes refused", ve.SHA256)
@@ -317,7 +318,7 @@ func TestCollectVerdictHardLink(t *testing.T) {
 		if got, err := os.ReadFile(fx.sidecar()); err != nil || string(got) != approveJSON {
 			t.Fatalf("control: os.ReadFile = %q, %v", got, err)
 		}
-		ve := fx.collectRefused(t, ErrVerdictRefused)
+		ve := fx.collectRefused(t, ErrRefused)
 		if !strings.Contains(ve.Reason, "has 2 hard links") {
 			t.Errorf("Reason %q", ve.Reason)
 		}
@@ -330,7 +331,7 @@ func TestCollectVerdictHardLink(t *testing.T) {
 		if got, err := os.ReadFile(fx.sidecar()); err != nil || string(got) != approveJSON {
 			t.Fatalf("control: os.ReadFile = %q, %v", got, err)
 		}
-		fx.collectRefused(t, ErrVerdictRefused)
+		fx.collectRefused(t, ErrRefused)
 	})
 }
 
@@ -350,20 +351,20 @@ func TestCollectVerdictRecovery(t *testing.T) {
 		fx := newVerdictFixture(t)
 		fx.write(t, filepath.Join(fx.checkout, "pkg", "sub", sidecarName), approveJSON)
 		fx.write(t, filepath.Join(fx.checkout, "other", "file.txt"), "x")
-		v, err := CollectVerdict(fx.checkout, fx.store)
+		v, err := Collect(fx.checkout, fx.store)
 		if err != nil {
-			t.Fatalf("CollectVerdict() error: %v", err)
+			t.Fatalf("Collect() error: %v", err)
 		}
-		if v.Location != "pkg/sub/"+sidecarName || !v.Recovered || v.Verdict != VerdictApprove {
-			t.Errorf("CollectVerdict() = %+v, want approve recovered at pkg/sub/%s", v, sidecarName)
+		if v.Location != "pkg/sub/"+sidecarName || !v.Recovered || v.Verdict != Approve {
+			t.Errorf("Collect() = %+v, want approve recovered at pkg/sub/%s", v, sidecarName)
 		}
 	})
 	t.Run("deepest level searched", func(t *testing.T) {
 		fx := newVerdictFixture(t)
 		fx.write(t, filepath.Join(fx.checkout, "a", "b", "c", "d", sidecarName), approveJSON)
-		v, err := CollectVerdict(fx.checkout, fx.store)
+		v, err := Collect(fx.checkout, fx.store)
 		if err != nil || v.Location != "a/b/c/d/"+sidecarName {
-			t.Fatalf("CollectVerdict() = %+v, %v; want it found at depth 4", v, err)
+			t.Fatalf("Collect() = %+v, %v; want it found at depth 4", v, err)
 		}
 	})
 	t.Run("too deep", func(t *testing.T) {
@@ -380,7 +381,7 @@ func TestCollectVerdictRecovery(t *testing.T) {
 		fx := newVerdictFixture(t)
 		fx.write(t, filepath.Join(fx.checkout, "a", sidecarName), rejectJSON)
 		fx.write(t, filepath.Join(fx.checkout, "b", sidecarName), approveJSON)
-		ve := fx.collectRefused(t, ErrVerdictRefused)
+		ve := fx.collectRefused(t, ErrRefused)
 		if !strings.Contains(ve.Reason, "the verdict is ambiguous") {
 			t.Errorf("Reason %q", ve.Reason)
 		}
@@ -393,9 +394,9 @@ func TestCollectVerdictRecovery(t *testing.T) {
 		if err := os.Symlink(fx.canary, filepath.Join(fx.checkout, "sub", sidecarName)); err != nil {
 			t.Fatal(err)
 		}
-		ve := fx.collectRefused(t, ErrVerdictRefused)
+		ve := fx.collectRefused(t, ErrRefused)
 		if !ve.Recovered || ve.Location != "sub/"+sidecarName {
-			t.Errorf("VerdictError %+v, want the recovered location", ve)
+			t.Errorf("Error %+v, want the recovered location", ve)
 		}
 	})
 	t.Run("a refused root sidecar is not replaced by a recovered one", func(t *testing.T) {
@@ -404,7 +405,7 @@ func TestCollectVerdictRecovery(t *testing.T) {
 			t.Fatal(err)
 		}
 		fx.write(t, filepath.Join(fx.checkout, "sub", sidecarName), approveJSON)
-		fx.collectRefused(t, ErrVerdictRefused)
+		fx.collectRefused(t, ErrRefused)
 	})
 	t.Run("the search is bounded", func(t *testing.T) {
 		// The entry budget is exercised through searchVerdict with a small bound: creating 10,001 files to hit
@@ -433,10 +434,10 @@ func TestCollectVerdictRecovery(t *testing.T) {
 
 func TestCollectVerdictCheckoutMissing(t *testing.T) {
 	fx := newVerdictFixture(t)
-	_, err := CollectVerdict(filepath.Join(fx.checkout, "nope"), fx.store)
-	var ve *VerdictError
+	_, err := Collect(filepath.Join(fx.checkout, "nope"), fx.store)
+	var ve *Error
 	if !errors.As(err, &ve) || !strings.Contains(ve.Reason, "cannot open the checkout") {
-		t.Fatalf("CollectVerdict(missing checkout) error %v, want a VerdictError saying the checkout cannot be opened", err)
+		t.Fatalf("Collect(missing checkout) error %v, want a Error saying the checkout cannot be opened", err)
 	}
 }
 
@@ -451,7 +452,7 @@ func BenchmarkCollectVerdictSparse(b *testing.B) {
 	}
 	store := b.TempDir()
 	for b.Loop() {
-		if _, err := CollectVerdict(dir, store); err == nil {
+		if _, err := Collect(dir, store); err == nil {
 			b.Fatal("a 1 TiB sidecar was accepted")
 		}
 	}
@@ -464,15 +465,15 @@ func TestRemovePlantedVerdicts(t *testing.T) {
 		fx.write(t, filepath.Join(fx.checkout, "pkg", sidecarName), approveJSON)
 		fx.write(t, filepath.Join(fx.checkout, "pkg", "code.go"), "package pkg\n")
 		// Control: had it stayed, a reviewer that writes nothing would be judged by the planted approve.
-		if v, err := CollectVerdict(fx.checkout, t.TempDir()); err != nil || v.Verdict != VerdictApprove {
-			t.Fatalf("control: CollectVerdict() = %+v, %v; want the planted approve", v, err)
+		if v, err := Collect(fx.checkout, t.TempDir()); err != nil || v.Verdict != Approve {
+			t.Fatalf("control: Collect() = %+v, %v; want the planted approve", v, err)
 		}
-		removed, err := RemovePlantedVerdicts(fx.checkout)
+		removed, err := RemovePlanted(fx.checkout)
 		if err != nil {
-			t.Fatalf("RemovePlantedVerdicts() error: %v", err)
+			t.Fatalf("RemovePlanted() error: %v", err)
 		}
 		if diff := cmp.Diff([]string{sidecarName, "pkg/" + sidecarName}, removed); diff != "" {
-			t.Errorf("RemovePlantedVerdicts() mismatch (-want +got):\n%s", diff)
+			t.Errorf("RemovePlanted() mismatch (-want +got):\n%s", diff)
 		}
 		fx.collectRefused(t, ErrNoVerdict)
 		if _, err := os.Stat(filepath.Join(fx.checkout, "pkg", "code.go")); err != nil {
@@ -484,9 +485,9 @@ func TestRemovePlantedVerdicts(t *testing.T) {
 		if err := os.Symlink(fx.canary, fx.sidecar()); err != nil {
 			t.Fatal(err)
 		}
-		removed, err := RemovePlantedVerdicts(fx.checkout)
+		removed, err := RemovePlanted(fx.checkout)
 		if err != nil || len(removed) != 1 {
-			t.Fatalf("RemovePlantedVerdicts() = %q, %v", removed, err)
+			t.Fatalf("RemovePlanted() = %q, %v", removed, err)
 		}
 		if _, err := os.Lstat(fx.sidecar()); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the link is still there: %v", err)
@@ -498,15 +499,15 @@ func TestRemovePlantedVerdicts(t *testing.T) {
 	t.Run("a directory of that name is refused", func(t *testing.T) {
 		fx := newVerdictFixture(t)
 		fx.write(t, filepath.Join(fx.sidecar(), "x"), "")
-		if _, err := RemovePlantedVerdicts(fx.checkout); err == nil || !strings.Contains(err.Error(), "is a directory") {
-			t.Fatalf("RemovePlantedVerdicts() error %v, want a refusal", err)
+		if _, err := RemovePlanted(fx.checkout); err == nil || !strings.Contains(err.Error(), "is a directory") {
+			t.Fatalf("RemovePlanted() error %v, want a refusal", err)
 		}
 	})
 	t.Run("nothing planted", func(t *testing.T) {
 		fx := newVerdictFixture(t)
 		fx.write(t, filepath.Join(fx.checkout, "README.md"), "hi")
-		if removed, err := RemovePlantedVerdicts(fx.checkout); err != nil || len(removed) != 0 {
-			t.Fatalf("RemovePlantedVerdicts() = %q, %v; want nothing removed", removed, err)
+		if removed, err := RemovePlanted(fx.checkout); err != nil || len(removed) != 0 {
+			t.Fatalf("RemovePlanted() = %q, %v; want nothing removed", removed, err)
 		}
 	})
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package executor
+package broker
 
 import (
 	"context"
@@ -118,8 +118,8 @@ func (fx *brokerFixture) commit(file, content string) string {
 	return strings.TrimSpace(fx.git(fx.checkout, "rev-parse", "HEAD"))
 }
 
-func (fx *brokerFixture) request() BrokerRequest {
-	return BrokerRequest{
+func (fx *brokerFixture) request() Request {
+	return Request{
 		Checkout:   fx.checkout,
 		Repo:       fx.remote,
 		BaseCommit: fx.baseID,
@@ -129,9 +129,9 @@ func (fx *brokerFixture) request() BrokerRequest {
 	}
 }
 
-func (fx *brokerFixture) push(req BrokerRequest) (*PushResult, error) {
+func (fx *brokerFixture) push(req Request) (*PushResult, error) {
 	fx.t.Helper()
-	return BrokerPush(context.Background(), req)
+	return Push(context.Background(), req)
 }
 
 // remoteBranch returns the remote's kew/fix commit, or "" when the branch does not exist.
@@ -163,42 +163,42 @@ func (fx *brokerFixture) requireControl(what string) {
 	}
 }
 
-// requirePushedSafely runs BrokerPush and asserts the agent's commit landed and no sentinel appeared.
+// requirePushedSafely runs Push and asserts the agent's commit landed and no sentinel appeared.
 func (fx *brokerFixture) requirePushedSafely(head string) {
 	fx.t.Helper()
 	res, err := fx.push(fx.request())
 	if err != nil {
-		fx.t.Fatalf("BrokerPush() error: %v", err)
+		fx.t.Fatalf("Push() error: %v", err)
 	}
 	want := &PushResult{Commit: head, Branch: "kew/fix", Pushed: true}
 	if diff := cmp.Diff(want, res); diff != "" {
-		fx.t.Errorf("BrokerPush() mismatch (-want +got):\n%s", diff)
+		fx.t.Errorf("Push() mismatch (-want +got):\n%s", diff)
 	}
 	if got := fx.remoteBranch(); got != head {
 		fx.t.Errorf("remote kew/fix = %q, want %s", got, head)
 	}
 	if s := fx.sentinelFired(); s != "" {
-		fx.t.Errorf("BrokerPush ran agent-planted code: the sentinel says %q", s)
+		fx.t.Errorf("Push ran agent-planted code: the sentinel says %q", s)
 	}
 	fx.requireStateClean()
 }
 
-// requireRefused runs BrokerPush, expects an error containing want, nothing pushed and no sentinel.
+// requireRefused runs Push, expects an error containing want, nothing pushed and no sentinel.
 func (fx *brokerFixture) requireRefused(want string) error {
 	fx.t.Helper()
 	res, err := fx.push(fx.request())
 	if err == nil {
-		fx.t.Fatalf("BrokerPush() = %+v, want an error", res)
+		fx.t.Fatalf("Push() = %+v, want an error", res)
 	}
 	fx.t.Logf("refused: %v", err)
 	if !strings.Contains(err.Error(), want) {
-		fx.t.Errorf("BrokerPush() error %q, want it to contain %q", err, want)
+		fx.t.Errorf("Push() error %q, want it to contain %q", err, want)
 	}
 	if got := fx.remoteBranch(); got != "" {
 		fx.t.Errorf("remote kew/fix = %s after a refusal, want no branch", got)
 	}
 	if s := fx.sentinelFired(); s != "" {
-		fx.t.Errorf("BrokerPush ran agent-planted code: the sentinel says %q", s)
+		fx.t.Errorf("Push ran agent-planted code: the sentinel says %q", s)
 	}
 	fx.requireStateClean()
 	return err
@@ -227,14 +227,14 @@ func TestBrokerPushLandsCommits(t *testing.T) {
 func TestBrokerPushNoNewCommits(t *testing.T) {
 	fx := newBrokerFixture(t)
 	req := fx.request()
-	req.PullRequest = &PullRequestRequest{Base: "main", Title: "t"}
+	req.PullRequest = &PullRequest{Base: "main", Title: "t"}
 	res, err := fx.push(req)
 	if err != nil {
-		t.Fatalf("BrokerPush() error: %v", err)
+		t.Fatalf("Push() error: %v", err)
 	}
 	want := &PushResult{Commit: fx.baseID, PullRequestSkipped: "the worker made no new commits, so there is nothing to propose"}
 	if diff := cmp.Diff(want, res); diff != "" {
-		t.Errorf("BrokerPush() mismatch (-want +got):\n%s", diff)
+		t.Errorf("Push() mismatch (-want +got):\n%s", diff)
 	}
 	if got := fx.remoteBranch(); got != "" {
 		t.Errorf("remote kew/fix = %s, want no branch", got)
@@ -297,7 +297,7 @@ func TestBrokerPushNonFastForward(t *testing.T) {
 	head := fx.commit("mine.go", "package mine\n")
 	_, err := fx.push(fx.request())
 	if err == nil || !strings.Contains(err.Error(), "the remote branch kew/fix already has commits that "+head+" does not contain") {
-		t.Fatalf("BrokerPush() error %v, want a non-fast-forward refusal", err)
+		t.Fatalf("Push() error %v, want a non-fast-forward refusal", err)
 	}
 	if got := fx.remoteBranch(); got != other {
 		t.Errorf("remote kew/fix = %s, want it left at %s", got, other)
@@ -305,7 +305,7 @@ func TestBrokerPushNonFastForward(t *testing.T) {
 	req := fx.request()
 	req.Force = true
 	if res, err := fx.push(req); err != nil || !res.Pushed {
-		t.Fatalf("BrokerPush(Force) = %+v, %v", res, err)
+		t.Fatalf("Push(Force) = %+v, %v", res, err)
 	}
 	if got := fx.remoteBranch(); got != head {
 		t.Errorf("remote kew/fix = %s after a forced push, want %s", got, head)
@@ -316,26 +316,26 @@ func TestBrokerPushRequestValidation(t *testing.T) {
 	fx := newBrokerFixture(t)
 	tests := []struct {
 		name   string
-		modify func(*BrokerRequest)
+		modify func(*Request)
 		want   string
 	}{
-		{"relative checkout", func(r *BrokerRequest) { r.Checkout = "checkout" }, `checkout "checkout" must be an absolute path`},
-		{"no state dir", func(r *BrokerRequest) { r.StateDir = "" }, "no state directory"},
-		{"option as repo", func(r *BrokerRequest) { r.Repo = "--upload-pack=touch x" }, `repository "--upload-pack=touch x" is not a remote git can push to`},
-		{"relative repo", func(r *BrokerRequest) { r.Repo = "remote.git" }, `repository path "remote.git" must be absolute`},
-		{"short base", func(r *BrokerRequest) { r.BaseCommit = "abc" }, `base commit "abc" is not a 40-hex commit id`},
-		{"no branch", func(r *BrokerRequest) { r.Branch = "" }, "no branch to push to"},
-		{"bad branch", func(r *BrokerRequest) { r.Branch = "kew/../x" }, `branch "kew/../x": ref name "refs/heads/kew/../x" is not valid`},
-		{"branch with a colon", func(r *BrokerRequest) { r.Branch = "a:refs/heads/main" }, `is not valid: it contains a space, a control character or one of ~^:?*[\`},
-		{"credentials are redacted", func(r *BrokerRequest) { r.Repo = "-https://user:s3cret@example.com/r" }, `repository "-https://***@example.com/r"`},
+		{"relative checkout", func(r *Request) { r.Checkout = "checkout" }, `checkout "checkout" must be an absolute path`},
+		{"no state dir", func(r *Request) { r.StateDir = "" }, "no state directory"},
+		{"option as repo", func(r *Request) { r.Repo = "--upload-pack=touch x" }, `repository "--upload-pack=touch x" is not a remote git can push to`},
+		{"relative repo", func(r *Request) { r.Repo = "remote.git" }, `repository path "remote.git" must be absolute`},
+		{"short base", func(r *Request) { r.BaseCommit = "abc" }, `base commit "abc" is not a 40-hex commit id`},
+		{"no branch", func(r *Request) { r.Branch = "" }, "no branch to push to"},
+		{"bad branch", func(r *Request) { r.Branch = "kew/../x" }, `branch "kew/../x": ref name "refs/heads/kew/../x" is not valid`},
+		{"branch with a colon", func(r *Request) { r.Branch = "a:refs/heads/main" }, `is not valid: it contains a space, a control character or one of ~^:?*[\`},
+		{"credentials are redacted", func(r *Request) { r.Repo = "-https://user:s3cret@example.com/r" }, `repository "-https://***@example.com/r"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := fx.request()
 			tt.modify(&req)
-			_, err := BrokerPush(context.Background(), req)
+			_, err := Push(context.Background(), req)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("BrokerPush() error %v, want it to contain %q", err, tt.want)
+				t.Fatalf("Push() error %v, want it to contain %q", err, tt.want)
 			}
 			if strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("error %q shows a credential", err)
@@ -349,8 +349,8 @@ func TestBrokerPushContextCancelled(t *testing.T) {
 	fx.commit("a.go", "package a\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := BrokerPush(ctx, fx.request()); err == nil {
-		t.Fatal("BrokerPush(cancelled) succeeded")
+	if _, err := Push(ctx, fx.request()); err == nil {
+		t.Fatal("Push(cancelled) succeeded")
 	}
 	if got := fx.remoteBranch(); got != "" {
 		t.Errorf("remote kew/fix = %s after a cancelled push", got)
@@ -390,14 +390,14 @@ func TestBrokerPushPullRequest(t *testing.T) {
 		req := fx.request()
 		req.Repo = githubURL
 		req.Environ = append(append([]string{"PATH=" + binDir + ":" + os.Getenv("PATH")}, fx.env[1:]...), hostConfig(fx)...)
-		req.PullRequest = &PullRequestRequest{Base: "main", Title: "Fix the widget"}
+		req.PullRequest = &PullRequest{Base: "main", Title: "Fix the widget"}
 		res, err := fx.push(req)
 		if err != nil {
-			t.Fatalf("BrokerPush() error: %v", err)
+			t.Fatalf("Push() error: %v", err)
 		}
 		want := &PushResult{Commit: head, Branch: "kew/fix", Pushed: true, PullRequest: "https://github.com/acme/widget/pull/7"}
 		if diff := cmp.Diff(want, res); diff != "" {
-			t.Errorf("BrokerPush() mismatch (-want +got):\n%s", diff)
+			t.Errorf("Push() mismatch (-want +got):\n%s", diff)
 		}
 		log, _ := os.ReadFile(logPath)
 		wantLog := "auth|status|--hostname|github.com|\n" +
@@ -413,10 +413,10 @@ func TestBrokerPushPullRequest(t *testing.T) {
 		req := fx.request()
 		req.Repo = githubURL
 		req.Environ = append(append([]string{"PATH=" + binDir + ":" + os.Getenv("PATH")}, fx.env[1:]...), hostConfig(fx)...)
-		req.PullRequest = &PullRequestRequest{Title: "t"}
+		req.PullRequest = &PullRequest{Title: "t"}
 		res, err := fx.push(req)
 		if err != nil || !res.Pushed {
-			t.Fatalf("BrokerPush() = %+v, %v; want the push to stand", res, err)
+			t.Fatalf("Push() = %+v, %v; want the push to stand", res, err)
 		}
 		if res.PullRequest != "" || !strings.HasPrefix(res.PullRequestSkipped, "gh is not authenticated for github.com (run `gh auth login`)") {
 			t.Errorf("PullRequest %q, skipped %q", res.PullRequest, res.PullRequestSkipped)
@@ -435,10 +435,10 @@ func TestBrokerPushPullRequest(t *testing.T) {
 		}
 		req := fx.request()
 		req.Environ = append([]string{"PATH=" + gitDir}, fx.env[1:]...)
-		req.PullRequest = &PullRequestRequest{Title: "t"}
+		req.PullRequest = &PullRequest{Title: "t"}
 		res, err := fx.push(req)
 		if err != nil || !res.Pushed {
-			t.Fatalf("BrokerPush() = %+v, %v", res, err)
+			t.Fatalf("Push() = %+v, %v", res, err)
 		}
 		want := "gh is not installed (not found in PATH); open a pull request from branch kew/fix by hand"
 		if diff := cmp.Diff(want, res.PullRequestSkipped); diff != "" {
@@ -451,10 +451,10 @@ func TestBrokerPushPullRequest(t *testing.T) {
 		binDir, logPath := fakeGH(t, fx, 0)
 		req := fx.request()
 		req.Environ = append([]string{"PATH=" + binDir + ":" + os.Getenv("PATH")}, fx.env[1:]...)
-		req.PullRequest = &PullRequestRequest{Title: "t"}
+		req.PullRequest = &PullRequest{Title: "t"}
 		res, err := fx.push(req)
 		if err != nil || !res.Pushed {
-			t.Fatalf("BrokerPush() = %+v, %v", res, err)
+			t.Fatalf("Push() = %+v, %v", res, err)
 		}
 		if !strings.HasSuffix(res.PullRequestSkipped, "is not a hosted repository URL, so gh cannot open a pull request for it") {
 			t.Errorf("PullRequestSkipped %q", res.PullRequestSkipped)

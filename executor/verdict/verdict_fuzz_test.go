@@ -1,4 +1,4 @@
-package executor
+package verdict
 
 import (
 	"bytes"
@@ -24,9 +24,9 @@ func FuzzDecodeVerdict(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v, err := decodeVerdict(data)
 		if err != nil {
-			var se *VerdictSyntaxError
+			var se *SyntaxError
 			if !errors.As(err, &se) {
-				t.Fatalf("error %T %v, want *VerdictSyntaxError", err, err)
+				t.Fatalf("error %T %v, want *SyntaxError", err, err)
 			}
 			if se.Offset < 0 || se.Offset > len(data) {
 				t.Fatalf("error offset %d outside the %d-byte input", se.Offset, len(data))
@@ -38,7 +38,7 @@ func FuzzDecodeVerdict(f *testing.F) {
 			t.Fatalf("SHA256 = %s, want sha256 of the input %x", v.SHA256, sum)
 		}
 		switch v.Verdict {
-		case VerdictApprove, VerdictRequestChanges, VerdictReject:
+		case Approve, RequestChanges, Reject:
 		default:
 			t.Fatalf("accepted verdict %q", v.Verdict)
 		}

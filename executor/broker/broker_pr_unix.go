@@ -1,6 +1,6 @@
 //go:build unix
 
-package executor
+package broker
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 // openPullRequest opens a pull request with gh after a push. It returns the pull request's URL, or why none was
 // opened; a failure here never undoes the push.
-func openPullRequest(ctx context.Context, g *hostGit, req BrokerRequest, head string) (prURL, skipped string) {
+func openPullRequest(ctx context.Context, g *hostGit, req Request, head string) (prURL, skipped string) {
 	gh, err := lookPathIn("gh", req.Environ)
 	if err != nil {
 		return "", fmt.Sprintf("gh is not installed (not found in PATH); open a pull request from branch %s by hand", req.Branch)
