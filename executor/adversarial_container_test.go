@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -151,7 +152,7 @@ func deref(p *int64) any {
 
 // probeRun runs the hostile agent's probe in a container built from the node's planned configuration, changed by
 // mutate (the live controls take one protection away), and returns its report.
-func probeRun(t *testing.T, f *fixture, prompt string, mutate func(*ContainerSpec)) map[string]any {
+func probeRun(t *testing.T, f *fixture, prompt string, mutate func(*engine.ContainerSpec)) map[string]any {
 	t.Helper()
 	cfg := f.config(advNode("control", "", prompt, ""))
 	np := f.plan(cfg).Node(f.node("control"))
@@ -165,7 +166,7 @@ func probeRun(t *testing.T, f *fixture, prompt string, mutate func(*ContainerSpe
 	if err := os.WriteFile(filepath.Join(checkout, planner.PromptFilename), []byte(prompt), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := ContainerConfig(FillContainer(np.Container, "adv-control-"+randomSuffix(), checkout), map[string]string{})
+	spec, err := engine.ContainerConfig(FillContainer(np.Container, "adv-control-"+randomSuffix(), checkout), map[string]string{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func TestAdvContainerFromInside(t *testing.T) {
 		c := adv(t, "C2", "write a file in / and under /usr/local/bin", "EROFS (read-only file system)")
 		c.check(r["root_write_erofs"] == true, "write / -> %s", reportString(r, "root_write"))
 		c.check(r["sysdir_write_erofs"] == true, "mkdir /usr/local/bin -> %s", reportString(r, "sysdir_write"))
-		ctl := probeRun(t, f, "mode=probe", func(s *ContainerSpec) { s.HostConfig.ReadonlyRootfs = false; s.Config.User = "0:0" })
+		ctl := probeRun(t, f, "mode=probe", func(s *engine.ContainerSpec) { s.HostConfig.ReadonlyRootfs = false; s.Config.User = "0:0" })
 		c.check(reportString(ctl, "root_write") == "", "control (root, no --read-only): write / -> %q", reportString(ctl, "root_write"))
 	})
 
@@ -273,7 +274,7 @@ func TestAdvContainerFromInside(t *testing.T) {
 		c := adv(t, "C6", "run a setuid-root binary from the image", "its effective uid is 1001, not 0")
 		c.check(strings.HasPrefix(reportString(r, "suid_mode"), "u"), "/suid mode %s (setuid root in the image)", reportString(r, "suid_mode"))
 		c.check(reportString(r, "suid_euid") == "1001", "euid %q (%s)", reportString(r, "suid_euid"), reportString(r, "suid_error"))
-		ctl := probeRun(t, f, "mode=probe", func(s *ContainerSpec) { s.HostConfig.SecurityOpt = nil })
+		ctl := probeRun(t, f, "mode=probe", func(s *engine.ContainerSpec) { s.HostConfig.SecurityOpt = nil })
 		c.check(reportString(ctl, "suid_euid") == "0", "control (no no-new-privileges): euid %q", reportString(ctl, "suid_euid"))
 	})
 
@@ -282,7 +283,7 @@ func TestAdvContainerFromInside(t *testing.T) {
 		for _, k := range []string{"unshare_user", "unshare_mount", "unshare_net", "mount_tmpfs", "chroot"} {
 			c.check(reportString(r, k) == "operation not permitted", "%s: %q", k, reportString(r, k))
 		}
-		ctl := probeRun(t, f, "mode=probe", func(s *ContainerSpec) {
+		ctl := probeRun(t, f, "mode=probe", func(s *engine.ContainerSpec) {
 			s.HostConfig.SecurityOpt = append(s.HostConfig.SecurityOpt, "seccomp=unconfined")
 		})
 		c.check(reportString(ctl, "unshare_user") == "", "control (seccomp=unconfined): unshare user -> %q", reportString(ctl, "unshare_user"))

@@ -21,6 +21,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -102,7 +103,7 @@ node %s {
 // TestAdvMaliciousCredentialNames (E2): names that would be flags, assignments or several words.
 func TestAdvMaliciousCredentialNames(t *testing.T) {
 	c := adv(t, "E2", "forward credentials named FOO=bar, --privileged, -v, \"A B\", a non-ASCII name, the empty string, a newline, a shell word",
-		"rejected at plan (so apply refuses before docker is invoked); never echoed; never in argv or the Engine API env")
+		"rejected at plan (so apply refuses before docker is invoked); never echoed; never in argv or the engine.Engine API env")
 	bad := []string{"FOO=bar", "--privileged", "-v", "A B", "ÄPFEL", "", "X\nY", "X;rm -rf /", "$(id)"}
 	for _, name := range bad {
 		q, _ := hclQuote(name)
@@ -121,8 +122,8 @@ func TestAdvMaliciousCredentialNames(t *testing.T) {
 	// The executor's own last check, for a container that did not come from a plan: each bad name is refused
 	// before the engine is called, and the error does not echo it.
 	for _, name := range bad {
-		_, err := ContainerConfig(&planner.Container{Name: "kew-n", Node: "n", RunID: "r", Checkout: "/tmp/x", Image: "i", Network: "n",
-			PidsLimit: 1, Env: []string{"OK_NAME", name}}, envMap([]string{"FOO=bar=secret", "--privileged=1", "A B=x", "=x", "OK_NAME=1"}))
+		_, err := engine.ContainerConfig(&planner.Container{Name: "kew-n", Node: "n", RunID: "r", Checkout: "/tmp/x", Image: "i", Network: "n",
+			PidsLimit: 1, Env: []string{"OK_NAME", name}}, engine.EnvMap([]string{"FOO=bar=secret", "--privileged=1", "A B=x", "=x", "OK_NAME=1"}))
 		c.check(err != nil && (len(name) < 3 || !strings.Contains(err.Error(), name)), "ContainerConfig(%q): %v", name, err)
 	}
 	// And apply: the plan's error stops it before any container.

@@ -23,6 +23,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/engine"
 )
 
 // hostListeners are a TCP listener and a UDP echo on every host address, counting what reaches them.
@@ -153,7 +154,7 @@ func TestAdvEgress(t *testing.T) {
 	// Live control: the same probe on an ordinary bridge network gets out.
 	open, openGW := createNetwork(t, f, api, false, nil)
 	f.network = open
-	ctl := probeRun(t, f, egressPrompt(openGW, h, name, public), func(*ContainerSpec) {})
+	ctl := probeRun(t, f, egressPrompt(openGW, h, name, public), func(*engine.ContainerSpec) {})
 	f.network = closed
 
 	t.Run("D3", func(t *testing.T) {

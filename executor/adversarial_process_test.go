@@ -25,6 +25,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -430,7 +431,7 @@ func TestAdvSIGKILL(t *testing.T) {
 	a19.check(len(promptFilesUnder(state)) == 0 && strings.Contains(out, "deleted a prompt file"), "after the fresh apply: prompt files %v", promptFilesUnder(state))
 }
 
-func pidLabel(cs []ContainerSummary) string {
+func pidLabel(cs []engine.ContainerSummary) string {
 	if len(cs) == 0 {
 		return "-"
 	}

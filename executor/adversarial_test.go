@@ -26,6 +26,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kewplan/kewplan/executor/engine"
 )
 
 // advReportEnv names the JSON-lines file the rows are appended to.
@@ -126,7 +128,7 @@ var hostileAgent testAgentImage
 
 // hostileImage builds executor/testdata/adversarial/hostileagent into an image holding only that binary, running as
 // 1001:1001, with a setuid-root copy of itself at /suid.
-func hostileImage(t testing.TB, eng *Engine) string {
+func hostileImage(t testing.TB, eng *engine.Engine) string {
 	t.Helper()
 	changes := []string{"USER 1001:1001", "WORKDIR /work", `ENTRYPOINT ["/hostile"]`}
 	return hostileAgent.get(t, eng, "hostileagent", "./testdata/adversarial/hostileagent", strings.Join(changes, "\n"),

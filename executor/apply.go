@@ -20,6 +20,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -131,7 +132,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 		opts:     opts,
 		hook:     sh,
 		stateDir: stateDir,
-		env:      envMap(opts.Environ),
+		env:      engine.EnvMap(opts.Environ),
 		pid:      os.Getpid(),
 		imageIDs: map[string]string{},
 		outputs:  map[string]map[string]cty.Value{},
@@ -205,7 +206,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 type applier struct {
 	opts     ApplyOptions
 	hook     *syncHook
-	engine   *Engine
+	engine   *engine.Engine
 	ledger   *Ledger
 	stateDir string
 	runID    string
@@ -257,7 +258,7 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 		}
 	}
 
-	eng, err := Connect(ctx, a.opts.Environ)
+	eng, err := engine.Connect(ctx, a.opts.Environ)
 	if err != nil {
 		problems = append(problems, err.Error())
 	} else {
@@ -297,7 +298,7 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 		}
 		for _, name := range sortedKeys(networks) {
 			info, err := eng.InspectNetwork(ctx, name)
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, engine.ErrNotFound) {
 				problems = append(problems, fmt.Sprintf("node %s: the allowlist network %q does not exist; kewplan fails closed and never falls back to another network: create it with `%s` and attach your egress proxy to it",
 					quoteList(networks[name]), name, allowlistNetworkCommand(name)))
 				continue
@@ -338,7 +339,7 @@ func versionFloorWarnings(versions map[string]string) []string {
 	if v, ok := parseVersion(versions["Engine"]); ok {
 		fixed := v[0] >= 26 || v[0] == 25 && !versionLess(v, [3]int{25, 0, 4}) || v[0] == 23 && !versionLess(v, [3]int{23, 0, 11})
 		if !fixed {
-			out = append(out, fmt.Sprintf("the Docker Engine is %s, older than the releases that fix CVE-2024-29018 (DNS exfiltration from --internal networks: 23.0.11, 25.0.4, 26.0.0); upgrade it, unless your distribution backported the fix", versions["Engine"]))
+			out = append(out, fmt.Sprintf("the Docker engine.Engine is %s, older than the releases that fix CVE-2024-29018 (DNS exfiltration from --internal networks: 23.0.11, 25.0.4, 26.0.0); upgrade it, unless your distribution backported the fix", versions["Engine"]))
 		}
 	}
 	if v, ok := parseVersion(versions["runc"]); ok {
@@ -397,7 +398,7 @@ func allowlistNetworkCommand(name string) string {
 
 // rootImageProblem refuses an image whose configured user is root: kewplan never sets the container's user, so the
 // image's USER is who the agent runs as, and the contract requires uid 1001 (the HOME tmpfs is pinned to it).
-func rootImageProblem(info *ImageInfo) string {
+func rootImageProblem(info *engine.ImageInfo) string {
 	user, _, _ := strings.Cut(info.User, ":")
 	if user != "" && user != "0" && user != "root" {
 		return ""
@@ -693,7 +694,7 @@ func (s *syncHook) ApplyDone(e ApplySummary)         { s.call(func() { s.h.Apply
 // exits without waiting for the nodes to wind down.
 type Janitor struct {
 	mu         sync.Mutex
-	engine     *Engine
+	engine     *engine.Engine
 	ledger     *Ledger
 	runID      string
 	containers map[string]bool
@@ -706,7 +707,7 @@ func NewJanitor() *Janitor {
 	return &Janitor{containers: map[string]bool{}, prompts: map[*promptFile]bool{}}
 }
 
-func (j *Janitor) bind(e *Engine, l *Ledger, runID string) {
+func (j *Janitor) bind(e *engine.Engine, l *Ledger, runID string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.engine, j.ledger, j.runID = e, l, runID
@@ -722,7 +723,7 @@ func (j *Janitor) addContainer(id string)   { j.mu.Lock(); j.containers[id] = tr
 func (j *Janitor) dropContainer(id string)  { j.mu.Lock(); delete(j.containers, id); j.mu.Unlock() }
 func (j *Janitor) addPrompt(p *promptFile)  { j.mu.Lock(); j.prompts[p] = true; j.mu.Unlock() }
 func (j *Janitor) dropPrompt(p *promptFile) { j.mu.Lock(); delete(j.prompts, p); j.mu.Unlock() }
-func (j *Janitor) snapshot() ([]string, []*promptFile, *Engine, *Ledger, string, bool) {
+func (j *Janitor) snapshot() ([]string, []*promptFile, *engine.Engine, *Ledger, string, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	ids := make([]string, 0, len(j.containers))

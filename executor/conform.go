@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
 )
@@ -74,7 +75,7 @@ type conformRun struct {
 	label        string // how the evidence names this run
 	user         string // the user it was started as; "" is the image's
 	hardened     bool
-	res          *CaptureResult
+	res          *engine.CaptureResult
 	err          error // the container could not be created or started
 	probe        *probeRecord
 	sidecar      []byte // the reviewer sidecar after exit; nil when absent
@@ -89,7 +90,7 @@ func (r *conformRun) reached() bool { return r.probe != nil && r.probe.Reached }
 
 // conformer holds what every run of one Conform call shares.
 type conformer struct {
-	eng      *Engine
+	eng      *engine.Engine
 	o        *ConformOptions
 	runner   runners.Runner
 	shape    agentShape
@@ -107,7 +108,7 @@ type conformer struct {
 // intercepted by a probe placed first on PATH inside the mount; it receives dummy credentials only, never
 // kewplan's own environment. An error means the checks could not be made at all (no engine, no image, a bad
 // option).
-func Conform(ctx context.Context, eng *Engine, co ConformOptions) (*ConformReport, error) {
+func Conform(ctx context.Context, eng *engine.Engine, co ConformOptions) (*ConformReport, error) {
 	o := &co
 	runner, err := o.defaults()
 	if err != nil {
@@ -318,7 +319,7 @@ func (c *conformer) run(ctx context.Context, label string, mode promptMode, user
 		return r
 	}
 	ct := probeContainer(&c.o.ProbeOptions, "conform", checkout, c.args, c.runner.RequiredCredentials())
-	spec, err := ContainerConfig(ct, c.env)
+	spec, err := engine.ContainerConfig(ct, c.env)
 	if err != nil {
 		r.err = err
 		return r
@@ -379,7 +380,7 @@ func (c *conformer) redactAll(evidence []string) []string {
 
 // imageRow is row 1, from the image's configuration, history and layers. It also returns the uid the image runs
 // as ("" when unknown).
-func (c *conformer) imageRow(ctx context.Context, info *ImageInfo) (Check, string, error) {
+func (c *conformer) imageRow(ctx context.Context, info *engine.ImageInfo) (Check, string, error) {
 	row := Check{ID: RowImage, Title: rowTitles[RowImage]}
 	var fails, notes []string
 

@@ -29,12 +29,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kewplan/kewplan/executor/engine"
 )
 
 // conformEngine connects to the engine, or skips (fails under CI) when none answers.
-func conformEngine(t *testing.T) *Engine {
+func conformEngine(t *testing.T) *engine.Engine {
 	t.Helper()
-	eng, err := Connect(context.Background(), os.Environ())
+	eng, err := engine.Connect(context.Background(), os.Environ())
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("CI is set and no Docker engine answers: %v", err)
@@ -103,7 +105,7 @@ func cannotBuild(format string, args ...any) error {
 }
 
 // ensureTestBase builds the base unless the engine already has it, and returns its tag.
-func ensureTestBase(logf func(string, ...any), eng *Engine) (string, error) {
+func ensureTestBase(logf func(string, ...any), eng *engine.Engine) (string, error) {
 	tag := testBaseTag()
 	ctx := context.Background()
 	if ok, err := eng.ImageExists(ctx, tag); err != nil || ok {
@@ -242,7 +244,7 @@ var brokenVariants = []brokenVariant{
 
 // conformTestImages builds (once per test binary) and returns the test images, skipping when they cannot be
 // built on this machine.
-func conformTestImages(t *testing.T) (*Engine, *testImageSet) {
+func conformTestImages(t *testing.T) (*engine.Engine, *testImageSet) {
 	t.Helper()
 	eng := conformEngine(t)
 	testImagesOnce.Do(func() {
@@ -260,7 +262,7 @@ func conformTestImages(t *testing.T) (*Engine, *testImageSet) {
 	return eng, testImagesVal
 }
 
-func buildTestImages(logf func(string, ...any), eng *Engine) (*testImageSet, error) {
+func buildTestImages(logf func(string, ...any), eng *engine.Engine) (*testImageSet, error) {
 	base, err := ensureTestBase(logf, eng)
 	if err != nil {
 		return nil, err
@@ -286,7 +288,7 @@ func buildTestImages(logf func(string, ...any), eng *Engine) (*testImageSet, err
 		if err != nil {
 			return nil, err
 		}
-		spec := BuildSpec{
+		spec := engine.BuildSpec{
 			Dockerfile: v.dockerfile, Target: "test",
 			Args:        map[string]string{"BASE": base, "INSTALL_PACKAGES": "0", "AGENT_INSTALL": "none"},
 			Files:       map[string][]byte{v.dockerfile: df, v.entrypoint: ep, "agent-stand-in": standin},
@@ -314,7 +316,7 @@ func buildTestImages(logf func(string, ...any), eng *Engine) (*testImageSet, err
 			df += "COPY entrypoint.sh /usr/local/bin/kew-agent-entrypoint\n"
 		}
 		files["Dockerfile"] = []byte(df)
-		spec := BuildSpec{Dockerfile: "Dockerfile", Files: files, Executables: map[string]bool{"entrypoint.sh": true}}
+		spec := engine.BuildSpec{Dockerfile: "Dockerfile", Files: files, Executables: map[string]bool{"entrypoint.sh": true}}
 		spec.Tag = "kewplan-test/broken-" + b.Name + ":" + specHash(spec)
 		if err := buildOnce(ctx, logf, eng, spec); err != nil {
 			return nil, fmt.Errorf("variant %s: %w", b.Name, err)
@@ -326,7 +328,7 @@ func buildTestImages(logf func(string, ...any), eng *Engine) (*testImageSet, err
 
 // buildOnce builds spec unless the engine already has its tag: tags are the hash of everything that goes into
 // the image (the base's tag included), so an existing tag is the same image.
-func buildOnce(ctx context.Context, logf func(string, ...any), eng *Engine, spec BuildSpec) error {
+func buildOnce(ctx context.Context, logf func(string, ...any), eng *engine.Engine, spec engine.BuildSpec) error {
 	if ok, err := eng.ImageExists(ctx, spec.Tag); err != nil || ok {
 		return err
 	}
@@ -338,7 +340,7 @@ func buildOnce(ctx context.Context, logf func(string, ...any), eng *Engine, spec
 	return nil
 }
 
-func specHash(s BuildSpec) string {
+func specHash(s engine.BuildSpec) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00", s.Dockerfile, s.Target)
 	keys := make([]string, 0, len(s.Args))

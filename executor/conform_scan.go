@@ -14,6 +14,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/kewplan/kewplan/executor/engine"
 )
 
 // credentialLike reports whether an environment variable name looks like it holds a secret. It works on the
@@ -113,7 +115,7 @@ type layerFindings struct {
 
 // scanImage streams the image as `docker save` does and looks at every file of every layer, including files a
 // later layer deletes: a credential baked into any layer ships with the image.
-func scanImage(ctx context.Context, e *Engine, ref string) (*imageScan, error) {
+func scanImage(ctx context.Context, e *engine.Engine, ref string) (*imageScan, error) {
 	rc, err := e.SaveImage(ctx, ref)
 	if err != nil {
 		return nil, err

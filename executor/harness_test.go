@@ -22,15 +22,16 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/planner"
 )
 
 // testEngine connects to the engine, or skips (locally) / fails (CI set) with a clear message.
-func testEngine(t testing.TB) *Engine {
+func testEngine(t testing.TB) *engine.Engine {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	eng, err := Connect(ctx, os.Environ())
+	eng, err := engine.Connect(ctx, os.Environ())
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("CI is set, so the Docker engine tests must run, but: %v", err)
@@ -51,7 +52,7 @@ type testAgentImage struct {
 
 // get builds the Go package pkg (relative to executor/) as a static linux binary and, unless the engine already
 // has the tag kewplan-test/<name>:<hash of binary and recipe>, makes the image with create.
-func (a *testAgentImage) get(t testing.TB, eng *Engine, name, pkg, recipe string, create func(ctx context.Context, tag string, bin []byte) error) string {
+func (a *testAgentImage) get(t testing.TB, eng *engine.Engine, name, pkg, recipe string, create func(ctx context.Context, tag string, bin []byte) error) string {
 	t.Helper()
 	a.once.Do(func() {
 		dir, err := os.MkdirTemp("", "kewplan-"+name+"-")
@@ -89,7 +90,7 @@ func (a *testAgentImage) get(t testing.TB, eng *Engine, name, pkg, recipe string
 }
 
 // scratchAgentImage builds a FROM scratch image holding only the binary, running as 1001:1001 in /work.
-func scratchAgentImage(t testing.TB, eng *Engine, a *testAgentImage, name, pkg string) string {
+func scratchAgentImage(t testing.TB, eng *engine.Engine, a *testAgentImage, name, pkg string) string {
 	t.Helper()
 	dockerfile := fmt.Sprintf("FROM scratch\nCOPY %[1]s /%[1]s\nUSER 1001:1001\nWORKDIR /work\nENTRYPOINT [\"/%[1]s\"]\n", name)
 	return a.get(t, eng, name, pkg, dockerfile, func(ctx context.Context, tag string, bin []byte) error {
@@ -100,7 +101,7 @@ func scratchAgentImage(t testing.TB, eng *Engine, a *testAgentImage, name, pkg s
 var fakeAgent testAgentImage
 
 // fakeAgentImage is executor/testdata/fakeagent in a FROM scratch image.
-func fakeAgentImage(t testing.TB, eng *Engine) string {
+func fakeAgentImage(t testing.TB, eng *engine.Engine) string {
 	t.Helper()
 	return scratchAgentImage(t, eng, &fakeAgent, "fakeagent", "./testdata/fakeagent")
 }
@@ -112,7 +113,7 @@ func randomSuffix() string {
 }
 
 // testNetwork creates a test-unique --internal network, removed when the test ends.
-func testNetwork(t testing.TB, eng *Engine) string {
+func testNetwork(t testing.TB, eng *engine.Engine) string {
 	t.Helper()
 	name := "kewplan-test-" + randomSuffix()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -156,7 +157,7 @@ func testRepo(t testing.TB) string {
 // fixture is one test configuration: its directory, the network and image it uses.
 type fixture struct {
 	t        testing.TB
-	eng      *Engine
+	eng      *engine.Engine
 	dir      string
 	stateDir string
 	image    string

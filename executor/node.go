@@ -17,6 +17,7 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor/broker"
+	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/verdict"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
@@ -192,7 +193,7 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	budget := &outputBudget{max: a.opts.MaxOutputBytes, exceeded: stopRun}
 	// The disk watchdog kills the same way, for the container's whole life.
 	disk.start(stopRun)
-	run, runErr := a.engine.Run(runCtx, spec, RunOptions{
+	run, runErr := a.engine.Run(runCtx, spec, engine.RunOptions{
 		Stdout:  budget.writer(pw),
 		Stderr:  budget.writer(io.MultiWriter(stderrLog, tail)),
 		Timeout: timeout,

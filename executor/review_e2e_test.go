@@ -13,12 +13,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kewplan/kewplan/executor/engine"
 )
 
 var reviewAgent testAgentImage
 
 // reviewAgentImage is executor/testdata/reviewagent in a FROM scratch image.
-func reviewAgentImage(t testing.TB, eng *Engine) string {
+func reviewAgentImage(t testing.TB, eng *engine.Engine) string {
 	t.Helper()
 	return scratchAgentImage(t, eng, &reviewAgent, "reviewagent", "./testdata/reviewagent")
 }

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
 )
@@ -178,7 +179,7 @@ func smokePrompt(n string) []byte {
 // Smoke runs the image under apply's hardening with its entrypoint replaced by a /bin/sh script that prints
 // /work/.kew-prompt.txt back, and checks elements 1-3 of the contract: the mounted checkout, the prompt file, and
 // the "$@" slot. The agent never runs. An error means the check could not be made at all (no engine, no image).
-func Smoke(ctx context.Context, eng *Engine, o ProbeOptions) (*SmokeReport, error) {
+func Smoke(ctx context.Context, eng *engine.Engine, o ProbeOptions) (*SmokeReport, error) {
 	runner, err := o.defaults()
 	if err != nil {
 		return nil, err
@@ -199,7 +200,7 @@ func Smoke(ctx context.Context, eng *Engine, o ProbeOptions) (*SmokeReport, erro
 	}
 	args := runner.ContainerArgs(o.Model)
 	c := probeContainer(&o, "smoke", checkout, args, nil)
-	spec, err := ContainerConfig(c, nil)
+	spec, err := engine.ContainerConfig(c, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/views"
 )
 
@@ -35,7 +36,7 @@ func (c *ConformCmd) Run(env *Env) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	eng, err := executor.Connect(ctx, env.Environ)
+	eng, err := engine.Connect(ctx, env.Environ)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/runners"
 	"github.com/kewplan/kewplan/views"
 )
@@ -37,7 +38,7 @@ func (c *SmokeCmd) Run(env *Env) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	eng, err := executor.Connect(ctx, env.Environ)
+	eng, err := engine.Connect(ctx, env.Environ)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,4 @@
-package executor
-
-// engine.go is the only file of kewplan that imports the Docker SDK. Everything the rest of the executor (and the
-// smoke and conform checks) does with the engine goes through the Engine type below, so the hardening a container
-// runs under is decided in exactly one place: ContainerConfig.
+package engine
 
 import (
 	"archive/tar"
@@ -58,7 +54,7 @@ type Engine struct {
 // local default socket, pings it explicitly and negotiates the API version, so that an absent or too-old engine is
 // reported here, in words, rather than as a confusing failure of the first real call.
 func Connect(ctx context.Context, environ []string) (*Engine, error) {
-	env := envMap(environ)
+	env := EnvMap(environ)
 	opts := []client.Opt{}
 	host := client.DefaultDockerHost
 	if h := env["DOCKER_HOST"]; h != "" {
@@ -775,7 +771,7 @@ func (e *Engine) CreateContainer(ctx context.Context, spec *ContainerSpec) (stri
 	return res.ID, nil
 }
 
-func envMap(environ []string) map[string]string {
+func EnvMap(environ []string) map[string]string {
 	m := make(map[string]string, len(environ))
 	for _, kv := range environ {
 		k, v, ok := strings.Cut(kv, "=")

@@ -1,4 +1,4 @@
-package executor
+package engine
 
 // engine_probe.go holds the engine operations that only `kewplan smoke`, `kewplan conform` and the tests that build
 // their images need: a build with a target and build arguments, an import from a root filesystem tarball, an
