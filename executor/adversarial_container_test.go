@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -138,7 +139,7 @@ func TestAdvContainerInspect(t *testing.T) {
 	user, _, _ := strings.Cut(got.Config.User, ":")
 	c.check(user != "" && user != "0" && user != "root", "User=%q", got.Config.User)
 	c.check(got.AppArmorProfile != "unconfined", "AppArmorProfile=%q", got.AppArmorProfile)
-	if res.Status != StatusApproved {
+	if res.Status != ledger.StatusApproved {
 		t.Errorf("the inspected reviewer ended %s (%s), want approved", res.Status, res.Reason)
 	}
 }
@@ -182,7 +183,7 @@ func probeRun(t *testing.T, f *fixture, prompt string, mutate func(*engine.Conta
 	if err := os.WriteFile(logPath, out.Stdout, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return agentReport(t, NodeResult{Node: "control", StdoutLog: logPath})
+	return agentReport(t, ledger.NodeResult{Node: "control", StdoutLog: logPath})
 }
 
 // TestAdvContainerFromInside (C2-C7): the hostile agent probes its own container through a real apply; each item
@@ -197,7 +198,7 @@ func TestAdvContainerFromInside(t *testing.T) {
 	f.assertClean(sum.RunID)
 	res := resultOf(t, sum, f.node("probe"))
 	r := agentReport(t, res)
-	if res.Status != StatusApproved {
+	if res.Status != ledger.StatusApproved {
 		t.Errorf("probe node %s (%s), want approved", res.Status, res.Reason)
 	}
 
@@ -291,7 +292,7 @@ func TestAdvContainerFromInside(t *testing.T) {
 }
 
 // hadMemoryLimit reports whether the node's container had a memory limit (the fixture always sets one).
-func hadMemoryLimit(r NodeResult) bool {
+func hadMemoryLimit(r ledger.NodeResult) bool {
 	for i, w := range r.Argv {
 		if w == "--memory" && i+1 < len(r.Argv) && r.Argv[i+1] != "" && r.Argv[i+1] != "0" {
 			return true
@@ -317,7 +318,7 @@ func TestAdvForkBomb(t *testing.T) {
 		"pids cgroup: max %s, current %s when the fork was refused (%s tasks seen in /proc, %s processes started)",
 		reportString(r, "pids_max"), reportString(r, "pids_current"), reportString(r, "tasks"), reportString(r, "started"))
 	c.check(strings.Contains(reportString(r, "first_error"), "resource temporarily unavailable"), "refusal: %s", reportString(r, "first_error"))
-	c.check(res.Status == StatusTimedOut, "node %s: %s", res.Status, res.Reason)
+	c.check(res.Status == ledger.StatusTimedOut, "node %s: %s", res.Status, res.Reason)
 }
 
 // TestAdvMemoryExhaustion (C9): filling /tmp and allocating memory past the limit stop inside the container.
@@ -336,7 +337,7 @@ func TestAdvMemoryExhaustion(t *testing.T) {
 	for _, name := range []string{"tmpfill", "memfill"} {
 		res := resultOf(t, sum, f.node(name))
 		killed := res.ExitCode != nil && *res.ExitCode == 137
-		c.check(res.Status == StatusFailed && (killed || strings.Contains(res.Reason, "no space")),
+		c.check(res.Status == ledger.StatusFailed && (killed || strings.Contains(res.Reason, "no space")),
 			"%s: %s, exit %v: %s", name, res.Status, deref(res.ExitCode), res.Reason)
 		if killed {
 			// An OOM kill must read as one, not as a bare exit status.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
 )
 
 // hostListeners are a TCP listener and a UDP echo on every host address, counting what reaches them.
@@ -188,7 +189,7 @@ func TestAdvEgress(t *testing.T) {
 		c.check(blocked(reportString(r, "tcp_public_443")) && blocked(reportString(r, "tcp_resolved_public")),
 			"without proxy variables: 1.1.1.1:443 %s; %s %s", reportString(r, "tcp_public_443"), public, reportString(r, "tcp_resolved_public"))
 	})
-	if res.Status != StatusApproved {
+	if res.Status != ledger.StatusApproved {
 		t.Errorf("egress node %s: %s", res.Status, res.Reason)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
 )
 
 // advReportEnv names the JSON-lines file the rows are appended to.
@@ -180,7 +181,7 @@ func advNode(name, role, prompt, extra string) string {
 }
 
 // agentReport returns the last "adv" report the hostile agent put in a node's stdout log.
-func agentReport(t testing.TB, res NodeResult) map[string]any {
+func agentReport(t testing.TB, res ledger.NodeResult) map[string]any {
 	t.Helper()
 	if res.StdoutLog == "" {
 		t.Fatalf("node %s never ran: %s: %s", res.Node, res.Status, res.Reason)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -142,7 +143,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 		a.janitor = NewJanitor()
 	}
 
-	lock, lockErr := lockStateDir(stateDir)
+	lock, lockErr := ledger.LockStateDir(stateDir)
 	if lock != nil {
 		defer lock.Unlock()
 	}
@@ -151,7 +152,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	}
 	defer a.engine.Close()
 
-	a.ledger, err = OpenLedger(filepath.Join(stateDir, LedgerFile))
+	a.ledger, err = ledger.Open(filepath.Join(stateDir, ledger.Filename))
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +162,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	a.runID = newRunID(time.Now())
 	a.janitor.bind(a.engine, a.ledger, a.runID)
 	started := time.Now()
-	if err := a.ledger.StartRun(RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.pid}); err != nil {
+	if err := a.ledger.StartRun(ledger.RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.pid}); err != nil {
 		return nil, err
 	}
 	names := make([]string, len(opts.Plan.Nodes))
@@ -173,7 +174,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 
 	results := a.runGraph(ctx)
 
-	sum := ApplySummary{RunID: a.runID, Started: started, Ended: time.Now(), StateDir: stateDir, Status: RunSucceeded}
+	sum := ApplySummary{RunID: a.runID, Started: started, Ended: time.Now(), StateDir: stateDir, Status: ledger.RunSucceeded}
 	for _, np := range opts.Plan.Nodes {
 		r := results[np.Name]
 		sum.Nodes = append(sum.Nodes, *r)
@@ -188,12 +189,12 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 			}
 			sum.CostUSD = &total
 		}
-		if !NodeSucceeded(r.Status) && sum.Status == RunSucceeded {
-			sum.Status = RunFailed
+		if !ledger.NodeSucceeded(r.Status) && sum.Status == ledger.RunSucceeded {
+			sum.Status = ledger.RunFailed
 		}
 	}
 	if ctx.Err() != nil {
-		sum.Status = RunCancelled
+		sum.Status = ledger.RunCancelled
 	}
 	if err := a.ledger.FinishRun(a.runID, sum.Status, sum.Ended); err != nil {
 		a.warn("", fmt.Sprintf("could not record the end of run %s: %v", a.runID, err))
@@ -207,7 +208,7 @@ type applier struct {
 	opts     ApplyOptions
 	hook     *syncHook
 	engine   *engine.Engine
-	ledger   *Ledger
+	ledger   *ledger.Ledger
 	stateDir string
 	runID    string
 	pid      int
@@ -436,17 +437,17 @@ func newRunID(t time.Time) string {
 }
 
 // runGraph runs every node in dependency order, at most Parallelism at once, and returns each node's result.
-func (a *applier) runGraph(ctx context.Context) map[string]*NodeResult {
+func (a *applier) runGraph(ctx context.Context) map[string]*ledger.NodeResult {
 	nodes := a.opts.Plan.Nodes
 	inPlan := map[string]bool{}
 	for _, np := range nodes {
 		inPlan[np.Name] = true
 	}
-	results := map[string]*NodeResult{}
+	results := map[string]*ledger.NodeResult{}
 	started := map[string]bool{}
 	type done struct {
 		name string
-		res  *NodeResult
+		res  *ledger.NodeResult
 	}
 	finished := make(chan done)
 	running := 0
@@ -468,7 +469,7 @@ func (a *applier) runGraph(ctx context.Context) map[string]*NodeResult {
 				continue
 			}
 			if ctx.Err() != nil {
-				finish(np, StatusCancelled, "not started: the apply was cancelled")
+				finish(np, ledger.StatusCancelled, "not started: the apply was cancelled")
 				progressed = true
 				continue
 			}
@@ -483,13 +484,13 @@ func (a *applier) runGraph(ctx context.Context) map[string]*NodeResult {
 					ready = false
 					continue
 				}
-				if !NodeSucceeded(r.Status) {
+				if !ledger.NodeSucceeded(r.Status) {
 					blocked = fmt.Sprintf("dependency %q %s", dep, describeStatus(r.Status))
 					break
 				}
 			}
 			if blocked != "" {
-				finish(np, StatusSkipped, blocked)
+				finish(np, ledger.StatusSkipped, blocked)
 				progressed = true
 				continue
 			}
@@ -513,7 +514,7 @@ func (a *applier) runGraph(ctx context.Context) map[string]*NodeResult {
 			// Nothing runs and nothing can start: only a cycle does that, which the planner refuses.
 			for _, np := range nodes {
 				if results[np.Name] == nil {
-					finish(np, StatusSkipped, "its dependencies can never finish (a dependency cycle)")
+					finish(np, ledger.StatusSkipped, "its dependencies can never finish (a dependency cycle)")
 				}
 			}
 			break
@@ -530,19 +531,19 @@ func (a *applier) runGraph(ctx context.Context) map[string]*NodeResult {
 
 func describeStatus(status string) string {
 	switch status {
-	case StatusFailed:
+	case ledger.StatusFailed:
 		return "failed"
-	case StatusTimedOut:
+	case ledger.StatusTimedOut:
 		return "timed out"
-	case StatusCancelled:
+	case ledger.StatusCancelled:
 		return "was cancelled"
-	case StatusHeld:
+	case ledger.StatusHeld:
 		return "is held for a human (no usable verdict)"
-	case StatusChangesRequested:
+	case ledger.StatusChangesRequested:
 		return "requested changes"
-	case StatusRejected:
+	case ledger.StatusRejected:
 		return "rejected the change"
-	case StatusSkipped:
+	case ledger.StatusSkipped:
 		return "was skipped"
 	default:
 		return "did not succeed (" + status + ")"
@@ -550,7 +551,7 @@ func describeStatus(status string) string {
 }
 
 // nodeOutputs are the values node.<name>.<output> takes for downstream nodes.
-func nodeOutputs(r *NodeResult) map[string]cty.Value {
+func nodeOutputs(r *ledger.NodeResult) map[string]cty.Value {
 	commit := r.Commit
 	if commit == "" {
 		commit = r.BaseCommit
@@ -568,8 +569,8 @@ func nodeOutputs(r *NodeResult) map[string]cty.Value {
 	}
 }
 
-func (a *applier) baseResult(np *planner.NodePlan) *NodeResult {
-	r := &NodeResult{
+func (a *applier) baseResult(np *planner.NodePlan) *ledger.NodeResult {
+	r := &ledger.NodeResult{
 		RunID: a.runID, Node: np.Name, Runner: np.Runner, Protocol: np.Protocol, Role: np.Role,
 		Image: np.Image, Model: np.Model, PromptSHA256: np.Prompt.SHA256,
 	}
@@ -685,7 +686,7 @@ func (s *syncHook) repanic() {
 func (s *syncHook) ApplyStart(e ApplyStartEvent)     { s.call(func() { s.h.ApplyStart(e) }) }
 func (s *syncHook) NodeStart(e NodeStartEvent)       { s.call(func() { s.h.NodeStart(e) }) }
 func (s *syncHook) NodeProgress(e NodeProgressEvent) { s.call(func() { s.h.NodeProgress(e) }) }
-func (s *syncHook) NodeDone(e NodeResult)            { s.call(func() { s.h.NodeDone(e) }) }
+func (s *syncHook) NodeDone(e ledger.NodeResult)     { s.call(func() { s.h.NodeDone(e) }) }
 func (s *syncHook) Warning(e WarningEvent)           { s.call(func() { s.h.Warning(e) }) }
 func (s *syncHook) ApplyDone(e ApplySummary)         { s.call(func() { s.h.ApplyDone(e) }) }
 
@@ -695,7 +696,7 @@ func (s *syncHook) ApplyDone(e ApplySummary)         { s.call(func() { s.h.Apply
 type Janitor struct {
 	mu         sync.Mutex
 	engine     *engine.Engine
-	ledger     *Ledger
+	ledger     *ledger.Ledger
 	runID      string
 	containers map[string]bool
 	prompts    map[*promptFile]bool
@@ -707,7 +708,7 @@ func NewJanitor() *Janitor {
 	return &Janitor{containers: map[string]bool{}, prompts: map[*promptFile]bool{}}
 }
 
-func (j *Janitor) bind(e *engine.Engine, l *Ledger, runID string) {
+func (j *Janitor) bind(e *engine.Engine, l *ledger.Ledger, runID string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.engine, j.ledger, j.runID = e, l, runID
@@ -723,7 +724,7 @@ func (j *Janitor) addContainer(id string)   { j.mu.Lock(); j.containers[id] = tr
 func (j *Janitor) dropContainer(id string)  { j.mu.Lock(); delete(j.containers, id); j.mu.Unlock() }
 func (j *Janitor) addPrompt(p *promptFile)  { j.mu.Lock(); j.prompts[p] = true; j.mu.Unlock() }
 func (j *Janitor) dropPrompt(p *promptFile) { j.mu.Lock(); delete(j.prompts, p); j.mu.Unlock() }
-func (j *Janitor) snapshot() ([]string, []*promptFile, *engine.Engine, *Ledger, string, bool) {
+func (j *Janitor) snapshot() ([]string, []*promptFile, *engine.Engine, *ledger.Ledger, string, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	ids := make([]string, 0, len(j.containers))
@@ -739,7 +740,7 @@ func (j *Janitor) snapshot() ([]string, []*promptFile, *engine.Engine, *Ledger, 
 
 // Now makes the last cleanup attempt, waiting at most timeout, and returns what failed.
 func (j *Janitor) Now(timeout time.Duration) []error {
-	ids, prompts, eng, ledger, runID, finished := j.snapshot()
+	ids, prompts, eng, led, runID, finished := j.snapshot()
 	if finished {
 		return nil
 	}
@@ -773,8 +774,8 @@ func (j *Janitor) Now(timeout time.Duration) []error {
 		errs = append(errs, fmt.Errorf("cleanup did not finish within %s; check `docker ps -a --filter label=%s=%s`", timeout, planner.LabelRun, runID))
 		mu.Unlock()
 	}
-	if ledger != nil && runID != "" {
-		if err := ledger.FinishRun(runID, RunCancelled, time.Now()); err != nil {
+	if led != nil && runID != "" {
+		if err := led.FinishRun(runID, ledger.RunCancelled, time.Now()); err != nil {
 			mu.Lock()
 			errs = append(errs, err)
 			mu.Unlock()

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -250,9 +251,9 @@ func (f *fixture) assertClean(runID string) {
 }
 
 // ledgerRun reads a run back from the fixture's ledger.
-func (f *fixture) ledgerRun(runID string) (*RunRecord, map[string]NodeRecord) {
+func (f *fixture) ledgerRun(runID string) (*ledger.RunRecord, map[string]ledger.NodeRecord) {
 	f.t.Helper()
-	l, err := OpenLedger(filepath.Join(f.stateDir, LedgerFile))
+	l, err := ledger.Open(filepath.Join(f.stateDir, ledger.Filename))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -261,7 +262,7 @@ func (f *fixture) ledgerRun(runID string) (*RunRecord, map[string]NodeRecord) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	byName := map[string]NodeRecord{}
+	byName := map[string]ledger.NodeRecord{}
 	for _, n := range nodes {
 		byName[n.Node] = n
 	}
@@ -275,7 +276,7 @@ type recorder struct {
 	events   []string
 	starts   []NodeStartEvent
 	progress []NodeProgressEvent
-	done     []NodeResult
+	done     []ledger.NodeResult
 	warnings []WarningEvent
 	summary  *ApplySummary
 	onStart  func(NodeStartEvent)
@@ -303,7 +304,7 @@ func (r *recorder) NodeProgress(e NodeProgressEvent) {
 	}
 }
 
-func (r *recorder) NodeDone(e NodeResult) {
+func (r *recorder) NodeDone(e ledger.NodeResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, "done "+e.Node+" "+e.Status)
@@ -333,7 +334,7 @@ func (r *recorder) warningText() string {
 }
 
 // resultOf finds a node's result in a summary.
-func resultOf(t testing.TB, sum *ApplySummary, node string) NodeResult {
+func resultOf(t testing.TB, sum *ApplySummary, node string) ledger.NodeResult {
 	t.Helper()
 	for _, n := range sum.Nodes {
 		if n.Node == node {
@@ -341,5 +342,5 @@ func resultOf(t testing.TB, sum *ApplySummary, node string) NodeResult {
 		}
 	}
 	t.Fatalf("node %s is not in the summary", node)
-	return NodeResult{}
+	return ledger.NodeResult{}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor/broker"
 	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/executor/verdict"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
@@ -25,9 +26,9 @@ import (
 
 // runNode runs one node from checkout to verdict or push and always returns its recorded result. Whatever
 // happens, the prompt file is deleted and the container is gone when it returns.
-func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *NodeResult) {
+func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *ledger.NodeResult) {
 	res = a.baseResult(planned)
-	res.Status = StatusRunning
+	res.Status = ledger.StatusRunning
 	res.Started = time.Now()
 	if err := a.ledger.RecordNode(res); err != nil {
 		a.warn(planned.Name, err.Error())
@@ -48,28 +49,28 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 		}
 		a.hook.NodeDone(*res)
 	}()
-	fail := func(status, reason string) *NodeResult {
+	fail := func(status, reason string) *ledger.NodeResult {
 		res.Status, res.Reason = status, reason
 		return res
 	}
 	if ctx.Err() != nil {
-		return fail(StatusCancelled, "the apply was cancelled before the node started")
+		return fail(ledger.StatusCancelled, "the apply was cancelled before the node started")
 	}
 
 	np, err := a.replan(planned)
 	if err != nil {
-		return fail(StatusFailed, err.Error())
+		return fail(ledger.StatusFailed, err.Error())
 	}
 	res.Runner, res.Protocol, res.Model = np.Runner, np.Protocol, np.Model
 	if len(np.Unknown) > 0 {
-		return fail(StatusFailed, fmt.Sprintf("values still unknown after its dependencies finished: %s", strings.Join(np.Unknown, ", ")))
+		return fail(ledger.StatusFailed, fmt.Sprintf("values still unknown after its dependencies finished: %s", strings.Join(np.Unknown, ", ")))
 	}
 	if np.Container == nil {
-		return fail(StatusFailed, "the node's plan has errors; run `kewplan plan` to see them")
+		return fail(ledger.StatusFailed, "the node's plan has errors; run `kewplan plan` to see them")
 	}
 	res.Image = np.Container.Image
 	if id, err := a.imageID(ctx, res.Image); err != nil {
-		return fail(StatusFailed, err.Error())
+		return fail(ledger.StatusFailed, err.Error())
 	} else {
 		res.ImageID = id
 	}
@@ -77,7 +78,7 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	sum := sha256.Sum256(prompt)
 	res.PromptSHA256 = hex.EncodeToString(sum[:])
 	if strings.TrimSpace(np.Prompt.Text) == "" {
-		return fail(StatusFailed, "the prompt is empty after rendering; an agent without a prompt burns the dispatch")
+		return fail(ledger.StatusFailed, "the prompt is empty after rendering; an agent without a prompt burns the dispatch")
 	}
 
 	// 1. A fresh checkout, owned by the container's uid.
@@ -88,20 +89,20 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	base, err := cloneCheckout(ctx, repo, np.Ref, checkout)
 	if err != nil {
 		if ctx.Err() != nil {
-			return fail(StatusCancelled, "the apply was cancelled while cloning")
+			return fail(ledger.StatusCancelled, "the apply was cancelled while cloning")
 		}
-		return fail(StatusFailed, err.Error())
+		return fail(ledger.StatusFailed, err.Error())
 	}
 	res.BaseCommit = base
 	if err := makeWritableByAgent(checkout); err != nil {
-		return fail(StatusFailed, fmt.Sprintf("make the checkout writable by uid %d: %v", planner.AgentUID, err))
+		return fail(ledger.StatusFailed, fmt.Sprintf("make the checkout writable by uid %d: %v", planner.AgentUID, err))
 	}
 	if np.Role == config.RoleReviewer {
 		// A sidecar that came with the repository is not this reviewer's verdict: a reviewer that writes nothing
 		// must be held, never judged by a file an upstream worker committed.
 		removed, err := verdict.RemovePlanted(checkout)
 		if err != nil {
-			return fail(StatusHeld, fmt.Sprintf("held for a human: the checkout holds a verdict sidecar kewplan cannot remove: %v", err))
+			return fail(ledger.StatusHeld, fmt.Sprintf("held for a human: the checkout holds a verdict sidecar kewplan cannot remove: %v", err))
 		}
 		for _, rel := range removed {
 			a.warn(np.Name, fmt.Sprintf("removed %s that came with the repository before the reviewer started; only the reviewer's own sidecar counts", rel))
@@ -111,14 +112,14 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	// The disk watchdog's first reading: a node never starts on a filesystem already short of headroom.
 	disk, err := openDiskWatch(checkout, a.opts.MinFreeBytes)
 	if err != nil {
-		return fail(StatusFailed, err.Error())
+		return fail(ledger.StatusFailed, err.Error())
 	}
 	defer disk.stopWatch()
 
 	// 2. The prompt file, deleted on every path out of this function.
 	pf, err := writePrompt(checkout, prompt)
 	if err != nil {
-		return fail(StatusFailed, err.Error())
+		return fail(ledger.StatusFailed, err.Error())
 	}
 	a.janitor.addPrompt(pf)
 	promptGone := false
@@ -126,7 +127,7 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 		if !promptGone {
 			if err := pf.Remove(); err != nil {
 				a.warn(np.Name, "SECURITY: "+err.Error())
-				res.Status = StatusFailed
+				res.Status = ledger.StatusFailed
 				res.Reason = joinReason(res.Reason, err.Error())
 			}
 		}
@@ -138,25 +139,25 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	c := FillContainer(np.Container, a.runID, checkout)
 	spec, err := ApplyContainerSpec(c, a.env, a.pid)
 	if err != nil {
-		return fail(StatusFailed, err.Error())
+		return fail(ledger.StatusFailed, err.Error())
 	}
 	res.Argv = AppliedArgv(c, a.pid)
 
 	// 4. Stream and meter.
 	logDir := filepath.Join(a.stateDir, "logs", a.runID)
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
-		return fail(StatusFailed, fmt.Sprintf("log directory: %v", err))
+		return fail(ledger.StatusFailed, fmt.Sprintf("log directory: %v", err))
 	}
 	res.StdoutLog = filepath.Join(logDir, np.Name+".stdout.log")
 	res.StderrLog = filepath.Join(logDir, np.Name+".stderr.log")
 	stdoutLog, err := createLog(res.StdoutLog)
 	if err != nil {
-		return fail(StatusFailed, err.Error())
+		return fail(ledger.StatusFailed, err.Error())
 	}
 	defer stdoutLog.Close()
 	stderrLog, err := createLog(res.StderrLog)
 	if err != nil {
-		return fail(StatusFailed, err.Error())
+		return fail(ledger.StatusFailed, err.Error())
 	}
 	defer stderrLog.Close()
 
@@ -166,7 +167,7 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 		meter = &blindMeter{model: np.Model}
 	}
 	pm := &progressMeter{Meter: meter, every: a.opts.ProgressInterval, emit: func(t runners.RunTotals) {
-		redacted := NodeResult{Totals: t}
+		redacted := ledger.NodeResult{Totals: t}
 		a.redactResult(&redacted, np.Credentials)
 		t = redacted.Totals
 		a.hook.NodeProgress(NodeProgressEvent{RunID: a.runID, Node: np.Name, Elapsed: time.Since(res.Started), Totals: t, Time: time.Now()})
@@ -225,22 +226,22 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 			a.warn(np.Name, run.CleanupErr.Error())
 		}
 		if ctx.Err() != nil {
-			return fail(StatusCancelled, joinReason("the apply was cancelled", runErr.Error()))
+			return fail(ledger.StatusCancelled, joinReason("the apply was cancelled", runErr.Error()))
 		}
-		return fail(StatusFailed, joinReason(diskReason, runErr.Error()))
+		return fail(ledger.StatusFailed, joinReason(diskReason, runErr.Error()))
 	case run.CleanupErr != nil:
 		a.warn(np.Name, run.CleanupErr.Error())
-		return fail(StatusFailed, "the container could not be confirmed removed: "+run.CleanupErr.Error())
+		return fail(ledger.StatusFailed, "the container could not be confirmed removed: "+run.CleanupErr.Error())
 	case budget.over.Load() && ctx.Err() == nil:
-		return fail(StatusFailed, fmt.Sprintf("the agent wrote more than %d MiB on stdout and stderr together; it was killed and the rest of its output discarded", budget.max>>20))
+		return fail(ledger.StatusFailed, fmt.Sprintf("the agent wrote more than %d MiB on stdout and stderr together; it was killed and the rest of its output discarded", budget.max>>20))
 	case diskReason != "" && ctx.Err() == nil:
-		return fail(StatusFailed, diskReason)
+		return fail(ledger.StatusFailed, diskReason)
 	case run.Cancelled:
-		return fail(StatusCancelled, "the apply was cancelled; the container was killed and removed")
+		return fail(ledger.StatusCancelled, "the apply was cancelled; the container was killed and removed")
 	case run.TimedOut:
-		return fail(StatusTimedOut, fmt.Sprintf("killed at its %s timeout", timeout))
+		return fail(ledger.StatusTimedOut, fmt.Sprintf("killed at its %s timeout", timeout))
 	case promptErr != nil:
-		return fail(StatusFailed, promptErr.Error())
+		return fail(ledger.StatusFailed, promptErr.Error())
 	case run.ExitCode != 0:
 		reason := fmt.Sprintf("the agent exited with status %d", run.ExitCode)
 		if run.ExitCode == 137 {
@@ -256,31 +257,31 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 		if last := tail.lastLine(); last != "" {
 			reason += ": " + last
 		}
-		return fail(StatusFailed, reason)
+		return fail(ledger.StatusFailed, reason)
 	case run.StreamErr != nil:
-		return fail(StatusFailed, run.StreamErr.Error())
+		return fail(ledger.StatusFailed, run.StreamErr.Error())
 	case feedErr != nil:
-		return fail(StatusFailed, fmt.Sprintf("reading the agent's output: %v", feedErr))
+		return fail(ledger.StatusFailed, fmt.Sprintf("reading the agent's output: %v", feedErr))
 	case res.Totals.IsError:
-		return fail(StatusFailed, "the agent exited 0 but its stream reported an error")
+		return fail(ledger.StatusFailed, "the agent exited 0 but its stream reported an error")
 	}
 
 	if np.Role == config.RoleReviewer {
 		v, err := verdict.Collect(checkout, filepath.Join(a.stateDir, "verdicts", a.runID, np.Name))
 		if err != nil {
-			return fail(StatusHeld, fmt.Sprintf("held for a human: %v", err))
+			return fail(ledger.StatusHeld, fmt.Sprintf("held for a human: %v", err))
 		}
 		res.Verdict = v
 		res.Commit = base
 		switch v.Verdict {
 		case verdict.Approve:
-			res.Status = StatusApproved
+			res.Status = ledger.StatusApproved
 		case verdict.RequestChanges:
-			return fail(StatusChangesRequested, "the reviewer requested changes")
+			return fail(ledger.StatusChangesRequested, "the reviewer requested changes")
 		case verdict.Reject:
-			return fail(StatusRejected, "the reviewer rejected the change")
+			return fail(ledger.StatusRejected, "the reviewer rejected the change")
 		default:
-			return fail(StatusHeld, fmt.Sprintf("held for a human: unknown verdict %q", v.Verdict))
+			return fail(ledger.StatusHeld, fmt.Sprintf("held for a human: unknown verdict %q", v.Verdict))
 		}
 		return res
 	}
@@ -292,7 +293,7 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	}
 	push, err := broker.Push(ctx, req)
 	if err != nil {
-		return fail(StatusFailed, fmt.Sprintf("the agent succeeded but its commits were not published: %v", err))
+		return fail(ledger.StatusFailed, fmt.Sprintf("the agent succeeded but its commits were not published: %v", err))
 	}
 	res.Commit, res.Branch, res.Pushed, res.PullRequest = push.Commit, push.Branch, push.Pushed, push.PullRequest
 	if res.Commit == "" {
@@ -301,7 +302,7 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	if push.PullRequestSkipped != "" {
 		a.warn(np.Name, "no pull request: "+push.PullRequestSkipped)
 	}
-	res.Status = StatusSucceeded
+	res.Status = ledger.StatusSucceeded
 	return res
 }
 
@@ -326,7 +327,7 @@ func (a *applier) imageID(ctx context.Context, ref string) (string, error) {
 // redactResult removes the values of the node's credentials from every agent-derived string of its result: an
 // agent holds its credential and could echo it on stderr (which becomes the reason) or in its stream, and these
 // strings reach the ledger and the terminal. The raw logs are kept verbatim, readable by the owner only.
-func (a *applier) redactResult(r *NodeResult, names []string) {
+func (a *applier) redactResult(r *ledger.NodeResult, names []string) {
 	redact := func(s string) string {
 		for _, name := range names {
 			if v := a.env[name]; len(v) >= 6 && strings.Contains(s, v) {

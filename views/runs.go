@@ -8,32 +8,32 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/executor/verdict"
 )
 
 // RunsJSON is the document of `kewplan runs --json`.
 type RunsJSON struct {
-	Runs []executor.RunRecord `json:"runs"`
+	Runs []ledger.RunRecord `json:"runs"`
 }
 
 // RunJSON is the document of `kewplan runs show RUN --json`.
 type RunJSON struct {
-	Run   executor.RunRecord    `json:"run"`
-	Nodes []executor.NodeRecord `json:"nodes"`
+	Run   ledger.RunRecord    `json:"run"`
+	Nodes []ledger.NodeRecord `json:"nodes"`
 }
 
 // WriteRunsJSON writes the runs as one indented JSON document.
-func WriteRunsJSON(w io.Writer, runs []executor.RunRecord) error {
+func WriteRunsJSON(w io.Writer, runs []ledger.RunRecord) error {
 	if runs == nil {
-		runs = []executor.RunRecord{}
+		runs = []ledger.RunRecord{}
 	}
 	return writeRunsJSONDoc(w, RunsJSON{Runs: runs})
 }
 
 // WriteRunJSON writes one run and its nodes as one indented JSON document. Agent-derived strings are sanitised.
-func WriteRunJSON(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRecord) error {
-	clean := make([]executor.NodeRecord, len(nodes))
+func WriteRunJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord) error {
+	clean := make([]ledger.NodeRecord, len(nodes))
 	for i, n := range nodes {
 		clean[i] = sanitizeNode(n)
 		if clean[i].Argv == nil {
@@ -59,7 +59,7 @@ func writeRunsJSONDoc(w io.Writer, v any) error {
 }
 
 // sanitizeNode cleans every field of a node row that an agent could have influenced.
-func sanitizeNode(n executor.NodeRecord) executor.NodeRecord {
+func sanitizeNode(n ledger.NodeRecord) ledger.NodeRecord {
 	n.ReportedModel = Sanitize(n.ReportedModel)
 	n.SessionID = Sanitize(n.SessionID)
 	n.Reason = Sanitize(n.Reason)
@@ -79,7 +79,7 @@ func sanitizeNode(n executor.NodeRecord) executor.NodeRecord {
 }
 
 // WriteRunsHuman lists runs, newest first, as a table.
-func WriteRunsHuman(w io.Writer, runs []executor.RunRecord) error {
+func WriteRunsHuman(w io.Writer, runs []ledger.RunRecord) error {
 	if len(runs) == 0 {
 		_, err := fmt.Fprintln(w, "No runs recorded yet. Run kewplan apply first.")
 		return err
@@ -98,7 +98,7 @@ func WriteRunsHuman(w io.Writer, runs []executor.RunRecord) error {
 }
 
 // WriteRunHuman shows one run: a header, then each node with its telemetry, outcome, verdict and logs.
-func WriteRunHuman(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRecord) error {
+func WriteRunHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Run %s: %s\n", run.ID, run.Status)
 	fmt.Fprintf(&b, "  started        %s\n", run.StartedAt.UTC().Format(time.RFC3339))

@@ -6,19 +6,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/executor/verdict"
 )
 
-func runsFixture() (executor.RunRecord, []executor.NodeRecord) {
+func runsFixture() (ledger.RunRecord, []ledger.NodeRecord) {
 	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	end := start.Add(80 * time.Second)
 	fixEnd := start.Add(75 * time.Second)
 	cost := 0.0421
 	exit0 := int64(0)
-	run := executor.RunRecord{ID: "20261130T100000Z-abc123", StartedAt: start, EndedAt: &end, ConfigDigest: "sha256:d", Status: "failed",
+	run := ledger.RunRecord{ID: "20261130T100000Z-abc123", StartedAt: start, EndedAt: &end, ConfigDigest: "sha256:d", Status: "failed",
 		KewplanVersion: "0.1.0", PID: 7, Nodes: 2, Succeeded: 1, InputTokens: 12345, OutputTokens: 678, CacheReadTokens: 9000, CostUSD: &cost}
-	nodes := []executor.NodeRecord{
+	nodes := []ledger.NodeRecord{
 		{RunID: run.ID, Node: "review", Runner: "claude-code", Protocol: "claude-code", Role: "reviewer", Image: "img", ImageID: "sha256:i",
 			RoutedModel: "claude-sonnet-4-5", ReportedModel: "claude-sonnet-4-5\x1b[2J", SessionID: "s1", InputTokens: 12345, OutputTokens: 678,
 			CacheReadTokens: 9000, CostUSD: &cost, Events: 9, ExitCode: &exit0, Status: "approved", StartedAt: &start, EndedAt: &fixEnd,
@@ -34,10 +34,10 @@ func runsFixture() (executor.RunRecord, []executor.NodeRecord) {
 func TestRunsViewGoldens(t *testing.T) {
 	run, nodes := runsFixture()
 	var list, listJSON, show, showJSON bytes.Buffer
-	if err := WriteRunsHuman(&list, []executor.RunRecord{run}); err != nil {
+	if err := WriteRunsHuman(&list, []ledger.RunRecord{run}); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteRunsJSON(&listJSON, []executor.RunRecord{run}); err != nil {
+	if err := WriteRunsJSON(&listJSON, []ledger.RunRecord{run}); err != nil {
 		t.Fatal(err)
 	}
 	if err := WriteRunHuman(&show, &run, nodes); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
 )
@@ -154,9 +155,9 @@ func (c *ApplyCmd) Run(env *Env) error {
 		return err
 	}
 	switch sum.Status {
-	case executor.RunSucceeded:
+	case ledger.RunSucceeded:
 		return nil
-	case executor.RunCancelled:
+	case ledger.RunCancelled:
 		return ExitCode(130)
 	default:
 		return ExitCode(1)

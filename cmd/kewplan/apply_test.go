@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kewplan/kewplan/executor"
 	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -199,8 +199,8 @@ node "%[1]sb" {
 		t.Fatalf("runs show: exit %d: %s", code, stderr.String())
 	}
 	var doc struct {
-		Run   executor.RunRecord    `json:"run"`
-		Nodes []executor.NodeRecord `json:"nodes"`
+		Run   ledger.RunRecord    `json:"run"`
+		Nodes []ledger.NodeRecord `json:"nodes"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
 		t.Fatal(err)
@@ -339,7 +339,7 @@ node "%[1]shang" {
 				}
 				return nil
 			})
-			l, err := executor.OpenLedger(filepath.Join(state, executor.LedgerFile))
+			l, err := ledger.Open(filepath.Join(state, ledger.Filename))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -348,10 +348,10 @@ node "%[1]shang" {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Status != executor.RunCancelled {
+			if r.Status != ledger.RunCancelled {
 				t.Errorf("run status %s, want cancelled", r.Status)
 			}
-			if !twice && (len(nodes) != 1 || nodes[0].Status != executor.StatusCancelled || nodes[0].Node != prefix+"hang") {
+			if !twice && (len(nodes) != 1 || nodes[0].Status != ledger.StatusCancelled || nodes[0].Node != prefix+"hang") {
 				t.Errorf("node rows: %+v", nodes)
 			}
 			if twice && !strings.Contains(stderr.String(), "Interrupted again") {

@@ -1,4 +1,4 @@
-package executor
+package ledger
 
 import (
 	"errors"
@@ -17,12 +17,12 @@ const LockFile = "apply.lock"
 // ErrStateLocked is wrapped when another apply holds the state directory.
 var ErrStateLocked = errors.New("state directory is locked")
 
-// stateLock is an exclusive flock on <state-dir>/apply.lock. The kernel drops it when the process dies, so a
+// StateLock is an exclusive flock on <state-dir>/apply.lock. The kernel drops it when the process dies, so a
 // crashed apply never leaves a stale lock behind: holding it proves every earlier apply on this state directory
 // has ended.
-type stateLock struct{ f *os.File }
+type StateLock struct{ f *os.File }
 
-func lockStateDir(stateDir string) (*stateLock, error) {
+func LockStateDir(stateDir string) (*StateLock, error) {
 	path := filepath.Join(stateDir, LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
@@ -44,10 +44,10 @@ func lockStateDir(stateDir string) (*stateLock, error) {
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
-	return &stateLock{f: f}, nil
+	return &StateLock{f: f}, nil
 }
 
-func (l *stateLock) Unlock() error {
+func (l *StateLock) Unlock() error {
 	if l == nil || l.f == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package executor
+package ledger
 
 import (
 	"database/sql"
@@ -12,8 +12,8 @@ import (
 	"github.com/kewplan/kewplan/executor/verdict"
 )
 
-// LedgerFile is the ledger's name inside the state directory.
-const LedgerFile = "dispatch.db"
+// Filename is the ledger's name inside the state directory.
+const Filename = "dispatch.db"
 
 // Ledger is the run ledger: one `runs` row per apply and one `node_runs` row per node of it, in SQLite. Every
 // write is one transaction; rows written `running` by an apply that died are marked `abandoned` by the next one.
@@ -80,8 +80,8 @@ var migrations = []string{
 	CREATE INDEX node_runs_status ON node_runs(status);`,
 }
 
-// OpenLedger opens (creating and migrating as needed) the ledger at path.
-func OpenLedger(path string) (*Ledger, error) {
+// Open opens (creating and migrating as needed) the ledger at path.
+func Open(path string) (*Ledger, error) {
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)")
 	if err != nil {
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)

@@ -1,4 +1,4 @@
-package executor
+package ledger
 
 import (
 	"database/sql"
@@ -14,8 +14,8 @@ import (
 )
 
 func TestLedgerRoundTrip(t *testing.T) {
-	path := filepath.Join(t.TempDir(), LedgerFile)
-	l, err := OpenLedger(path)
+	path := filepath.Join(t.TempDir(), Filename)
+	l, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestLedgerRoundTrip(t *testing.T) {
 	l.Close()
 
 	// Reopening migrates nothing twice; a newer schema is refused.
-	l, err = OpenLedger(path)
+	l, err = Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,24 +108,24 @@ func TestLedgerRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	if _, err := OpenLedger(path); err == nil || !strings.Contains(err.Error(), "newer than this kewplan understands") {
-		t.Errorf("OpenLedger(newer schema) = %v", err)
+	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "newer than this kewplan understands") {
+		t.Errorf("Open(newer schema) = %v", err)
 	}
 }
 
 func TestStateLockIsExclusive(t *testing.T) {
 	dir := t.TempDir()
-	a, err := lockStateDir(dir)
+	a, err := LockStateDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lockStateDir(dir); err == nil || !strings.Contains(err.Error(), "another kewplan apply") {
+	if _, err := LockStateDir(dir); err == nil || !strings.Contains(err.Error(), "another kewplan apply") {
 		t.Fatalf("second lock: %v", err)
 	}
 	if err := a.Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := lockStateDir(dir)
+	b, err := LockStateDir(dir)
 	if err != nil {
 		t.Fatalf("lock after unlock: %v", err)
 	}
