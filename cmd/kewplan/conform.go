@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/conform"
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/views"
 )
@@ -41,8 +41,8 @@ func (c *ConformCmd) Run(env *Env) error {
 		return err
 	}
 	defer eng.Close()
-	rep, err := executor.Conform(ctx, eng, executor.ConformOptions{
-		ProbeOptions: executor.ProbeOptions{Image: c.Image, Runner: c.Runner, Timeout: c.Timeout, Progress: progressLine(env, c.JSON)},
+	rep, err := conform.Run(ctx, eng, conform.Options{
+		ProbeOptions: conform.ProbeOptions{Image: c.Image, Runner: c.Runner, Timeout: c.Timeout, Progress: progressLine(env, c.JSON)},
 		Agent:        c.Agent,
 	})
 	if err != nil {

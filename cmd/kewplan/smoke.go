@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/conform"
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/runners"
 	"github.com/kewplan/kewplan/views"
@@ -43,7 +43,7 @@ func (c *SmokeCmd) Run(env *Env) error {
 		return err
 	}
 	defer eng.Close()
-	rep, err := executor.Smoke(ctx, eng, executor.ProbeOptions{
+	rep, err := conform.Smoke(ctx, eng, conform.ProbeOptions{
 		Image: c.Image, Runner: c.Runner, Timeout: c.Timeout, Progress: progressLine(env, c.JSON),
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-package executor
+package conform
 
 import (
 	"archive/tar"

@@ -1,4 +1,4 @@
-package executor
+package conform
 
 import (
 	"bytes"
@@ -25,9 +25,9 @@ type Status string
 
 // The three verdicts. NOT VERIFIABLE is never a pass: it says the check could not observe what it needs.
 const (
-	StatusPass          Status = "PASS"
-	StatusFail          Status = "FAIL"
-	StatusNotVerifiable Status = "NOT VERIFIABLE"
+	Pass          Status = "PASS"
+	Fail          Status = "FAIL"
+	NotVerifiable Status = "NOT VERIFIABLE"
 )
 
 // Check is one verdict with the evidence behind it, in whole sentences. Evidence never holds a credential value.
@@ -223,7 +223,7 @@ func Smoke(ctx context.Context, eng *engine.Engine, o ProbeOptions) (*SmokeRepor
 			why += "; smoke replaces the entrypoint with /bin/sh -c, so the image needs /bin/sh"
 		}
 		for _, ch := range []*Check{&mount, &handoff, &slot} {
-			ch.Status, ch.Evidence = StatusFail, []string{why}
+			ch.Status, ch.Evidence = Fail, []string{why}
 		}
 		rep.Checks = []Check{mount, handoff, slot}
 		return rep, nil
@@ -251,26 +251,26 @@ func Smoke(ctx context.Context, eng *engine.Engine, o ProbeOptions) (*SmokeRepor
 	// Element 1: the checkout is a bind mount at /work, and /work is where the container starts.
 	switch {
 	case facts["cwd"] == "" && facts["mount"] == "":
-		mount.Status = StatusFail
+		mount.Status = Fail
 		mount.Evidence = []string{fmt.Sprintf("The smoke script did not run (exit %d).%s", res.ExitCode, tail)}
 	case facts["cwd"] != planner.WorkDir:
-		mount.Status = StatusFail
+		mount.Status = Fail
 		mount.Evidence = []string{fmt.Sprintf("The working directory was %q, not /work.", facts["cwd"])}
 	case facts["mount"] != "yes":
-		mount.Status = StatusFail
+		mount.Status = Fail
 		mount.Evidence = []string{"/work is not a mount point inside the container, so the checkout did not arrive there."}
 	default:
-		mount.Status = StatusPass
+		mount.Status = Pass
 		mount.Evidence = []string{"The scratch checkout was bind-mounted at /work, and /work was the working directory."}
 	}
 
 	// Element 2: the prompt file reads back byte for byte.
 	switch {
 	case bytes.Equal(res.Stdout, prompt):
-		handoff.Status = StatusPass
+		handoff.Status = Pass
 		handoff.Evidence = []string{fmt.Sprintf("The %d-byte prompt read back from /work/.kew-prompt.txt byte for byte (multi-line, non-ASCII, shell metacharacters).", len(prompt))}
 	default:
-		handoff.Status = StatusFail
+		handoff.Status = Fail
 		ev := fmt.Sprintf("Read back %d bytes instead of the %d-byte prompt", len(res.Stdout), len(prompt))
 		if i := firstDifference(res.Stdout, prompt); i >= 0 && len(res.Stdout) > 0 {
 			ev += fmt.Sprintf("; the first difference is at byte %d", i)
@@ -281,19 +281,19 @@ func Smoke(ctx context.Context, eng *engine.Engine, o ProbeOptions) (*SmokeRepor
 	// Element 3: the args arrive as "$@", unmodified.
 	switch {
 	case argc < 0:
-		slot.Status = StatusFail
+		slot.Status = Fail
 		slot.Evidence = []string{fmt.Sprintf("The smoke script did not run (exit %d).%s", res.ExitCode, tail)}
 	case argc == len(args) && slices.Equal(gotArgs, args):
-		slot.Status = StatusPass
+		slot.Status = Pass
 		slot.Evidence = []string{fmt.Sprintf("The %d container args of runner %s arrived unmodified: %s.", len(args), runner.Name(), strings.Join(args, " "))}
 	default:
-		slot.Status = StatusFail
+		slot.Status = Fail
 		slot.Evidence = []string{fmt.Sprintf("Sent %d args (%s) and the container received %d (%s).", len(args), strings.Join(args, " "), argc, strings.Join(gotArgs, " "))}
 	}
 	rep.Checks = []Check{mount, handoff, slot}
 	rep.Passed = true
 	for _, ch := range rep.Checks {
-		if ch.Status != StatusPass {
+		if ch.Status != Pass {
 			rep.Passed = false
 		}
 	}

@@ -1,4 +1,4 @@
-package executor
+package conform
 
 import (
 	"bytes"
@@ -38,8 +38,8 @@ var rowTitles = map[int]string{
 	RowCredentials:   "Only the runner's declared credential names reach the agent",
 }
 
-// ConformReport is the result of Conform: one row per checklist item.
-type ConformReport struct {
+// Report is the result of Conform: one row per checklist item.
+type Report struct {
 	Image    string  `json:"image"`
 	ImageID  string  `json:"image_id"`
 	Runner   string  `json:"runner"`
@@ -50,8 +50,8 @@ type ConformReport struct {
 	Passed bool `json:"passed"`
 }
 
-// ConformOptions tune Conform beyond what it shares with Smoke.
-type ConformOptions struct {
+// Options tune Conform beyond what it shares with Smoke.
+type Options struct {
 	ProbeOptions
 	// Agent overrides the agent binary name the probe takes (by default the runner's: claude, opencode, pi,
 	// hermes).
@@ -91,7 +91,7 @@ func (r *conformRun) reached() bool { return r.probe != nil && r.probe.Reached }
 // conformer holds what every run of one Conform call shares.
 type conformer struct {
 	eng      *engine.Engine
-	o        *ConformOptions
+	o        *Options
 	runner   runners.Runner
 	shape    agentShape
 	args     []string
@@ -108,7 +108,7 @@ type conformer struct {
 // intercepted by a probe placed first on PATH inside the mount; it receives dummy credentials only, never
 // kewplan's own environment. An error means the checks could not be made at all (no engine, no image, a bad
 // option).
-func Conform(ctx context.Context, eng *engine.Engine, co ConformOptions) (*ConformReport, error) {
+func Run(ctx context.Context, eng *engine.Engine, co Options) (*Report, error) {
 	o := &co
 	runner, err := o.defaults()
 	if err != nil {
@@ -165,7 +165,7 @@ func Conform(ctx context.Context, eng *engine.Engine, co ConformOptions) (*Confo
 	sort.Strings(c.watch)
 	c.redact = append(c.redact, "kewplan-conform-dummy-"+c.nonce[:8])
 
-	rep := &ConformReport{Image: o.Image, ImageID: info.ID, Runner: runner.Name(), Protocol: runner.Protocol(), Agent: shape.Binary}
+	rep := &Report{Image: o.Image, ImageID: info.ID, Runner: runner.Name(), Protocol: runner.Protocol(), Agent: shape.Binary}
 
 	o.progress("reading the image's layers")
 	row1, imageUID, err := c.imageRow(ctx, info)
@@ -207,7 +207,7 @@ func Conform(ctx context.Context, eng *engine.Engine, co ConformOptions) (*Confo
 	rep.Passed = true
 	for i := range rep.Rows {
 		rep.Rows[i].Evidence = c.redactAll(rep.Rows[i].Evidence)
-		if rep.Rows[i].Status == StatusFail {
+		if rep.Rows[i].Status == Fail {
 			rep.Passed = false
 		}
 	}
@@ -225,7 +225,7 @@ func (c *conformer) hardeningRow(ctx context.Context, h *conformRun, imageUID st
 		o.PidsLimit, planner.ScratchTmpfs, planner.AgentHomeTmpfs, planner.AgentHomeTmpfsOpt)
 	switch {
 	case h.ok():
-		row2.Status = StatusPass
+		row2.Status = Pass
 		row2.Evidence = []string{fmt.Sprintf("It ran to completion (exit 0) under %s.", hardening)}
 		if !h.reached() {
 			row2.Evidence = append(row2.Evidence, "The probe was not reached, so this is the exit status of whatever the entrypoint ran instead.")
@@ -240,7 +240,7 @@ func (c *conformer) hardeningRow(ctx context.Context, h *conformRun, imageUID st
 		switch {
 		case hu != nil && hu.ok():
 			evidenceRun = hu
-			row2.Status = StatusPass
+			row2.Status = Pass
 			row2.Evidence = []string{
 				fmt.Sprintf("As the image's own user it failed: %s", failure),
 				fmt.Sprintf("Started as uid %d, the uid the HOME tmpfs is pinned to, it ran to completion under the same hardening (%s), so the failure is the image's user (row 1), not the hardening.", planner.AgentUID, hardening),
@@ -251,13 +251,13 @@ func (c *conformer) hardeningRow(ctx context.Context, h *conformRun, imageUID st
 			switch {
 			case r.ok() && r.reached():
 				evidenceRun = r
-				row2.Status = StatusFail
+				row2.Status = Fail
 				row2.Evidence = []string{
 					fmt.Sprintf("Under %s it failed: %s", hardening, failure),
 					fmt.Sprintf("Without --read-only, --cap-drop, no-new-privileges and --pids-limit (still as uid %d) it reached the agent and exited 0, so the image needs something the hardening forbids, most often writing outside /work, /tmp and $HOME.", planner.AgentUID),
 				}
 			default:
-				row2.Status = StatusNotVerifiable
+				row2.Status = NotVerifiable
 				row2.Evidence = []string{
 					fmt.Sprintf("Under the hardening it failed: %s", failure),
 					fmt.Sprintf("It also failed without the hardening (%s), so kewplan cannot tell a hardening failure from a broken entrypoint or an agent that could not start.", r.failure()),
@@ -450,9 +450,9 @@ func (c *conformer) imageRow(ctx context.Context, info *engine.ImageInfo) (Check
 		notes = append(notes, fmt.Sprintf("ENTRYPOINT is %s.", jsonWords(info.Entrypoint)))
 	}
 	if len(fails) > 0 {
-		row.Status, row.Evidence = StatusFail, fails
+		row.Status, row.Evidence = Fail, fails
 	} else {
-		row.Status, row.Evidence = StatusPass, notes
+		row.Status, row.Evidence = Pass, notes
 	}
 	return row, uid, nil
 }
@@ -509,11 +509,11 @@ func (c *conformer) promptRow(missing, empty *conformRun, interceptable bool) Ch
 	}
 	switch {
 	case len(fails) > 0:
-		row.Status, row.Evidence = StatusFail, append(fails, passes...)
+		row.Status, row.Evidence = Fail, append(fails, passes...)
 	case len(unknown) > 0:
-		row.Status, row.Evidence = StatusNotVerifiable, append(unknown, passes...)
+		row.Status, row.Evidence = NotVerifiable, append(unknown, passes...)
 	default:
-		row.Status, row.Evidence = StatusPass, passes
+		row.Status, row.Evidence = Pass, passes
 	}
 	return row
 }
@@ -548,7 +548,7 @@ func (c *conformer) overridePrompt() []byte {
 func (c *conformer) handoffRow(r, override *conformRun) Check {
 	row := Check{ID: RowHandoff, Title: rowTitles[RowHandoff]}
 	if !r.reached() {
-		row.Status, row.Evidence = StatusNotVerifiable, []string{c.notReached(r)}
+		row.Status, row.Evidence = NotVerifiable, []string{c.notReached(r)}
 		return row
 	}
 	p := r.probe
@@ -624,9 +624,9 @@ func (c *conformer) handoffRow(r, override *conformRun) Check {
 		}
 	}
 	if len(fails) > 0 {
-		row.Status, row.Evidence = StatusFail, fails
+		row.Status, row.Evidence = Fail, fails
 	} else {
-		row.Status, row.Evidence = StatusPass, notes
+		row.Status, row.Evidence = Pass, notes
 	}
 	return row
 }
@@ -662,15 +662,15 @@ func indexSeq(s, seq []string) int {
 func (c *conformer) stdoutRow(r *conformRun) Check {
 	row := Check{ID: RowStdout, Title: rowTitles[RowStdout]}
 	if r.err != nil || r.res == nil {
-		row.Status, row.Evidence = StatusNotVerifiable, []string{"The container did not run: " + errString(r.err) + "."}
+		row.Status, row.Evidence = NotVerifiable, []string{"The container did not run: " + errString(r.err) + "."}
 		return row
 	}
 	out := r.res.Stdout
 	if len(bytes.TrimSpace(out)) == 0 {
 		if r.reached() {
-			row.Status, row.Evidence = StatusFail, []string{"Nothing reached stdout although the agent printed its NDJSON run: the entrypoint swallows or redirects the agent's stdout."}
+			row.Status, row.Evidence = Fail, []string{"Nothing reached stdout although the agent printed its NDJSON run: the entrypoint swallows or redirects the agent's stdout."}
 		} else {
-			row.Status, row.Evidence = StatusNotVerifiable, []string{"Nothing was printed on stdout, and the probe was not reached to print anything."}
+			row.Status, row.Evidence = NotVerifiable, []string{"Nothing was printed on stdout, and the probe was not reached to print anything."}
 		}
 		return row
 	}
@@ -702,13 +702,13 @@ func (c *conformer) stdoutRow(r *conformRun) Check {
 	totals := meter.Totals()
 	switch {
 	case len(bad) > 0:
-		row.Status = StatusFail
+		row.Status = Fail
 		row.Evidence = []string{fmt.Sprintf("%d of %d stdout lines are not a JSON object, first %s. Print diagnostics on stderr: a prose line on stdout blinds the host's cost accounting.", totals.UnparsedLines, lines, strings.Join(bad, ", "))}
 	case typed == 0:
-		row.Status = StatusFail
+		row.Status = Fail
 		row.Evidence = []string{fmt.Sprintf("All %d stdout lines are JSON, but none is an event of the %s vocabulary (types seen: %s): the image speaks another runner's language, and the host would meter nothing.", lines, c.runner.Protocol(), strings.Join(sortedTypeNames(unknownTypes), ", "))}
 	default:
-		row.Status = StatusPass
+		row.Status = Pass
 		ev := fmt.Sprintf("All %d stdout lines are JSON objects, %d of them %s events%s.", lines, typed, c.runner.Protocol(), fromRun(r))
 		if totals.Finished {
 			ev += " The run's terminal event arrived."
@@ -738,15 +738,15 @@ func (c *conformer) sidecarRow(r *conformRun) Check {
 	row := Check{ID: RowSidecar, Title: rowTitles[RowSidecar]}
 	switch {
 	case !r.reached():
-		row.Status, row.Evidence = StatusNotVerifiable, []string{c.notReached(r)}
+		row.Status, row.Evidence = NotVerifiable, []string{c.notReached(r)}
 	case !r.probe.VerdictWritten:
-		row.Status, row.Evidence = StatusFail, []string{fmt.Sprintf("The agent could not create %s: %s. The agent's uid must be able to write the mount root.", planner.VerdictMountPath, quoteExcerpt(r.probe.VerdictError, 200))}
+		row.Status, row.Evidence = Fail, []string{fmt.Sprintf("The agent could not create %s: %s. The agent's uid must be able to write the mount root.", planner.VerdictMountPath, quoteExcerpt(r.probe.VerdictError, 200))}
 	case !r.sidecarFound:
-		row.Status, row.Evidence = StatusFail, []string{fmt.Sprintf("The agent wrote %s, and it was gone after the container exited: the image must not move or delete the reviewer sidecar.", planner.VerdictMountPath)}
+		row.Status, row.Evidence = Fail, []string{fmt.Sprintf("The agent wrote %s, and it was gone after the container exited: the image must not move or delete the reviewer sidecar.", planner.VerdictMountPath)}
 	case string(r.sidecar) != c.verdict:
-		row.Status, row.Evidence = StatusFail, []string{fmt.Sprintf("The agent wrote %d bytes to %s, and %d different bytes were there after exit: the image must not rewrite the reviewer sidecar.", len(c.verdict), planner.VerdictMountPath, len(r.sidecar))}
+		row.Status, row.Evidence = Fail, []string{fmt.Sprintf("The agent wrote %d bytes to %s, and %d different bytes were there after exit: the image must not rewrite the reviewer sidecar.", len(c.verdict), planner.VerdictMountPath, len(r.sidecar))}
 	default:
-		row.Status, row.Evidence = StatusPass, []string{fmt.Sprintf("The agent wrote %s, and the host read back the same %d bytes after exit%s.", planner.VerdictMountPath, len(c.verdict), fromRun(r))}
+		row.Status, row.Evidence = Pass, []string{fmt.Sprintf("The agent wrote %s, and the host read back the same %d bytes after exit%s.", planner.VerdictMountPath, len(c.verdict), fromRun(r))}
 	}
 	return row
 }
@@ -755,7 +755,7 @@ func (c *conformer) sidecarRow(r *conformRun) Check {
 func (c *conformer) credentialsRow(r *conformRun) Check {
 	row := Check{ID: RowCredentials, Title: rowTitles[RowCredentials]}
 	if !r.reached() {
-		row.Status, row.Evidence = StatusNotVerifiable, []string{c.notReached(r)}
+		row.Status, row.Evidence = NotVerifiable, []string{c.notReached(r)}
 		return row
 	}
 	declared := c.runner.RequiredCredentials()
@@ -784,13 +784,13 @@ func (c *conformer) credentialsRow(r *conformRun) Check {
 	}
 	switch {
 	case len(foreign) > 0:
-		row.Status = StatusFail
+		row.Status = Fail
 		row.Evidence = []string{fmt.Sprintf("%s reached the agent, but runner %s declares only %s. An image must not carry another runner's credentials (an ENV line bakes them in for every run).", strings.Join(foreign, ", "), c.runner.Name(), namesOrNone(declared))}
 	case len(missing) > 0:
-		row.Status = StatusFail
+		row.Status = Fail
 		row.Evidence = []string{fmt.Sprintf("%s was forwarded by name and did not reach the agent: the entrypoint must not clear the environment the runner authenticates from.", strings.Join(missing, ", "))}
 	default:
-		row.Status = StatusPass
+		row.Status = Pass
 		ev := fmt.Sprintf("Dummy values were set for %d names on kewplan's side.", len(c.watch))
 		if len(arrived) > 0 {
 			ev += fmt.Sprintf(" Runner %s's %s arrived", c.runner.Name(), strings.Join(arrived, " and "))

@@ -1,6 +1,6 @@
 //go:build linux
 
-package executor
+package conform
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func describe(checks []Check) string {
 func allPass(n int) map[int]Status {
 	m := map[int]Status{}
 	for i := 1; i <= n; i++ {
-		m[i] = StatusPass
+		m[i] = Pass
 	}
 	return m
 }
@@ -71,7 +71,7 @@ func TestConformReferenceTestVariants(t *testing.T) {
 	} {
 		t.Run(tc.runner, func(t *testing.T) {
 			t.Parallel()
-			rep, err := Conform(context.Background(), eng, ConformOptions{ProbeOptions: probeOpts(tc.image, tc.runner)})
+			rep, err := Run(context.Background(), eng, Options{ProbeOptions: probeOpts(tc.image, tc.runner)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,12 +91,12 @@ func TestConformBrokenVariants(t *testing.T) {
 		}
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			rep, err := Conform(context.Background(), eng, ConformOptions{ProbeOptions: probeOpts(imgs.Broken[b.Name], "claude-code")})
+			rep, err := Run(context.Background(), eng, Options{ProbeOptions: probeOpts(imgs.Broken[b.Name], "claude-code")})
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := allPass(7)
-			want[b.Row] = StatusFail
+			want[b.Row] = Fail
 			if diff := cmp.Diff(want, statuses(rep.Rows)); diff != "" || rep.Passed {
 				t.Errorf("Conform(%s) verdicts mismatch (-want +got):\n%s%s", b.Name, diff, describe(rep.Rows))
 			}
@@ -112,14 +112,14 @@ func TestConformBrokenVariants(t *testing.T) {
 // agent, is never reached, and what the image prints is not the runner's vocabulary.
 func TestConformRunnerMismatch(t *testing.T) {
 	eng, imgs := conformTestImages(t)
-	rep, err := Conform(context.Background(), eng, ConformOptions{ProbeOptions: probeOpts(imgs.Claude, "opencode")})
+	rep, err := Run(context.Background(), eng, Options{ProbeOptions: probeOpts(imgs.Claude, "opencode")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[int]Status{
-		RowImage: StatusPass, RowHardening: StatusPass, RowPromptMissing: StatusNotVerifiable,
-		RowHandoff: StatusNotVerifiable, RowStdout: StatusFail, RowSidecar: StatusNotVerifiable,
-		RowCredentials: StatusNotVerifiable,
+		RowImage: Pass, RowHardening: Pass, RowPromptMissing: NotVerifiable,
+		RowHandoff: NotVerifiable, RowStdout: Fail, RowSidecar: NotVerifiable,
+		RowCredentials: NotVerifiable,
 	}
 	if diff := cmp.Diff(want, statuses(rep.Rows)); diff != "" || rep.Passed {
 		t.Errorf("Conform(claude image, --runner opencode) verdicts mismatch (-want +got):\n%s%s", diff, describe(rep.Rows))
@@ -130,14 +130,14 @@ func TestConformRunnerMismatch(t *testing.T) {
 // NOT VERIFIABLE, never PASS, and nothing fails either.
 func TestConformAbsoluteAgentPath(t *testing.T) {
 	eng, imgs := conformTestImages(t)
-	rep, err := Conform(context.Background(), eng, ConformOptions{ProbeOptions: probeOpts(imgs.Broken["absolute-agent-path"], "claude-code")})
+	rep, err := Run(context.Background(), eng, Options{ProbeOptions: probeOpts(imgs.Broken["absolute-agent-path"], "claude-code")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[int]Status{
-		RowImage: StatusPass, RowHardening: StatusPass, RowPromptMissing: StatusNotVerifiable,
-		RowHandoff: StatusNotVerifiable, RowStdout: StatusPass, RowSidecar: StatusNotVerifiable,
-		RowCredentials: StatusNotVerifiable,
+		RowImage: Pass, RowHardening: Pass, RowPromptMissing: NotVerifiable,
+		RowHandoff: NotVerifiable, RowStdout: Pass, RowSidecar: NotVerifiable,
+		RowCredentials: NotVerifiable,
 	}
 	if diff := cmp.Diff(want, statuses(rep.Rows)); diff != "" || !rep.Passed {
 		t.Errorf("Conform(absolute agent path) verdicts mismatch (-want +got):\n%s%s", diff, describe(rep.Rows))

@@ -1,6 +1,6 @@
 //go:build linux
 
-package executor
+package conform
 
 // The images smoke and conform are tested against. Nothing can be pulled, so they are built here:
 //
