@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"io/fs"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -213,11 +215,11 @@ func (c *Config) checkStaticValues() hcl.Diagnostics {
 		obj[name] = cty.DynamicVal
 		ctx.Variables[root] = cty.ObjectVal(obj)
 	}
-	for _, name := range sortedKeys(c.Nodes) {
+	for _, name := range slices.Sorted(maps.Keys(c.Nodes)) {
 		_, d := EvalNode(c.Nodes[name], ctx)
 		diags = append(diags, d...)
 	}
-	for _, name := range sortedKeys(c.Runners) {
+	for _, name := range slices.Sorted(maps.Keys(c.Runners)) {
 		r := c.Runners[name]
 		if r.Args == nil {
 			continue

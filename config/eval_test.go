@@ -3,8 +3,10 @@ package config
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -85,7 +87,7 @@ func TestFunctions(t *testing.T) {
 			t.Errorf("function %s() is available; it must not be", name)
 		}
 	}
-	if diff := cmp.Diff(sortedKeys(ctx.Functions), FunctionNames()); diff != "" {
+	if diff := cmp.Diff(slices.Sorted(maps.Keys(ctx.Functions)), FunctionNames()); diff != "" {
 		t.Errorf("FunctionNames() disagrees with the table (-want +got):\n%s", diff)
 	}
 }

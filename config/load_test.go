@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -69,11 +71,11 @@ func fullCheck(path string) (*Config, hcl.Diagnostics) {
 	}
 	ctx, d := cfg.EvalContext(&Scope{Vars: vals})
 	diags = append(diags, d...)
-	for _, name := range sortedKeys(cfg.Nodes) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Nodes)) {
 		_, d := EvalNode(cfg.Nodes[name], ctx)
 		diags = append(diags, d...)
 	}
-	for _, name := range sortedKeys(cfg.Runners) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Runners)) {
 		_, d := EvalRunnerArgs(cfg.Runners[name], ctx, "m")
 		diags = append(diags, d...)
 	}
@@ -218,7 +220,7 @@ func TestLoadFileNames(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	if diff := cmp.Diff([]string{"../examples/quickstart.hcl"}, sortedKeys(cfg.Files)); diff != "" {
+	if diff := cmp.Diff([]string{"../examples/quickstart.hcl"}, slices.Sorted(maps.Keys(cfg.Files))); diff != "" {
 		t.Errorf("Files mismatch (-want +got):\n%s", diff)
 	}
 	if cfg.Dir != "../examples" {
@@ -240,7 +242,7 @@ func TestLoadFileNames(t *testing.T) {
 		t.Fatal(diags)
 	}
 	want := []string{filepath.Join(dir, "a.hcl"), filepath.Join(dir, "b.hcl")}
-	if diff := cmp.Diff(want, sortedKeys(cfg.Files)); diff != "" {
+	if diff := cmp.Diff(want, slices.Sorted(maps.Keys(cfg.Files))); diff != "" {
 		t.Errorf("Files mismatch (-want +got):\n%s", diff)
 	}
 	if got := cfg.Nodes["b"].DeclRange.Filename; got != want[1] {
@@ -254,7 +256,7 @@ func TestLoadModel(t *testing.T) {
 		t.Fatal(diags)
 	}
 	sb := cfg.Sandbox
-	gotSandbox := []any{sb.Network, sb.AllowlistNetwork, sb.PidsLimit, sb.Memory, sb.CPUs, sortedKeys(sb.Images)}
+	gotSandbox := []any{sb.Network, sb.AllowlistNetwork, sb.PidsLimit, sb.Memory, sb.CPUs, slices.Sorted(maps.Keys(sb.Images))}
 	wantSandbox := []any{NetworkAllowlist, DefaultAllowlistNetwork, int64(512), "4g", "2", []string{"claude-code", "opencode"}}
 	if diff := cmp.Diff(wantSandbox, gotSandbox); diff != "" {
 		t.Errorf("sandbox mismatch (-want +got):\n%s", diff)

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -23,9 +25,9 @@ type refScope struct {
 func (c *Config) checkStatic() hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	nodeScope := refScope{where: "a node", node: true, local: true}
-	for _, name := range sortedKeys(c.Nodes) {
+	for _, name := range slices.Sorted(maps.Keys(c.Nodes)) {
 		n := c.Nodes[name]
-		for _, an := range sortedKeys(n.Attrs) {
+		for _, an := range slices.Sorted(maps.Keys(n.Attrs)) {
 			if an == "depends_on" {
 				continue
 			}
@@ -39,16 +41,16 @@ func (c *Config) checkStatic() hcl.Diagnostics {
 			}
 		}
 	}
-	for _, name := range sortedKeys(c.Locals) {
+	for _, name := range slices.Sorted(maps.Keys(c.Locals)) {
 		diags = append(diags, c.checkExpr(c.Locals[name].Expr, refScope{where: "a local value", node: true, local: true})...)
 	}
-	for _, name := range sortedKeys(c.Variables) {
+	for _, name := range slices.Sorted(maps.Keys(c.Variables)) {
 		for _, vv := range c.Variables[name].Validations {
 			diags = append(diags, c.checkExpr(vv.Condition, refScope{where: "a variable validation"})...)
 			diags = append(diags, c.checkExpr(vv.ErrorMessage, refScope{where: "a variable validation"})...)
 		}
 	}
-	for _, name := range sortedKeys(c.Runners) {
+	for _, name := range slices.Sorted(maps.Keys(c.Runners)) {
 		if r := c.Runners[name]; r.Args != nil {
 			diags = append(diags, c.checkExpr(r.Args, refScope{where: "a runner's args", local: true, model: true})...)
 		}
@@ -79,7 +81,7 @@ func (c *Config) checkExpr(expr hcl.Expression, scope refScope) hcl.Diagnostics 
 			if _, known := functionNames[call.Name]; known {
 				return nil
 			}
-			detail := fmt.Sprintf("There is no function named %q.%s", call.Name, didYouMean(call.Name, sortedKeys(functionNames)))
+			detail := fmt.Sprintf("There is no function named %q.%s", call.Name, didYouMean(call.Name, slices.Sorted(maps.Keys(functionNames))))
 			if call.Name == "env" {
 				detail = "There is no env() function: credentials never pass through the configuration as values. List the credential's name in a runner block's credentials instead, and kewplan forwards it from the environment by name."
 			} else {
@@ -117,7 +119,7 @@ func (c *Config) checkTraversal(trav hcl.Traversal, scope refScope) *hcl.Diagnos
 		}
 		if _, ok := c.Variables[name]; !ok && !c.rejected["var."+name] {
 			return errorDiag("Reference to undeclared input variable",
-				fmt.Sprintf("No variable named %q is declared.%s Declare it with a variable %q { } block, or correct the name.", name, didYouMean(name, sortedKeys(c.Variables)), name),
+				fmt.Sprintf("No variable named %q is declared.%s Declare it with a variable %q { } block, or correct the name.", name, didYouMean(name, slices.Sorted(maps.Keys(c.Variables))), name),
 				rng)
 		}
 	case "local":
@@ -130,7 +132,7 @@ func (c *Config) checkTraversal(trav hcl.Traversal, scope refScope) *hcl.Diagnos
 		}
 		if _, ok := c.Locals[name]; !ok {
 			return errorDiag("Reference to undeclared local value",
-				fmt.Sprintf("No local value named %q is defined.%s Define it in a locals block, or correct the name.", name, didYouMean(name, sortedKeys(c.Locals))),
+				fmt.Sprintf("No local value named %q is defined.%s Define it in a locals block, or correct the name.", name, didYouMean(name, slices.Sorted(maps.Keys(c.Locals)))),
 				rng)
 		}
 	case "node":
@@ -147,7 +149,7 @@ func (c *Config) checkTraversal(trav hcl.Traversal, scope refScope) *hcl.Diagnos
 		}
 		if _, ok := c.Nodes[name]; !ok {
 			return errorDiag("Reference to undeclared node",
-				fmt.Sprintf("No node named %q is declared.%s Declare it with a node %q { } block, or correct the name.", name, didYouMean(name, sortedKeys(c.Nodes)), name),
+				fmt.Sprintf("No node named %q is declared.%s Declare it with a node %q { } block, or correct the name.", name, didYouMean(name, slices.Sorted(maps.Keys(c.Nodes))), name),
 				rng)
 		}
 		if len(trav) > 2 {
@@ -260,7 +262,7 @@ func (c *Config) localOrder() (order []string, cyclic map[string]bool) {
 			order = append(order, name)
 		}
 	}
-	for _, name := range sortedKeys(c.Locals) {
+	for _, name := range slices.Sorted(maps.Keys(c.Locals)) {
 		visit(name)
 	}
 	// A local that depends on a cyclic one cannot be evaluated either, but it is not itself on the cycle: it
@@ -274,7 +276,7 @@ func (c *Config) checkLocalCycles() hcl.Diagnostics {
 		return nil
 	}
 	var diags hcl.Diagnostics
-	names := sortedKeys(cyclic)
+	names := slices.Sorted(maps.Keys(cyclic))
 	reported := map[string]bool{}
 	for _, name := range names {
 		if reported[name] {

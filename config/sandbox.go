@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -224,14 +223,4 @@ func decodeCPUs(attr *hcl.Attribute, where string) (string, hcl.Diagnostics) {
 			attr.Expr.Range())}
 	}
 	return bf.Text('f', -1), nil
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

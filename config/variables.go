@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -63,7 +65,7 @@ func (c *Config) ResolveVariables(in VariableInputs) (map[string]cty.Value, hcl.
 		}
 		if c.Variables[name] == nil {
 			diags = append(diags, errorDiag("Value for undeclared variable",
-				fmt.Sprintf("--var sets %q, but the configuration declares no such variable.%s Declare it with a variable %q { } block, or remove the option.", name, didYouMean(name, sortedKeys(c.Variables)), name),
+				fmt.Sprintf("--var sets %q, but the configuration declares no such variable.%s Declare it with a variable %q { } block, or remove the option.", name, didYouMean(name, slices.Sorted(maps.Keys(c.Variables))), name),
 				hcl.Range{}))
 			continue
 		}
@@ -72,7 +74,7 @@ func (c *Config) ResolveVariables(in VariableInputs) (map[string]cty.Value, hcl.
 
 	vals := make(map[string]cty.Value, len(c.Variables))
 	valueRanges := map[string]hcl.Range{}
-	for _, name := range sortedKeys(c.Variables) {
+	for _, name := range slices.Sorted(maps.Keys(c.Variables)) {
 		v := c.Variables[name]
 		raw, ok := raws[name]
 		switch {
@@ -130,11 +132,11 @@ func (c *Config) readVarFile(file string, raws map[string]rawValue) (diags hcl.D
 			fmt.Sprintf("A variable file holds only name = value lines, so a %q block is not expected here. Keep blocks in the configuration.", b.Type),
 			b.TypeRange))
 	}
-	for _, name := range sortedKeys(body.Attributes) {
+	for _, name := range slices.Sorted(maps.Keys(body.Attributes)) {
 		attr := body.Attributes[name]
 		if c.Variables[name] == nil {
 			diags = append(diags, warningDiag("Value for undeclared variable",
-				fmt.Sprintf("The variable file sets %q, but the configuration declares no such variable, so the value is ignored.%s Remove the line, or declare the variable.", name, didYouMean(name, sortedKeys(c.Variables))),
+				fmt.Sprintf("The variable file sets %q, but the configuration declares no such variable, so the value is ignored.%s Remove the line, or declare the variable.", name, didYouMean(name, slices.Sorted(maps.Keys(c.Variables)))),
 				attr.NameRange))
 			continue
 		}
@@ -213,7 +215,7 @@ func (c *Config) validateVariables(vals map[string]cty.Value, valueRanges map[st
 		Functions: stdlibFunctions(),
 	}
 	var diags hcl.Diagnostics
-	for _, name := range sortedKeys(c.Variables) {
+	for _, name := range slices.Sorted(maps.Keys(c.Variables)) {
 		v := c.Variables[name]
 		if !vals[name].IsWhollyKnown() {
 			continue

@@ -113,7 +113,7 @@ func TestAdvMaliciousCredentialNames(t *testing.T) {
 			np = p.Node("n")
 		}
 		refused := diags.HasErrors() && (np == nil || np.Container == nil || np.Errors)
-		echoed := name != "" && len(name) > 2 && strings.Contains(diagText(diags), name)
+		echoed := name != "" && len(name) > 2 && strings.Contains(config.DiagnosticsText(diags), name)
 		c.check(refused && !echoed, "%q: refused %v, echoed %v", name, refused, echoed)
 		if np != nil && np.Container != nil {
 			c.check(!slices.Contains(np.Container.Argv(), name), "%q is not in the argv", name)
@@ -157,7 +157,7 @@ func FuzzAdvNames(f *testing.F) {
 		}
 		accepted := !diags.HasErrors() && np != nil && np.Container != nil
 		if accepted != credentialRule.MatchString(s) {
-			t.Fatalf("credential %q: accepted %v, rule says %v (%s)", s, accepted, credentialRule.MatchString(s), diagText(diags))
+			t.Fatalf("credential %q: accepted %v, rule says %v (%s)", s, accepted, credentialRule.MatchString(s), config.DiagnosticsText(diags))
 		}
 		if accepted {
 			if strings.HasPrefix(s, "-") || !slices.Equal(np.Container.Env, []string{s}) {
@@ -168,7 +168,7 @@ func FuzzAdvNames(f *testing.F) {
 		_, p, diags = planNames(t, `"X"`, q, `"n"`)
 		accepted = !diags.HasErrors() && p != nil && p.Node("n") != nil && p.Node("n").Container != nil
 		if accepted != networkRule.MatchString(s) {
-			t.Fatalf("network %q: accepted %v, rule says %v (%s)", s, accepted, networkRule.MatchString(s), diagText(diags))
+			t.Fatalf("network %q: accepted %v, rule says %v (%s)", s, accepted, networkRule.MatchString(s), config.DiagnosticsText(diags))
 		}
 		if accepted && (strings.HasPrefix(s, "-") || p.Node("n").Container.Network != s) {
 			t.Fatalf("network %q became %q", s, p.Node("n").Container.Network)
@@ -178,7 +178,7 @@ func FuzzAdvNames(f *testing.F) {
 		accepted = !diags.HasErrors() && p != nil && p.Node(s) != nil && p.Node(s).Container != nil
 		want := nodeRule.MatchString(s) && len(s) <= 59
 		if accepted != want {
-			t.Fatalf("node %q: accepted %v, rule says %v (%s)", s, accepted, want, diagText(diags))
+			t.Fatalf("node %q: accepted %v, rule says %v (%s)", s, accepted, want, config.DiagnosticsText(diags))
 		}
 		if accepted && p.Node(s).Container.Name != planner.ContainerPrefix+s {
 			t.Fatalf("node %q became container %q", s, p.Node(s).Container.Name)

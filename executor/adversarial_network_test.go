@@ -232,7 +232,7 @@ func TestAdvOpenNetwork(t *testing.T) {
 	must(t, os.WriteFile(path, []byte(src), 0o644))
 	cfg, diags := config.Load(path)
 	if diags.HasErrors() {
-		t.Fatal(diagText(diags))
+		t.Fatal(config.DiagnosticsText(diags))
 	}
 	p := f.plan(cfg)
 	warned := ""

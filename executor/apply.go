@@ -6,12 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -285,7 +285,7 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 				networks[netName] = append(networks[netName], np.Name)
 			}
 		}
-		for _, ref := range sortedKeys(images) {
+		for _, ref := range slices.Sorted(maps.Keys(images)) {
 			info, err := eng.InspectImage(ctx, ref)
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("node %s: %v", quoteList(images[ref]), err))
@@ -297,7 +297,7 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 			}
 			a.imageIDs[ref] = info.ID
 		}
-		for _, name := range sortedKeys(networks) {
+		for _, name := range slices.Sorted(maps.Keys(networks)) {
 			info, err := eng.InspectNetwork(ctx, name)
 			if errors.Is(err, engine.ErrNotFound) {
 				problems = append(problems, fmt.Sprintf("node %s: the allowlist network %q does not exist; kewplan fails closed and never falls back to another network: create it with `%s` and attach your egress proxy to it",
@@ -418,15 +418,6 @@ func quoteList(names []string) string {
 		q[i] = fmt.Sprintf("%q", n)
 	}
 	return strings.Join(q, ", ")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // newRunID is sortable by start time and unique: UTC time plus random bits.
@@ -611,7 +602,7 @@ func (a *applier) replan(np *planner.NodePlan) (*planner.NodePlan, error) {
 		if p != nil {
 			all = append(all, p.Diagnostics...)
 		}
-		return nil, fmt.Errorf("re-planning with the upstream outputs failed: %s", diagText(all))
+		return nil, fmt.Errorf("re-planning with the upstream outputs failed: %s", config.DiagnosticsText(all))
 	}
 	if p != nil {
 		for _, n := range p.Nodes {
@@ -621,24 +612,6 @@ func (a *applier) replan(np *planner.NodePlan) (*planner.NodePlan, error) {
 		}
 	}
 	return nil, fmt.Errorf("re-planning with the upstream outputs did not produce node %q", np.Name)
-}
-
-func diagText(diags hcl.Diagnostics) string {
-	var parts []string
-	for _, d := range diags {
-		if d.Severity != hcl.DiagError {
-			continue
-		}
-		s := d.Summary
-		if d.Subject != nil {
-			s = fmt.Sprintf("%s:%d: %s", d.Subject.Filename, d.Subject.Start.Line, s)
-		}
-		if d.Detail != "" {
-			s += ": " + d.Detail
-		}
-		parts = append(parts, s)
-	}
-	return strings.Join(parts, "; ")
 }
 
 // syncHook serialises hook calls and recovers a hook's panic: the first one cancels the apply and is raised again

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/executor/verdict"
 	"github.com/kewplan/kewplan/planner"
@@ -432,7 +433,7 @@ node "%[1]sdown" {
 	replanned, diags := planner.Build(cfg, planner.Inputs{FS: os.DirFS(cfg.Dir), Targets: []string{f.node("down")},
 		Outputs: map[string]map[string]cty.Value{f.node("up"): nodeOutputs(&up)}})
 	if diags.HasErrors() {
-		t.Fatal(diagText(diags))
+		t.Fatal(config.DiagnosticsText(diags))
 	}
 	np := replanned.Node(f.node("down"))
 	h := sha256.Sum256([]byte(np.Prompt.Text))

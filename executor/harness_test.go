@@ -200,7 +200,7 @@ func (f *fixture) config(nodes string) *config.Config {
 	}
 	cfg, diags := config.Load(path)
 	if diags.HasErrors() {
-		f.t.Fatalf("load test configuration: %s\n%s", diagText(diags), src)
+		f.t.Fatalf("load test configuration: %s\n%s", config.DiagnosticsText(diags), src)
 	}
 	return cfg
 }
@@ -209,7 +209,7 @@ func (f *fixture) plan(cfg *config.Config) *planner.Plan {
 	f.t.Helper()
 	p, diags := planner.Build(cfg, planner.Inputs{Vars: map[string]cty.Value{}, FS: config.DirFS(cfg.Dir)})
 	if diags.HasErrors() {
-		f.t.Fatalf("plan: %s", diagText(diags))
+		f.t.Fatalf("plan: %s", config.DiagnosticsText(diags))
 	}
 	return p
 }

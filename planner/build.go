@@ -2,7 +2,9 @@ package planner
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -377,7 +379,7 @@ func (b *builder) planRunner(e *nodeEval, n *config.Node, name string) *resolved
 	runnerRange := rangePtr(n.Runner.Range())
 	r := b.resolveRunner(name)
 	if r == nil {
-		known := append(runners.BuiltinNames(), sortedKeys(b.cfg.Runners)...)
+		known := append(runners.BuiltinNames(), slices.Sorted(maps.Keys(b.cfg.Runners))...)
 		detail := fmt.Sprintf("Node %q names the runner %q, which is neither built in nor declared.", n.Name, name)
 		if s := suggest(name, known); s != "" {
 			detail += fmt.Sprintf(" Did you mean %q?", s)
@@ -566,7 +568,7 @@ func (b *builder) warnings(p *Plan) hcl.Diagnostics {
 		if len(nodes) > 0 {
 			diags = append(diags, NewDiagnostic(RuleOpenNetworkCredentials, rangePtr(sb.NetworkRange),
 				fmt.Sprintf("network = \"open\" gives full egress to %s, which %s %s.", countNodes(nodes),
-					pick(len(nodes) == 1, "holds", "hold"), strings.Join(sortedKeys(creds), ", "))))
+					pick(len(nodes) == 1, "holds", "hold"), strings.Join(slices.Sorted(maps.Keys(creds)), ", "))))
 		}
 	}
 	// One warning per image reference that is not pinned, at the place it is written.
@@ -658,13 +660,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

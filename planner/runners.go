@@ -2,6 +2,8 @@ package planner
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/kewplan/kewplan/config"
@@ -50,7 +52,7 @@ func ListRunners(cfg *config.Config) []RunnerInfo {
 		names[n] = true
 	}
 	out := make([]RunnerInfo, 0, len(names))
-	for _, name := range sortedKeys(names) {
+	for _, name := range slices.Sorted(maps.Keys(names)) {
 		r := b.resolveRunner(name)
 		if r == nil {
 			continue

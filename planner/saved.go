@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -234,12 +235,12 @@ func CheckStale(doc *Document) error {
 			changes = append(changes, fmt.Sprintf("policy file %s changed", s.Policy.Path))
 		}
 	}
-	for _, name := range sortedKeys(cfg.Variables) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Variables)) {
 		if _, ok := s.Variables[name]; !ok {
 			changes = append(changes, fmt.Sprintf("variable %q was added", name))
 		}
 	}
-	for _, name := range sortedKeys(s.Variables) {
+	for _, name := range slices.Sorted(maps.Keys(s.Variables)) {
 		if _, ok := cfg.Variables[name]; !ok {
 			changes = append(changes, fmt.Sprintf("variable %q was removed", name))
 		}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/kewplan/kewplan/planner"
 )
 
 // The probe is the executable conform places first on PATH, under the agent's own name, from inside the mount:
@@ -24,7 +26,7 @@ const (
 	probeMountDir  = "/work/" + probeDir // in the container
 	probeBinMount  = probeMountDir + "/bin"
 	probeOutMount  = probeMountDir + "/out"
-	probeVerdictIn = "/work/.kew-review-verdict.json"
+	probeVerdictIn = planner.WorkDir + "/" + planner.VerdictFilename
 )
 
 // agentShape is what an image of a built-in runner's kind runs: the agent binary and the fixed words the
