@@ -367,33 +367,20 @@ const cleanupTimeout = 30 * time.Second
 // was removed in that case too. Everything after start is reported in RunResult.
 func (e *Engine) Run(ctx context.Context, spec *ContainerSpec, opts RunOptions) (*RunResult, error) {
 	res := &RunResult{ExitCode: -1}
-	created, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name: spec.Name, Config: spec.Config, HostConfig: spec.HostConfig, NetworkingConfig: spec.NetworkingConfig,
-	})
+	id, err := e.create(ctx, spec)
 	if err != nil {
-		if ctx.Err() != nil {
-			// The request may have reached the engine before the cancellation: remove a container of this name
-			// only when it carries exactly this spec's labels, so another apply's container is never touched.
-			e.removeIfOurs(spec)
-		}
-		if cerrdefs.IsConflict(err) {
-			return res, fmt.Errorf("create container %s: a container of that name already exists (%v); another apply may be running it — if not, remove it with `docker rm -f %s`", spec.Name, err, spec.Name)
-		}
-		if cerrdefs.IsNotFound(err) {
-			return res, fmt.Errorf("create container %s: %w (kewplan never pulls: build or load the image first)", spec.Name, err)
-		}
-		return res, fmt.Errorf("create container %s: %w", spec.Name, err)
+		return res, err
 	}
-	res.ID = created.ID
+	res.ID = id
 	if opts.Created != nil {
-		opts.Created(created.ID)
+		opts.Created(id)
 	}
 	removeOnError := func(cause error) (*RunResult, error) {
-		res.CleanupErr = e.ForceRemove(created.ID)
+		res.CleanupErr = e.ForceRemove(id)
 		return res, cause
 	}
 
-	attach, err := e.cli.ContainerAttach(ctx, created.ID, client.ContainerAttachOptions{Stream: true, Stdout: true, Stderr: true})
+	attach, err := e.cli.ContainerAttach(ctx, id, client.ContainerAttachOptions{Stream: true, Stdout: true, Stderr: true})
 	if err != nil {
 		return removeOnError(fmt.Errorf("attach to container %s: %w", spec.Name, err))
 	}
@@ -419,27 +406,64 @@ func (e *Engine) Run(ctx context.Context, spec *ContainerSpec, opts RunOptions) 
 	}
 	waitCtx, cancelWait := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWait()
-	wait := e.cli.ContainerWait(waitCtx, created.ID, client.ContainerWaitOptions{Condition: cond})
+	wait := e.cli.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: cond})
 
-	if _, err := e.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+	if _, err := e.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		attach.Close()
 		<-streamDone
 		return removeOnError(fmt.Errorf("start container %s: %w", spec.Name, err))
 	}
 	if opts.Started != nil {
-		opts.Started(created.ID)
+		opts.Started(id)
 	}
 
+	waitErr := e.awaitExit(ctx, id, wait, opts.Timeout, res)
+
+	// The container is gone (or going): ensure removal before anything reads what it left in the checkout.
+	res.CleanupErr = e.ForceRemove(id)
+	if waitErr != nil && res.CleanupErr == nil && res.ExitCode < 0 && !res.TimedOut && !res.Cancelled {
+		res.StreamErr = fmt.Errorf("wait for container %s: %w", spec.Name, waitErr)
+	}
+	drainOutput(spec.Name, streamDone, func() { attach.Close() }, opts.StreamGrace, res)
+	return res, nil
+}
+
+// create creates the container, saying in words why the engine refused it.
+func (e *Engine) create(ctx context.Context, spec *ContainerSpec) (string, error) {
+	created, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name: spec.Name, Config: spec.Config, HostConfig: spec.HostConfig, NetworkingConfig: spec.NetworkingConfig,
+	})
+	if err == nil {
+		return created.ID, nil
+	}
+	if ctx.Err() != nil {
+		// The request may have reached the engine before the cancellation: remove a container of this name
+		// only when it carries exactly this spec's labels, so another apply's container is never touched.
+		e.removeIfOurs(spec)
+	}
+	if cerrdefs.IsConflict(err) {
+		return "", fmt.Errorf("create container %s: a container of that name already exists (%v); another apply may be running it — if not, remove it with `docker rm -f %s`", spec.Name, err, spec.Name)
+	}
+	if cerrdefs.IsNotFound(err) {
+		return "", fmt.Errorf("create container %s: %w (kewplan never pulls: build or load the image first)", spec.Name, err)
+	}
+	return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+}
+
+// awaitExit waits for the started container to exit, killing it at its timeout or when ctx ends, and records the
+// exit code, TimedOut or Cancelled in res. After a kill it waits at most cleanupTimeout for the engine to report
+// the exit. It returns the wait's own error, if any.
+func (e *Engine) awaitExit(ctx context.Context, id string, wait client.ContainerWaitResult, timeout time.Duration, res *RunResult) error {
 	var deadline <-chan time.Time
-	if opts.Timeout > 0 {
-		t := time.NewTimer(opts.Timeout)
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
 		defer t.Stop()
 		deadline = t.C
 	}
 	kill := func() {
 		kctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		_, _ = e.cli.ContainerKill(kctx, created.ID, client.ContainerKillOptions{Signal: "KILL"})
+		_, _ = e.cli.ContainerKill(kctx, id, client.ContainerKillOptions{Signal: "KILL"})
 	}
 	var waitErr error
 	select {
@@ -464,14 +488,12 @@ func (e *Engine) Run(ctx context.Context, spec *ContainerSpec, opts RunOptions) 
 		}
 		backstop.Stop()
 	}
+	return waitErr
+}
 
-	// The container is gone (or going): ensure removal before anything reads what it left in the checkout.
-	res.CleanupErr = e.ForceRemove(created.ID)
-	if waitErr != nil && res.CleanupErr == nil && res.ExitCode < 0 && !res.TimedOut && !res.Cancelled {
-		res.StreamErr = fmt.Errorf("wait for container %s: %w", spec.Name, waitErr)
-	}
-
-	grace := opts.StreamGrace
+// drainOutput waits for the container's output to end, at most grace (default 60s) after the container is gone:
+// a process that inherited the stream must not hold apply forever. What is cut off is reported in res.StreamErr.
+func drainOutput(name string, streamDone <-chan error, closeAttach func(), grace time.Duration, res *RunResult) {
 	if grace <= 0 {
 		grace = 60 * time.Second
 	}
@@ -480,16 +502,15 @@ func (e *Engine) Run(ctx context.Context, spec *ContainerSpec, opts RunOptions) 
 	select {
 	case err := <-streamDone:
 		if err != nil && res.StreamErr == nil {
-			res.StreamErr = fmt.Errorf("output of container %s: %w", spec.Name, err)
+			res.StreamErr = fmt.Errorf("output of container %s: %w", name, err)
 		}
 	case <-gt.C:
-		attach.Close()
+		closeAttach()
 		<-streamDone
 		if res.StreamErr == nil {
-			res.StreamErr = fmt.Errorf("output of container %s did not end %s after the container was gone; the rest was dropped", spec.Name, grace)
+			res.StreamErr = fmt.Errorf("output of container %s did not end %s after the container was gone; the rest was dropped", name, grace)
 		}
 	}
-	return res, nil
 }
 
 func (e *Engine) removeIfOurs(spec *ContainerSpec) {
