@@ -2,7 +2,7 @@ package engine
 
 // engine_probe.go holds the engine operations that only `kewplan smoke`, `kewplan conform` and the tests that build
 // their images need: a build with a target and build arguments, an import from a root filesystem tarball, an
-// image's history and an image's layers. Like engine.go it is allowed to import the Docker SDK; nothing else is.
+// image's history and an image's layers. Like engine.go, it is in package engine, the only package allowed to import the Docker SDK.
 
 import (
 	"archive/tar"
