@@ -228,10 +228,22 @@ func Smoke(ctx context.Context, eng *engine.Engine, o ProbeOptions) (*SmokeRepor
 		rep.Checks = []Check{mount, handoff, slot}
 		return rep, nil
 	}
-	facts := map[string]string{}
-	var gotArgs []string
-	argc := -1
-	for _, line := range strings.Split(string(res.Stderr), "\n") {
+	rep.Checks = judgeSmoke(res, prompt, args, runner.Name(), mount, handoff, slot)
+	rep.Passed = true
+	for _, ch := range rep.Checks {
+		if ch.Status != Pass {
+			rep.Passed = false
+		}
+	}
+	return rep, nil
+}
+
+// parseSmokeOutput reads the "kew-smoke: key=value" lines the smoke script wrote on stderr: the args it received
+// (argc is -1 when the script never ran) and every other fact by key.
+func parseSmokeOutput(stderr []byte) (facts map[string]string, gotArgs []string, argc int) {
+	facts = map[string]string{}
+	argc = -1
+	for _, line := range strings.Split(string(stderr), "\n") {
 		kv, ok := strings.CutPrefix(line, "kew-smoke: ")
 		if !ok {
 			continue
@@ -246,6 +258,12 @@ func Smoke(ctx context.Context, eng *engine.Engine, o ProbeOptions) (*SmokeRepor
 			facts[k] = v
 		}
 	}
+	return facts, gotArgs, argc
+}
+
+// judgeSmoke gives the three smoke elements their verdicts from what the smoke script reported.
+func judgeSmoke(res *engine.CaptureResult, prompt []byte, args []string, runnerName string, mount, handoff, slot Check) []Check {
+	facts, gotArgs, argc := parseSmokeOutput(res.Stderr)
 	tail := stderrTail(res.Stderr, "kew-smoke: ")
 
 	// Element 1: the checkout is a bind mount at /work, and /work is where the container starts.
@@ -285,19 +303,12 @@ func Smoke(ctx context.Context, eng *engine.Engine, o ProbeOptions) (*SmokeRepor
 		slot.Evidence = []string{fmt.Sprintf("The smoke script did not run (exit %d).%s", res.ExitCode, tail)}
 	case argc == len(args) && slices.Equal(gotArgs, args):
 		slot.Status = Pass
-		slot.Evidence = []string{fmt.Sprintf("The %d container args of runner %s arrived unmodified: %s.", len(args), runner.Name(), strings.Join(args, " "))}
+		slot.Evidence = []string{fmt.Sprintf("The %d container args of runner %s arrived unmodified: %s.", len(args), runnerName, strings.Join(args, " "))}
 	default:
 		slot.Status = Fail
 		slot.Evidence = []string{fmt.Sprintf("Sent %d args (%s) and the container received %d (%s).", len(args), strings.Join(args, " "), argc, strings.Join(gotArgs, " "))}
 	}
-	rep.Checks = []Check{mount, handoff, slot}
-	rep.Passed = true
-	for _, ch := range rep.Checks {
-		if ch.Status != Pass {
-			rep.Passed = false
-		}
-	}
-	return rep, nil
+	return []Check{mount, handoff, slot}
 }
 
 // overriddenArgv is the docker run argv of c with the entrypoint override smoke and conform apply.
