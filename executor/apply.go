@@ -90,26 +90,8 @@ func (e *PreflightError) Error() string {
 // error only when it could not start (a *PreflightError, or the state directory or ledger failing); node
 // failures are in the summary, whose Status is succeeded, failed or cancelled.
 func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
-	if opts.Plan == nil {
-		return nil, errors.New("apply: no plan")
-	}
-	if opts.Plan.Diagnostics.HasErrors() {
-		return nil, errors.New("apply: the plan has errors; run `kewplan plan` to see them")
-	}
-	if opts.StateDir == "" {
-		return nil, errors.New("apply: no state directory")
-	}
-	if opts.MinFreeBytes < 0 {
-		return nil, fmt.Errorf("apply: MinFreeBytes is %d; it must be 0 (the default headroom) or a positive number of bytes", opts.MinFreeBytes)
-	}
-	if opts.Parallelism <= 0 {
-		opts.Parallelism = DefaultParallelism
-	}
-	if opts.MaxOutputBytes <= 0 {
-		opts.MaxOutputBytes = DefaultMaxOutputBytes
-	}
-	if opts.ProgressInterval <= 0 {
-		opts.ProgressInterval = 500 * time.Millisecond
+	if err := checkOptions(&opts); err != nil {
+		return nil, err
 	}
 	hook := opts.Hook
 	if hook == nil {
@@ -174,8 +156,45 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 
 	results := a.runGraph(ctx)
 
-	sum := ApplySummary{RunID: a.runID, Started: started, Ended: time.Now(), StateDir: stateDir, Status: ledger.RunSucceeded}
-	for _, np := range opts.Plan.Nodes {
+	sum := a.summarize(ctx, started, results)
+	if err := a.ledger.FinishRun(a.runID, sum.Status, sum.Ended); err != nil {
+		a.warn("", fmt.Sprintf("could not record the end of run %s: %v", a.runID, err))
+	}
+	a.janitor.done()
+	a.hook.ApplyDone(sum)
+	return &sum, nil
+}
+
+// checkOptions refuses options Apply cannot run with and fills in the defaults.
+func checkOptions(opts *ApplyOptions) error {
+	if opts.Plan == nil {
+		return errors.New("apply: no plan")
+	}
+	if opts.Plan.Diagnostics.HasErrors() {
+		return errors.New("apply: the plan has errors; run `kewplan plan` to see them")
+	}
+	if opts.StateDir == "" {
+		return errors.New("apply: no state directory")
+	}
+	if opts.MinFreeBytes < 0 {
+		return fmt.Errorf("apply: MinFreeBytes is %d; it must be 0 (the default headroom) or a positive number of bytes", opts.MinFreeBytes)
+	}
+	if opts.Parallelism <= 0 {
+		opts.Parallelism = DefaultParallelism
+	}
+	if opts.MaxOutputBytes <= 0 {
+		opts.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = 500 * time.Millisecond
+	}
+	return nil
+}
+
+// summarize adds up the nodes' results, in plan order, into the run's summary and its status.
+func (a *applier) summarize(ctx context.Context, started time.Time, results map[string]*ledger.NodeResult) ApplySummary {
+	sum := ApplySummary{RunID: a.runID, Started: started, Ended: time.Now(), StateDir: a.stateDir, Status: ledger.RunSucceeded}
+	for _, np := range a.opts.Plan.Nodes {
 		r := results[np.Name]
 		sum.Nodes = append(sum.Nodes, *r)
 		sum.InputTokens += r.Totals.InputTokens
@@ -196,12 +215,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	if ctx.Err() != nil {
 		sum.Status = ledger.RunCancelled
 	}
-	if err := a.ledger.FinishRun(a.runID, sum.Status, sum.Ended); err != nil {
-		a.warn("", fmt.Sprintf("could not record the end of run %s: %v", a.runID, err))
-	}
-	a.janitor.done()
-	a.hook.ApplyDone(sum)
-	return &sum, nil
+	return sum
 }
 
 type applier struct {
