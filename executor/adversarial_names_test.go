@@ -103,7 +103,7 @@ node %s {
 // TestAdvMaliciousCredentialNames (E2): names that would be flags, assignments or several words.
 func TestAdvMaliciousCredentialNames(t *testing.T) {
 	c := adv(t, "E2", "forward credentials named FOO=bar, --privileged, -v, \"A B\", a non-ASCII name, the empty string, a newline, a shell word",
-		"rejected at plan (so apply refuses before docker is invoked); never echoed; never in argv or the engine.Engine API env")
+		"rejected at plan (so apply refuses before docker is invoked); never echoed; never in argv or the Engine API env")
 	bad := []string{"FOO=bar", "--privileged", "-v", "A B", "ÄPFEL", "", "X\nY", "X;rm -rf /", "$(id)"}
 	for _, name := range bad {
 		q, _ := hclQuote(name)

@@ -83,7 +83,7 @@ func TestAdvEngineUnavailable(t *testing.T) {
 		sum, _, err := f.apply(context.Background(), cfg, func(o *ApplyOptions) {
 			o.Environ = append(o.Environ, "DOCKER_HOST="+host)
 		})
-		requirePreflightRefusal(c, f, sum, err, "no Docker engine.Engine answered", "start the Docker daemon")
+		requirePreflightRefusal(c, f, sum, err, "no Docker Engine answered", "start the Docker daemon")
 	}
 }
 

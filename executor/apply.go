@@ -354,7 +354,7 @@ func versionFloorWarnings(versions map[string]string) []string {
 	if v, ok := parseVersion(versions["Engine"]); ok {
 		fixed := v[0] >= 26 || v[0] == 25 && !versionLess(v, [3]int{25, 0, 4}) || v[0] == 23 && !versionLess(v, [3]int{23, 0, 11})
 		if !fixed {
-			out = append(out, fmt.Sprintf("the Docker engine.Engine is %s, older than the releases that fix CVE-2024-29018 (DNS exfiltration from --internal networks: 23.0.11, 25.0.4, 26.0.0); upgrade it, unless your distribution backported the fix", versions["Engine"]))
+			out = append(out, fmt.Sprintf("the Docker Engine is %s, older than the releases that fix CVE-2024-29018 (DNS exfiltration from --internal networks: 23.0.11, 25.0.4, 26.0.0); upgrade it, unless your distribution backported the fix", versions["Engine"]))
 		}
 	}
 	if v, ok := parseVersion(versions["runc"]); ok {

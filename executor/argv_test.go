@@ -109,7 +109,7 @@ node "%[1]sargv" {
 	}
 	viaCLI.EnvWithoutValue = nil
 	if diff := cmp.Diff(viaCLI, viaAPI); diff != "" {
-		t.Errorf("docker inspect differs between the argv (-) and the engine.Engine API config (+):\n%s", diff)
+		t.Errorf("docker inspect differs between the argv (-) and the Engine API config (+):\n%s", diff)
 	}
 	// And both say what the plan promised.
 	if !viaAPI.ReadonlyRootfs || !viaAPI.AutoRemove || viaAPI.PidsLimit != 128 || viaAPI.Memory != 256<<20 ||
