@@ -437,7 +437,7 @@ func TestCollectVerdictCheckoutMissing(t *testing.T) {
 	_, err := Collect(filepath.Join(fx.checkout, "nope"), fx.store)
 	var ve *Error
 	if !errors.As(err, &ve) || !strings.Contains(ve.Reason, "cannot open the checkout") {
-		t.Fatalf("Collect(missing checkout) error %v, want a Error saying the checkout cannot be opened", err)
+		t.Fatalf("Collect(missing checkout) error %v, want an *Error saying the checkout cannot be opened", err)
 	}
 }
 
