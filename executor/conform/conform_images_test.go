@@ -280,11 +280,11 @@ func buildTestImages(logf func(string, ...any), eng *engine.Engine) (*testImageS
 		{"agent.Dockerfile", "agent-entrypoint.sh", &set.Claude},
 		{"opencode.Dockerfile", "opencode-entrypoint.sh", &set.Opencode},
 	} {
-		df, err := os.ReadFile(filepath.Join("..", "docker", v.dockerfile))
+		df, err := os.ReadFile(filepath.Join("..", "..", "docker", v.dockerfile))
 		if err != nil {
 			return nil, err
 		}
-		ep, err := os.ReadFile(filepath.Join("..", "docker", v.entrypoint))
+		ep, err := os.ReadFile(filepath.Join("..", "..", "docker", v.entrypoint))
 		if err != nil {
 			return nil, err
 		}
@@ -300,7 +300,7 @@ func buildTestImages(logf func(string, ...any), eng *engine.Engine) (*testImageS
 		}
 		*v.out = spec.Tag
 	}
-	reference, err := os.ReadFile(filepath.Join("..", "docker", "agent-entrypoint.sh"))
+	reference, err := os.ReadFile(filepath.Join("..", "..", "docker", "agent-entrypoint.sh"))
 	if err != nil {
 		return nil, err
 	}
