@@ -174,3 +174,24 @@ func editDistance(a, b string) int {
 	}
 	return d[len(ra)][len(rb)]
 }
+
+// DiagnosticsText flattens the errors among diags into one line ("file:line: summary: detail; ..."), for the few
+// places that can only carry an error string: a function's error (which cannot hold ranges of its own) and apply's
+// re-planning of downstream nodes. Everywhere else diagnostics travel whole to a view.
+func DiagnosticsText(diags hcl.Diagnostics) string {
+	var parts []string
+	for _, d := range diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		s := d.Summary
+		if d.Subject != nil {
+			s = fmt.Sprintf("%s:%d: %s", d.Subject.Filename, d.Subject.Start.Line, s)
+		}
+		if d.Detail != "" {
+			s += ": " + d.Detail
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}

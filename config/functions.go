@@ -301,7 +301,7 @@ func (r *fileReader) templateFileFunc(funcs map[string]function.Function) functi
 			}
 			expr, diags := hclsyntax.ParseTemplate([]byte(src), p, hcl.InitialPos)
 			if diags.HasErrors() {
-				return cty.DynamicVal, function.NewArgErrorf(0, "%s is not a valid template: %s", p, diagsText(diags))
+				return cty.DynamicVal, function.NewArgErrorf(0, "%s is not a valid template: %s", p, DiagnosticsText(diags))
 			}
 			for _, t := range expr.Variables() {
 				if _, ok := ctx.Variables[t.RootName()]; !ok {
@@ -311,30 +311,11 @@ func (r *fileReader) templateFileFunc(funcs map[string]function.Function) functi
 			}
 			val, diags := expr.Value(ctx)
 			if diags.HasErrors() {
-				return cty.DynamicVal, function.NewArgErrorf(0, "rendering %s failed: %s", p, diagsText(diags))
+				return cty.DynamicVal, function.NewArgErrorf(0, "rendering %s failed: %s", p, DiagnosticsText(diags))
 			}
 			return val, nil
 		},
 	})
-}
-
-// diagsText flattens diagnostics for a function error, which cannot carry ranges of its own.
-func diagsText(diags hcl.Diagnostics) string {
-	var parts []string
-	for _, d := range diags {
-		if d.Severity != hcl.DiagError {
-			continue
-		}
-		s := d.Summary
-		if d.Subject != nil {
-			s = fmt.Sprintf("line %d: %s", d.Subject.Start.Line, s)
-		}
-		if d.Detail != "" {
-			s += " (" + strings.TrimSuffix(d.Detail, ".") + ")"
-		}
-		parts = append(parts, s)
-	}
-	return strings.Join(parts, "; ")
 }
 
 // DirFS serves file() and templatefile() from dir, refusing symbolic links that lead outside it, so that a

@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -127,7 +128,7 @@ func TestAdvRepoShipsPromptName(t *testing.T) {
 			fi, err := os.Lstat(filepath.Join(f.checkoutOf(sum.RunID, f.node("planted")), planner.PromptFilename))
 			c.check(err == nil && !fi.Mode().IsRegular(), "the shipped name was left as shipped (%v), never replaced by a prompt", fi.Mode().Type())
 			res := resultOf(t, sum, f.node("planted"))
-			c.check(res.Status == StatusFailed && res.ExitCode == nil && strings.Contains(res.Reason, "already exists"),
+			c.check(res.Status == ledger.StatusFailed && res.ExitCode == nil && strings.Contains(res.Reason, "already exists"),
 				"node %s before any container ran: %s", res.Status, res.Reason)
 			ok, state := canary.unchanged()
 			c.check(ok, "%s", state)
@@ -180,7 +181,7 @@ func TestAdvAgentPromptDir(t *testing.T) {
 	}
 	f.assertClean(sum.RunID)
 	res := resultOf(t, sum, f.node("dir"))
-	c.check(res.Status == StatusFailed && strings.Contains(res.Reason, "replaced by a directory"), "node %s: %s", res.Status, res.Reason)
+	c.check(res.Status == ledger.StatusFailed && strings.Contains(res.Reason, "replaced by a directory"), "node %s: %s", res.Status, res.Reason)
 	c.check(strings.Contains(rec.warningText(), "SECURITY"), "warning: %s", strings.TrimSpace(rec.warningText()))
 	_, lerr := os.Lstat(filepath.Join(f.checkoutOf(sum.RunID, f.node("dir")), planner.PromptFilename))
 	c.check(errors.Is(lerr, fs.ErrNotExist), "the directory is gone (%v)", lerr)
@@ -234,7 +235,7 @@ func TestAdvRepoHostileLinks(t *testing.T) {
 	}
 	f.assertClean(sum.RunID)
 	reviewer, worker := resultOf(t, sum, f.node("links")), resultOf(t, sum, f.node("worker"))
-	c.check(reviewer.Status == StatusHeld, "reviewer without a sidecar at the root: %s: %s", reviewer.Status, reviewer.Reason)
+	c.check(reviewer.Status == ledger.StatusHeld, "reviewer without a sidecar at the root: %s: %s", reviewer.Status, reviewer.Reason)
 	c.observe("worker: %s %s", worker.Status, worker.Reason)
 	ok, state := canary.unchanged()
 	c.check(ok, "%s", state)
@@ -255,7 +256,7 @@ func TestAdvHugeTree(t *testing.T) {
 	res := resultOf(t, sum, f.node("tree"))
 	r := agentReport(t, res)
 	c.check(reportString(r, "depth") == "4096" && reportString(r, "files") == "20000", "built depth %s, %s files", reportString(r, "depth"), reportString(r, "files"))
-	c.check(res.Status == StatusHeld && strings.Contains(res.Reason, "wrote no"), "node %s: %s", res.Status, res.Reason)
+	c.check(res.Status == ledger.StatusHeld && strings.Contains(res.Reason, "wrote no"), "node %s: %s", res.Status, res.Reason)
 	_, statErr := os.Lstat(f.checkoutOf(sum.RunID, f.node("tree")))
 	c.check(errors.Is(statErr, fs.ErrNotExist) && !strings.Contains(rec.warningText(), "could not remove"), "checkout removed (%v) %s", statErr, strings.TrimSpace(rec.warningText()))
 	c.observe("1e6 files was scaled to 20000: the search stops at its 10000-entry budget whatever the size")
@@ -304,7 +305,7 @@ func TestAdvPromptEveryExitPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.assertClean(sum.RunID)
-	for _, want := range [][2]string{{"ok", StatusApproved}, {"exit1", StatusFailed}, {"badverdict", StatusHeld}, {"timeout", StatusTimedOut}} {
+	for _, want := range [][2]string{{"ok", ledger.StatusApproved}, {"exit1", ledger.StatusFailed}, {"badverdict", ledger.StatusHeld}, {"timeout", ledger.StatusTimedOut}} {
 		res := resultOf(t, sum, f.node(want[0]))
 		c.check(res.Status == want[1], "%s: %s", want[0], res.Status)
 	}
@@ -332,6 +333,6 @@ func TestAdvPromptEveryExitPath(t *testing.T) {
 	if runID != "" {
 		f2.assertClean(runID)
 		run, _ := f2.ledgerRun(runID)
-		c.check(run.Status == RunCancelled || run.Status == RunFailed, "the run is recorded %s", run.Status)
+		c.check(run.Status == ledger.RunCancelled || run.Status == ledger.RunFailed, "the run is recorded %s", run.Status)
 	}
 }

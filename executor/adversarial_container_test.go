@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -137,7 +139,7 @@ func TestAdvContainerInspect(t *testing.T) {
 	user, _, _ := strings.Cut(got.Config.User, ":")
 	c.check(user != "" && user != "0" && user != "root", "User=%q", got.Config.User)
 	c.check(got.AppArmorProfile != "unconfined", "AppArmorProfile=%q", got.AppArmorProfile)
-	if res.Status != StatusApproved {
+	if res.Status != ledger.StatusApproved {
 		t.Errorf("the inspected reviewer ended %s (%s), want approved", res.Status, res.Reason)
 	}
 }
@@ -151,7 +153,7 @@ func deref(p *int64) any {
 
 // probeRun runs the hostile agent's probe in a container built from the node's planned configuration, changed by
 // mutate (the live controls take one protection away), and returns its report.
-func probeRun(t *testing.T, f *fixture, prompt string, mutate func(*ContainerSpec)) map[string]any {
+func probeRun(t *testing.T, f *fixture, prompt string, mutate func(*engine.ContainerSpec)) map[string]any {
 	t.Helper()
 	cfg := f.config(advNode("control", "", prompt, ""))
 	np := f.plan(cfg).Node(f.node("control"))
@@ -165,7 +167,7 @@ func probeRun(t *testing.T, f *fixture, prompt string, mutate func(*ContainerSpe
 	if err := os.WriteFile(filepath.Join(checkout, planner.PromptFilename), []byte(prompt), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := ContainerConfig(FillContainer(np.Container, "adv-control-"+randomSuffix(), checkout), map[string]string{})
+	spec, err := engine.ContainerConfig(FillContainer(np.Container, "adv-control-"+randomSuffix(), checkout), map[string]string{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +183,7 @@ func probeRun(t *testing.T, f *fixture, prompt string, mutate func(*ContainerSpe
 	if err := os.WriteFile(logPath, out.Stdout, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return agentReport(t, NodeResult{Node: "control", StdoutLog: logPath})
+	return agentReport(t, ledger.NodeResult{Node: "control", StdoutLog: logPath})
 }
 
 // TestAdvContainerFromInside (C2-C7): the hostile agent probes its own container through a real apply; each item
@@ -196,7 +198,7 @@ func TestAdvContainerFromInside(t *testing.T) {
 	f.assertClean(sum.RunID)
 	res := resultOf(t, sum, f.node("probe"))
 	r := agentReport(t, res)
-	if res.Status != StatusApproved {
+	if res.Status != ledger.StatusApproved {
 		t.Errorf("probe node %s (%s), want approved", res.Status, res.Reason)
 	}
 
@@ -204,7 +206,7 @@ func TestAdvContainerFromInside(t *testing.T) {
 		c := adv(t, "C2", "write a file in / and under /usr/local/bin", "EROFS (read-only file system)")
 		c.check(r["root_write_erofs"] == true, "write / -> %s", reportString(r, "root_write"))
 		c.check(r["sysdir_write_erofs"] == true, "mkdir /usr/local/bin -> %s", reportString(r, "sysdir_write"))
-		ctl := probeRun(t, f, "mode=probe", func(s *ContainerSpec) { s.HostConfig.ReadonlyRootfs = false; s.Config.User = "0:0" })
+		ctl := probeRun(t, f, "mode=probe", func(s *engine.ContainerSpec) { s.HostConfig.ReadonlyRootfs = false; s.Config.User = "0:0" })
 		c.check(reportString(ctl, "root_write") == "", "control (root, no --read-only): write / -> %q", reportString(ctl, "root_write"))
 	})
 
@@ -273,7 +275,7 @@ func TestAdvContainerFromInside(t *testing.T) {
 		c := adv(t, "C6", "run a setuid-root binary from the image", "its effective uid is 1001, not 0")
 		c.check(strings.HasPrefix(reportString(r, "suid_mode"), "u"), "/suid mode %s (setuid root in the image)", reportString(r, "suid_mode"))
 		c.check(reportString(r, "suid_euid") == "1001", "euid %q (%s)", reportString(r, "suid_euid"), reportString(r, "suid_error"))
-		ctl := probeRun(t, f, "mode=probe", func(s *ContainerSpec) { s.HostConfig.SecurityOpt = nil })
+		ctl := probeRun(t, f, "mode=probe", func(s *engine.ContainerSpec) { s.HostConfig.SecurityOpt = nil })
 		c.check(reportString(ctl, "suid_euid") == "0", "control (no no-new-privileges): euid %q", reportString(ctl, "suid_euid"))
 	})
 
@@ -282,7 +284,7 @@ func TestAdvContainerFromInside(t *testing.T) {
 		for _, k := range []string{"unshare_user", "unshare_mount", "unshare_net", "mount_tmpfs", "chroot"} {
 			c.check(reportString(r, k) == "operation not permitted", "%s: %q", k, reportString(r, k))
 		}
-		ctl := probeRun(t, f, "mode=probe", func(s *ContainerSpec) {
+		ctl := probeRun(t, f, "mode=probe", func(s *engine.ContainerSpec) {
 			s.HostConfig.SecurityOpt = append(s.HostConfig.SecurityOpt, "seccomp=unconfined")
 		})
 		c.check(reportString(ctl, "unshare_user") == "", "control (seccomp=unconfined): unshare user -> %q", reportString(ctl, "unshare_user"))
@@ -290,7 +292,7 @@ func TestAdvContainerFromInside(t *testing.T) {
 }
 
 // hadMemoryLimit reports whether the node's container had a memory limit (the fixture always sets one).
-func hadMemoryLimit(r NodeResult) bool {
+func hadMemoryLimit(r ledger.NodeResult) bool {
 	for i, w := range r.Argv {
 		if w == "--memory" && i+1 < len(r.Argv) && r.Argv[i+1] != "" && r.Argv[i+1] != "0" {
 			return true
@@ -316,7 +318,7 @@ func TestAdvForkBomb(t *testing.T) {
 		"pids cgroup: max %s, current %s when the fork was refused (%s tasks seen in /proc, %s processes started)",
 		reportString(r, "pids_max"), reportString(r, "pids_current"), reportString(r, "tasks"), reportString(r, "started"))
 	c.check(strings.Contains(reportString(r, "first_error"), "resource temporarily unavailable"), "refusal: %s", reportString(r, "first_error"))
-	c.check(res.Status == StatusTimedOut, "node %s: %s", res.Status, res.Reason)
+	c.check(res.Status == ledger.StatusTimedOut, "node %s: %s", res.Status, res.Reason)
 }
 
 // TestAdvMemoryExhaustion (C9): filling /tmp and allocating memory past the limit stop inside the container.
@@ -335,7 +337,7 @@ func TestAdvMemoryExhaustion(t *testing.T) {
 	for _, name := range []string{"tmpfill", "memfill"} {
 		res := resultOf(t, sum, f.node(name))
 		killed := res.ExitCode != nil && *res.ExitCode == 137
-		c.check(res.Status == StatusFailed && (killed || strings.Contains(res.Reason, "no space")),
+		c.check(res.Status == ledger.StatusFailed && (killed || strings.Contains(res.Reason, "no space")),
 			"%s: %s, exit %v: %s", name, res.Status, deref(res.ExitCode), res.Reason)
 		if killed {
 			// An OOM kill must read as one, not as a bare exit status.

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -54,7 +55,7 @@ func TestAdvDiskFill(t *testing.T) {
 	f.assertClean(sum.RunID)
 	name := f.node("fill")
 	res := resultOf(t, sum, name)
-	c.check(res.Status == StatusFailed && strings.Contains(res.Reason, "killed by kewplan's disk watchdog") &&
+	c.check(res.Status == ledger.StatusFailed && strings.Contains(res.Reason, "killed by kewplan's disk watchdog") &&
 		strings.Contains(res.Reason, "below the "+formatBytes(minFree)) && strings.Contains(res.Reason, "available") &&
 		strings.Contains(res.Reason, "free space on that filesystem"),
 		"node %s: %s", res.Status, res.Reason)
@@ -70,9 +71,9 @@ func TestAdvDiskFill(t *testing.T) {
 	_, err = os.Lstat(f.checkoutOf(sum.RunID, name))
 	c.check(errors.Is(err, os.ErrNotExist), "the checkout and its fill file are removed (lstat: %v)", err)
 	_, nodes := f.ledgerRun(sum.RunID)
-	c.check(nodes[name].Status == StatusFailed && nodes[name].Reason == res.Reason && nodes[name].ExitCode != nil,
+	c.check(nodes[name].Status == ledger.StatusFailed && nodes[name].Reason == res.Reason && nodes[name].ExitCode != nil,
 		"ledger row: %s, exit %v, same reason", nodes[name].Status, deref(nodes[name].ExitCode))
-	c.check(sum.Status == RunFailed, "run %s", sum.Status)
+	c.check(sum.Status == ledger.RunFailed, "run %s", sum.Status)
 	c.observe("%d MiB available after the apply", availableBytes(t, f.dir)>>20)
 }
 
@@ -91,7 +92,7 @@ func TestAdvDiskHeadroomUnmet(t *testing.T) {
 	f.assertClean(sum.RunID)
 	name := f.node("short")
 	res := resultOf(t, sum, name)
-	c.check(res.Status == StatusFailed && strings.HasPrefix(res.Reason, "not started: ") &&
+	c.check(res.Status == ledger.StatusFailed && strings.HasPrefix(res.Reason, "not started: ") &&
 		strings.Contains(res.Reason, "below the "+formatBytes(minFree)) && strings.Contains(res.Reason, "apply again"),
 		"node %s: %s", res.Status, res.Reason)
 	c.check(res.ExitCode == nil && res.StdoutLog == "" && len(res.Argv) == 0, "no container ran: no exit code, no log, no argv")
@@ -101,7 +102,7 @@ func TestAdvDiskHeadroomUnmet(t *testing.T) {
 	}
 	c.check(len(events) == 0, "the engine reports no container event for the run (%s)", strings.Join(events, ", "))
 	_, nodes := f.ledgerRun(sum.RunID)
-	c.check(nodes[name].Status == StatusFailed && nodes[name].Reason == res.Reason, "ledger row: %s", nodes[name].Status)
+	c.check(nodes[name].Status == ledger.StatusFailed && nodes[name].Reason == res.Reason, "ledger row: %s", nodes[name].Status)
 }
 
 // containerEventsOfRun lists the engine's container events ("create", "start", ...) for a run's label between

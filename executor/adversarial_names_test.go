@@ -21,6 +21,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -112,7 +113,7 @@ func TestAdvMaliciousCredentialNames(t *testing.T) {
 			np = p.Node("n")
 		}
 		refused := diags.HasErrors() && (np == nil || np.Container == nil || np.Errors)
-		echoed := name != "" && len(name) > 2 && strings.Contains(diagText(diags), name)
+		echoed := name != "" && len(name) > 2 && strings.Contains(config.DiagnosticsText(diags), name)
 		c.check(refused && !echoed, "%q: refused %v, echoed %v", name, refused, echoed)
 		if np != nil && np.Container != nil {
 			c.check(!slices.Contains(np.Container.Argv(), name), "%q is not in the argv", name)
@@ -121,8 +122,8 @@ func TestAdvMaliciousCredentialNames(t *testing.T) {
 	// The executor's own last check, for a container that did not come from a plan: each bad name is refused
 	// before the engine is called, and the error does not echo it.
 	for _, name := range bad {
-		_, err := ContainerConfig(&planner.Container{Name: "kew-n", Node: "n", RunID: "r", Checkout: "/tmp/x", Image: "i", Network: "n",
-			PidsLimit: 1, Env: []string{"OK_NAME", name}}, envMap([]string{"FOO=bar=secret", "--privileged=1", "A B=x", "=x", "OK_NAME=1"}))
+		_, err := engine.ContainerConfig(&planner.Container{Name: "kew-n", Node: "n", RunID: "r", Checkout: "/tmp/x", Image: "i", Network: "n",
+			PidsLimit: 1, Env: []string{"OK_NAME", name}}, engine.EnvMap([]string{"FOO=bar=secret", "--privileged=1", "A B=x", "=x", "OK_NAME=1"}))
 		c.check(err != nil && (len(name) < 3 || !strings.Contains(err.Error(), name)), "ContainerConfig(%q): %v", name, err)
 	}
 	// And apply: the plan's error stops it before any container.
@@ -156,7 +157,7 @@ func FuzzAdvNames(f *testing.F) {
 		}
 		accepted := !diags.HasErrors() && np != nil && np.Container != nil
 		if accepted != credentialRule.MatchString(s) {
-			t.Fatalf("credential %q: accepted %v, rule says %v (%s)", s, accepted, credentialRule.MatchString(s), diagText(diags))
+			t.Fatalf("credential %q: accepted %v, rule says %v (%s)", s, accepted, credentialRule.MatchString(s), config.DiagnosticsText(diags))
 		}
 		if accepted {
 			if strings.HasPrefix(s, "-") || !slices.Equal(np.Container.Env, []string{s}) {
@@ -167,7 +168,7 @@ func FuzzAdvNames(f *testing.F) {
 		_, p, diags = planNames(t, `"X"`, q, `"n"`)
 		accepted = !diags.HasErrors() && p != nil && p.Node("n") != nil && p.Node("n").Container != nil
 		if accepted != networkRule.MatchString(s) {
-			t.Fatalf("network %q: accepted %v, rule says %v (%s)", s, accepted, networkRule.MatchString(s), diagText(diags))
+			t.Fatalf("network %q: accepted %v, rule says %v (%s)", s, accepted, networkRule.MatchString(s), config.DiagnosticsText(diags))
 		}
 		if accepted && (strings.HasPrefix(s, "-") || p.Node("n").Container.Network != s) {
 			t.Fatalf("network %q became %q", s, p.Node("n").Container.Network)
@@ -177,7 +178,7 @@ func FuzzAdvNames(f *testing.F) {
 		accepted = !diags.HasErrors() && p != nil && p.Node(s) != nil && p.Node(s).Container != nil
 		want := nodeRule.MatchString(s) && len(s) <= 59
 		if accepted != want {
-			t.Fatalf("node %q: accepted %v, rule says %v (%s)", s, accepted, want, diagText(diags))
+			t.Fatalf("node %q: accepted %v, rule says %v (%s)", s, accepted, want, config.DiagnosticsText(diags))
 		}
 		if accepted && p.Node(s).Container.Name != planner.ContainerPrefix+s {
 			t.Fatalf("node %q became container %q", s, p.Node(s).Container.Name)

@@ -23,6 +23,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
 )
 
 // hostListeners are a TCP listener and a UDP echo on every host address, counting what reaches them.
@@ -153,7 +155,7 @@ func TestAdvEgress(t *testing.T) {
 	// Live control: the same probe on an ordinary bridge network gets out.
 	open, openGW := createNetwork(t, f, api, false, nil)
 	f.network = open
-	ctl := probeRun(t, f, egressPrompt(openGW, h, name, public), func(*ContainerSpec) {})
+	ctl := probeRun(t, f, egressPrompt(openGW, h, name, public), func(*engine.ContainerSpec) {})
 	f.network = closed
 
 	t.Run("D3", func(t *testing.T) {
@@ -187,7 +189,7 @@ func TestAdvEgress(t *testing.T) {
 		c.check(blocked(reportString(r, "tcp_public_443")) && blocked(reportString(r, "tcp_resolved_public")),
 			"without proxy variables: 1.1.1.1:443 %s; %s %s", reportString(r, "tcp_public_443"), public, reportString(r, "tcp_resolved_public"))
 	})
-	if res.Status != StatusApproved {
+	if res.Status != ledger.StatusApproved {
 		t.Errorf("egress node %s: %s", res.Status, res.Reason)
 	}
 }
@@ -230,7 +232,7 @@ func TestAdvOpenNetwork(t *testing.T) {
 	must(t, os.WriteFile(path, []byte(src), 0o644))
 	cfg, diags := config.Load(path)
 	if diags.HasErrors() {
-		t.Fatal(diagText(diags))
+		t.Fatal(config.DiagnosticsText(diags))
 	}
 	p := f.plan(cfg)
 	warned := ""

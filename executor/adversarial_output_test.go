@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/kewplan/kewplan/executor/ledger"
 )
 
 // TestAdvFlood (F4): the agent writes to stdout and stderr at once, as fast as it can, forever.
@@ -25,7 +27,7 @@ func TestAdvFlood(t *testing.T) {
 	}
 	f.assertClean(sum.RunID)
 	res := resultOf(t, sum, f.node("flood"))
-	c.check(res.Status == StatusFailed && strings.Contains(res.Reason, "wrote more than 32 MiB"), "node %s: %s", res.Status, res.Reason)
+	c.check(res.Status == ledger.StatusFailed && strings.Contains(res.Reason, "wrote more than 32 MiB"), "node %s: %s", res.Status, res.Reason)
 	out, errSize := fileSize(res.StdoutLog), fileSize(res.StderrLog)
 	c.check(out > 0 && errSize > 0, "both streams were drained: stdout log %d bytes, stderr log %d bytes", out, errSize)
 	c.check(out+errSize <= budget, "logs hold %d bytes together, within the %d-byte budget", out+errSize, budget)
@@ -53,8 +55,8 @@ func TestAdvForgedAuthority(t *testing.T) {
 	}
 	f.assertClean(sum.RunID)
 	rv, wk := resultOf(t, sum, f.node("reviewer")), resultOf(t, sum, f.node("worker"))
-	c.check(rv.Status == StatusHeld && rv.Verdict == nil && strings.Contains(rv.Reason, "wrote no"), "reviewer %s: %s", rv.Status, rv.Reason)
-	c.check(wk.Status == StatusSucceeded && !wk.Pushed && wk.Commit == wk.BaseCommit, "worker %s, pushed %v", wk.Status, wk.Pushed)
+	c.check(rv.Status == ledger.StatusHeld && rv.Verdict == nil && strings.Contains(rv.Reason, "wrote no"), "reviewer %s: %s", rv.Status, rv.Reason)
+	c.check(wk.Status == ledger.StatusSucceeded && !wk.Pushed && wk.Commit == wk.BaseCommit, "worker %s, pushed %v", wk.Status, wk.Pushed)
 }
 
 // TestAdvHeldPipe (F6): the agent leaves a setsid child holding stdout open and exits.
@@ -70,7 +72,7 @@ func TestAdvHeldPipe(t *testing.T) {
 	f.assertClean(sum.RunID)
 	res := resultOf(t, sum, f.node("hold"))
 	r := agentReport(t, res)
-	c.check(res.Status == StatusApproved, "node %s (%s) in %s; the child was pid %s", res.Status, res.Reason, res.Ended.Sub(res.Started).Round(1e8), reportString(r, "child_pid"))
+	c.check(res.Status == ledger.StatusApproved, "node %s (%s) in %s; the child was pid %s", res.Status, res.Reason, res.Ended.Sub(res.Started).Round(1e8), reportString(r, "child_pid"))
 }
 
 // TestAdvNoVerdict (F11, A11): the reviewer's agent exits 0 and writes nothing.
@@ -86,7 +88,7 @@ func TestAdvNoVerdict(t *testing.T) {
 	f.assertClean(sum.RunID)
 	res := resultOf(t, sum, f.node("silent"))
 	for _, c := range []*advCase{f11, a11} {
-		c.check(res.Status == StatusHeld && res.ExitCode != nil && *res.ExitCode == 0 && sum.Status == RunFailed,
+		c.check(res.Status == ledger.StatusHeld && res.ExitCode != nil && *res.ExitCode == 0 && sum.Status == ledger.RunFailed,
 			"node %s after exit %v, run %s: %s", res.Status, deref(res.ExitCode), sum.Status, res.Reason)
 	}
 }

@@ -98,7 +98,7 @@ func TestAdvRuntimeRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, diags := config.Load(path)
-	c.check(diags.HasErrors() && strings.Contains(diagText(diags), "runtime"), "config.Load: %s", diagText(diags))
+	c.check(diags.HasErrors() && strings.Contains(config.DiagnosticsText(diags), "runtime"), "config.Load: %s", config.DiagnosticsText(diags))
 	testEngine(t)
 	api := newEngineAPI(t)
 	var info struct {

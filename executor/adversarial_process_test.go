@@ -25,6 +25,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -318,9 +320,9 @@ func controlBytes(s string) string {
 }
 
 // nodeResultFromLedger reads one node's log paths from a state directory's ledger.
-func nodeResultFromLedger(t *testing.T, state, runID, node string) NodeResult {
+func nodeResultFromLedger(t *testing.T, state, runID, node string) ledger.NodeResult {
 	t.Helper()
-	l, err := OpenLedger(filepath.Join(state, LedgerFile))
+	l, err := ledger.Open(filepath.Join(state, ledger.Filename))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,11 +333,11 @@ func nodeResultFromLedger(t *testing.T, state, runID, node string) NodeResult {
 	}
 	for _, n := range nodes {
 		if n.Node == node {
-			return NodeResult{Node: node, Status: n.Status, Reason: n.Reason, StdoutLog: n.StdoutLog}
+			return ledger.NodeResult{Node: node, Status: n.Status, Reason: n.Reason, StdoutLog: n.StdoutLog}
 		}
 	}
 	t.Fatalf("node %s is not in run %s", node, runID)
-	return NodeResult{}
+	return ledger.NodeResult{}
 }
 
 // signalFixture starts kewplan apply on a node that waits forever, and returns once its container runs.
@@ -387,11 +389,11 @@ func TestAdvSIGTERM(t *testing.T) {
 	left, err := f.eng.ListContainers(context.Background(), planner.LabelRun+"="+runID)
 	c.check(err == nil && len(left) == 0, "containers of the run left: %d", len(left))
 	c.check(len(promptFilesUnder(state)) == 0, "prompt files left: %v", promptFilesUnder(state))
-	l, err := OpenLedger(filepath.Join(state, LedgerFile))
+	l, err := ledger.Open(filepath.Join(state, ledger.Filename))
 	must(t, err)
 	defer l.Close()
 	run, _, err := l.Run(runID)
-	c.check(err == nil && run.Status == RunCancelled, "run recorded %s", run.Status)
+	c.check(err == nil && run.Status == ledger.RunCancelled, "run recorded %s", run.Status)
 }
 
 // TestAdvSIGKILL (F9, A19): SIGKILL to kewplan leaves its container and prompt; the next apply sweeps both.
@@ -422,15 +424,15 @@ func TestAdvSIGKILL(t *testing.T) {
 	left, err = f.eng.ListContainers(ctx, planner.LabelRun+"="+runID)
 	f9.check(err == nil && len(left) == 0, "after the fresh apply: %d container(s) of the killed run", len(left))
 	f9.check(strings.Contains(out, "removed container"), "the fresh apply said it removed the orphan")
-	l, err := OpenLedger(filepath.Join(state, LedgerFile))
+	l, err := ledger.Open(filepath.Join(state, ledger.Filename))
 	must(t, err)
 	defer l.Close()
 	run, _, err := l.Run(runID)
-	f9.check(err == nil && run.Status == RunAbandoned, "the killed run is recorded %s", run.Status)
+	f9.check(err == nil && run.Status == ledger.RunAbandoned, "the killed run is recorded %s", run.Status)
 	a19.check(len(promptFilesUnder(state)) == 0 && strings.Contains(out, "deleted a prompt file"), "after the fresh apply: prompt files %v", promptFilesUnder(state))
 }
 
-func pidLabel(cs []ContainerSummary) string {
+func pidLabel(cs []engine.ContainerSummary) string {
 	if len(cs) == 0 {
 		return "-"
 	}

@@ -26,6 +26,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
 )
 
 // advReportEnv names the JSON-lines file the rows are appended to.
@@ -126,7 +129,7 @@ var hostileAgent testAgentImage
 
 // hostileImage builds executor/testdata/adversarial/hostileagent into an image holding only that binary, running as
 // 1001:1001, with a setuid-root copy of itself at /suid.
-func hostileImage(t testing.TB, eng *Engine) string {
+func hostileImage(t testing.TB, eng *engine.Engine) string {
 	t.Helper()
 	changes := []string{"USER 1001:1001", "WORKDIR /work", `ENTRYPOINT ["/hostile"]`}
 	return hostileAgent.get(t, eng, "hostileagent", "./testdata/adversarial/hostileagent", strings.Join(changes, "\n"),
@@ -178,7 +181,7 @@ func advNode(name, role, prompt, extra string) string {
 }
 
 // agentReport returns the last "adv" report the hostile agent put in a node's stdout log.
-func agentReport(t testing.TB, res NodeResult) map[string]any {
+func agentReport(t testing.TB, res ledger.NodeResult) map[string]any {
 	t.Helper()
 	if res.StdoutLog == "" {
 		t.Fatalf("node %s never ran: %s: %s", res.Node, res.Status, res.Reason)

@@ -6,12 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +20,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -88,26 +90,8 @@ func (e *PreflightError) Error() string {
 // error only when it could not start (a *PreflightError, or the state directory or ledger failing); node
 // failures are in the summary, whose Status is succeeded, failed or cancelled.
 func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
-	if opts.Plan == nil {
-		return nil, errors.New("apply: no plan")
-	}
-	if opts.Plan.Diagnostics.HasErrors() {
-		return nil, errors.New("apply: the plan has errors; run `kewplan plan` to see them")
-	}
-	if opts.StateDir == "" {
-		return nil, errors.New("apply: no state directory")
-	}
-	if opts.MinFreeBytes < 0 {
-		return nil, fmt.Errorf("apply: MinFreeBytes is %d; it must be 0 (the default headroom) or a positive number of bytes", opts.MinFreeBytes)
-	}
-	if opts.Parallelism <= 0 {
-		opts.Parallelism = DefaultParallelism
-	}
-	if opts.MaxOutputBytes <= 0 {
-		opts.MaxOutputBytes = DefaultMaxOutputBytes
-	}
-	if opts.ProgressInterval <= 0 {
-		opts.ProgressInterval = 500 * time.Millisecond
+	if err := checkOptions(&opts); err != nil {
+		return nil, err
 	}
 	hook := opts.Hook
 	if hook == nil {
@@ -131,7 +115,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 		opts:     opts,
 		hook:     sh,
 		stateDir: stateDir,
-		env:      envMap(opts.Environ),
+		env:      engine.EnvMap(opts.Environ),
 		pid:      os.Getpid(),
 		imageIDs: map[string]string{},
 		outputs:  map[string]map[string]cty.Value{},
@@ -141,7 +125,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 		a.janitor = NewJanitor()
 	}
 
-	lock, lockErr := lockStateDir(stateDir)
+	lock, lockErr := ledger.LockStateDir(stateDir)
 	if lock != nil {
 		defer lock.Unlock()
 	}
@@ -150,7 +134,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	}
 	defer a.engine.Close()
 
-	a.ledger, err = OpenLedger(filepath.Join(stateDir, LedgerFile))
+	a.ledger, err = ledger.Open(filepath.Join(stateDir, ledger.Filename))
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +144,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	a.runID = newRunID(time.Now())
 	a.janitor.bind(a.engine, a.ledger, a.runID)
 	started := time.Now()
-	if err := a.ledger.StartRun(RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.pid}); err != nil {
+	if err := a.ledger.StartRun(ledger.RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.pid}); err != nil {
 		return nil, err
 	}
 	names := make([]string, len(opts.Plan.Nodes))
@@ -172,8 +156,45 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 
 	results := a.runGraph(ctx)
 
-	sum := ApplySummary{RunID: a.runID, Started: started, Ended: time.Now(), StateDir: stateDir, Status: RunSucceeded}
-	for _, np := range opts.Plan.Nodes {
+	sum := a.summarize(ctx, started, results)
+	if err := a.ledger.FinishRun(a.runID, sum.Status, sum.Ended); err != nil {
+		a.warn("", fmt.Sprintf("could not record the end of run %s: %v", a.runID, err))
+	}
+	a.janitor.done()
+	a.hook.ApplyDone(sum)
+	return &sum, nil
+}
+
+// checkOptions refuses options Apply cannot run with and fills in the defaults.
+func checkOptions(opts *ApplyOptions) error {
+	if opts.Plan == nil {
+		return errors.New("apply: no plan")
+	}
+	if opts.Plan.Diagnostics.HasErrors() {
+		return errors.New("apply: the plan has errors; run `kewplan plan` to see them")
+	}
+	if opts.StateDir == "" {
+		return errors.New("apply: no state directory")
+	}
+	if opts.MinFreeBytes < 0 {
+		return fmt.Errorf("apply: MinFreeBytes is %d; it must be 0 (the default headroom) or a positive number of bytes", opts.MinFreeBytes)
+	}
+	if opts.Parallelism <= 0 {
+		opts.Parallelism = DefaultParallelism
+	}
+	if opts.MaxOutputBytes <= 0 {
+		opts.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = 500 * time.Millisecond
+	}
+	return nil
+}
+
+// summarize adds up the nodes' results, in plan order, into the run's summary and its status.
+func (a *applier) summarize(ctx context.Context, started time.Time, results map[string]*ledger.NodeResult) ApplySummary {
+	sum := ApplySummary{RunID: a.runID, Started: started, Ended: time.Now(), StateDir: a.stateDir, Status: ledger.RunSucceeded}
+	for _, np := range a.opts.Plan.Nodes {
 		r := results[np.Name]
 		sum.Nodes = append(sum.Nodes, *r)
 		sum.InputTokens += r.Totals.InputTokens
@@ -187,26 +208,21 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 			}
 			sum.CostUSD = &total
 		}
-		if !NodeSucceeded(r.Status) && sum.Status == RunSucceeded {
-			sum.Status = RunFailed
+		if !ledger.NodeSucceeded(r.Status) && sum.Status == ledger.RunSucceeded {
+			sum.Status = ledger.RunFailed
 		}
 	}
 	if ctx.Err() != nil {
-		sum.Status = RunCancelled
+		sum.Status = ledger.RunCancelled
 	}
-	if err := a.ledger.FinishRun(a.runID, sum.Status, sum.Ended); err != nil {
-		a.warn("", fmt.Sprintf("could not record the end of run %s: %v", a.runID, err))
-	}
-	a.janitor.done()
-	a.hook.ApplyDone(sum)
-	return &sum, nil
+	return sum
 }
 
 type applier struct {
 	opts     ApplyOptions
 	hook     *syncHook
-	engine   *Engine
-	ledger   *Ledger
+	engine   *engine.Engine
+	ledger   *ledger.Ledger
 	stateDir string
 	runID    string
 	pid      int
@@ -257,7 +273,7 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 		}
 	}
 
-	eng, err := Connect(ctx, a.opts.Environ)
+	eng, err := engine.Connect(ctx, a.opts.Environ)
 	if err != nil {
 		problems = append(problems, err.Error())
 	} else {
@@ -283,7 +299,7 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 				networks[netName] = append(networks[netName], np.Name)
 			}
 		}
-		for _, ref := range sortedKeys(images) {
+		for _, ref := range slices.Sorted(maps.Keys(images)) {
 			info, err := eng.InspectImage(ctx, ref)
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("node %s: %v", quoteList(images[ref]), err))
@@ -295,9 +311,9 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 			}
 			a.imageIDs[ref] = info.ID
 		}
-		for _, name := range sortedKeys(networks) {
+		for _, name := range slices.Sorted(maps.Keys(networks)) {
 			info, err := eng.InspectNetwork(ctx, name)
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, engine.ErrNotFound) {
 				problems = append(problems, fmt.Sprintf("node %s: the allowlist network %q does not exist; kewplan fails closed and never falls back to another network: create it with `%s` and attach your egress proxy to it",
 					quoteList(networks[name]), name, allowlistNetworkCommand(name)))
 				continue
@@ -397,7 +413,7 @@ func allowlistNetworkCommand(name string) string {
 
 // rootImageProblem refuses an image whose configured user is root: kewplan never sets the container's user, so the
 // image's USER is who the agent runs as, and the contract requires uid 1001 (the HOME tmpfs is pinned to it).
-func rootImageProblem(info *ImageInfo) string {
+func rootImageProblem(info *engine.ImageInfo) string {
 	user, _, _ := strings.Cut(info.User, ":")
 	if user != "" && user != "0" && user != "root" {
 		return ""
@@ -418,15 +434,6 @@ func quoteList(names []string) string {
 	return strings.Join(q, ", ")
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // newRunID is sortable by start time and unique: UTC time plus random bits.
 func newRunID(t time.Time) string {
 	var b [3]byte
@@ -435,17 +442,17 @@ func newRunID(t time.Time) string {
 }
 
 // runGraph runs every node in dependency order, at most Parallelism at once, and returns each node's result.
-func (a *applier) runGraph(ctx context.Context) map[string]*NodeResult {
+func (a *applier) runGraph(ctx context.Context) map[string]*ledger.NodeResult {
 	nodes := a.opts.Plan.Nodes
 	inPlan := map[string]bool{}
 	for _, np := range nodes {
 		inPlan[np.Name] = true
 	}
-	results := map[string]*NodeResult{}
+	results := map[string]*ledger.NodeResult{}
 	started := map[string]bool{}
 	type done struct {
 		name string
-		res  *NodeResult
+		res  *ledger.NodeResult
 	}
 	finished := make(chan done)
 	running := 0
@@ -467,7 +474,7 @@ func (a *applier) runGraph(ctx context.Context) map[string]*NodeResult {
 				continue
 			}
 			if ctx.Err() != nil {
-				finish(np, StatusCancelled, "not started: the apply was cancelled")
+				finish(np, ledger.StatusCancelled, "not started: the apply was cancelled")
 				progressed = true
 				continue
 			}
@@ -482,13 +489,13 @@ func (a *applier) runGraph(ctx context.Context) map[string]*NodeResult {
 					ready = false
 					continue
 				}
-				if !NodeSucceeded(r.Status) {
+				if !ledger.NodeSucceeded(r.Status) {
 					blocked = fmt.Sprintf("dependency %q %s", dep, describeStatus(r.Status))
 					break
 				}
 			}
 			if blocked != "" {
-				finish(np, StatusSkipped, blocked)
+				finish(np, ledger.StatusSkipped, blocked)
 				progressed = true
 				continue
 			}
@@ -512,7 +519,7 @@ func (a *applier) runGraph(ctx context.Context) map[string]*NodeResult {
 			// Nothing runs and nothing can start: only a cycle does that, which the planner refuses.
 			for _, np := range nodes {
 				if results[np.Name] == nil {
-					finish(np, StatusSkipped, "its dependencies can never finish (a dependency cycle)")
+					finish(np, ledger.StatusSkipped, "its dependencies can never finish (a dependency cycle)")
 				}
 			}
 			break
@@ -529,19 +536,19 @@ func (a *applier) runGraph(ctx context.Context) map[string]*NodeResult {
 
 func describeStatus(status string) string {
 	switch status {
-	case StatusFailed:
+	case ledger.StatusFailed:
 		return "failed"
-	case StatusTimedOut:
+	case ledger.StatusTimedOut:
 		return "timed out"
-	case StatusCancelled:
+	case ledger.StatusCancelled:
 		return "was cancelled"
-	case StatusHeld:
+	case ledger.StatusHeld:
 		return "is held for a human (no usable verdict)"
-	case StatusChangesRequested:
+	case ledger.StatusChangesRequested:
 		return "requested changes"
-	case StatusRejected:
+	case ledger.StatusRejected:
 		return "rejected the change"
-	case StatusSkipped:
+	case ledger.StatusSkipped:
 		return "was skipped"
 	default:
 		return "did not succeed (" + status + ")"
@@ -549,7 +556,7 @@ func describeStatus(status string) string {
 }
 
 // nodeOutputs are the values node.<name>.<output> takes for downstream nodes.
-func nodeOutputs(r *NodeResult) map[string]cty.Value {
+func nodeOutputs(r *ledger.NodeResult) map[string]cty.Value {
 	commit := r.Commit
 	if commit == "" {
 		commit = r.BaseCommit
@@ -567,8 +574,8 @@ func nodeOutputs(r *NodeResult) map[string]cty.Value {
 	}
 }
 
-func (a *applier) baseResult(np *planner.NodePlan) *NodeResult {
-	r := &NodeResult{
+func (a *applier) baseResult(np *planner.NodePlan) *ledger.NodeResult {
+	r := &ledger.NodeResult{
 		RunID: a.runID, Node: np.Name, Runner: np.Runner, Protocol: np.Protocol, Role: np.Role,
 		Image: np.Image, Model: np.Model, PromptSHA256: np.Prompt.SHA256,
 	}
@@ -609,7 +616,7 @@ func (a *applier) replan(np *planner.NodePlan) (*planner.NodePlan, error) {
 		if p != nil {
 			all = append(all, p.Diagnostics...)
 		}
-		return nil, fmt.Errorf("re-planning with the upstream outputs failed: %s", diagText(all))
+		return nil, fmt.Errorf("re-planning with the upstream outputs failed: %s", config.DiagnosticsText(all))
 	}
 	if p != nil {
 		for _, n := range p.Nodes {
@@ -619,24 +626,6 @@ func (a *applier) replan(np *planner.NodePlan) (*planner.NodePlan, error) {
 		}
 	}
 	return nil, fmt.Errorf("re-planning with the upstream outputs did not produce node %q", np.Name)
-}
-
-func diagText(diags hcl.Diagnostics) string {
-	var parts []string
-	for _, d := range diags {
-		if d.Severity != hcl.DiagError {
-			continue
-		}
-		s := d.Summary
-		if d.Subject != nil {
-			s = fmt.Sprintf("%s:%d: %s", d.Subject.Filename, d.Subject.Start.Line, s)
-		}
-		if d.Detail != "" {
-			s += ": " + d.Detail
-		}
-		parts = append(parts, s)
-	}
-	return strings.Join(parts, "; ")
 }
 
 // syncHook serialises hook calls and recovers a hook's panic: the first one cancels the apply and is raised again
@@ -684,7 +673,7 @@ func (s *syncHook) repanic() {
 func (s *syncHook) ApplyStart(e ApplyStartEvent)     { s.call(func() { s.h.ApplyStart(e) }) }
 func (s *syncHook) NodeStart(e NodeStartEvent)       { s.call(func() { s.h.NodeStart(e) }) }
 func (s *syncHook) NodeProgress(e NodeProgressEvent) { s.call(func() { s.h.NodeProgress(e) }) }
-func (s *syncHook) NodeDone(e NodeResult)            { s.call(func() { s.h.NodeDone(e) }) }
+func (s *syncHook) NodeDone(e ledger.NodeResult)     { s.call(func() { s.h.NodeDone(e) }) }
 func (s *syncHook) Warning(e WarningEvent)           { s.call(func() { s.h.Warning(e) }) }
 func (s *syncHook) ApplyDone(e ApplySummary)         { s.call(func() { s.h.ApplyDone(e) }) }
 
@@ -693,8 +682,8 @@ func (s *syncHook) ApplyDone(e ApplySummary)         { s.call(func() { s.h.Apply
 // exits without waiting for the nodes to wind down.
 type Janitor struct {
 	mu         sync.Mutex
-	engine     *Engine
-	ledger     *Ledger
+	engine     *engine.Engine
+	ledger     *ledger.Ledger
 	runID      string
 	containers map[string]bool
 	prompts    map[*promptFile]bool
@@ -706,7 +695,7 @@ func NewJanitor() *Janitor {
 	return &Janitor{containers: map[string]bool{}, prompts: map[*promptFile]bool{}}
 }
 
-func (j *Janitor) bind(e *Engine, l *Ledger, runID string) {
+func (j *Janitor) bind(e *engine.Engine, l *ledger.Ledger, runID string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.engine, j.ledger, j.runID = e, l, runID
@@ -722,7 +711,7 @@ func (j *Janitor) addContainer(id string)   { j.mu.Lock(); j.containers[id] = tr
 func (j *Janitor) dropContainer(id string)  { j.mu.Lock(); delete(j.containers, id); j.mu.Unlock() }
 func (j *Janitor) addPrompt(p *promptFile)  { j.mu.Lock(); j.prompts[p] = true; j.mu.Unlock() }
 func (j *Janitor) dropPrompt(p *promptFile) { j.mu.Lock(); delete(j.prompts, p); j.mu.Unlock() }
-func (j *Janitor) snapshot() ([]string, []*promptFile, *Engine, *Ledger, string, bool) {
+func (j *Janitor) snapshot() ([]string, []*promptFile, *engine.Engine, *ledger.Ledger, string, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	ids := make([]string, 0, len(j.containers))
@@ -738,7 +727,7 @@ func (j *Janitor) snapshot() ([]string, []*promptFile, *Engine, *Ledger, string,
 
 // Now makes the last cleanup attempt, waiting at most timeout, and returns what failed.
 func (j *Janitor) Now(timeout time.Duration) []error {
-	ids, prompts, eng, ledger, runID, finished := j.snapshot()
+	ids, prompts, eng, led, runID, finished := j.snapshot()
 	if finished {
 		return nil
 	}
@@ -772,8 +761,8 @@ func (j *Janitor) Now(timeout time.Duration) []error {
 		errs = append(errs, fmt.Errorf("cleanup did not finish within %s; check `docker ps -a --filter label=%s=%s`", timeout, planner.LabelRun, runID))
 		mu.Unlock()
 	}
-	if ledger != nil && runID != "" {
-		if err := ledger.FinishRun(runID, RunCancelled, time.Now()); err != nil {
+	if led != nil && runID != "" {
+		if err := led.FinishRun(runID, ledger.RunCancelled, time.Now()); err != nil {
 			mu.Lock()
 			errs = append(errs, err)
 			mu.Unlock()

@@ -17,6 +17,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/verdict"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -40,26 +43,26 @@ node "%[1]sreview" {
 	f.assertClean(sum.RunID)
 	name := f.node("review")
 	res := resultOf(t, sum, name)
-	if res.Status != StatusApproved {
+	if res.Status != ledger.StatusApproved {
 		t.Fatalf("status %s (%s), want approved", res.Status, res.Reason)
 	}
-	if sum.Status != RunSucceeded {
+	if sum.Status != ledger.RunSucceeded {
 		t.Errorf("run status %s, want succeeded", sum.Status)
 	}
 	run, nodes := f.ledgerRun(sum.RunID)
-	if run.Status != RunSucceeded || run.EndedAt == nil || run.ConfigDigest == "" {
+	if run.Status != ledger.RunSucceeded || run.EndedAt == nil || run.ConfigDigest == "" {
 		t.Errorf("run row: %+v", run)
 	}
 	n := nodes[name]
 	cost := 0.5
 	turns := int64(2)
 	exit := int64(0)
-	want := NodeRecord{
+	want := ledger.NodeRecord{
 		RunID: sum.RunID, Node: name, Runner: "claude-code", Protocol: "claude-code", Role: "reviewer",
 		Image: f.image, RoutedModel: "claude-sonnet-4-5", ReportedModel: "claude-sonnet-4-5", ModelSource: "reported",
 		SessionID: "sess-42", InputTokens: 101, OutputTokens: 202, CacheReadTokens: 303, CacheWriteTokens: 404,
-		CostUSD: &cost, Turns: &turns, Finished: true, Events: 3, ExitCode: &exit, Status: StatusApproved,
-		Verdict: "approve", VerdictSummary: "fake review", VerdictFindings: []Finding{}, SidecarLocation: ".kew-review-verdict.json",
+		CostUSD: &cost, Turns: &turns, Finished: true, Events: 3, ExitCode: &exit, Status: ledger.StatusApproved,
+		Verdict: "approve", VerdictSummary: "fake review", VerdictFindings: []verdict.Finding{}, SidecarLocation: ".kew-review-verdict.json",
 	}
 	got := n
 	// Fields checked separately (ids, paths, digests and times vary per run).
@@ -141,23 +144,23 @@ node "%[1]sc" {
 	}
 	f.assertClean(sum.RunID)
 	a, b, c := resultOf(t, sum, f.node("a")), resultOf(t, sum, f.node("b")), resultOf(t, sum, f.node("c"))
-	if a.Status != StatusFailed || a.ExitCode == nil || *a.ExitCode != 3 || !strings.Contains(a.Reason, "failing as asked") {
+	if a.Status != ledger.StatusFailed || a.ExitCode == nil || *a.ExitCode != 3 || !strings.Contains(a.Reason, "failing as asked") {
 		t.Errorf("a: %s exit %v: %s", a.Status, a.ExitCode, a.Reason)
 	}
-	if b.Status != StatusSkipped || !strings.Contains(b.Reason, `"`+f.node("a")+`" failed`) {
+	if b.Status != ledger.StatusSkipped || !strings.Contains(b.Reason, `"`+f.node("a")+`" failed`) {
 		t.Errorf("b: %s: %s", b.Status, b.Reason)
 	}
-	if c.Status != StatusSkipped || !strings.Contains(c.Reason, f.node("b")) {
+	if c.Status != ledger.StatusSkipped || !strings.Contains(c.Reason, f.node("b")) {
 		t.Errorf("c: %s: %s", c.Status, c.Reason)
 	}
-	if sum.Status != RunFailed {
+	if sum.Status != ledger.RunFailed {
 		t.Errorf("run status %s, want failed", sum.Status)
 	}
 	if got := rec.events; !slices.Contains(got, "done "+f.node("c")+" skipped") || slices.Contains(got, "start "+f.node("b")) {
 		t.Errorf("events: %q", got)
 	}
 	_, nodes := f.ledgerRun(sum.RunID)
-	if nodes[f.node("a")].Status != StatusFailed || !nodes[f.node("a")].IsError || nodes[f.node("c")].Status != StatusSkipped {
+	if nodes[f.node("a")].Status != ledger.StatusFailed || !nodes[f.node("a")].IsError || nodes[f.node("c")].Status != ledger.StatusSkipped {
 		t.Errorf("ledger rows: %+v", nodes)
 	}
 }
@@ -181,11 +184,11 @@ node "%[1]shang" {
 	}
 	f.assertClean(sum.RunID)
 	res := resultOf(t, sum, f.node("hang"))
-	if res.Status != StatusTimedOut || !strings.Contains(res.Reason, "2s timeout") {
+	if res.Status != ledger.StatusTimedOut || !strings.Contains(res.Reason, "2s timeout") {
 		t.Errorf("status %s: %s, want timed_out", res.Status, res.Reason)
 	}
 	_, nodes := f.ledgerRun(sum.RunID)
-	if n := nodes[f.node("hang")]; n.Status != StatusTimedOut || n.SessionID != "fake-session" {
+	if n := nodes[f.node("hang")]; n.Status != ledger.StatusTimedOut || n.SessionID != "fake-session" {
 		t.Errorf("ledger row: %+v", n)
 	}
 }
@@ -226,15 +229,15 @@ node "%[1]safter" {
 		t.Fatal(err)
 	}
 	f.assertClean(sum.RunID)
-	if sum.Status != RunCancelled {
+	if sum.Status != ledger.RunCancelled {
 		t.Errorf("run status %s, want cancelled", sum.Status)
 	}
 	hang, after := resultOf(t, sum, f.node("hang")), resultOf(t, sum, f.node("after"))
-	if hang.Status != StatusCancelled || after.Status != StatusCancelled && after.Status != StatusSkipped {
+	if hang.Status != ledger.StatusCancelled || after.Status != ledger.StatusCancelled && after.Status != ledger.StatusSkipped {
 		t.Errorf("hang %s (%s), after %s (%s)", hang.Status, hang.Reason, after.Status, after.Reason)
 	}
 	run, _ := f.ledgerRun(sum.RunID)
-	if run.Status != RunCancelled {
+	if run.Status != ledger.RunCancelled {
 		t.Errorf("ledger run status %s, want cancelled", run.Status)
 	}
 }
@@ -279,7 +282,7 @@ node "%[1]sx" {
 	if err := os.MkdirAll(f.stateDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	held, err := lockStateDir(f.stateDir)
+	held, err := ledger.LockStateDir(f.stateDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +340,7 @@ node "%[1]sx" {
 	}
 	f.assertClean(sum.RunID)
 	res := resultOf(t, sum, f.node("x"))
-	if res.Status != StatusFailed || !strings.Contains(res.Reason, "create container") {
+	if res.Status != ledger.StatusFailed || !strings.Contains(res.Reason, "create container") {
 		t.Errorf("status %s: %s, want failed creating the container", res.Status, res.Reason)
 	}
 }
@@ -379,8 +382,8 @@ node "%[1]sgarbage" {
 	if garbage.UnparsedLines < 3 || garbage.OutputTokens != 22 || !garbage.Finished {
 		t.Errorf("garbage: unparsed %d, output %d, finished %v", garbage.UnparsedLines, garbage.OutputTokens, garbage.Finished)
 	}
-	for _, n := range []NodeRecord{huge, garbage} {
-		if n.Status != StatusHeld {
+	for _, n := range []ledger.NodeRecord{huge, garbage} {
+		if n.Status != ledger.StatusHeld {
 			t.Errorf("%s: %s (%s), want held (no verdict)", n.Node, n.Status, n.Reason)
 		}
 	}
@@ -417,7 +420,7 @@ node "%[1]sdown" {
 	}
 	f.assertClean(sum.RunID)
 	up, down := resultOf(t, sum, f.node("up")), resultOf(t, sum, f.node("down"))
-	if up.Status != StatusApproved || down.Status != StatusApproved {
+	if up.Status != ledger.StatusApproved || down.Status != ledger.StatusApproved {
 		t.Fatalf("up %s (%s), down %s (%s)", up.Status, up.Reason, down.Status, down.Reason)
 	}
 	if down.Totals.SessionID != "upstream-session-down" {
@@ -430,7 +433,7 @@ node "%[1]sdown" {
 	replanned, diags := planner.Build(cfg, planner.Inputs{FS: os.DirFS(cfg.Dir), Targets: []string{f.node("down")},
 		Outputs: map[string]map[string]cty.Value{f.node("up"): nodeOutputs(&up)}})
 	if diags.HasErrors() {
-		t.Fatal(diagText(diags))
+		t.Fatal(config.DiagnosticsText(diags))
 	}
 	np := replanned.Node(f.node("down"))
 	h := sha256.Sum256([]byte(np.Prompt.Text))
@@ -472,7 +475,7 @@ node "%[1]s` + n + `" {
 		t.Fatal(err)
 	}
 	f.assertClean(sum.RunID)
-	if sum.Status != RunSucceeded {
+	if sum.Status != ledger.RunSucceeded {
 		t.Fatalf("run %s: %+v", sum.Status, sum.Nodes)
 	}
 	if peak > 2 || peak < 1 {
@@ -486,8 +489,8 @@ type parallelHook struct {
 }
 
 func (p *parallelHook) NodeStart(NodeStartEvent) { p.onStart() }
-func (p *parallelHook) NodeDone(r NodeResult) {
-	if r.Status != StatusSkipped {
+func (p *parallelHook) NodeDone(r ledger.NodeResult) {
+	if r.Status != ledger.StatusSkipped {
 		p.onDone()
 	}
 }
@@ -500,15 +503,15 @@ func TestApplySweepsADeadApply(t *testing.T) {
 	if err := os.MkdirAll(f.stateDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	l, err := OpenLedger(filepath.Join(f.stateDir, LedgerFile))
+	l, err := ledger.Open(filepath.Join(f.stateDir, ledger.Filename))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dead := "20000101T000000Z-dead00"
-	if err := l.StartRun(RunRecord{ID: dead, StartedAt: time.Now().Add(-time.Hour), PID: 999999}); err != nil {
+	if err := l.StartRun(ledger.RunRecord{ID: dead, StartedAt: time.Now().Add(-time.Hour), PID: 999999}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.RecordNode(&NodeResult{RunID: dead, Node: f.node("old"), Status: StatusRunning, Started: time.Now()}); err != nil {
+	if err := l.RecordNode(&ledger.NodeResult{RunID: dead, Node: f.node("old"), Status: ledger.StatusRunning, Started: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	l.Close()
@@ -555,7 +558,7 @@ node "%[1]snew" {
 		}
 	}
 	run, nodes := f.ledgerRun(dead)
-	if run.Status != RunAbandoned || nodes[f.node("old")].Status != StatusAbandoned {
+	if run.Status != ledger.RunAbandoned || nodes[f.node("old")].Status != ledger.StatusAbandoned {
 		t.Errorf("dead run %s, node %s; want abandoned", run.Status, nodes[f.node("old")].Status)
 	}
 	if exists, _ := f.eng.ContainerExists(ctx, spec.Name); exists {
@@ -582,7 +585,7 @@ node "%[1]sleak" {
 	}
 	f.assertClean(sum.RunID)
 	res := resultOf(t, sum, f.node("leak"))
-	if res.Status != StatusFailed || !strings.Contains(res.Reason, "the key is [redacted ANTHROPIC_API_KEY]") {
+	if res.Status != ledger.StatusFailed || !strings.Contains(res.Reason, "the key is [redacted ANTHROPIC_API_KEY]") {
 		t.Errorf("status %s, reason %q", res.Status, res.Reason)
 	}
 	if res.Totals.SessionID != "leak-[redacted ANTHROPIC_API_KEY]" {
@@ -593,11 +596,11 @@ node "%[1]sleak" {
 			t.Error("a progress event carried the credential")
 		}
 	}
-	db, err := os.ReadFile(filepath.Join(f.stateDir, LedgerFile))
+	db, err := os.ReadFile(filepath.Join(f.stateDir, ledger.Filename))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wal, _ := os.ReadFile(filepath.Join(f.stateDir, LedgerFile+"-wal"))
+	wal, _ := os.ReadFile(filepath.Join(f.stateDir, ledger.Filename+"-wal"))
 	if strings.Contains(string(db)+string(wal), "sk-test-dummy-value") {
 		t.Error("the credential value reached the ledger")
 	}
@@ -647,7 +650,7 @@ node "%[1]shang" {
 	}
 	f.assertClean(sum.RunID)
 	run, _ := f.ledgerRun(sum.RunID)
-	if run.Status != RunCancelled {
+	if run.Status != ledger.RunCancelled {
 		t.Errorf("run status %s, want cancelled", run.Status)
 	}
 }
@@ -688,17 +691,17 @@ node "%[1]scheck" {
 	}
 	f.assertClean(sum.RunID)
 	idle, writer, check := resultOf(t, sum, f.node("idle")), resultOf(t, sum, f.node("writer")), resultOf(t, sum, f.node("check"))
-	if idle.Status != StatusSucceeded || idle.Pushed || idle.Commit != idle.BaseCommit {
+	if idle.Status != ledger.StatusSucceeded || idle.Pushed || idle.Commit != idle.BaseCommit {
 		t.Errorf("idle worker: %s (%s), pushed %v, commit %s base %s", idle.Status, idle.Reason, idle.Pushed, idle.Commit, idle.BaseCommit)
 	}
-	if writer.Status != StatusSucceeded || !writer.Pushed || writer.Commit == writer.BaseCommit || writer.Branch != "kew/writer" {
+	if writer.Status != ledger.StatusSucceeded || !writer.Pushed || writer.Commit == writer.BaseCommit || writer.Branch != "kew/writer" {
 		t.Fatalf("writer: %s (%s), pushed %v, commit %s, branch %q", writer.Status, writer.Reason, writer.Pushed, writer.Commit, writer.Branch)
 	}
 	out, err := exec.Command("git", "-C", f.repo, "rev-parse", "refs/heads/kew/writer").Output()
 	if err != nil || strings.TrimSpace(string(out)) != writer.Commit {
 		t.Errorf("remote branch kew/writer = %q (%v), want %s", out, err, writer.Commit)
 	}
-	if check.Status != StatusApproved || check.BaseCommit != writer.Commit {
+	if check.Status != ledger.StatusApproved || check.BaseCommit != writer.Commit {
 		t.Errorf("check: %s (%s), checked out %s, want %s", check.Status, check.Reason, check.BaseCommit, writer.Commit)
 	}
 }

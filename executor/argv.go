@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -38,8 +39,8 @@ func AppliedArgv(c *planner.Container, pid int) []string {
 
 // ApplyContainerSpec is the Engine API configuration apply uses for a filled container: ContainerConfig plus the
 // pid label, agreeing exactly with AppliedArgv.
-func ApplyContainerSpec(c *planner.Container, env map[string]string, pid int) (*ContainerSpec, error) {
-	spec, err := ContainerConfig(c, env)
+func ApplyContainerSpec(c *planner.Container, env map[string]string, pid int) (*engine.ContainerSpec, error) {
+	spec, err := engine.ContainerConfig(c, env)
 	if err != nil {
 		return nil, err
 	}

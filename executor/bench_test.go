@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -88,7 +89,7 @@ node "%%[1]sn%02d" {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if sum.Status != RunSucceeded {
+			if sum.Status != ledger.RunSucceeded {
 				b.Fatalf("apply: %s: %+v", sum.Status, sum.Nodes[0])
 			}
 			if par == 1 {

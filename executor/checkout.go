@@ -17,7 +17,8 @@ import (
 )
 
 // Host-side git runs here only on checkouts kewplan just cloned, before any container has touched them, and never
-// with the repository's hooks: the agent's work is read back by the broker (broker.go), never by these helpers.
+// with the repository's hooks: the agent's work is read back by the host broker (executor/broker: broker_unix.go
+// and gitsafe_*_unix.go), never by these helpers.
 
 // gitCommand runs the system git with hooks disabled, no terminal prompts and no user-supplied transports.
 func gitCommand(ctx context.Context, dir string, args ...string) *exec.Cmd {

@@ -22,15 +22,17 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 )
 
 // testEngine connects to the engine, or skips (locally) / fails (CI set) with a clear message.
-func testEngine(t testing.TB) *Engine {
+func testEngine(t testing.TB) *engine.Engine {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	eng, err := Connect(ctx, os.Environ())
+	eng, err := engine.Connect(ctx, os.Environ())
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("CI is set, so the Docker engine tests must run, but: %v", err)
@@ -51,7 +53,7 @@ type testAgentImage struct {
 
 // get builds the Go package pkg (relative to executor/) as a static linux binary and, unless the engine already
 // has the tag kewplan-test/<name>:<hash of binary and recipe>, makes the image with create.
-func (a *testAgentImage) get(t testing.TB, eng *Engine, name, pkg, recipe string, create func(ctx context.Context, tag string, bin []byte) error) string {
+func (a *testAgentImage) get(t testing.TB, eng *engine.Engine, name, pkg, recipe string, create func(ctx context.Context, tag string, bin []byte) error) string {
 	t.Helper()
 	a.once.Do(func() {
 		dir, err := os.MkdirTemp("", "kewplan-"+name+"-")
@@ -89,7 +91,7 @@ func (a *testAgentImage) get(t testing.TB, eng *Engine, name, pkg, recipe string
 }
 
 // scratchAgentImage builds a FROM scratch image holding only the binary, running as 1001:1001 in /work.
-func scratchAgentImage(t testing.TB, eng *Engine, a *testAgentImage, name, pkg string) string {
+func scratchAgentImage(t testing.TB, eng *engine.Engine, a *testAgentImage, name, pkg string) string {
 	t.Helper()
 	dockerfile := fmt.Sprintf("FROM scratch\nCOPY %[1]s /%[1]s\nUSER 1001:1001\nWORKDIR /work\nENTRYPOINT [\"/%[1]s\"]\n", name)
 	return a.get(t, eng, name, pkg, dockerfile, func(ctx context.Context, tag string, bin []byte) error {
@@ -100,7 +102,7 @@ func scratchAgentImage(t testing.TB, eng *Engine, a *testAgentImage, name, pkg s
 var fakeAgent testAgentImage
 
 // fakeAgentImage is executor/testdata/fakeagent in a FROM scratch image.
-func fakeAgentImage(t testing.TB, eng *Engine) string {
+func fakeAgentImage(t testing.TB, eng *engine.Engine) string {
 	t.Helper()
 	return scratchAgentImage(t, eng, &fakeAgent, "fakeagent", "./testdata/fakeagent")
 }
@@ -112,7 +114,7 @@ func randomSuffix() string {
 }
 
 // testNetwork creates a test-unique --internal network, removed when the test ends.
-func testNetwork(t testing.TB, eng *Engine) string {
+func testNetwork(t testing.TB, eng *engine.Engine) string {
 	t.Helper()
 	name := "kewplan-test-" + randomSuffix()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -156,7 +158,7 @@ func testRepo(t testing.TB) string {
 // fixture is one test configuration: its directory, the network and image it uses.
 type fixture struct {
 	t        testing.TB
-	eng      *Engine
+	eng      *engine.Engine
 	dir      string
 	stateDir string
 	image    string
@@ -198,7 +200,7 @@ func (f *fixture) config(nodes string) *config.Config {
 	}
 	cfg, diags := config.Load(path)
 	if diags.HasErrors() {
-		f.t.Fatalf("load test configuration: %s\n%s", diagText(diags), src)
+		f.t.Fatalf("load test configuration: %s\n%s", config.DiagnosticsText(diags), src)
 	}
 	return cfg
 }
@@ -207,7 +209,7 @@ func (f *fixture) plan(cfg *config.Config) *planner.Plan {
 	f.t.Helper()
 	p, diags := planner.Build(cfg, planner.Inputs{Vars: map[string]cty.Value{}, FS: config.DirFS(cfg.Dir)})
 	if diags.HasErrors() {
-		f.t.Fatalf("plan: %s", diagText(diags))
+		f.t.Fatalf("plan: %s", config.DiagnosticsText(diags))
 	}
 	return p
 }
@@ -249,9 +251,9 @@ func (f *fixture) assertClean(runID string) {
 }
 
 // ledgerRun reads a run back from the fixture's ledger.
-func (f *fixture) ledgerRun(runID string) (*RunRecord, map[string]NodeRecord) {
+func (f *fixture) ledgerRun(runID string) (*ledger.RunRecord, map[string]ledger.NodeRecord) {
 	f.t.Helper()
-	l, err := OpenLedger(filepath.Join(f.stateDir, LedgerFile))
+	l, err := ledger.Open(filepath.Join(f.stateDir, ledger.Filename))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -260,7 +262,7 @@ func (f *fixture) ledgerRun(runID string) (*RunRecord, map[string]NodeRecord) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	byName := map[string]NodeRecord{}
+	byName := map[string]ledger.NodeRecord{}
 	for _, n := range nodes {
 		byName[n.Node] = n
 	}
@@ -274,7 +276,7 @@ type recorder struct {
 	events   []string
 	starts   []NodeStartEvent
 	progress []NodeProgressEvent
-	done     []NodeResult
+	done     []ledger.NodeResult
 	warnings []WarningEvent
 	summary  *ApplySummary
 	onStart  func(NodeStartEvent)
@@ -302,7 +304,7 @@ func (r *recorder) NodeProgress(e NodeProgressEvent) {
 	}
 }
 
-func (r *recorder) NodeDone(e NodeResult) {
+func (r *recorder) NodeDone(e ledger.NodeResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, "done "+e.Node+" "+e.Status)
@@ -332,7 +334,7 @@ func (r *recorder) warningText() string {
 }
 
 // resultOf finds a node's result in a summary.
-func resultOf(t testing.TB, sum *ApplySummary, node string) NodeResult {
+func resultOf(t testing.TB, sum *ApplySummary, node string) ledger.NodeResult {
 	t.Helper()
 	for _, n := range sum.Nodes {
 		if n.Node == node {
@@ -340,5 +342,5 @@ func resultOf(t testing.TB, sum *ApplySummary, node string) NodeResult {
 		}
 	}
 	t.Fatalf("node %s is not in the summary", node)
-	return NodeResult{}
+	return ledger.NodeResult{}
 }

@@ -16,15 +16,24 @@ import (
 	"unicode/utf8"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/broker"
+	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/verdict"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
 )
 
+// nodeFailure is why a node did not succeed: the status it ends in and the reason recorded with it.
+type nodeFailure struct{ status, reason string }
+
+func failed(status, reason string) *nodeFailure { return &nodeFailure{status: status, reason: reason} }
+
 // runNode runs one node from checkout to verdict or push and always returns its recorded result. Whatever
 // happens, the prompt file is deleted and the container is gone when it returns.
-func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *NodeResult) {
+func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *ledger.NodeResult) {
 	res = a.baseResult(planned)
-	res.Status = StatusRunning
+	res.Status = ledger.StatusRunning
 	res.Started = time.Now()
 	if err := a.ledger.RecordNode(res); err != nil {
 		a.warn(planned.Name, err.Error())
@@ -45,77 +54,109 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 		}
 		a.hook.NodeDone(*res)
 	}()
-	fail := func(status, reason string) *NodeResult {
-		res.Status, res.Reason = status, reason
-		return res
+	if f := a.driveNode(ctx, planned, checkout, res); f != nil {
+		res.Status, res.Reason = f.status, f.reason
 	}
-	if ctx.Err() != nil {
-		return fail(StatusCancelled, "the apply was cancelled before the node started")
-	}
+	return res
+}
 
+// driveNode takes a node through its steps: re-plan, checkout, container, then the reviewer's verdict or the
+// worker's push. It fills res as it goes and returns why the node failed, or nil when res.Status is final.
+func (a *applier) driveNode(ctx context.Context, planned *planner.NodePlan, checkout string, res *ledger.NodeResult) *nodeFailure {
+	if ctx.Err() != nil {
+		return failed(ledger.StatusCancelled, "the apply was cancelled before the node started")
+	}
+	np, f := a.resolveNode(ctx, planned, res)
+	if f != nil {
+		return f
+	}
+	repo, base, f := a.prepareCheckout(ctx, np, checkout, res)
+	if f != nil {
+		return f
+	}
+	if f := a.runAgent(ctx, np, checkout, res); f != nil {
+		return f
+	}
+	if np.Role == config.RoleReviewer {
+		return a.judgeReview(np, checkout, base, res)
+	}
+	return a.publish(ctx, np, checkout, repo, base, res)
+}
+
+// resolveNode re-plans a node with its upstream outputs and checks that what it will run is complete: no value
+// still unknown, a container, a local image and a prompt that is not empty.
+func (a *applier) resolveNode(ctx context.Context, planned *planner.NodePlan, res *ledger.NodeResult) (*planner.NodePlan, *nodeFailure) {
 	np, err := a.replan(planned)
 	if err != nil {
-		return fail(StatusFailed, err.Error())
+		return nil, failed(ledger.StatusFailed, err.Error())
 	}
 	res.Runner, res.Protocol, res.Model = np.Runner, np.Protocol, np.Model
 	if len(np.Unknown) > 0 {
-		return fail(StatusFailed, fmt.Sprintf("values still unknown after its dependencies finished: %s", strings.Join(np.Unknown, ", ")))
+		return nil, failed(ledger.StatusFailed, fmt.Sprintf("values still unknown after its dependencies finished: %s", strings.Join(np.Unknown, ", ")))
 	}
 	if np.Container == nil {
-		return fail(StatusFailed, "the node's plan has errors; run `kewplan plan` to see them")
+		return nil, failed(ledger.StatusFailed, "the node's plan has errors; run `kewplan plan` to see them")
 	}
 	res.Image = np.Container.Image
 	if id, err := a.imageID(ctx, res.Image); err != nil {
-		return fail(StatusFailed, err.Error())
+		return nil, failed(ledger.StatusFailed, err.Error())
 	} else {
 		res.ImageID = id
 	}
-	prompt := []byte(np.Prompt.Text)
-	sum := sha256.Sum256(prompt)
+	sum := sha256.Sum256([]byte(np.Prompt.Text))
 	res.PromptSHA256 = hex.EncodeToString(sum[:])
 	if strings.TrimSpace(np.Prompt.Text) == "" {
-		return fail(StatusFailed, "the prompt is empty after rendering; an agent without a prompt burns the dispatch")
+		return nil, failed(ledger.StatusFailed, "the prompt is empty after rendering; an agent without a prompt burns the dispatch")
 	}
+	return np, nil
+}
 
-	// 1. A fresh checkout, owned by the container's uid.
-	repo := np.Repo
+// prepareCheckout clones a fresh checkout owned by the container's uid and, for a reviewer, removes any verdict
+// sidecar that came with the repository. It returns the repository cloned and the commit it was cloned at.
+func (a *applier) prepareCheckout(ctx context.Context, np *planner.NodePlan, checkout string, res *ledger.NodeResult) (repo, base string, f *nodeFailure) {
+	repo = np.Repo
 	if a.opts.Config != nil {
 		repo = ResolveRepo(repo, a.opts.Config.Dir)
 	}
 	base, err := cloneCheckout(ctx, repo, np.Ref, checkout)
 	if err != nil {
 		if ctx.Err() != nil {
-			return fail(StatusCancelled, "the apply was cancelled while cloning")
+			return "", "", failed(ledger.StatusCancelled, "the apply was cancelled while cloning")
 		}
-		return fail(StatusFailed, err.Error())
+		return "", "", failed(ledger.StatusFailed, err.Error())
 	}
 	res.BaseCommit = base
 	if err := makeWritableByAgent(checkout); err != nil {
-		return fail(StatusFailed, fmt.Sprintf("make the checkout writable by uid %d: %v", planner.AgentUID, err))
+		return "", "", failed(ledger.StatusFailed, fmt.Sprintf("make the checkout writable by uid %d: %v", planner.AgentUID, err))
 	}
 	if np.Role == config.RoleReviewer {
 		// A sidecar that came with the repository is not this reviewer's verdict: a reviewer that writes nothing
 		// must be held, never judged by a file an upstream worker committed.
-		removed, err := RemovePlantedVerdicts(checkout)
+		removed, err := verdict.RemovePlanted(checkout)
 		if err != nil {
-			return fail(StatusHeld, fmt.Sprintf("held for a human: the checkout holds a verdict sidecar kewplan cannot remove: %v", err))
+			return "", "", failed(ledger.StatusHeld, fmt.Sprintf("held for a human: the checkout holds a verdict sidecar kewplan cannot remove: %v", err))
 		}
 		for _, rel := range removed {
 			a.warn(np.Name, fmt.Sprintf("removed %s that came with the repository before the reviewer started; only the reviewer's own sidecar counts", rel))
 		}
 	}
+	return repo, base, nil
+}
 
+// runAgent writes the prompt, runs the node's container with its output streamed, metered and bounded, and
+// judges how it ended. The prompt file is deleted on every path out of it, and the container is gone.
+func (a *applier) runAgent(ctx context.Context, np *planner.NodePlan, checkout string, res *ledger.NodeResult) (f *nodeFailure) {
 	// The disk watchdog's first reading: a node never starts on a filesystem already short of headroom.
 	disk, err := openDiskWatch(checkout, a.opts.MinFreeBytes)
 	if err != nil {
-		return fail(StatusFailed, err.Error())
+		return failed(ledger.StatusFailed, err.Error())
 	}
 	defer disk.stopWatch()
 
-	// 2. The prompt file, deleted on every path out of this function.
-	pf, err := writePrompt(checkout, prompt)
+	// The prompt file, deleted on every path out of this function.
+	pf, err := writePrompt(checkout, []byte(np.Prompt.Text))
 	if err != nil {
-		return fail(StatusFailed, err.Error())
+		return failed(ledger.StatusFailed, err.Error())
 	}
 	a.janitor.addPrompt(pf)
 	promptGone := false
@@ -123,173 +164,226 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 		if !promptGone {
 			if err := pf.Remove(); err != nil {
 				a.warn(np.Name, "SECURITY: "+err.Error())
-				res.Status = StatusFailed
+				if f != nil {
+					res.Status, res.Reason = f.status, f.reason
+				}
+				res.Status = ledger.StatusFailed
 				res.Reason = joinReason(res.Reason, err.Error())
+				f = failed(res.Status, res.Reason)
 			}
 		}
 		a.janitor.dropPrompt(pf)
 		pf.Close()
 	}()
 
-	// 3. The container, from the same planner.Container the argv shows.
+	// The container, from the same planner.Container the argv shows.
 	c := FillContainer(np.Container, a.runID, checkout)
 	spec, err := ApplyContainerSpec(c, a.env, a.pid)
 	if err != nil {
-		return fail(StatusFailed, err.Error())
+		return failed(ledger.StatusFailed, err.Error())
 	}
 	res.Argv = AppliedArgv(c, a.pid)
 
-	// 4. Stream and meter.
-	logDir := filepath.Join(a.stateDir, "logs", a.runID)
-	if err := os.MkdirAll(logDir, 0o700); err != nil {
-		return fail(StatusFailed, fmt.Sprintf("log directory: %v", err))
-	}
-	res.StdoutLog = filepath.Join(logDir, np.Name+".stdout.log")
-	res.StderrLog = filepath.Join(logDir, np.Name+".stderr.log")
-	stdoutLog, err := createLog(res.StdoutLog)
-	if err != nil {
-		return fail(StatusFailed, err.Error())
+	stdoutLog, stderrLog, logFailure := a.openLogs(np, res)
+	if logFailure != nil {
+		return logFailure
 	}
 	defer stdoutLog.Close()
-	stderrLog, err := createLog(res.StderrLog)
-	if err != nil {
-		return fail(StatusFailed, err.Error())
-	}
 	defer stderrLog.Close()
 
-	meter, ok := runners.NewMeter(np.Protocol, np.Model)
-	if !ok || meter == nil {
-		a.warn(np.Name, fmt.Sprintf("no meter for protocol %q: the node runs, but its telemetry is lost", np.Protocol))
-		meter = &blindMeter{model: np.Model}
-	}
-	pm := &progressMeter{Meter: meter, every: a.opts.ProgressInterval, emit: func(t runners.RunTotals) {
-		redacted := NodeResult{Totals: t}
-		a.redactResult(&redacted, np.Credentials)
-		t = redacted.Totals
-		a.hook.NodeProgress(NodeProgressEvent{RunID: a.runID, Node: np.Name, Elapsed: time.Since(res.Started), Totals: t, Time: time.Now()})
-	}}
+	meter := a.nodeMeter(np, res)
 	pr, pw := io.Pipe()
 	feedDone := make(chan error, 1)
 	go func() {
-		err := runners.Feed(pr, pm, stdoutLog)
+		err := runners.Feed(pr, meter.progress, stdoutLog)
 		// Whatever Feed did, never leave the demultiplexer blocked on a pipe nobody reads.
 		_, _ = io.Copy(io.Discard, pr)
 		feedDone <- err
 	}()
-	tail := &tailWriter{max: 512}
-
-	timeout := np.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
+	out := agentRun{tail: &tailWriter{max: 512}, timeout: np.Timeout}
+	if out.timeout <= 0 {
+		out.timeout = DefaultTimeout
 	}
 	var containerID string
 	// The output budget: an agent that floods stdout or stderr is killed (it would fill the host's disk with
 	// logs), and the rest of its output is discarded so the stream drains at once.
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	budget := &outputBudget{max: a.opts.MaxOutputBytes, exceeded: stopRun}
+	out.budget = &outputBudget{max: a.opts.MaxOutputBytes, exceeded: stopRun}
 	// The disk watchdog kills the same way, for the container's whole life.
 	disk.start(stopRun)
-	run, runErr := a.engine.Run(runCtx, spec, RunOptions{
-		Stdout:  budget.writer(pw),
-		Stderr:  budget.writer(io.MultiWriter(stderrLog, tail)),
-		Timeout: timeout,
+	out.run, out.runErr = a.engine.Run(runCtx, spec, engine.RunOptions{
+		Stdout:  out.budget.writer(pw),
+		Stderr:  out.budget.writer(io.MultiWriter(stderrLog, out.tail)),
+		Timeout: out.timeout,
 		Created: func(id string) { containerID = id; a.janitor.addContainer(id) },
 	})
-	diskReason := disk.stopWatch()
+	out.diskReason = disk.stopWatch()
 	pw.Close()
-	feedErr := <-feedDone
+	out.feedErr = <-feedDone
 	if containerID != "" {
 		a.janitor.dropContainer(containerID)
 	}
 	res.Totals = meter.Totals()
-	if run != nil && run.ExitCode >= 0 {
-		code := run.ExitCode
+	if out.run != nil && out.run.ExitCode >= 0 {
+		code := out.run.ExitCode
 		res.ExitCode = &code
 	}
 
 	// The container is gone: delete the prompt before anything reads the checkout back.
 	promptGone = true
-	promptErr := pf.Remove()
-	if promptErr != nil {
-		a.warn(np.Name, "SECURITY: "+promptErr.Error())
+	out.promptErr = pf.Remove()
+	if out.promptErr != nil {
+		a.warn(np.Name, "SECURITY: "+out.promptErr.Error())
 	}
+	return a.judgeRun(ctx, np, res, &out)
+}
 
-	// 5. The outcome.
+// openLogs creates the node's stdout and stderr logs under the state directory and records their paths.
+func (a *applier) openLogs(np *planner.NodePlan, res *ledger.NodeResult) (stdout, stderr *os.File, f *nodeFailure) {
+	logDir := filepath.Join(a.stateDir, "logs", a.runID)
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return nil, nil, failed(ledger.StatusFailed, fmt.Sprintf("log directory: %v", err))
+	}
+	res.StdoutLog = filepath.Join(logDir, np.Name+".stdout.log")
+	res.StderrLog = filepath.Join(logDir, np.Name+".stderr.log")
+	stdout, err := createLog(res.StdoutLog)
+	if err != nil {
+		return nil, nil, failed(ledger.StatusFailed, err.Error())
+	}
+	stderr, err = createLog(res.StderrLog)
+	if err != nil {
+		stdout.Close()
+		return nil, nil, failed(ledger.StatusFailed, err.Error())
+	}
+	return stdout, stderr, nil
+}
+
+// meteredStream is a node's meter and the throttled progress reporter that feeds it.
+type meteredStream struct {
+	runners.Meter
+	progress *progressMeter
+}
+
+// nodeMeter reads the node's stream with its protocol's meter (or a blind one that still counts lines) and
+// reports its telemetry to the hook, credentials redacted.
+func (a *applier) nodeMeter(np *planner.NodePlan, res *ledger.NodeResult) meteredStream {
+	meter, ok := runners.NewMeter(np.Protocol, np.Model)
+	if !ok || meter == nil {
+		a.warn(np.Name, fmt.Sprintf("no meter for protocol %q: the node runs, but its telemetry is lost", np.Protocol))
+		meter = &blindMeter{model: np.Model}
+	}
+	pm := &progressMeter{Meter: meter, every: a.opts.ProgressInterval, emit: func(t runners.RunTotals) {
+		redacted := ledger.NodeResult{Totals: t}
+		a.redactResult(&redacted, np.Credentials)
+		t = redacted.Totals
+		a.hook.NodeProgress(NodeProgressEvent{RunID: a.runID, Node: np.Name, Elapsed: time.Since(res.Started), Totals: t, Time: time.Now()})
+	}}
+	return meteredStream{Meter: meter, progress: pm}
+}
+
+// agentRun is everything known about a container's run once it is gone.
+type agentRun struct {
+	run        *engine.RunResult
+	runErr     error
+	feedErr    error
+	promptErr  error
+	diskReason string
+	budget     *outputBudget
+	tail       *tailWriter
+	timeout    time.Duration
+}
+
+// judgeRun says how a finished container run ended for the node: nil when the agent exited 0 with a clean
+// stream, or the first reason it did not, in order of precedence.
+func (a *applier) judgeRun(ctx context.Context, np *planner.NodePlan, res *ledger.NodeResult, out *agentRun) *nodeFailure {
+	run := out.run
 	switch {
-	case runErr != nil:
+	case out.runErr != nil:
 		if run != nil && run.CleanupErr != nil {
 			a.warn(np.Name, run.CleanupErr.Error())
 		}
 		if ctx.Err() != nil {
-			return fail(StatusCancelled, joinReason("the apply was cancelled", runErr.Error()))
+			return failed(ledger.StatusCancelled, joinReason("the apply was cancelled", out.runErr.Error()))
 		}
-		return fail(StatusFailed, joinReason(diskReason, runErr.Error()))
+		return failed(ledger.StatusFailed, joinReason(out.diskReason, out.runErr.Error()))
 	case run.CleanupErr != nil:
 		a.warn(np.Name, run.CleanupErr.Error())
-		return fail(StatusFailed, "the container could not be confirmed removed: "+run.CleanupErr.Error())
-	case budget.over.Load() && ctx.Err() == nil:
-		return fail(StatusFailed, fmt.Sprintf("the agent wrote more than %d MiB on stdout and stderr together; it was killed and the rest of its output discarded", budget.max>>20))
-	case diskReason != "" && ctx.Err() == nil:
-		return fail(StatusFailed, diskReason)
+		return failed(ledger.StatusFailed, "the container could not be confirmed removed: "+run.CleanupErr.Error())
+	case out.budget.over.Load() && ctx.Err() == nil:
+		return failed(ledger.StatusFailed, fmt.Sprintf("the agent wrote more than %d MiB on stdout and stderr together; it was killed and the rest of its output discarded", out.budget.max>>20))
+	case out.diskReason != "" && ctx.Err() == nil:
+		return failed(ledger.StatusFailed, out.diskReason)
 	case run.Cancelled:
-		return fail(StatusCancelled, "the apply was cancelled; the container was killed and removed")
+		return failed(ledger.StatusCancelled, "the apply was cancelled; the container was killed and removed")
 	case run.TimedOut:
-		return fail(StatusTimedOut, fmt.Sprintf("killed at its %s timeout", timeout))
-	case promptErr != nil:
-		return fail(StatusFailed, promptErr.Error())
+		return failed(ledger.StatusTimedOut, fmt.Sprintf("killed at its %s timeout", out.timeout))
+	case out.promptErr != nil:
+		return failed(ledger.StatusFailed, out.promptErr.Error())
 	case run.ExitCode != 0:
-		reason := fmt.Sprintf("the agent exited with status %d", run.ExitCode)
-		if run.ExitCode == 137 {
-			// kewplan did not kill it (timeout and cancellation are reported above), and nothing inside the
-			// container can SIGKILL its init: the kernel's OOM killer did, or someone ran `docker kill`.
-			reason = "the agent was killed by SIGKILL (status 137) although kewplan did not kill it: most likely the kernel's OOM killer"
-			if m := np.Container.Memory; m != "" {
-				reason += fmt.Sprintf(" at the node's %s memory limit (raise memory in the sandbox block if the agent needs more)", m)
-			} else {
-				reason += " (the node has no memory limit, so the host ran out of memory)"
-			}
-		}
-		if last := tail.lastLine(); last != "" {
-			reason += ": " + last
-		}
-		return fail(StatusFailed, reason)
+		return failed(ledger.StatusFailed, exitReason(np, run.ExitCode, out.tail))
 	case run.StreamErr != nil:
-		return fail(StatusFailed, run.StreamErr.Error())
-	case feedErr != nil:
-		return fail(StatusFailed, fmt.Sprintf("reading the agent's output: %v", feedErr))
+		return failed(ledger.StatusFailed, run.StreamErr.Error())
+	case out.feedErr != nil:
+		return failed(ledger.StatusFailed, fmt.Sprintf("reading the agent's output: %v", out.feedErr))
 	case res.Totals.IsError:
-		return fail(StatusFailed, "the agent exited 0 but its stream reported an error")
+		return failed(ledger.StatusFailed, "the agent exited 0 but its stream reported an error")
 	}
+	return nil
+}
 
-	if np.Role == config.RoleReviewer {
-		v, err := CollectVerdict(checkout, filepath.Join(a.stateDir, "verdicts", a.runID, np.Name))
-		if err != nil {
-			return fail(StatusHeld, fmt.Sprintf("held for a human: %v", err))
+// exitReason explains a non-zero exit status, quoting the last line the agent wrote on stderr.
+func exitReason(np *planner.NodePlan, code int64, tail *tailWriter) string {
+	reason := fmt.Sprintf("the agent exited with status %d", code)
+	if code == 137 {
+		// kewplan did not kill it (timeout and cancellation are reported above), and nothing inside the
+		// container can SIGKILL its init: the kernel's OOM killer did, or someone ran `docker kill`.
+		reason = "the agent was killed by SIGKILL (status 137) although kewplan did not kill it: most likely the kernel's OOM killer"
+		if m := np.Container.Memory; m != "" {
+			reason += fmt.Sprintf(" at the node's %s memory limit (raise memory in the sandbox block if the agent needs more)", m)
+		} else {
+			reason += " (the node has no memory limit, so the host ran out of memory)"
 		}
-		res.Verdict = v
-		res.Commit = base
-		switch v.Verdict {
-		case VerdictApprove:
-			res.Status = StatusApproved
-		case VerdictRequestChanges:
-			return fail(StatusChangesRequested, "the reviewer requested changes")
-		case VerdictReject:
-			return fail(StatusRejected, "the reviewer rejected the change")
-		default:
-			return fail(StatusHeld, fmt.Sprintf("held for a human: unknown verdict %q", v.Verdict))
-		}
-		return res
 	}
+	if last := tail.lastLine(); last != "" {
+		reason += ": " + last
+	}
+	return reason
+}
 
-	req := BrokerRequest{Checkout: checkout, Repo: repo, BaseCommit: base, Branch: np.Branch,
+// judgeReview reads a reviewer's verdict from its checkout, now that its container is gone, and turns it into
+// the node's status. Anything but a readable verdict holds the node for a human.
+func (a *applier) judgeReview(np *planner.NodePlan, checkout, base string, res *ledger.NodeResult) *nodeFailure {
+	v, err := verdict.Collect(checkout, filepath.Join(a.stateDir, "verdicts", a.runID, np.Name))
+	if err != nil {
+		return failed(ledger.StatusHeld, fmt.Sprintf("held for a human: %v", err))
+	}
+	res.Verdict = v
+	res.Commit = base
+	switch v.Verdict {
+	case verdict.Approve:
+		res.Status = ledger.StatusApproved
+	case verdict.RequestChanges:
+		return failed(ledger.StatusChangesRequested, "the reviewer requested changes")
+	case verdict.Reject:
+		return failed(ledger.StatusRejected, "the reviewer rejected the change")
+	default:
+		return failed(ledger.StatusHeld, fmt.Sprintf("held for a human: unknown verdict %q", v.Verdict))
+	}
+	return nil
+}
+
+// publish hands a worker's commits to the host broker, which pushes them (and opens the pull request asked for)
+// without running anything from the checkout.
+func (a *applier) publish(ctx context.Context, np *planner.NodePlan, checkout, repo, base string, res *ledger.NodeResult) *nodeFailure {
+	req := broker.Request{Checkout: checkout, Repo: repo, BaseCommit: base, Branch: np.Branch,
 		StateDir: filepath.Join(a.stateDir, "broker"), Environ: a.opts.Environ}
 	if np.PullRequest != nil {
-		req.PullRequest = &PullRequestRequest{Base: np.PullRequest.Base, Title: np.PullRequest.Title}
+		req.PullRequest = &broker.PullRequest{Base: np.PullRequest.Base, Title: np.PullRequest.Title}
 	}
-	push, err := BrokerPush(ctx, req)
+	push, err := broker.Push(ctx, req)
 	if err != nil {
-		return fail(StatusFailed, fmt.Sprintf("the agent succeeded but its commits were not published: %v", err))
+		return failed(ledger.StatusFailed, fmt.Sprintf("the agent succeeded but its commits were not published: %v", err))
 	}
 	res.Commit, res.Branch, res.Pushed, res.PullRequest = push.Commit, push.Branch, push.Pushed, push.PullRequest
 	if res.Commit == "" {
@@ -298,8 +392,8 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	if push.PullRequestSkipped != "" {
 		a.warn(np.Name, "no pull request: "+push.PullRequestSkipped)
 	}
-	res.Status = StatusSucceeded
-	return res
+	res.Status = ledger.StatusSucceeded
+	return nil
 }
 
 // imageID returns the id of a local image, inspecting images first seen after preflight (a re-plan may name one).
@@ -323,7 +417,7 @@ func (a *applier) imageID(ctx context.Context, ref string) (string, error) {
 // redactResult removes the values of the node's credentials from every agent-derived string of its result: an
 // agent holds its credential and could echo it on stderr (which becomes the reason) or in its stream, and these
 // strings reach the ledger and the terminal. The raw logs are kept verbatim, readable by the owner only.
-func (a *applier) redactResult(r *NodeResult, names []string) {
+func (a *applier) redactResult(r *ledger.NodeResult, names []string) {
 	redact := func(s string) string {
 		for _, name := range names {
 			if v := a.env[name]; len(v) >= 6 && strings.Contains(s, v) {

@@ -13,12 +13,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
 )
 
 var reviewAgent testAgentImage
 
 // reviewAgentImage is executor/testdata/reviewagent in a FROM scratch image.
-func reviewAgentImage(t testing.TB, eng *Engine) string {
+func reviewAgentImage(t testing.TB, eng *engine.Engine) string {
 	t.Helper()
 	return scratchAgentImage(t, eng, &reviewAgent, "reviewagent", "./testdata/reviewagent")
 }
@@ -47,25 +50,25 @@ func TestReviewEndToEnd(t *testing.T) {
 	f := newReviewFixture(t)
 	cases := []reviewCase{
 		{name: "approve", prompt: "require=FIX.md\nsidecar=" + b64(`{"verdict":"approve","summary":"good fix","findings":[{"path":"FIX.md","line":1,"message":"nit"}]}`),
-			status: StatusApproved, location: ".kew-review-verdict.json"},
+			status: ledger.StatusApproved, location: ".kew-review-verdict.json"},
 		{name: "changes", prompt: "require=FIX.md\nsidecar=" + b64(`{"verdict":"request_changes","summary":"almost"}`),
-			status: StatusChangesRequested, reason: "the reviewer requested changes", location: ".kew-review-verdict.json"},
+			status: ledger.StatusChangesRequested, reason: "the reviewer requested changes", location: ".kew-review-verdict.json"},
 		{name: "reject", prompt: "require=FIX.md\nsidecar=" + b64(`{"verdict":"reject","summary":"no"}`),
-			status: StatusRejected, reason: "the reviewer rejected the change", location: ".kew-review-verdict.json"},
+			status: ledger.StatusRejected, reason: "the reviewer rejected the change", location: ".kew-review-verdict.json"},
 		{name: "missing", prompt: "require=FIX.md",
-			status: StatusHeld, reason: "the reviewer wrote no .kew-review-verdict.json"},
+			status: ledger.StatusHeld, reason: "the reviewer wrote no .kew-review-verdict.json"},
 		{name: "garbage", prompt: "sidecar=" + b64("LGTM, ship it!"),
-			status: StatusHeld, reason: ".kew-review-verdict.json:1:1: the verdict must be a JSON object"},
+			status: ledger.StatusHeld, reason: ".kew-review-verdict.json:1:1: the verdict must be a JSON object"},
 		{name: "duplicate", prompt: "sidecar=" + b64(`{"verdict":"reject","verdict":"approve","summary":"s"}`),
-			status: StatusHeld, reason: `duplicate key "verdict"`},
+			status: ledger.StatusHeld, reason: `duplicate key "verdict"`},
 		{name: "stdout", prompt: "stdout=" + b64(`{"verdict":"approve","summary":"trust me"}`),
-			status: StatusHeld, reason: "the reviewer wrote no .kew-review-verdict.json"},
+			status: ledger.StatusHeld, reason: "the reviewer wrote no .kew-review-verdict.json"},
 		{name: "hostlink", prompt: "sidecar_link=/etc/passwd",
-			status: StatusHeld, reason: ".kew-review-verdict.json is a symbolic link, not a regular file"},
+			status: ledger.StatusHeld, reason: ".kew-review-verdict.json is a symbolic link, not a regular file"},
 		{name: "fifo", prompt: "sidecar_fifo=1",
-			status: StatusHeld, reason: ".kew-review-verdict.json is a named pipe (FIFO), not a regular file"},
+			status: ledger.StatusHeld, reason: ".kew-review-verdict.json is a named pipe (FIFO), not a regular file"},
 		{name: "recovered", prompt: "sidecar_path=pkg/sub/.kew-review-verdict.json\nsidecar=" + b64(`{"verdict":"approve","summary":"from a subdirectory"}`),
-			status: StatusApproved, location: "pkg/sub/.kew-review-verdict.json"},
+			status: ledger.StatusApproved, location: "pkg/sub/.kew-review-verdict.json"},
 	}
 	var hcl strings.Builder
 	hcl.WriteString(`
@@ -106,7 +109,7 @@ node "%%[1]safter-%[1]s" {
 	f.assertClean(sum.RunID)
 
 	fix := resultOf(t, sum, f.node("fix"))
-	if fix.Status != StatusSucceeded || !fix.Pushed || fix.Commit == fix.BaseCommit {
+	if fix.Status != ledger.StatusSucceeded || !fix.Pushed || fix.Commit == fix.BaseCommit {
 		t.Fatalf("worker: %s (%s), pushed %v, commit %s, base %s", fix.Status, fix.Reason, fix.Pushed, fix.Commit, fix.BaseCommit)
 	}
 	out, err := exec.Command("git", "-C", f.repo, "rev-parse", "refs/heads/"+fix.Branch).Output()
@@ -135,13 +138,13 @@ node "%%[1]safter-%[1]s" {
 				t.Errorf("ledger has no verdict or digest: %+v", rec)
 			}
 			after := resultOf(t, sum, f.node("after-"+c.name))
-			if c.status == StatusApproved {
-				if after.Status != StatusApproved {
+			if c.status == ledger.StatusApproved {
+				if after.Status != ledger.StatusApproved {
 					t.Errorf("the node after an approve: %s (%s), want it run and approved", after.Status, after.Reason)
 				}
 				return
 			}
-			if after.Status != StatusSkipped || after.ExitCode != nil {
+			if after.Status != ledger.StatusSkipped || after.ExitCode != nil {
 				t.Errorf("the node after a %s: %s (%s), want skipped without running", c.status, after.Status, after.Reason)
 			}
 		})
@@ -179,10 +182,10 @@ node "%[1]sreview" {
 	}
 	f.assertClean(sum.RunID)
 	fix := resultOf(t, sum, f.node("fix"))
-	if fix.Status != StatusFailed || !strings.Contains(fix.Reason, "which a downstream reviewer would read as its verdict") {
+	if fix.Status != ledger.StatusFailed || !strings.Contains(fix.Reason, "which a downstream reviewer would read as its verdict") {
 		t.Errorf("worker: %s (%s), want failed: the planted sidecar refused", fix.Status, fix.Reason)
 	}
-	if review := resultOf(t, sum, f.node("review")); review.Status == StatusApproved {
+	if review := resultOf(t, sum, f.node("review")); review.Status == ledger.StatusApproved {
 		t.Errorf("reviewer approved on a planted sidecar: %+v", review)
 	}
 	if out, err := exec.Command("git", "-C", f.repo, "for-each-ref", "--format=%(refname)", "refs/heads/kew/").Output(); err != nil || len(out) != 0 {
@@ -221,7 +224,7 @@ node "%[1]sreview" {
 	}
 	f.assertClean(sum.RunID)
 	review := resultOf(t, sum, f.node("review"))
-	if review.Status != StatusHeld {
+	if review.Status != ledger.StatusHeld {
 		t.Errorf("reviewer: %s (%s), want held", review.Status, review.Reason)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/runners"
 )
 
@@ -22,7 +22,7 @@ func applyTotalsJSON(t runners.RunTotals) map[string]any {
 	}
 }
 
-func applyNodeJSON(r *executor.NodeResult) map[string]any {
+func applyNodeJSON(r *ledger.NodeResult) map[string]any {
 	obj := applyTotalsJSON(r.Totals)
 	obj["run_id"], obj["node"], obj["runner"], obj["role"] = r.RunID, r.Node, r.Runner, r.Role
 	obj["image"], obj["image_id"], obj["routed_model"] = r.Image, r.ImageID, r.Model

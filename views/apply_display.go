@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
 )
@@ -74,7 +75,7 @@ func (v *ApplyDisplay) ApplyStart(e executor.ApplyStartEvent) {
 	defer v.mu.Unlock()
 	v.order = append([]string(nil), e.Nodes...)
 	for _, n := range e.Nodes {
-		v.nodes[n] = &liveNode{status: executor.StatusPending}
+		v.nodes[n] = &liveNode{status: ledger.StatusPending}
 	}
 	fmt.Fprintf(v.w, "%s %s: %s, at most %d at once.\n", v.bold("Applying run"), e.RunID, count(len(e.Nodes), "node", "nodes"), e.Parallelism)
 	for _, w := range e.Warnings {
@@ -111,7 +112,7 @@ func (v *ApplyDisplay) NodeStart(e executor.NodeStartEvent) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n := v.node(e.Node)
-	n.status, n.runner, n.started = executor.StatusRunning, e.Runner, e.Time
+	n.status, n.runner, n.started = ledger.StatusRunning, e.Runner, e.Time
 	if v.live {
 		v.drawLocked()
 		return
@@ -128,7 +129,7 @@ func (v *ApplyDisplay) NodeProgress(e executor.NodeProgressEvent) {
 }
 
 // NodeDone implements executor.Hook.
-func (v *ApplyDisplay) NodeDone(r executor.NodeResult) {
+func (v *ApplyDisplay) NodeDone(r ledger.NodeResult) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n := v.node(r.Node)
@@ -169,7 +170,7 @@ func (v *ApplyDisplay) ApplyDone(s executor.ApplySummary) {
 	succeeded := v.summaryTable(s)
 	var failed []string
 	for i := range s.Nodes {
-		if r := &s.Nodes[i]; !executor.NodeSucceeded(r.Status) && r.Reason != "" {
+		if r := &s.Nodes[i]; !ledger.NodeSucceeded(r.Status) && r.Reason != "" {
 			failed = append(failed, fmt.Sprintf("  %s (%s): %s", r.Node, r.Status, Sanitize(r.Reason)))
 		}
 	}
@@ -177,9 +178,9 @@ func (v *ApplyDisplay) ApplyDone(s executor.ApplySummary) {
 		fmt.Fprintln(v.w, "\n"+strings.Join(failed, "\n"))
 	}
 	switch s.Status {
-	case executor.RunSucceeded:
+	case ledger.RunSucceeded:
 		fmt.Fprintf(v.w, "\n%s %d of %d nodes succeeded in %s.\n", v.green("Apply complete!"), succeeded, len(s.Nodes), FormatDuration(s.Ended.Sub(s.Started)))
-	case executor.RunCancelled:
+	case ledger.RunCancelled:
 		fmt.Fprintf(v.w, "\n%s %d of %d nodes succeeded before the interrupt.\n", v.red("Apply cancelled."), succeeded, len(s.Nodes))
 	default:
 		fmt.Fprintf(v.w, "\n%s %d of %d nodes succeeded.\n", v.red("Apply failed."), succeeded, len(s.Nodes))
@@ -197,7 +198,7 @@ func (v *ApplyDisplay) summaryTable(s executor.ApplySummary) int {
 	succeeded := 0
 	for i := range s.Nodes {
 		r := &s.Nodes[i]
-		if executor.NodeSucceeded(r.Status) {
+		if ledger.NodeSucceeded(r.Status) {
 			succeeded++
 		}
 		rows = append(rows, []string{r.Node, r.Runner, r.Status, FormatDuration(r.Duration()),
@@ -212,7 +213,7 @@ func (v *ApplyDisplay) summaryTable(s executor.ApplySummary) int {
 func (v *ApplyDisplay) node(name string) *liveNode {
 	n := v.nodes[name]
 	if n == nil {
-		n = &liveNode{status: executor.StatusPending}
+		n = &liveNode{status: ledger.StatusPending}
 		v.nodes[name] = n
 		v.order = append(v.order, name)
 	}
@@ -259,10 +260,10 @@ func (v *ApplyDisplay) drawLocked() {
 func (v *ApplyDisplay) liveLine(name string, n *liveNode, elapsed time.Duration) string {
 	status := v.statusColor(n.status, 10)
 	line := fmt.Sprintf("  %-20s %s", name, status)
-	if n.status != executor.StatusPending && n.status != executor.StatusSkipped {
+	if n.status != ledger.StatusPending && n.status != ledger.StatusSkipped {
 		line += fmt.Sprintf("  %6s  %s tokens  %s", FormatDuration(elapsed), FormatCount(n.totals.InputTokens+n.totals.OutputTokens), FormatCost(n.totals.CostUSD))
 	}
-	if n.reason != "" && !executor.NodeSucceeded(n.status) {
+	if n.reason != "" && !ledger.NodeSucceeded(n.status) {
 		line += "  " + applyTruncate(Sanitize(n.reason), 80)
 	}
 	return line
@@ -270,14 +271,14 @@ func (v *ApplyDisplay) liveLine(name string, n *liveNode, elapsed time.Duration)
 
 func (v *ApplyDisplay) doneLine(name string, n *liveNode, d time.Duration) string {
 	line := fmt.Sprintf("%s: %s", name, v.statusColor(n.status, 0))
-	if n.status != executor.StatusSkipped && n.status != executor.StatusCancelled || !n.started.IsZero() {
+	if n.status != ledger.StatusSkipped && n.status != ledger.StatusCancelled || !n.started.IsZero() {
 		cost := "cost unknown"
 		if n.totals.CostUSD != nil {
 			cost = FormatCost(n.totals.CostUSD)
 		}
 		line += fmt.Sprintf(" in %s (%s tokens, %s)", FormatDuration(d), FormatCount(n.totals.InputTokens+n.totals.OutputTokens), cost)
 	}
-	if n.reason != "" && !executor.NodeSucceeded(n.status) {
+	if n.reason != "" && !ledger.NodeSucceeded(n.status) {
 		line += ": " + Sanitize(n.reason)
 	}
 	return line
@@ -289,11 +290,11 @@ func (v *ApplyDisplay) statusColor(status string, width int) string {
 		return v.statusColor(status, 0) + strings.Repeat(" ", pad)
 	}
 	switch {
-	case executor.NodeSucceeded(status):
+	case ledger.NodeSucceeded(status):
 		return v.green(status)
-	case status == executor.StatusRunning || status == executor.StatusPending:
+	case status == ledger.StatusRunning || status == ledger.StatusPending:
 		return status
-	case status == executor.StatusSkipped || status == executor.StatusHeld:
+	case status == ledger.StatusSkipped || status == ledger.StatusHeld:
 		return v.yellow(status)
 	default:
 		return v.red(status)

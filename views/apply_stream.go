@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/ledger"
 )
 
 // ApplyStream writes apply's progress as NDJSON events for programs (apply --json): apply_start, node_start,
@@ -57,7 +58,7 @@ func (v *ApplyStream) NodeProgress(e executor.NodeProgressEvent) {
 }
 
 // NodeDone implements executor.Hook.
-func (v *ApplyStream) NodeDone(r executor.NodeResult) {
+func (v *ApplyStream) NodeDone(r ledger.NodeResult) {
 	obj := applyNodeJSON(&r)
 	obj["type"], obj["time"] = "node_done", r.Ended.UTC().Format(time.RFC3339Nano)
 	v.emit(obj)

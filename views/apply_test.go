@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/runners"
 )
 
@@ -26,18 +27,18 @@ func applyEvents(v executor.Hook) {
 	v.Warning(executor.WarningEvent{RunID: "20261130T100000Z-abc123", Message: "the allowlist network \"kew-allowlist\" is not --internal", Time: applyT0})
 	v.NodeProgress(executor.NodeProgressEvent{RunID: "20261130T100000Z-abc123", Node: "fix", Elapsed: 2 * time.Second, Time: applyT0.Add(2 * time.Second),
 		Totals: runners.RunTotals{SessionID: "s1", InputTokens: 1200, OutputTokens: 1, Events: 2}})
-	fix := executor.NodeResult{RunID: "20261130T100000Z-abc123", Node: "fix", Runner: "claude-code", Role: "worker", Image: "img", Model: "claude-sonnet-4-5",
-		Status: executor.StatusSucceeded, ExitCode: &exit0, Started: applyT0, Ended: applyT0.Add(75 * time.Second), Commit: "c0ffee", Branch: "kew/fix", Pushed: true,
+	fix := ledger.NodeResult{RunID: "20261130T100000Z-abc123", Node: "fix", Runner: "claude-code", Role: "worker", Image: "img", Model: "claude-sonnet-4-5",
+		Status: ledger.StatusSucceeded, ExitCode: &exit0, Started: applyT0, Ended: applyT0.Add(75 * time.Second), Commit: "c0ffee", Branch: "kew/fix", Pushed: true,
 		Totals: runners.RunTotals{Model: "claude-sonnet-4-5", SessionID: "s1", InputTokens: 12345, OutputTokens: 678, CacheReadTokens: 9000, CostUSD: &cost, Events: 9}}
 	v.NodeDone(fix)
 	v.NodeStart(executor.NodeStartEvent{RunID: "20261130T100000Z-abc123", Node: "review", Runner: "opencode", Model: "m\x1b]52;c;ZXZpbA==\x07", Time: applyT0.Add(75 * time.Second)})
-	review := executor.NodeResult{RunID: "20261130T100000Z-abc123", Node: "review", Runner: "opencode", Role: "reviewer", Status: executor.StatusFailed,
+	review := ledger.NodeResult{RunID: "20261130T100000Z-abc123", Node: "review", Runner: "opencode", Role: "reviewer", Status: ledger.StatusFailed,
 		Reason: "the agent exited with status 1: \x1b[2Jboom\r\nsecond line", ExitCode: &exit1, Started: applyT0.Add(75 * time.Second), Ended: applyT0.Add(80 * time.Second),
 		Totals: runners.RunTotals{InputTokens: 10, OutputTokens: 5, UnparsedLines: 3}}
 	v.NodeDone(review)
-	docs := executor.NodeResult{RunID: "20261130T100000Z-abc123", Node: "docs", Runner: "claude-code", Status: executor.StatusSkipped, Reason: `dependency "review" failed`, Ended: applyT0.Add(80 * time.Second)}
+	docs := ledger.NodeResult{RunID: "20261130T100000Z-abc123", Node: "docs", Runner: "claude-code", Status: ledger.StatusSkipped, Reason: `dependency "review" failed`, Ended: applyT0.Add(80 * time.Second)}
 	v.NodeDone(docs)
-	v.ApplyDone(executor.ApplySummary{RunID: "20261130T100000Z-abc123", Status: executor.RunFailed, Nodes: []executor.NodeResult{fix, review, docs},
+	v.ApplyDone(executor.ApplySummary{RunID: "20261130T100000Z-abc123", Status: ledger.RunFailed, Nodes: []ledger.NodeResult{fix, review, docs},
 		Started: applyT0, Ended: applyT0.Add(80 * time.Second), InputTokens: 12355, OutputTokens: 683, CacheReadTokens: 9000, CostUSD: &cost})
 }
 

@@ -3,7 +3,7 @@ package views
 import (
 	"fmt"
 
-	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/conform"
 )
 
 // Check is the view of `kewplan smoke` and `kewplan conform`: a report on an image, and the steps on the way.
@@ -12,8 +12,8 @@ type Check interface {
 	Progress() func(step string)
 	// Interrupted says the check was cancelled by Ctrl-C and cleaned up after itself.
 	Interrupted()
-	Smoke(r *executor.SmokeReport) error
-	Conform(r *executor.ConformReport) error
+	Smoke(r *conform.SmokeReport) error
+	Conform(r *conform.Report) error
 }
 
 // NewCheck returns the checks' view: the report for people, or JSON.
@@ -35,14 +35,14 @@ func (v *checkView) Interrupted() {
 	fmt.Fprintln(v.streams.Stderr, "kewplan: interrupted; the check's containers were removed.")
 }
 
-func (v *checkView) Smoke(r *executor.SmokeReport) error {
+func (v *checkView) Smoke(r *conform.SmokeReport) error {
 	if v.vt == ViewJSON {
 		return SmokeReportJSON(v.streams.Stdout, r)
 	}
 	return SmokeReportHuman(v.streams.Stdout, r, v.streams.Color)
 }
 
-func (v *checkView) Conform(r *executor.ConformReport) error {
+func (v *checkView) Conform(r *conform.Report) error {
 	if v.vt == ViewJSON {
 		return ConformReportJSON(v.streams.Stdout, r)
 	}

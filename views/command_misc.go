@@ -7,7 +7,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/rogpeppe/go-internal/diff"
 
-	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
@@ -36,10 +36,10 @@ func (v *runnersView) Runners(list []planner.RunnerInfo) error {
 
 // Runs is the view of `kewplan runs` and `kewplan runs show`.
 type Runs interface {
-	List(runs []executor.RunRecord) error
-	Run(run *executor.RunRecord, nodes []executor.NodeRecord) error
+	List(runs []ledger.RunRecord) error
+	Run(run *ledger.RunRecord, nodes []ledger.NodeRecord) error
 	// RunHistory is Run with each node's attempts and reuse (by node name).
-	RunHistory(run *executor.RunRecord, nodes []executor.NodeRecord, hist map[string]NodeHistory) error
+	RunHistory(run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory) error
 }
 
 // NewRuns returns the runs' view: tables, or JSON.
@@ -50,18 +50,18 @@ type runsView struct {
 	vt ViewType
 }
 
-func (v *runsView) List(runs []executor.RunRecord) error {
+func (v *runsView) List(runs []ledger.RunRecord) error {
 	if v.vt == ViewJSON {
 		return WriteRunsJSON(v.streams.Stdout, runs)
 	}
 	return WriteRunsHuman(v.streams.Stdout, runs)
 }
 
-func (v *runsView) Run(run *executor.RunRecord, nodes []executor.NodeRecord) error {
+func (v *runsView) Run(run *ledger.RunRecord, nodes []ledger.NodeRecord) error {
 	return v.RunHistory(run, nodes, nil)
 }
 
-func (v *runsView) RunHistory(run *executor.RunRecord, nodes []executor.NodeRecord, hist map[string]NodeHistory) error {
+func (v *runsView) RunHistory(run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory) error {
 	if v.vt == ViewJSON {
 		return WriteRunHistoryJSON(v.streams.Stdout, run, nodes, hist)
 	}

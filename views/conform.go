@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/conform"
 )
 
 // ConformFormatVersion is the version of the JSON shape of `kewplan conform --json` and `kewplan smoke --json`.
@@ -52,7 +52,7 @@ type SmokeJSON struct {
 	Checks        []ConformCheckJSON `json:"checks"`
 }
 
-func conformChecksJSON(checks []executor.Check) ([]ConformCheckJSON, ConformCountsJSON) {
+func conformChecksJSON(checks []conform.Check) ([]ConformCheckJSON, ConformCountsJSON) {
 	out := make([]ConformCheckJSON, 0, len(checks))
 	var n ConformCountsJSON
 	for _, c := range checks {
@@ -62,9 +62,9 @@ func conformChecksJSON(checks []executor.Check) ([]ConformCheckJSON, ConformCoun
 		}
 		out = append(out, ConformCheckJSON{ID: c.ID, Title: c.Title, Status: string(c.Status), Evidence: ev})
 		switch c.Status {
-		case executor.StatusPass:
+		case conform.Pass:
 			n.Pass++
-		case executor.StatusFail:
+		case conform.Fail:
 			n.Fail++
 		default:
 			n.NotVerifiable++
@@ -74,14 +74,14 @@ func conformChecksJSON(checks []executor.Check) ([]ConformCheckJSON, ConformCoun
 }
 
 // NewConformJSON builds the JSON model of a conform report; the human view renders the same model.
-func NewConformJSON(r *executor.ConformReport) ConformJSON {
+func NewConformJSON(r *conform.Report) ConformJSON {
 	rows, n := conformChecksJSON(r.Rows)
 	return ConformJSON{FormatVersion: ConformFormatVersion, Image: r.Image, ImageID: r.ImageID, Runner: r.Runner,
 		Protocol: r.Protocol, Agent: r.Agent, Passed: r.Passed, Counts: n, Rows: rows}
 }
 
 // NewSmokeJSON builds the JSON model of a smoke report.
-func NewSmokeJSON(r *executor.SmokeReport) SmokeJSON {
+func NewSmokeJSON(r *conform.SmokeReport) SmokeJSON {
 	checks, n := conformChecksJSON(r.Checks)
 	argv := r.Argv
 	if argv == nil {
@@ -92,18 +92,18 @@ func NewSmokeJSON(r *executor.SmokeReport) SmokeJSON {
 }
 
 // ConformReportJSON writes the report as one indented JSON document.
-func ConformReportJSON(w io.Writer, r *executor.ConformReport) error {
+func ConformReportJSON(w io.Writer, r *conform.Report) error {
 	return writeIndentedJSON(w, NewConformJSON(r))
 }
 
 // SmokeReportJSON writes the report as one indented JSON document.
-func SmokeReportJSON(w io.Writer, r *executor.SmokeReport) error {
+func SmokeReportJSON(w io.Writer, r *conform.SmokeReport) error {
 	return writeIndentedJSON(w, NewSmokeJSON(r))
 }
 
 // ConformReportHuman writes the checklist for people: one block per row, the verdict first, the evidence
 // indented under it, and a one-line result.
-func ConformReportHuman(w io.Writer, r *executor.ConformReport, color bool) error {
+func ConformReportHuman(w io.Writer, r *conform.Report, color bool) error {
 	m := NewConformJSON(r)
 	s := conformStyle{color: color}
 	var b strings.Builder
@@ -118,7 +118,7 @@ func ConformReportHuman(w io.Writer, r *executor.ConformReport, color bool) erro
 }
 
 // SmokeReportHuman writes a smoke report for people.
-func SmokeReportHuman(w io.Writer, r *executor.SmokeReport, color bool) error {
+func SmokeReportHuman(w io.Writer, r *conform.SmokeReport, color bool) error {
 	m := NewSmokeJSON(r)
 	s := conformStyle{color: color}
 	var b strings.Builder
@@ -191,9 +191,9 @@ func (s conformStyle) red(t string) string   { return s.wrap("31", t) }
 func (s conformStyle) status(st string) string {
 	padded := fmt.Sprintf("%-15s", st)
 	switch st {
-	case string(executor.StatusPass):
+	case string(conform.Pass):
 		return s.wrap("32", padded)
-	case string(executor.StatusFail):
+	case string(conform.Fail):
 		return s.wrap("1;31", padded)
 	default:
 		return s.wrap("33", padded)

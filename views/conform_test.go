@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/conform"
 )
 
 // conformGolden compares got with testdata/<name>, or writes it with KEWPLAN_UPDATE=1.
@@ -32,30 +32,30 @@ func conformGolden(t *testing.T, name string, got []byte) {
 }
 
 // sampleConformReport has every verdict, a long evidence line, and container output carrying an escape sequence.
-func sampleConformReport() *executor.ConformReport {
-	return &executor.ConformReport{
+func sampleConformReport() *conform.Report {
+	return &conform.Report{
 		Image: "kew-agent:broken", ImageID: "sha256:0123456789abcdef0123456789abcdef", Runner: "claude-code",
 		Protocol: "claude-code", Agent: "claude", Passed: false,
-		Rows: []executor.Check{
-			{ID: 1, Title: "Image configuration: non-root uid 1001, no credentials, workdir /work, an entrypoint", Status: executor.StatusPass,
+		Rows: []conform.Check{
+			{ID: 1, Title: "Image configuration: non-root uid 1001, no credentials, workdir /work, an entrypoint", Status: conform.Pass,
 				Evidence: []string{`It runs as USER "agent", uid 1001.`, "WORKDIR is /work."}},
-			{ID: 2, Title: "Starts and runs under --read-only, --cap-drop ALL, no-new-privileges, --pids-limit, tmpfs /tmp and HOME", Status: executor.StatusFail,
+			{ID: 2, Title: "Starts and runs under --read-only, --cap-drop ALL, no-new-privileges, --pids-limit, tmpfs /tmp and HOME", Status: conform.Fail,
 				Evidence: []string{"Under the hardening it failed: it exited 1 before reaching the agent. Its stderr ended: \"\x1b[31mtouch: cannot touch '/var/lib/x': Read-only file system\"",
 					"Without --read-only, --cap-drop, no-new-privileges and --pids-limit it reached the agent and exited 0."}},
-			{ID: 4, Title: `Prompt on stdin, "$@" forwarded unmodified, no host-owned flag, git bootstrapped in the fresh HOME`, Status: executor.StatusNotVerifiable,
+			{ID: 4, Title: `Prompt on stdin, "$@" forwarded unmodified, no host-owned flag, git bootstrapped in the fresh HOME`, Status: conform.NotVerifiable,
 				Evidence: []string{"The probe placed first on PATH was never run."}},
 		},
 	}
 }
 
-func sampleSmokeReport() *executor.SmokeReport {
-	return &executor.SmokeReport{
+func sampleSmokeReport() *conform.SmokeReport {
+	return &conform.SmokeReport{
 		Image: "kew-agent:latest", ImageID: "sha256:fedcba9876543210", Runner: "claude-code", Passed: true,
 		Argv: []string{"docker", "run", "--rm", "--read-only", "-v", "/tmp/kewplan smoke:/work", "--entrypoint", "/bin/sh", "kew-agent:latest", "--model", "m"},
-		Checks: []executor.Check{
-			{ID: 1, Title: "Mounted checkout at /work, the working directory", Status: executor.StatusPass, Evidence: []string{"Mounted."}},
-			{ID: 2, Title: "Prompt file readable at /work/.kew-prompt.txt", Status: executor.StatusPass, Evidence: []string{"Read back."}},
-			{ID: 3, Title: `Container args reach the entrypoint as "$@"`, Status: executor.StatusPass, Evidence: nil},
+		Checks: []conform.Check{
+			{ID: 1, Title: "Mounted checkout at /work, the working directory", Status: conform.Pass, Evidence: []string{"Mounted."}},
+			{ID: 2, Title: "Prompt file readable at /work/.kew-prompt.txt", Status: conform.Pass, Evidence: []string{"Read back."}},
+			{ID: 3, Title: `Container args reach the entrypoint as "$@"`, Status: conform.Pass, Evidence: nil},
 		},
 	}
 }

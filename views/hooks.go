@@ -1,6 +1,9 @@
 package views
 
-import "github.com/kewplan/kewplan/executor"
+import (
+	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/ledger"
+)
 
 // Hooks combines hooks into one, as apply takes a single executor.Hook: every event goes to each hook, in order.
 // A command view returns its hooks (the live display, or the NDJSON stream); what records a run to the ledger is
@@ -34,7 +37,7 @@ func (m multiHook) NodeProgress(e executor.NodeProgressEvent) {
 	}
 }
 
-func (m multiHook) NodeDone(r executor.NodeResult) {
+func (m multiHook) NodeDone(r ledger.NodeResult) {
 	for _, h := range m {
 		h.NodeDone(r)
 	}

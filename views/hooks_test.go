@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/ledger"
 )
 
 // recordHook notes the events it receives.
@@ -17,7 +18,7 @@ type recordHook struct {
 }
 
 func (h recordHook) ApplyStart(executor.ApplyStartEvent) { *h.log = append(*h.log, h.name+" start") }
-func (h recordHook) NodeDone(r executor.NodeResult)      { *h.log = append(*h.log, h.name+" done "+r.Node) }
+func (h recordHook) NodeDone(r ledger.NodeResult)        { *h.log = append(*h.log, h.name+" done "+r.Node) }
 func (h recordHook) ApplyDone(executor.ApplySummary)     { *h.log = append(*h.log, h.name+" end") }
 
 // Hooks hands every event to each hook, in order; one hook is returned as it is.
@@ -26,7 +27,7 @@ func TestHooksCompose(t *testing.T) {
 	a, b := recordHook{name: "a", log: &log}, recordHook{name: "b", log: &log}
 	h := Hooks(a, b)
 	h.ApplyStart(executor.ApplyStartEvent{})
-	h.NodeDone(executor.NodeResult{Node: "fix"})
+	h.NodeDone(ledger.NodeResult{Node: "fix"})
 	h.ApplyDone(executor.ApplySummary{})
 	want := []string{"a start", "b start", "a done fix", "b done fix", "a end", "b end"}
 	if diff := cmp.Diff(want, log); diff != "" {

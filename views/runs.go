@@ -6,24 +6,25 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/verdict"
 )
 
 // RunsJSON is the document of `kewplan runs --json`.
 type RunsJSON struct {
-	Runs []executor.RunRecord `json:"runs"`
+	Runs []ledger.RunRecord `json:"runs"`
 }
 
 // RunJSON is the document of `kewplan runs show RUN --json`.
 type RunJSON struct {
-	Run   executor.RunRecord `json:"run"`
-	Nodes []RunNodeJSON      `json:"nodes"`
+	Run   ledger.RunRecord `json:"run"`
+	Nodes []RunNodeJSON    `json:"nodes"`
 }
 
 // RunNodeJSON is one node of `runs show --json`: its final record, every attempt, and the run it was reused
 // from.
 type RunNodeJSON struct {
-	executor.NodeRecord
+	ledger.NodeRecord
 	// Attempts has one entry per attempt, oldest first; empty for a node that never started or was reused.
 	Attempts []AttemptJSON `json:"attempts"`
 	// ReusedFrom is the run whose outputs a resumed run reused for this node; absent when the node ran.
@@ -60,7 +61,7 @@ type AttemptJSON struct {
 
 // AttemptFromRecord is the single attempt of a node recorded before attempts were (or by a run that made one):
 // the node record itself. A node that never started has none.
-func AttemptFromRecord(n executor.NodeRecord) []AttemptJSON {
+func AttemptFromRecord(n ledger.NodeRecord) []AttemptJSON {
 	if n.StartedAt == nil {
 		return []AttemptJSON{}
 	}
@@ -74,11 +75,11 @@ func AttemptFromRecord(n executor.NodeRecord) []AttemptJSON {
 }
 
 func succeededStatus(s string) bool {
-	return s == executor.StatusSucceeded || s == executor.StatusApproved
+	return s == ledger.StatusSucceeded || s == ledger.StatusApproved
 }
 
 // runNodes joins the records with their history; a node without history gets AttemptFromRecord.
-func runNodes(nodes []executor.NodeRecord, hist map[string]NodeHistory) []RunNodeJSON {
+func runNodes(nodes []ledger.NodeRecord, hist map[string]NodeHistory) []RunNodeJSON {
 	out := make([]RunNodeJSON, len(nodes))
 	for i, n := range nodes {
 		h, ok := hist[n.Node]
@@ -103,36 +104,36 @@ func runNodes(nodes []executor.NodeRecord, hist map[string]NodeHistory) []RunNod
 }
 
 // WriteRunsJSON writes the runs as one indented JSON document.
-func WriteRunsJSON(w io.Writer, runs []executor.RunRecord) error {
+func WriteRunsJSON(w io.Writer, runs []ledger.RunRecord) error {
 	if runs == nil {
-		runs = []executor.RunRecord{}
+		runs = []ledger.RunRecord{}
 	}
 	return writeIndentedJSON(w, RunsJSON{Runs: runs})
 }
 
 // WriteRunJSON writes one run and its nodes as one indented JSON document. Agent-derived strings are sanitised.
-func WriteRunJSON(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRecord) error {
+func WriteRunJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord) error {
 	return WriteRunHistoryJSON(w, run, nodes, nil)
 }
 
 // WriteRunHistoryJSON is WriteRunJSON with each node's attempts and reuse (hist by node name; a node without an
 // entry shows its record as its one attempt).
-func WriteRunHistoryJSON(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRecord, hist map[string]NodeHistory) error {
-	clean := make([]executor.NodeRecord, len(nodes))
+func WriteRunHistoryJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory) error {
+	clean := make([]ledger.NodeRecord, len(nodes))
 	for i, n := range nodes {
 		clean[i] = sanitizeNode(n)
 		if clean[i].Argv == nil {
 			clean[i].Argv = []string{}
 		}
 		if clean[i].VerdictFindings == nil {
-			clean[i].VerdictFindings = []executor.Finding{}
+			clean[i].VerdictFindings = []verdict.Finding{}
 		}
 	}
 	return writeIndentedJSON(w, RunJSON{Run: *run, Nodes: runNodes(clean, hist)})
 }
 
 // sanitizeNode cleans every field of a node row that an agent could have influenced.
-func sanitizeNode(n executor.NodeRecord) executor.NodeRecord {
+func sanitizeNode(n ledger.NodeRecord) ledger.NodeRecord {
 	n.ReportedModel = Sanitize(n.ReportedModel)
 	n.SessionID = Sanitize(n.SessionID)
 	n.Reason = Sanitize(n.Reason)
@@ -141,9 +142,9 @@ func sanitizeNode(n executor.NodeRecord) executor.NodeRecord {
 	n.Branch = Sanitize(n.Branch)
 	n.PullRequest = Sanitize(n.PullRequest)
 	n.SidecarLocation = Sanitize(n.SidecarLocation)
-	findings := make([]executor.Finding, len(n.VerdictFindings))
+	findings := make([]verdict.Finding, len(n.VerdictFindings))
 	for i, f := range n.VerdictFindings {
-		findings[i] = executor.Finding{Path: Sanitize(f.Path), Line: f.Line, Message: Sanitize(f.Message)}
+		findings[i] = verdict.Finding{Path: Sanitize(f.Path), Line: f.Line, Message: Sanitize(f.Message)}
 	}
 	if n.VerdictFindings != nil {
 		n.VerdictFindings = findings
@@ -152,7 +153,7 @@ func sanitizeNode(n executor.NodeRecord) executor.NodeRecord {
 }
 
 // WriteRunsHuman lists runs, newest first, as a table.
-func WriteRunsHuman(w io.Writer, runs []executor.RunRecord) error {
+func WriteRunsHuman(w io.Writer, runs []ledger.RunRecord) error {
 	if len(runs) == 0 {
 		_, err := fmt.Fprintln(w, "No runs recorded yet. Run kewplan apply first.")
 		return err
@@ -171,12 +172,12 @@ func WriteRunsHuman(w io.Writer, runs []executor.RunRecord) error {
 }
 
 // WriteRunHuman shows one run: a header, then each node with its telemetry, outcome, verdict and logs.
-func WriteRunHuman(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRecord) error {
+func WriteRunHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord) error {
 	return WriteRunHistoryHuman(w, run, nodes, nil)
 }
 
 // WriteRunHistoryHuman is WriteRunHuman with each node's reuse and, when it took more than one, its attempts.
-func WriteRunHistoryHuman(w io.Writer, run *executor.RunRecord, nodes []executor.NodeRecord, hist map[string]NodeHistory) error {
+func WriteRunHistoryHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory) error {
 	joined := runNodes(nodes, hist)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Run %s: %s\n", run.ID, run.Status)

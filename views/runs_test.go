@@ -6,24 +6,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/verdict"
 )
 
-func runsFixture() (executor.RunRecord, []executor.NodeRecord) {
+func runsFixture() (ledger.RunRecord, []ledger.NodeRecord) {
 	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	end := start.Add(80 * time.Second)
 	fixEnd := start.Add(75 * time.Second)
 	cost := 0.0421
 	exit0 := int64(0)
-	run := executor.RunRecord{ID: "20261130T100000Z-abc123", StartedAt: start, EndedAt: &end, ConfigDigest: "sha256:d", Status: "failed",
+	run := ledger.RunRecord{ID: "20261130T100000Z-abc123", StartedAt: start, EndedAt: &end, ConfigDigest: "sha256:d", Status: "failed",
 		KewplanVersion: "0.1.0", PID: 7, Nodes: 2, Succeeded: 1, InputTokens: 12345, OutputTokens: 678, CacheReadTokens: 9000, CostUSD: &cost}
-	nodes := []executor.NodeRecord{
+	nodes := []ledger.NodeRecord{
 		{RunID: run.ID, Node: "review", Runner: "claude-code", Protocol: "claude-code", Role: "reviewer", Image: "img", ImageID: "sha256:i",
 			RoutedModel: "claude-sonnet-4-5", ReportedModel: "claude-sonnet-4-5\x1b[2J", SessionID: "s1", InputTokens: 12345, OutputTokens: 678,
 			CacheReadTokens: 9000, CostUSD: &cost, Events: 9, ExitCode: &exit0, Status: "approved", StartedAt: &start, EndedAt: &fixEnd,
 			Argv: []string{"docker", "run", "--rm", "--name", "kew-review", "img", "--model", "claude-sonnet-4-5"}, PromptSHA256: "p",
 			StdoutLog: "/s/logs/r/review.stdout.log", StderrLog: "/s/logs/r/review.stderr.log", BaseCommit: "b0", Commit: "b0",
-			Verdict: "approve", VerdictSummary: "Looks good\x07", VerdictFindings: []executor.Finding{{Path: "a.go", Line: 3, Message: "nit: \x1b]52;c;x\x07name"}},
+			Verdict: "approve", VerdictSummary: "Looks good\x07", VerdictFindings: []verdict.Finding{{Path: "a.go", Line: 3, Message: "nit: \x1b]52;c;x\x07name"}},
 			SidecarSHA256: "v", SidecarLocation: ".kew-review-verdict.json"},
 		{RunID: run.ID, Node: "docs", Status: "skipped", Reason: `dependency "fix" failed`, EndedAt: &end},
 	}
@@ -33,10 +34,10 @@ func runsFixture() (executor.RunRecord, []executor.NodeRecord) {
 func TestRunsViewGoldens(t *testing.T) {
 	run, nodes := runsFixture()
 	var list, listJSON, show, showJSON bytes.Buffer
-	if err := WriteRunsHuman(&list, []executor.RunRecord{run}); err != nil {
+	if err := WriteRunsHuman(&list, []ledger.RunRecord{run}); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteRunsJSON(&listJSON, []executor.RunRecord{run}); err != nil {
+	if err := WriteRunsJSON(&listJSON, []ledger.RunRecord{run}); err != nil {
 		t.Fatal(err)
 	}
 	if err := WriteRunHuman(&show, &run, nodes); err != nil {
@@ -73,7 +74,7 @@ func TestRunsShowHistory(t *testing.T) {
 	at := func(s int) *time.Time { x := start.Add(time.Duration(s) * time.Second); return &x }
 	exit1, exit0 := int64(1), int64(0)
 	c1, c3 := 0.0, 0.0123
-	nodes := []executor.NodeRecord{
+	nodes := []ledger.NodeRecord{
 		{RunID: run.ID, Node: "implement", Status: "reused", Commit: "c0ffee", Branch: "kew/implement"},
 		{RunID: run.ID, Node: "fix", Runner: "claude-code", Status: "failed", Reason: "api_error: HTTP 529 overloaded after 3 attempts",
 			ExitCode: &exit1, StartedAt: at(0), EndedAt: at(50), InputTokens: 300, CostUSD: &c3},

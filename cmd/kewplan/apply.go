@@ -19,6 +19,7 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
@@ -206,9 +207,9 @@ func (c *ApplyCmd) apply(env *Env, view views.Apply, a *toApply, minFree int64) 
 		return err
 	}
 	switch sum.Status {
-	case executor.RunSucceeded:
+	case ledger.RunSucceeded:
 		return nil
-	case executor.RunCancelled:
+	case ledger.RunCancelled:
 		return ExitCode(130)
 	default:
 		return ExitCode(1)

@@ -19,17 +19,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 )
 
 // These tests drive `kewplan apply` and `kewplan runs` against the real engine with the executor's fake agent.
 
-func engineOrSkip(t *testing.T) *executor.Engine {
+func engineOrSkip(t *testing.T) *engine.Engine {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	eng, err := executor.Connect(ctx, os.Environ())
+	eng, err := engine.Connect(ctx, os.Environ())
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("CI is set, so the Docker engine tests must run, but: %v", err)
@@ -48,7 +49,7 @@ var agentImage struct {
 
 // fakeAgent builds the executor's fake agent image the same way the executor's tests do (same tag, so the engine
 // caches it across packages).
-func fakeAgent(t *testing.T, eng *executor.Engine) string {
+func fakeAgent(t *testing.T, eng *engine.Engine) string {
 	t.Helper()
 	agentImage.once.Do(func() {
 		dir, err := os.MkdirTemp("", "kewplan-fakeagent-")
@@ -95,7 +96,7 @@ func suffix() string {
 
 // applyFixture writes a configuration using the fake agent on a test-unique internal network, with a local
 // repository; nodes is HCL with %[1]s for the node prefix and %[2]s for the repository.
-func applyFixture(t *testing.T, eng *executor.Engine, nodes string) (dir, prefix string) {
+func applyFixture(t *testing.T, eng *engine.Engine, nodes string) (dir, prefix string) {
 	t.Helper()
 	image := fakeAgent(t, eng)
 	network := "kewplan-test-" + suffix()
@@ -198,8 +199,8 @@ node "%[1]sb" {
 		t.Fatalf("runs show: exit %d: %s", code, stderr.String())
 	}
 	var doc struct {
-		Run   executor.RunRecord    `json:"run"`
-		Nodes []executor.NodeRecord `json:"nodes"`
+		Run   ledger.RunRecord    `json:"run"`
+		Nodes []ledger.NodeRecord `json:"nodes"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
 		t.Fatal(err)
@@ -338,7 +339,7 @@ node "%[1]shang" {
 				}
 				return nil
 			})
-			l, err := executor.OpenLedger(filepath.Join(state, executor.LedgerFile))
+			l, err := ledger.Open(filepath.Join(state, ledger.Filename))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -347,10 +348,10 @@ node "%[1]shang" {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Status != executor.RunCancelled {
+			if r.Status != ledger.RunCancelled {
 				t.Errorf("run status %s, want cancelled", r.Status)
 			}
-			if !twice && (len(nodes) != 1 || nodes[0].Status != executor.StatusCancelled || nodes[0].Node != prefix+"hang") {
+			if !twice && (len(nodes) != 1 || nodes[0].Status != ledger.StatusCancelled || nodes[0].Node != prefix+"hang") {
 				t.Errorf("node rows: %+v", nodes)
 			}
 			if twice && !strings.Contains(stderr.String(), "Interrupted again") {

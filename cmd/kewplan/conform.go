@@ -4,7 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/conform"
+	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/views"
 )
 
@@ -28,10 +29,10 @@ func (ConformCmd) Help() string {
 // Run checks the image.
 func (c *ConformCmd) Run(env *Env) error {
 	view := views.NewCheck(views.ViewTypeOf(c.JSON), env.streams())
-	return runCheck(env, view, c.Runner, c.Timeout, func(ctx context.Context, eng *executor.Engine) (*executor.ConformReport, error) {
-		return executor.Conform(ctx, eng, executor.ConformOptions{
-			ProbeOptions: executor.ProbeOptions{Image: c.Image, Runner: c.Runner, Timeout: c.Timeout, Progress: view.Progress()},
+	return runCheck(env, view, c.Runner, c.Timeout, func(ctx context.Context, eng *engine.Engine) (*conform.Report, error) {
+		return conform.Run(ctx, eng, conform.Options{
+			ProbeOptions: conform.ProbeOptions{Image: c.Image, Runner: c.Runner, Timeout: c.Timeout, Progress: view.Progress()},
 			Agent:        c.Agent,
 		})
-	}, func(rep *executor.ConformReport) (bool, error) { return rep.Passed, view.Conform(rep) })
+	}, func(rep *conform.Report) (bool, error) { return rep.Passed, view.Conform(rep) })
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/views"
 )
 
@@ -71,7 +72,7 @@ func (c *RunsShowCmd) Run(env *Env) error {
 	defer l.Close()
 	run, nodes, err := l.Run(c.RunID)
 	if err != nil {
-		if errors.Is(err, executor.ErrNoRun) {
+		if errors.Is(err, ledger.ErrNoRun) {
 			return fmt.Errorf("%v; list the recorded runs with kewplan runs", err)
 		}
 		return err
@@ -80,16 +81,16 @@ func (c *RunsShowCmd) Run(env *Env) error {
 }
 
 // openLedger opens an existing ledger; it never creates one where there is none.
-func openLedger(stateDir string) (*executor.Ledger, error) {
+func openLedger(stateDir string) (*ledger.Ledger, error) {
 	if stateDir == "" {
 		stateDir = executor.DefaultStateDir
 	}
-	path := filepath.Join(stateDir, executor.LedgerFile)
+	path := filepath.Join(stateDir, ledger.Filename)
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("no run ledger at %s: nothing was applied with this state directory yet (use --state-dir to point at another)", path)
 		}
 		return nil, err
 	}
-	return executor.OpenLedger(path)
+	return ledger.Open(path)
 }

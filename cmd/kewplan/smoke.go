@@ -9,7 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/conform"
+	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/runners"
 	"github.com/kewplan/kewplan/views"
 )
@@ -33,24 +34,24 @@ func (SmokeCmd) Help() string {
 // Run checks the image.
 func (c *SmokeCmd) Run(env *Env) error {
 	view := views.NewCheck(views.ViewTypeOf(c.JSON), env.streams())
-	return runCheck(env, view, c.Runner, c.Timeout, func(ctx context.Context, eng *executor.Engine) (*executor.SmokeReport, error) {
-		return executor.Smoke(ctx, eng, executor.ProbeOptions{
+	return runCheck(env, view, c.Runner, c.Timeout, func(ctx context.Context, eng *engine.Engine) (*conform.SmokeReport, error) {
+		return conform.Smoke(ctx, eng, conform.ProbeOptions{
 			Image: c.Image, Runner: c.Runner, Timeout: c.Timeout, Progress: view.Progress(),
 		})
-	}, func(rep *executor.SmokeReport) (bool, error) { return rep.Passed, view.Smoke(rep) })
+	}, func(rep *conform.SmokeReport) (bool, error) { return rep.Passed, view.Smoke(rep) })
 }
 
 // runCheck is what smoke and conform share: refuse bad flags before any engine is contacted, connect, run the
 // check, show its report (show says whether it passed), and set the exit status: 1 when the check failed, 130
 // with a one-line note when Ctrl-C cancelled it (it removed its containers and scratch checkouts on the way out).
 func runCheck[R any](env *Env, view views.Check, runner string, timeout time.Duration,
-	check func(context.Context, *executor.Engine) (R, error), show func(R) (bool, error)) error {
+	check func(context.Context, *engine.Engine) (R, error), show func(R) (bool, error)) error {
 	if err := checkProbeFlags(runner, timeout); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	eng, err := executor.Connect(ctx, env.Environ)
+	eng, err := engine.Connect(ctx, env.Environ)
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ func TestRender(t *testing.T) {
 		"A17": {{ID: "A17", Observed: "left behind", Pass: false, Test: "TestAdvX"}},
 		"C11": {{ID: "C11", NotTried: "no runsc"}},
 	}
-	outcomes := map[string]string{"executor.TestCollectVerdictSymlinks": "pass", "executor.TestCollectVerdictFIFO": "fail"}
+	outcomes := map[string]string{"verdict.TestCollectVerdictSymlinks": "pass", "verdict.TestCollectVerdictFIFO": "fail"}
 	var b bytes.Buffer
 	failed := render(&b, rows, outcomes, false)
 	out := b.String()

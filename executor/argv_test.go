@@ -1,0 +1,216 @@
+package executor
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/planner"
+)
+
+func TestAppliedArgvAddsThePIDLabelOnly(t *testing.T) {
+	c := &planner.Container{Name: "kew-n", Node: "n", RunID: "r", Checkout: "/c", Image: "i", Network: "bridge", PidsLimit: 1}
+	planned := c.Argv()
+	applied := AppliedArgv(c, 4242)
+	if len(applied) != len(planned)+2 {
+		t.Fatalf("AppliedArgv() has %d words, want %d", len(applied), len(planned)+2)
+	}
+	i := slices.Index(applied, "kewplan.pid=4242")
+	if i < 1 || applied[i-1] != "--label" || applied[i-2] != "kewplan.run=r" {
+		t.Errorf("the pid label is not right after the run label: %q", applied)
+	}
+}
+
+// TestArgvIsTheTruth creates one container with the docker CLI from the argv apply records, and one through the
+// Engine API from the same planner.Container, and requires `docker inspect` to agree on every hardening field.
+func TestArgvIsTheTruth(t *testing.T) {
+	f := newFixture(t)
+	if _, err := exec.LookPath("docker"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI is set, but the docker CLI this test compares against is not installed")
+		}
+		t.Skip("skipping: the docker CLI this test compares against is not installed")
+	}
+	cfg := f.config(`
+node "%[1]sargv" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  prompt = "mode=succeed"
+}
+`)
+	np := f.plan(cfg).Node(f.node("argv"))
+	if np == nil || np.Container == nil {
+		t.Fatal("the plan has no container for the node")
+	}
+	checkout := t.TempDir()
+	c := FillContainer(np.Container, "run-argv-"+randomSuffix(), checkout)
+	environ := []string{"ANTHROPIC_API_KEY=sk-test-dummy", "PATH=" + os.Getenv("PATH")}
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		environ = append(environ, "DOCKER_HOST="+h)
+	}
+	argv := AppliedArgv(c, os.Getpid())
+	if argv[0] != "docker" || argv[1] != "run" {
+		t.Fatalf("argv does not start with docker run: %q", argv)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	inspect := func(create func() string) *engine.InspectedContainer {
+		t.Helper()
+		id := create()
+		defer func() {
+			if err := f.eng.ForceRemove(id); err != nil {
+				t.Error(err)
+			}
+		}()
+		got, err := f.eng.InspectContainer(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	viaCLI := inspect(func() string {
+		cmd := exec.CommandContext(ctx, "docker", append([]string{"create"}, argv[2:]...)...)
+		cmd.Env = environ
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("docker create %q: %v\n%s", argv[2:], err, errOutput(err))
+		}
+		return strings.TrimSpace(string(out))
+	})
+	viaAPI := inspect(func() string {
+		spec, err := ApplyContainerSpec(c, engine.EnvMap(environ), os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := f.eng.CreateContainer(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	})
+	// The one documented difference: for an unset `-e NAME` the docker CLI sends a bare NAME entry (docker/cli
+	// #1780), which kewplan never does. The names with values must agree exactly.
+	if diff := cmp.Diff([]string{"CLAUDE_CODE_OAUTH_TOKEN"}, viaCLI.EnvWithoutValue); diff != "" {
+		t.Errorf("the docker CLI's bare env entries changed (-want +got):\n%s", diff)
+	}
+	if len(viaAPI.EnvWithoutValue) != 0 {
+		t.Errorf("kewplan sent bare env entries: %q", viaAPI.EnvWithoutValue)
+	}
+	viaCLI.EnvWithoutValue = nil
+	if diff := cmp.Diff(viaCLI, viaAPI); diff != "" {
+		t.Errorf("docker inspect differs between the argv (-) and the Engine API config (+):\n%s", diff)
+	}
+	// And both say what the plan promised.
+	if !viaAPI.ReadonlyRootfs || !viaAPI.AutoRemove || viaAPI.PidsLimit != 128 || viaAPI.Memory != 256<<20 ||
+		viaAPI.NanoCPUs != 1e9 || viaAPI.NetworkMode != f.network || viaAPI.WorkingDir != "/work" {
+		t.Errorf("hardening fields are not the planned ones: %+v", viaAPI)
+	}
+	if slices.Contains(viaAPI.EnvNames, "CLAUDE_CODE_OAUTH_TOKEN") {
+		t.Errorf("an unset credential reached the container's environment: %q", viaAPI.EnvNames)
+	}
+	if !slices.Contains(viaAPI.EnvNames, "ANTHROPIC_API_KEY") {
+		t.Errorf("the set credential did not reach the container's environment: %q", viaAPI.EnvNames)
+	}
+}
+
+func errOutput(err error) string {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(ee.Stderr)
+	}
+	return ""
+}
+
+// TestHardeningFromInside lets the fake agent probe its own container.
+func TestHardeningFromInside(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(`
+node "%[1]sprobe" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  prompt = "mode=probe"
+}
+`)
+	sum, _, err := f.apply(context.Background(), cfg, func(o *ApplyOptions) {
+		// A decoy credential of another runner: it must not reach a claude-code container.
+		o.Environ = append(o.Environ, "OPENROUTER_API_KEY=decoy")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	res := resultOf(t, sum, f.node("probe"))
+	if res.StdoutLog == "" {
+		t.Fatalf("the node never ran: %s: %s", res.Status, res.Reason)
+	}
+	var probe map[string]any
+	logf, err := os.Open(res.StdoutLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	sc := bufio.NewScanner(logf)
+	for sc.Scan() {
+		var ev struct {
+			Subtype string         `json:"subtype"`
+			Probe   map[string]any `json:"probe"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Subtype == "probe" {
+			probe = ev.Probe
+		}
+	}
+	if probe == nil {
+		t.Fatalf("the fake agent reported no probe (status %s: %s)", res.Status, res.Reason)
+	}
+	want := map[string]any{
+		"root_write_erofs": true,
+		"CapEff":           "0000000000000000",
+		"CapBnd":           "0000000000000000",
+		"CapPrm":           "0000000000000000",
+		"NoNewPrivs":       "1",
+		"uid":              float64(1001),
+		"gid":              float64(1001),
+		"cwd":              "/work",
+		"home_exec":        "ok",
+		"home_write":       "",
+		"work_write":       "",
+	}
+	got := map[string]any{}
+	for k := range want {
+		got[k] = probe[k]
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("hardening seen from inside (-want +got):\n%s", diff)
+	}
+	if s, _ := probe["tmp_exec"].(string); !strings.Contains(s, "permission denied") {
+		t.Errorf("/tmp allows exec (want noexec): %q", s)
+	}
+	var names []string
+	for _, n := range probe["env_names"].([]any) {
+		names = append(names, n.(string))
+	}
+	for _, n := range names {
+		if strings.Contains(n, "KEY") || strings.Contains(n, "TOKEN") {
+			if n != "ANTHROPIC_API_KEY" {
+				t.Errorf("credential %s reached the container; only the runner's set names may", n)
+			}
+		}
+	}
+	if !slices.Contains(names, "ANTHROPIC_API_KEY") {
+		t.Errorf("the runner's set credential is missing inside: %q", names)
+	}
+	if slices.Contains(names, "CLAUDE_CODE_OAUTH_TOKEN") {
+		t.Errorf("an unset credential is present inside: %q", names)
+	}
+}

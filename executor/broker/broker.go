@@ -1,0 +1,60 @@
+package broker
+
+import (
+	"context"
+)
+
+// Request asks the host broker to publish a worker's commits after a clean exit.
+type Request struct {
+	Checkout   string // the agent's checkout (hostile: the agent controlled every byte of it)
+	Repo       string // remote the checkout was cloned from
+	BaseCommit string // commit the checkout was cloned at
+	Branch     string // remote branch to push to (default kew/<node>)
+	StateDir   string // host-owned scratch space for the broker
+	// PullRequest, when not nil, asks for a pull request after the push.
+	PullRequest *PullRequest
+
+	// Environ is the host environment for git push and gh (PATH, HOME, SSH_AUTH_SOCK, credential helpers' needs);
+	// nil means os.Environ(). The broker's own repositories never see any of its configuration.
+	Environ []string
+	// Force pushes even when the remote branch has commits the new head does not contain. Off by default: a
+	// non-fast-forward push is refused with a message naming the branch.
+	Force bool
+	// MaxObjectBytes bounds the object data copied out of the checkout; 0 means DefaultMaxObjectBytes.
+	MaxObjectBytes int64
+}
+
+// PullRequest is a node's pull_request block, evaluated.
+type PullRequest struct {
+	Base  string
+	Title string
+	// Body is the pull request's description; "" gives a short default naming the commit.
+	Body string
+}
+
+// PushResult is what the broker did.
+type PushResult struct {
+	Commit string // HEAD after the run: the pushed commit, or BaseCommit when there were no new commits
+	Branch string // the branch pushed to ("" when nothing was pushed)
+	Pushed bool
+	// PullRequest is the URL of the opened pull request; PullRequestSkipped says why none was opened.
+	PullRequest        string
+	PullRequestSkipped string
+}
+
+// Push publishes the worker's new commits from a host-owned repository, never running anything the agent
+// could have configured in the checkout.
+//
+// It never runs git in the checkout or on its .git. HEAD is resolved by reading .git/HEAD and the ref it names as
+// plain files (no link followed at any component; a .git that is a file or a link is refused). The object data
+// is copied into a host-owned staging repository (loose objects verified by hash, packs re-indexed by git
+// index-pack; alternates refused), and a second host-owned repository fetches the cloned commit and then, with
+// strict fsck of every new object, the agent's head, from that staging repository only. The push to req.Repo runs
+// from the second repository with the host's own git configuration and credentials. A head that does not descend
+// from BaseCommit is refused. No new commits gives Pushed=false and Commit=BaseCommit.
+//
+// A pull request is opened with gh when asked for, gh is on PATH and `gh auth status` succeeds; otherwise, or if
+// gh fails after the push, PullRequestSkipped says why and the push still counts.
+func Push(ctx context.Context, req Request) (*PushResult, error) {
+	return brokerPush(ctx, req)
+}

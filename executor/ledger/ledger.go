@@ -1,0 +1,458 @@
+package ledger
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	_ "modernc.org/sqlite" // pure-Go SQLite driver "sqlite"
+
+	"github.com/kewplan/kewplan/executor/verdict"
+)
+
+// Filename is the ledger's name inside the state directory.
+const Filename = "dispatch.db"
+
+// Ledger is the run ledger: one `runs` row per apply and one `node_runs` row per node of it, in SQLite. Every
+// write is one transaction; rows written `running` by an apply that died are marked `abandoned` by the next one.
+type Ledger struct {
+	db   *sql.DB
+	path string
+}
+
+// migrations are applied in order; PRAGMA user_version records how many ran. Append only, never edit.
+var migrations = []string{
+	`CREATE TABLE runs (
+		id              TEXT PRIMARY KEY,
+		started_at      TEXT NOT NULL,
+		ended_at        TEXT,
+		config_digest   TEXT NOT NULL DEFAULT '',
+		status          TEXT NOT NULL,
+		kewplan_version TEXT NOT NULL DEFAULT '',
+		pid             INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE TABLE node_runs (
+		run_id             TEXT NOT NULL REFERENCES runs(id),
+		node               TEXT NOT NULL,
+		runner             TEXT NOT NULL DEFAULT '',
+		protocol           TEXT NOT NULL DEFAULT '',
+		role               TEXT NOT NULL DEFAULT '',
+		image              TEXT NOT NULL DEFAULT '',
+		image_id           TEXT NOT NULL DEFAULT '',
+		routed_model       TEXT NOT NULL DEFAULT '',
+		reported_model     TEXT NOT NULL DEFAULT '',
+		model_source       TEXT NOT NULL DEFAULT '',
+		session_id         TEXT NOT NULL DEFAULT '',
+		input_tokens       INTEGER NOT NULL DEFAULT 0,
+		output_tokens      INTEGER NOT NULL DEFAULT 0,
+		cache_read_tokens  INTEGER NOT NULL DEFAULT 0,
+		cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+		cost_usd           REAL,
+		turns              INTEGER,
+		is_error           INTEGER NOT NULL DEFAULT 0,
+		finished           INTEGER NOT NULL DEFAULT 0,
+		events             INTEGER NOT NULL DEFAULT 0,
+		unparsed_lines     INTEGER NOT NULL DEFAULT 0,
+		oversized_lines    INTEGER NOT NULL DEFAULT 0,
+		exit_code          INTEGER,
+		status             TEXT NOT NULL,
+		reason             TEXT NOT NULL DEFAULT '',
+		argv               TEXT NOT NULL DEFAULT '[]',
+		prompt_sha256      TEXT NOT NULL DEFAULT '',
+		stdout_log         TEXT NOT NULL DEFAULT '',
+		stderr_log         TEXT NOT NULL DEFAULT '',
+		started_at         TEXT,
+		ended_at           TEXT,
+		base_commit        TEXT NOT NULL DEFAULT '',
+		commit_sha         TEXT NOT NULL DEFAULT '',
+		branch             TEXT NOT NULL DEFAULT '',
+		pushed             INTEGER NOT NULL DEFAULT 0,
+		pull_request       TEXT NOT NULL DEFAULT '',
+		verdict            TEXT NOT NULL DEFAULT '',
+		verdict_summary    TEXT NOT NULL DEFAULT '',
+		verdict_findings   TEXT NOT NULL DEFAULT '',
+		sidecar_sha256     TEXT NOT NULL DEFAULT '',
+		sidecar_location   TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (run_id, node)
+	);
+	CREATE INDEX node_runs_status ON node_runs(status);`,
+}
+
+// Open opens (creating and migrating as needed) the ledger at path.
+func Open(path string) (*Ledger, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)")
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	// One connection: every write is serialised, and SQLite never reports "database is locked" to ourselves.
+	db.SetMaxOpenConns(1)
+	l := &Ledger{db: db, path: path}
+	if err := l.migrate(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Path is the ledger file.
+func (l *Ledger) Path() string { return l.path }
+
+// Close closes the ledger.
+func (l *Ledger) Close() error { return l.db.Close() }
+
+func (l *Ledger) migrate() error {
+	var version int
+	if err := l.db.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
+		return fmt.Errorf("ledger %s: read schema version: %w", l.path, err)
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("ledger %s has schema version %d, newer than this kewplan understands (%d); use a newer kewplan or another --state-dir", l.path, version, len(migrations))
+	}
+	for i := version; i < len(migrations); i++ {
+		tx, err := l.db.Begin()
+		if err != nil {
+			return fmt.Errorf("ledger %s: migrate: %w", l.path, err)
+		}
+		if _, err := tx.Exec(migrations[i]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("ledger %s: migration %d: %w", l.path, i+1, err)
+		}
+		if _, err := tx.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, i+1)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("ledger %s: migration %d: %w", l.path, i+1, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("ledger %s: migration %d: %w", l.path, i+1, err)
+		}
+	}
+	return nil
+}
+
+func (l *Ledger) tx(fn func(*sql.Tx) error) error {
+	tx, err := l.db.Begin()
+	if err != nil {
+		return fmt.Errorf("ledger %s: %w", l.path, err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return fmt.Errorf("ledger %s: %w", l.path, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("ledger %s: %w", l.path, err)
+	}
+	return nil
+}
+
+// RunRecord is one `runs` row.
+type RunRecord struct {
+	ID             string     `json:"id"`
+	StartedAt      time.Time  `json:"started_at"`
+	EndedAt        *time.Time `json:"ended_at"`
+	ConfigDigest   string     `json:"config_digest"`
+	Status         string     `json:"status"`
+	KewplanVersion string     `json:"kewplan_version"`
+	PID            int        `json:"pid"`
+	// Aggregates over the run's node rows (read-only; not stored).
+	Nodes            int      `json:"nodes"`
+	Succeeded        int      `json:"succeeded"`
+	InputTokens      int64    `json:"input_tokens"`
+	OutputTokens     int64    `json:"output_tokens"`
+	CacheReadTokens  int64    `json:"cache_read_tokens"`
+	CacheWriteTokens int64    `json:"cache_write_tokens"`
+	CostUSD          *float64 `json:"cost_usd"`
+}
+
+// NodeRecord is one `node_runs` row.
+type NodeRecord struct {
+	RunID            string            `json:"run_id"`
+	Node             string            `json:"node"`
+	Runner           string            `json:"runner"`
+	Protocol         string            `json:"protocol"`
+	Role             string            `json:"role"`
+	Image            string            `json:"image"`
+	ImageID          string            `json:"image_id"`
+	RoutedModel      string            `json:"routed_model"`
+	ReportedModel    string            `json:"reported_model"`
+	ModelSource      string            `json:"model_source"`
+	SessionID        string            `json:"session_id"`
+	InputTokens      int64             `json:"input_tokens"`
+	OutputTokens     int64             `json:"output_tokens"`
+	CacheReadTokens  int64             `json:"cache_read_tokens"`
+	CacheWriteTokens int64             `json:"cache_write_tokens"`
+	CostUSD          *float64          `json:"cost_usd"`
+	Turns            *int64            `json:"turns"`
+	IsError          bool              `json:"is_error"`
+	Finished         bool              `json:"finished"`
+	Events           int64             `json:"events"`
+	UnparsedLines    int64             `json:"unparsed_lines"`
+	OversizedLines   int64             `json:"oversized_lines"`
+	ExitCode         *int64            `json:"exit_code"`
+	Status           string            `json:"status"`
+	Reason           string            `json:"reason"`
+	Argv             []string          `json:"argv"`
+	PromptSHA256     string            `json:"prompt_sha256"`
+	StdoutLog        string            `json:"stdout_log"`
+	StderrLog        string            `json:"stderr_log"`
+	StartedAt        *time.Time        `json:"started_at"`
+	EndedAt          *time.Time        `json:"ended_at"`
+	BaseCommit       string            `json:"base_commit"`
+	Commit           string            `json:"commit"`
+	Branch           string            `json:"branch"`
+	Pushed           bool              `json:"pushed"`
+	PullRequest      string            `json:"pull_request"`
+	Verdict          string            `json:"verdict"`
+	VerdictSummary   string            `json:"verdict_summary"`
+	VerdictFindings  []verdict.Finding `json:"verdict_findings"`
+	SidecarSHA256    string            `json:"sidecar_sha256"`
+	SidecarLocation  string            `json:"sidecar_location"`
+}
+
+// Duration is how long the node ran (zero when it never started or has not ended).
+func (n *NodeRecord) Duration() time.Duration {
+	if n.StartedAt == nil || n.EndedAt == nil {
+		return 0
+	}
+	return n.EndedAt.Sub(*n.StartedAt)
+}
+
+func ts(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func parseTS(s sql.NullString) *time.Time {
+	if !s.Valid || s.String == "" {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s.String)
+	if err != nil {
+		return nil
+	}
+	return &t
+}
+
+// StartRun records a new run as running.
+func (l *Ledger) StartRun(r RunRecord) error {
+	return l.tx(func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT INTO runs (id, started_at, config_digest, status, kewplan_version, pid) VALUES (?, ?, ?, ?, ?, ?)`,
+			r.ID, ts(r.StartedAt), r.ConfigDigest, RunRunning, r.KewplanVersion, r.PID)
+		return err
+	})
+}
+
+// FinishRun records a run's end and final status.
+func (l *Ledger) FinishRun(id, status string, ended time.Time) error {
+	return l.tx(func(tx *sql.Tx) error {
+		_, err := tx.Exec(`UPDATE runs SET status = ?, ended_at = ? WHERE id = ?`, status, ts(ended), id)
+		return err
+	})
+}
+
+// AbandonStale marks every run and node row still `running` as `abandoned`: only an apply that died leaves one,
+// because the caller holds the state directory lock. It returns the abandoned run ids.
+func (l *Ledger) AbandonStale(now time.Time) ([]string, error) {
+	var ids []string
+	err := l.tx(func(tx *sql.Tx) error {
+		rows, err := tx.Query(`SELECT id FROM runs WHERE status = ? ORDER BY started_at`, RunRunning)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`UPDATE runs SET status = ?, ended_at = COALESCE(ended_at, ?) WHERE status = ?`, RunAbandoned, ts(now), RunRunning); err != nil {
+			return err
+		}
+		_, err = tx.Exec(`UPDATE node_runs SET status = ?, reason = CASE WHEN reason = '' THEN 'the apply that ran it ended without recording an outcome' ELSE reason END, ended_at = COALESCE(ended_at, ?) WHERE status IN (?, ?)`,
+			StatusAbandoned, ts(now), StatusRunning, StatusPending)
+		return err
+	})
+	return ids, err
+}
+
+// RecordNode inserts or replaces a node's row.
+func (l *Ledger) RecordNode(r *NodeResult) error {
+	argv, err := json.Marshal(nonNilStrings(r.Argv))
+	if err != nil {
+		return err
+	}
+	var exit any
+	if r.ExitCode != nil {
+		exit = *r.ExitCode
+	}
+	var cost, turns any
+	if r.Totals.CostUSD != nil {
+		cost = *r.Totals.CostUSD
+	}
+	if r.Totals.Turns != nil {
+		turns = *r.Totals.Turns
+	}
+	var verdictValue, summary, findings, sidecarSHA, sidecarLoc string
+	if v := r.Verdict; v != nil {
+		verdictValue, summary, sidecarSHA, sidecarLoc = v.Verdict, v.Summary, v.SHA256, v.Location
+		f := v.Findings
+		if f == nil {
+			f = []verdict.Finding{}
+		}
+		b, err := json.Marshal(f)
+		if err != nil {
+			return err
+		}
+		findings = string(b)
+	}
+	return l.tx(func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT OR REPLACE INTO node_runs (
+			run_id, node, runner, protocol, role, image, image_id, routed_model, reported_model, model_source, session_id,
+			input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, turns, is_error, finished,
+			events, unparsed_lines, oversized_lines, exit_code, status, reason, argv, prompt_sha256, stdout_log,
+			stderr_log, started_at, ended_at, base_commit, commit_sha, branch, pushed, pull_request, verdict,
+			verdict_summary, verdict_findings, sidecar_sha256, sidecar_location)
+			VALUES (?,?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?, ?,?,?,?)`,
+			r.RunID, r.Node, r.Runner, r.Protocol, r.Role, r.Image, r.ImageID, r.Model, r.Totals.Model, r.Totals.ModelSource, r.Totals.SessionID,
+			r.Totals.InputTokens, r.Totals.OutputTokens, r.Totals.CacheReadTokens, r.Totals.CacheWriteTokens, cost, turns, r.Totals.IsError, r.Totals.Finished,
+			r.Totals.Events, r.Totals.UnparsedLines, r.Totals.OversizedLines, exit, r.Status, r.Reason, string(argv), r.PromptSHA256, r.StdoutLog,
+			r.StderrLog, ts(r.Started), ts(r.Ended), r.BaseCommit, r.Commit, r.Branch, r.Pushed, r.PullRequest, verdictValue,
+			summary, findings, sidecarSHA, sidecarLoc)
+		return err
+	})
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// ErrNoRun is returned by Run for an unknown run id.
+var ErrNoRun = errors.New("no such run")
+
+// Runs lists every run, newest first, with per-run totals.
+func (l *Ledger) Runs() ([]RunRecord, error) {
+	rows, err := l.db.Query(`SELECT r.id, r.started_at, r.ended_at, r.config_digest, r.status, r.kewplan_version, r.pid,
+			COUNT(n.node), COALESCE(SUM(n.status IN ('succeeded', 'approved')), 0),
+			COALESCE(SUM(n.input_tokens), 0), COALESCE(SUM(n.output_tokens), 0),
+			COALESCE(SUM(n.cache_read_tokens), 0), COALESCE(SUM(n.cache_write_tokens), 0), SUM(n.cost_usd)
+		FROM runs r LEFT JOIN node_runs n ON n.run_id = r.id
+		GROUP BY r.id ORDER BY r.started_at DESC, r.id DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", l.path, err)
+	}
+	defer rows.Close()
+	var out []RunRecord
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("ledger %s: %w", l.path, err)
+		}
+		out = append(out, *r)
+	}
+	return out, rows.Err()
+}
+
+type scanner interface{ Scan(...any) error }
+
+func scanRun(s scanner) (*RunRecord, error) {
+	var r RunRecord
+	var started string
+	var ended sql.NullString
+	var cost sql.NullFloat64
+	if err := s.Scan(&r.ID, &started, &ended, &r.ConfigDigest, &r.Status, &r.KewplanVersion, &r.PID,
+		&r.Nodes, &r.Succeeded, &r.InputTokens, &r.OutputTokens, &r.CacheReadTokens, &r.CacheWriteTokens, &cost); err != nil {
+		return nil, err
+	}
+	if t := parseTS(sql.NullString{String: started, Valid: true}); t != nil {
+		r.StartedAt = *t
+	}
+	r.EndedAt = parseTS(ended)
+	if cost.Valid {
+		c := cost.Float64
+		r.CostUSD = &c
+	}
+	return &r, nil
+}
+
+// Run returns one run and its node rows (in the order they started).
+func (l *Ledger) Run(id string) (*RunRecord, []NodeRecord, error) {
+	row := l.db.QueryRow(`SELECT r.id, r.started_at, r.ended_at, r.config_digest, r.status, r.kewplan_version, r.pid,
+			COUNT(n.node), COALESCE(SUM(n.status IN ('succeeded', 'approved')), 0),
+			COALESCE(SUM(n.input_tokens), 0), COALESCE(SUM(n.output_tokens), 0),
+			COALESCE(SUM(n.cache_read_tokens), 0), COALESCE(SUM(n.cache_write_tokens), 0), SUM(n.cost_usd)
+		FROM runs r LEFT JOIN node_runs n ON n.run_id = r.id WHERE r.id = ? GROUP BY r.id`, id)
+	run, err := scanRun(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, fmt.Errorf("%w %q in %s", ErrNoRun, id, l.path)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("ledger %s: %w", l.path, err)
+	}
+	nodes, err := l.nodes(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return run, nodes, nil
+}
+
+func (l *Ledger) nodes(runID string) ([]NodeRecord, error) {
+	rows, err := l.db.Query(`SELECT run_id, node, runner, protocol, role, image, image_id, routed_model, reported_model,
+			model_source, session_id, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, turns,
+			is_error, finished, events, unparsed_lines, oversized_lines, exit_code, status, reason, argv, prompt_sha256,
+			stdout_log, stderr_log, started_at, ended_at, base_commit, commit_sha, branch, pushed, pull_request, verdict,
+			verdict_summary, verdict_findings, sidecar_sha256, sidecar_location
+		FROM node_runs WHERE run_id = ? ORDER BY COALESCE(started_at, ended_at, ''), node`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", l.path, err)
+	}
+	defer rows.Close()
+	var out []NodeRecord
+	for rows.Next() {
+		var n NodeRecord
+		var cost sql.NullFloat64
+		var turns, exit sql.NullInt64
+		var argv, findings string
+		var started, ended sql.NullString
+		if err := rows.Scan(&n.RunID, &n.Node, &n.Runner, &n.Protocol, &n.Role, &n.Image, &n.ImageID, &n.RoutedModel, &n.ReportedModel,
+			&n.ModelSource, &n.SessionID, &n.InputTokens, &n.OutputTokens, &n.CacheReadTokens, &n.CacheWriteTokens, &cost, &turns,
+			&n.IsError, &n.Finished, &n.Events, &n.UnparsedLines, &n.OversizedLines, &exit, &n.Status, &n.Reason, &argv, &n.PromptSHA256,
+			&n.StdoutLog, &n.StderrLog, &started, &ended, &n.BaseCommit, &n.Commit, &n.Branch, &n.Pushed, &n.PullRequest, &n.Verdict,
+			&n.VerdictSummary, &findings, &n.SidecarSHA256, &n.SidecarLocation); err != nil {
+			return nil, fmt.Errorf("ledger %s: %w", l.path, err)
+		}
+		if cost.Valid {
+			c := cost.Float64
+			n.CostUSD = &c
+		}
+		if turns.Valid {
+			t := turns.Int64
+			n.Turns = &t
+		}
+		if exit.Valid {
+			e := exit.Int64
+			n.ExitCode = &e
+		}
+		n.StartedAt, n.EndedAt = parseTS(started), parseTS(ended)
+		if err := json.Unmarshal([]byte(argv), &n.Argv); err != nil {
+			return nil, fmt.Errorf("ledger %s: node %s argv: %w", l.path, n.Node, err)
+		}
+		if findings != "" {
+			if err := json.Unmarshal([]byte(findings), &n.VerdictFindings); err != nil {
+				return nil, fmt.Errorf("ledger %s: node %s findings: %w", l.path, n.Node, err)
+			}
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}

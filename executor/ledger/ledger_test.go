@@ -1,0 +1,133 @@
+package ledger
+
+import (
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kewplan/kewplan/executor/verdict"
+	"github.com/kewplan/kewplan/runners"
+)
+
+func TestLedgerRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), Filename)
+	l, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	if err := l.StartRun(RunRecord{ID: "r1", StartedAt: start, ConfigDigest: "sha256:abc", KewplanVersion: "v", PID: 42}); err != nil {
+		t.Fatal(err)
+	}
+	cost, turns, exit := 0.125, int64(3), int64(0)
+	in := &NodeResult{
+		RunID: "r1", Node: "review", Runner: "claude-code", Protocol: "claude-code", Role: "reviewer", Image: "img", ImageID: "sha256:i",
+		Model: "routed", Status: StatusApproved, ExitCode: &exit, Argv: []string{"docker", "run", "x"}, PromptSHA256: "p",
+		StdoutLog: "/o", StderrLog: "/e", Started: start, Ended: start.Add(90 * time.Second), BaseCommit: "b", Commit: "b",
+		Totals: runners.RunTotals{Model: "reported", ModelSource: "reported", SessionID: "s", InputTokens: 1, OutputTokens: 2,
+			CacheReadTokens: 3, CacheWriteTokens: 4, CostUSD: &cost, Turns: &turns, Finished: true, Events: 5, UnparsedLines: 6, OversizedLines: 7},
+		Verdict: &verdict.Verdict{Verdict: verdict.Approve, Summary: "ok", Findings: []verdict.Finding{{Path: "a.go", Line: 3, Message: "m"}}, SHA256: "v", Location: ".kew-review-verdict.json"},
+	}
+	if err := l.RecordNode(in); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.RecordNode(&NodeResult{RunID: "r1", Node: "after", Status: StatusSkipped, Reason: "dependency failed", Ended: start.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.FinishRun("r1", RunSucceeded, start.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	run, nodes, err := l.Run("r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := start.Add(2 * time.Minute)
+	wantRun := &RunRecord{ID: "r1", StartedAt: start, EndedAt: &end, ConfigDigest: "sha256:abc", Status: RunSucceeded, KewplanVersion: "v",
+		PID: 42, Nodes: 2, Succeeded: 1, InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4, CostUSD: &cost}
+	if diff := cmp.Diff(wantRun, run); diff != "" {
+		t.Errorf("Run() mismatch (-want +got):\n%s", diff)
+	}
+	nodeEnd := start.Add(90 * time.Second)
+	skippedEnd := start.Add(time.Minute)
+	want := []NodeRecord{
+		{RunID: "r1", Node: "review", Runner: "claude-code", Protocol: "claude-code", Role: "reviewer", Image: "img", ImageID: "sha256:i",
+			RoutedModel: "routed", ReportedModel: "reported", ModelSource: "reported", SessionID: "s", InputTokens: 1, OutputTokens: 2,
+			CacheReadTokens: 3, CacheWriteTokens: 4, CostUSD: &cost, Turns: &turns, Finished: true, Events: 5, UnparsedLines: 6,
+			OversizedLines: 7, ExitCode: &exit, Status: StatusApproved, Argv: []string{"docker", "run", "x"}, PromptSHA256: "p",
+			StdoutLog: "/o", StderrLog: "/e", StartedAt: &start, EndedAt: &nodeEnd, BaseCommit: "b", Commit: "b", Verdict: "approve",
+			VerdictSummary: "ok", VerdictFindings: []verdict.Finding{{Path: "a.go", Line: 3, Message: "m"}}, SidecarSHA256: "v",
+			SidecarLocation: ".kew-review-verdict.json"},
+		{RunID: "r1", Node: "after", Status: StatusSkipped, Reason: "dependency failed", Argv: []string{}, EndedAt: &skippedEnd},
+	}
+	if diff := cmp.Diff(want, nodes); diff != "" {
+		t.Errorf("Run() nodes mismatch (-want +got):\n%s", diff)
+	}
+	// Unknown cost stays NULL, never 0.
+	if err := l.StartRun(RunRecord{ID: "r2", StartedAt: start.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.RecordNode(&NodeResult{RunID: "r2", Node: "n", Status: StatusRunning, Started: start.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := l.Runs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 || runs[0].ID != "r2" || runs[0].CostUSD != nil {
+		t.Errorf("Runs(): %+v", runs)
+	}
+	// A crash left r2 running: the next apply marks it abandoned.
+	ids, err := l.AbandonStale(start.Add(2 * time.Hour))
+	if err != nil || len(ids) != 1 || ids[0] != "r2" {
+		t.Fatalf("AbandonStale() = %v, %v", ids, err)
+	}
+	r2, n2, _ := l.Run("r2")
+	if r2.Status != RunAbandoned || n2[0].Status != StatusAbandoned || !strings.Contains(n2[0].Reason, "without recording an outcome") {
+		t.Errorf("after AbandonStale: run %s, node %s (%s)", r2.Status, n2[0].Status, n2[0].Reason)
+	}
+	if _, _, err := l.Run("nope"); err == nil || !strings.Contains(err.Error(), "no such run") {
+		t.Errorf("Run(unknown) = %v", err)
+	}
+	l.Close()
+
+	// Reopening migrates nothing twice; a newer schema is refused.
+	l, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("PRAGMA user_version = 99"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "newer than this kewplan understands") {
+		t.Errorf("Open(newer schema) = %v", err)
+	}
+}
+
+func TestStateLockIsExclusive(t *testing.T) {
+	dir := t.TempDir()
+	a, err := LockStateDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LockStateDir(dir); err == nil || !strings.Contains(err.Error(), "another kewplan apply") {
+		t.Fatalf("second lock: %v", err)
+	}
+	if err := a.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := LockStateDir(dir)
+	if err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	b.Unlock()
+}
