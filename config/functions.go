@@ -21,6 +21,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
+
+	"github.com/kewplan/kewplan/internal/safefile"
 )
 
 // MaxFileBytes is the largest file file() and templatefile() read: prompts are text, and a bigger file is
@@ -212,11 +214,14 @@ func (r *fileReader) read(p string) (string, error) {
 	}
 	f, err := r.fsys.Open(clean)
 	if err != nil {
+		var refused *safefile.Error
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return "", fmt.Errorf("no file %s exists in the configuration's directory; check the path, which is relative to that directory", p)
 		case strings.Contains(err.Error(), "escapes"):
 			return "", fmt.Errorf("%s is a link that leads outside the configuration's directory; keep the files a configuration reads inside its directory", p)
+		case errors.As(err, &refused):
+			return "", fmt.Errorf("%s %s; file() and templatefile() read regular text files only", p, refused.Reason)
 		}
 		return "", fmt.Errorf("cannot open %s: %s", p, describeFSError(err))
 	}
@@ -350,5 +355,6 @@ func (r rootFS) Open(name string) (fs.File, error) {
 		return nil, err
 	}
 	defer root.Close()
-	return root.Open(filepath.FromSlash(name))
+	// Opened without blocking and refused unless regular: file("pipe.md") on a FIFO must not wait for a writer.
+	return safefile.OpenIn(root, filepath.FromSlash(name), 0)
 }

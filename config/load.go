@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/kewplan/kewplan/internal/safefile"
 )
 
 // FileExtension is the suffix of configuration files.
@@ -40,8 +41,14 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 		src, err := readConfigFile(name)
 		if err != nil {
 			parsed = false
+			hint := "Check that the file exists and is readable."
+			if errors.Is(err, safefile.ErrNotRegular) {
+				hint = fmt.Sprintf("Configuration files must be regular files: remove it, or rename it so that its name does not end in %s.", FileExtension)
+			} else if errors.Is(err, safefile.ErrTooLarge) {
+				hint = "Check that the path names the configuration."
+			}
 			diags = append(diags, errorDiag("Cannot read configuration file",
-				fmt.Sprintf("Reading %s failed: %s. Check that the file exists and is readable.", name, describeFSError(err)),
+				fmt.Sprintf("Reading %s failed: %s. %s", name, describeFSError(err), hint),
 				hcl.Range{}))
 			continue
 		}
@@ -130,27 +137,10 @@ func configFileNames(path string) ([]string, hcl.Diagnostics) {
 	return names, nil
 }
 
+// readConfigFile reads one configuration file without blocking: a FIFO or device named *.hcl is refused, not
+// waited on.
 func readConfigFile(name string) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	if info.Size() > maxConfigFileBytes {
-		return nil, fmt.Errorf("the file is %d bytes, over the %d MiB limit for a configuration file", info.Size(), maxConfigFileBytes>>20)
-	}
-	src, err := io.ReadAll(io.LimitReader(f, maxConfigFileBytes+1))
-	if err == nil && len(src) > maxConfigFileBytes {
-		err = fmt.Errorf("the file is over the %d MiB limit for a configuration file", maxConfigFileBytes>>20)
-	}
-	return src, err
+	return safefile.Read(name, maxConfigFileBytes)
 }
 
 // describeFSError drops the Go operation prefix ("open x: ") so the message reads as a sentence fragment.
@@ -158,6 +148,10 @@ func describeFSError(err error) string {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return pe.Err.Error()
+	}
+	var se *safefile.Error
+	if errors.As(err, &se) {
+		return "it " + se.Reason
 	}
 	return err.Error()
 }

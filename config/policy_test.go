@@ -217,7 +217,7 @@ func TestLoadPolicyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := filepath.Join(dir, "big.hcl")
-	if err := os.WriteFile(big, make([]byte, maxPolicyFileBytes+1), 0o600); err != nil {
+	if err := os.WriteFile(big, make([]byte, MaxPolicyFileBytes+1), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for path, summary := range map[string]string{

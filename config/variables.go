@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -10,6 +9,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/kewplan/kewplan/internal/safefile"
 )
 
 // EnvVarPrefix prefixes the environment variables that set configuration variables: KEWPLAN_VAR_<name>.
@@ -111,7 +112,7 @@ func redactFlag(s string) string {
 
 // readVarFile reads one --var-file into raws; parsed is false when the file could not be read as a whole.
 func (c *Config) readVarFile(file string, raws map[string]rawValue) (diags hcl.Diagnostics, parsed bool) {
-	src, err := os.ReadFile(file)
+	src, err := safefile.Read(file, maxConfigFileBytes)
 	if err != nil {
 		return hcl.Diagnostics{errorDiag("Cannot read variable file",
 			fmt.Sprintf("Reading the --var-file %s failed: %s. Check the path, which is relative to the working directory.", file, describeFSError(err)),

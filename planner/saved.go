@@ -16,6 +16,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/jsonlimit"
+	"github.com/kewplan/kewplan/internal/safefile"
 )
 
 // SavedState is the `saved` object of a saved plan: what `apply PLANFILE` needs to re-plan exactly the reviewed
@@ -164,11 +166,19 @@ func ReadSaved(path string) (*Document, error) {
 	return doc, nil
 }
 
-// ReadDocument reads a plan document: a saved plan, or the output of `kewplan plan --json`.
+// MaxPlanFileBytes bounds a plan file: a 10,000-node plan is a few megabytes.
+const MaxPlanFileBytes = 256 << 20
+
+// ReadDocument reads a plan document: a saved plan, or the output of `kewplan plan --json`. The file must be a
+// regular file (a FIFO is refused, not waited on) within MaxPlanFileBytes, nested no deeper than
+// jsonlimit.DefaultMaxDepth.
 func ReadDocument(path string) (*Document, error) {
-	b, err := os.ReadFile(path)
+	b, err := safefile.Read(path, MaxPlanFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	if err := jsonlimit.Check(b, jsonlimit.Limits{}); err != nil {
+		return nil, fmt.Errorf("read plan %s: not a kewplan plan file: %w", path, err)
 	}
 	var doc Document
 	if err := json.Unmarshal(b, &doc); err != nil {
@@ -226,7 +236,7 @@ func CheckStale(doc *Document) error {
 	sortFileDigests(current)
 	changes := diffFiles(s.Files, current)
 	if s.Policy != nil {
-		b, err := os.ReadFile(s.PolicyLocation())
+		b, err := safefile.Read(s.PolicyLocation(), config.MaxPolicyFileBytes)
 		switch {
 		case err != nil:
 			changes = append(changes, fmt.Sprintf("policy file %s cannot be read (%v)", s.Policy.Path, errors.Unwrap(err)))

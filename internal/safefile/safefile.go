@@ -62,6 +62,27 @@ func ReadIn(root *os.Root, name string, limit int64) ([]byte, error) {
 	return readChecked(f, name, limit)
 }
 
+// OpenIn opens name inside root without blocking and returns it only when it is a regular file of at most limit
+// bytes (limit <= 0: no limit), with O_NONBLOCK cleared; for fs.FS implementations whose callers read themselves.
+func OpenIn(root *os.Root, name string, limit int64) (*os.File, error) {
+	f, err := root.OpenFile(name, openFlags(Options{}), 0)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err == nil {
+		err = Check(name, info, limit)
+	}
+	if err == nil {
+		err = clearNonBlock(f)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // readChecked fstats f, refuses what is not a regular file within limit, clears O_NONBLOCK and reads.
 func readChecked(f *os.File, path string, limit int64) ([]byte, error) {
 	info, err := f.Stat()

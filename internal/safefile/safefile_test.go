@@ -119,3 +119,25 @@ func TestReadInRefusesFIFO(t *testing.T) {
 		t.Fatalf("ReadIn(ok.md) = %q, %v", b, err)
 	}
 }
+
+func TestOpenInRefusesFIFO(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "pipe.md"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	_, err = readWithBackstop(t, func() ([]byte, error) {
+		f, err := OpenIn(root, "pipe.md", 0)
+		if f != nil {
+			f.Close()
+		}
+		return nil, err
+	})
+	if !errors.Is(err, ErrNotRegular) {
+		t.Fatalf("OpenIn(pipe.md) error = %v, want a refused FIFO", err)
+	}
+}
