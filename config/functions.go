@@ -302,6 +302,9 @@ func (r *fileReader) templateFileFunc(funcs map[string]function.Function) functi
 				}
 				ctx.Variables[name] = v
 			}
+			if d := CheckTemplateNesting(p, []byte(src)); d != nil {
+				return cty.DynamicVal, function.NewArgErrorf(0, "%s is not a valid template: line %d: %s (over %d levels)", p, d.Subject.Start.Line, d.Summary, MaxNesting)
+			}
 			expr, diags := hclsyntax.ParseTemplate([]byte(src), p, hcl.InitialPos)
 			if diags.HasErrors() {
 				return cty.DynamicVal, function.NewArgErrorf(0, "%s is not a valid template: %s", p, diagsText(diags))

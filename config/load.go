@@ -161,6 +161,9 @@ func parseConfigSource(name string, src []byte) (*hclsyntax.Body, hcl.Diagnostic
 	if d := checkUTF8(name, src); d != nil {
 		return nil, hcl.Diagnostics{d}
 	}
+	if d := CheckNesting(name, src); d != nil {
+		return nil, hcl.Diagnostics{d}
+	}
 	f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
 	if f == nil {
 		return nil, diags

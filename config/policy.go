@@ -454,6 +454,9 @@ func ParsePolicy(src []byte, filename string) (*Policy, hcl.Diagnostics) {
 			Subject: &hcl.Range{Filename: filename, Start: hcl.InitialPos, End: hcl.InitialPos},
 		}}
 	}
+	if d := CheckNesting(filename, src); d != nil {
+		return nil, hcl.Diagnostics{d}
+	}
 	file, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if diags.HasErrors() {
 		return nil, diags

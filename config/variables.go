@@ -166,7 +166,13 @@ func convertRaw(v *Variable, raw rawValue) (cty.Value, hcl.Diagnostics) {
 		val = cty.StringVal(raw.raw)
 	} else {
 		filename := fmt.Sprintf("<value for var.%s>", v.Name)
-		expr, diags := hclsyntax.ParseExpression([]byte(raw.raw), filename, hcl.InitialPos)
+		var expr hclsyntax.Expression
+		var diags hcl.Diagnostics
+		if d := CheckNesting(filename, []byte(raw.raw)); d != nil {
+			diags = hcl.Diagnostics{d}
+		} else {
+			expr, diags = hclsyntax.ParseExpression([]byte(raw.raw), filename, hcl.InitialPos)
+		}
 		if diags.HasErrors() || len(expr.Variables()) > 0 || hasFunctionCall(expr) {
 			return cty.NilVal, hcl.Diagnostics{errorDiag("Invalid value for variable",
 				fmt.Sprintf("The value given by %s for the variable %q is not a valid %s value. Write it in HCL syntax, for example %s.", raw.origin, v.Name, typeexpr.TypeString(v.Type), typeExample(v.Type)),

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/mitchellh/go-wordwrap"
 
+	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -124,7 +125,8 @@ func newSourceFiles(files ...map[string][]byte) *sourceFiles {
 func (sf *sourceFiles) context(filename string, offset int) string {
 	f, ok := sf.parsed[filename]
 	if !ok {
-		if src, ok := sf.src[filename]; ok && utf8.Valid(src) {
+		// The source is parsed again for the context line; too deep a nesting would exhaust the parser's stack.
+		if src, ok := sf.src[filename]; ok && utf8.Valid(src) && config.CheckNesting(filename, src) == nil {
 			f, _ = hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 		}
 		sf.parsed[filename] = f
