@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -409,9 +410,11 @@ type planWriter struct {
 	err error
 }
 
+// printf escapes what it writes (termsafe.Text): every value of a plan document may come from a configuration
+// or a plan file under review, and must not reach the reader's terminal as control characters.
 func (e *planWriter) printf(format string, args ...any) {
 	if e.err != nil {
 		return
 	}
-	_, e.err = fmt.Fprintf(e.w, format, args...)
+	_, e.err = io.WriteString(e.w, termsafe.Text(fmt.Sprintf(format, args...)))
 }
