@@ -194,6 +194,9 @@ var lengthFunc = function.New(&function.Spec{
 type fileReader struct {
 	fsys  fs.FS
 	reads *ReadLog
+	// resolved names the directory in errors when the configuration was reached through a symbolic link: the
+	// reader then looks beside the file the link leads to, which the user may not expect.
+	resolved string
 }
 
 // read returns the text of the file at p, relative to the configuration's directory, refusing anything that
@@ -217,6 +220,9 @@ func (r *fileReader) read(p string) (string, error) {
 		var refused *safefile.Error
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
+			if r.resolved != "" {
+				return "", fmt.Errorf("no file %s exists in the configuration's directory %s (the configuration file is a link to %s, and paths are relative to the file it leads to); check the path", p, filepath.Dir(r.resolved), r.resolved)
+			}
 			return "", fmt.Errorf("no file %s exists in the configuration's directory; check the path, which is relative to that directory", p)
 		case strings.Contains(err.Error(), "escapes"):
 			return "", fmt.Errorf("%s is a link that leads outside the configuration's directory; keep the files a configuration reads inside its directory", p)

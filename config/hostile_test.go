@@ -3,6 +3,7 @@
 package config
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -117,4 +118,32 @@ func TestFIFOsAreRefused(t *testing.T) {
 		})
 		wantError(t, diags, "character device")
 	})
+}
+
+// TestSymlinkedConfiguration: a configuration file reached through a link reads file() beside the file the link
+// leads to, and an error names that resolved path.
+func TestSymlinkedConfiguration(t *testing.T) {
+	real, elsewhere := t.TempDir(), t.TempDir()
+	writeFile(t, real, "main.hcl", strings.Replace(fifoNode, "pipe.md", "prompts/fix.md", 1))
+	if err := os.MkdirAll(filepath.Join(real, "prompts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, real, "prompts/fix.md", "Fix it.")
+	link := filepath.Join(elsewhere, "fleet.hcl")
+	if err := os.Symlink(filepath.Join(real, "main.hcl"), link); err != nil {
+		t.Fatal(err)
+	}
+	cfg, diags := fullCheck(link)
+	if diags.HasErrors() {
+		t.Fatalf("a linked configuration does not read file() beside its target: %v", diags)
+	}
+	if resolved, _ := filepath.EvalSymlinks(real); cfg.Dir != resolved {
+		t.Errorf("Dir = %q, want %q", cfg.Dir, resolved)
+	}
+	if err := os.Remove(filepath.Join(real, "prompts/fix.md")); err != nil {
+		t.Fatal(err)
+	}
+	_, diags = fullCheck(link)
+	resolved, _ := filepath.EvalSymlinks(filepath.Join(real, "main.hcl"))
+	wantError(t, diags, "no file prompts/fix.md exists", "is a link to "+resolved)
 }

@@ -33,12 +33,24 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 	}
 	if info, err := os.Stat(path); err == nil && !info.IsDir() {
 		cfg.Dir = filepath.Dir(path)
+		// A configuration file reached through a symbolic link belongs to the directory the link leads to: its
+		// file() paths were written relative to that directory, not to the link's.
+		if li, err := os.Lstat(path); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+			if resolved, err := filepath.EvalSymlinks(path); err == nil {
+				cfg.Resolved = resolved
+				cfg.Dir = filepath.Dir(resolved)
+				names = []string{resolved}
+			}
+		}
 	}
 
 	var bodies []*hclsyntax.Body
 	parsed := true
-	for _, name := range names {
-		src, err := readConfigFile(name)
+	for _, path := range names {
+		// Ranges, snippets and the saved plan name files relative to the configuration's directory, so that a
+		// configuration planned from two checkouts (or via an absolute and a relative path) reads the same.
+		name := relativeName(cfg.Dir, path)
+		src, err := readConfigFile(path)
 		if err != nil {
 			parsed = false
 			hint := "Check that the file exists and is readable."
@@ -48,7 +60,7 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 				hint = "Check that the path names the configuration."
 			}
 			diags = append(diags, errorDiag("Cannot read configuration file",
-				fmt.Sprintf("Reading %s failed: %s. %s", name, describeFSError(err), hint),
+				fmt.Sprintf("Reading %s failed: %s. %s", path, describeFSError(err), hint),
 				hcl.Range{}))
 			continue
 		}
@@ -72,6 +84,14 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 	}
 	SortDiagnostics(diags)
 	return cfg, diags
+}
+
+// relativeName names path relative to dir, with forward slashes; the base name when it is not inside dir.
+func relativeName(dir, path string) string {
+	if rel, err := filepath.Rel(dir, path); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return filepath.ToSlash(rel)
+	}
+	return filepath.Base(path)
 }
 
 func newConfig(path string) *Config {
