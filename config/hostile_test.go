@@ -147,3 +147,11 @@ func TestSymlinkedConfiguration(t *testing.T) {
 	resolved, _ := filepath.EvalSymlinks(filepath.Join(real, "main.hcl"))
 	wantError(t, diags, "no file prompts/fix.md exists", "is a link to "+resolved)
 }
+
+// TestDirectoryIsOneConfiguration: `kewplan plan examples/` clashes; the error says why and names the files to
+// plan one at a time.
+func TestDirectoryIsOneConfiguration(t *testing.T) {
+	_, diags := Load("../examples")
+	wantError(t, diags, "Duplicate sandbox block", "every *.hcl file of the directory ../examples is read as one configuration",
+		"kewplan plan ../examples/multi-runner.hcl and kewplan plan ../examples/quickstart.hcl")
+}

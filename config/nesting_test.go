@@ -141,3 +141,20 @@ func BenchmarkCheckNesting(b *testing.B) {
 		}
 	}
 }
+
+func TestSuggestName(t *testing.T) {
+	for in, want := range map[string]string{
+		"café":         "cafe",
+		"Straße-fix":   "Strasse-fix",
+		"øresund":      "oresund",
+		"naïve review": "naive-review",
+		"1st":          "st",
+		"日本":           "my-node",
+		"fix 日本 now":   "fix-now",
+		"a\u202eb":     "a-b",
+	} {
+		if got := suggestName(in); got != want {
+			t.Errorf("suggestName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
