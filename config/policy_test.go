@@ -237,7 +237,14 @@ func FuzzParsePolicy(f *testing.F) {
 	f.Add([]byte("policy {\n  max_pids_limit = 1024\n  credentials = { A = [\"pi\"] }\n}\n"))
 	f.Add([]byte("policy { allowed_networks = [\"open\"] }"))
 	f.Add([]byte("policy {\n credentials = { (\"x\") = [1] }\n}"))
+	for _, s := range hostileHCLSeeds {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		_, _ = ParsePolicy(src, "fuzz.hcl") // must never panic
+		limitStack()
+		p, diags := ParsePolicy(src, "fuzz.hcl") // must never panic
+		if p == nil && !diags.HasErrors() {
+			t.Fatal("no policy and no error")
+		}
 	})
 }
