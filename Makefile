@@ -106,3 +106,21 @@ adversarial:
 	  $(GO) run ./internal/advreport -rows $(ADV_DIR)/rows.jsonl -events $(ADV_DIR)/events.json || status=1; \
 	  echo "rows: $(ADV_DIR)/rows.jsonl, test events: $(ADV_DIR)/events.json"; \
 	  exit $$status
+
+.PHONY: fuzz
+
+# Every fuzz target of the module (found with go test -list, so new targets join by themselves), one after another
+# for FUZZTIME each with one worker (-parallel 1: the machine is shared). New crashers land in the package's
+# testdata/fuzz/<Target>/ directory: fix the bug and commit the file, and every `go test` then replays it.
+# FUZZ_PKGS narrows the packages, e.g. make fuzz FUZZ_PKGS=./config FUZZTIME=30s. FUZZMINIMIZETIME bounds the
+# time a worker spends shrinking each new interesting input (Go's default, 60s, can eat a short run whole).
+FUZZTIME         ?= 10m
+FUZZMINIMIZETIME ?= 10s
+FUZZ_PKGS        ?= ./...
+fuzz:
+	@$(GO) test -list '^Fuzz' $(FUZZ_PKGS) | \
+	  awk '/^Fuzz/ { t[n++] = $$1; next } /^ok / { for (i = 0; i < n; i++) print $$2, t[i]; n = 0 }' | \
+	  { status=0; while read -r pkg target; do \
+	      echo "make fuzz: $$target ($$pkg) for $(FUZZTIME)"; \
+	      $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) -parallel 1 $$pkg || status=1; \
+	    done; exit $$status; }

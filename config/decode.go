@@ -1,15 +1,19 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"math/big"
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+	"golang.org/x/text/unicode/norm"
 )
 
 // rootSchema is the top level of a configuration file.
@@ -46,7 +50,7 @@ func (c *Config) decodeFile(body hcl.Body) hcl.Diagnostics {
 				continue
 			}
 			if prev, ok := c.Variables[v.Name]; ok {
-				diags = append(diags, duplicateDiag("variable", v.Name, block, prev.DeclRange))
+				diags = append(diags, c.duplicateDiag("variable", v.Name, block, prev.DeclRange))
 				continue
 			}
 			c.Variables[v.Name] = v
@@ -56,7 +60,7 @@ func (c *Config) decodeFile(body hcl.Body) hcl.Diagnostics {
 			for _, l := range locals {
 				if prev, ok := c.Locals[l.Name]; ok {
 					diags = append(diags, errorDiag("Duplicate local value",
-						fmt.Sprintf("A local value named %q was already defined at %s. Local value names must be unique across all locals blocks of the configuration; rename or remove one of them.", l.Name, rangeString(prev.DeclRange)),
+						fmt.Sprintf("A local value named %q was already defined at %s. Local value names must be unique across all locals blocks of the configuration; rename or remove one of them.%s", l.Name, rangeString(prev.DeclRange), c.oneConfigurationNote(prev.DeclRange, l.DeclRange)),
 						l.DeclRange))
 					continue
 				}
@@ -65,7 +69,7 @@ func (c *Config) decodeFile(body hcl.Body) hcl.Diagnostics {
 		case "sandbox":
 			if c.Sandbox.DeclRange.Filename != "" {
 				diags = append(diags, errorDiag("Duplicate sandbox block",
-					fmt.Sprintf("A sandbox block was already written at %s. A configuration has at most one sandbox block; merge the two.", rangeString(c.Sandbox.DeclRange)),
+					fmt.Sprintf("A sandbox block was already written at %s. A configuration has at most one sandbox block; merge the two.%s", rangeString(c.Sandbox.DeclRange), c.oneConfigurationNote(c.Sandbox.DeclRange, block.DefRange)),
 					block.DefRange))
 				continue
 			}
@@ -79,7 +83,7 @@ func (c *Config) decodeFile(body hcl.Body) hcl.Diagnostics {
 				continue
 			}
 			if prev, ok := c.Runners[r.Name]; ok {
-				diags = append(diags, duplicateDiag("runner", r.Name, block, prev.DeclRange))
+				diags = append(diags, c.duplicateDiag("runner", r.Name, block, prev.DeclRange))
 				continue
 			}
 			c.Runners[r.Name] = r
@@ -91,7 +95,7 @@ func (c *Config) decodeFile(body hcl.Body) hcl.Diagnostics {
 				continue
 			}
 			if prev, ok := c.Nodes[n.Name]; ok {
-				diags = append(diags, duplicateDiag("node", n.Name, block, prev.DeclRange))
+				diags = append(diags, c.duplicateDiag("node", n.Name, block, prev.DeclRange))
 				continue
 			}
 			c.Nodes[n.Name] = n
@@ -124,7 +128,7 @@ func (c *Config) decodeFile(body hcl.Body) hcl.Diagnostics {
 				continue
 			}
 			if prev, ok := c.Pricing[p.Model]; ok {
-				diags = append(diags, duplicateDiag("pricing", p.Model, block, prev.DeclRange))
+				diags = append(diags, c.duplicateDiag("pricing", p.Model, block, prev.DeclRange))
 				continue
 			}
 			c.Pricing[p.Model] = p
@@ -133,10 +137,20 @@ func (c *Config) decodeFile(body hcl.Body) hcl.Diagnostics {
 	return diags
 }
 
-func duplicateDiag(kind, name string, block *hcl.Block, prev hcl.Range) *hcl.Diagnostic {
+func (c *Config) duplicateDiag(kind, name string, block *hcl.Block, prev hcl.Range) *hcl.Diagnostic {
 	return errorDiag(fmt.Sprintf("Duplicate %s block", kind),
-		fmt.Sprintf("A %s named %q was already declared at %s. Each %s name must be unique within the configuration; rename or remove one of the two blocks.", kind, name, rangeString(prev), kind),
+		fmt.Sprintf("A %s named %q was already declared at %s. Each %s name must be unique within the configuration; rename or remove one of the two blocks.%s", kind, name, rangeString(prev), kind, c.oneConfigurationNote(prev, block.DefRange)),
 		block.LabelRanges[0])
+}
+
+// oneConfigurationNote explains a clash between two files of one directory: `kewplan plan examples/` reads every
+// *.hcl file there as one configuration, which a user who meant a folder of separate examples does not expect.
+func (c *Config) oneConfigurationNote(prev, cur hcl.Range) string {
+	if prev.Filename == "" || prev.Filename == cur.Filename {
+		return ""
+	}
+	return fmt.Sprintf("\n\nThe two blocks are in different files: every *%s file of the directory %s is read as one configuration. If the files are separate configurations, plan them one at a time, for example kewplan plan %s and kewplan plan %s.",
+		FileExtension, c.Dir, c.SourcePath(prev.Filename), c.SourcePath(cur.Filename))
 }
 
 // rangeString renders a range as "file:line", the way diagnostics refer to another place.
@@ -159,11 +173,29 @@ func checkName(kind, name string, rng hcl.Range) *hcl.Diagnostic {
 	return nil
 }
 
-// suggestName turns an invalid name into a valid one for the fix hint.
+// latinFolds spells the Latin letters that do not decompose into a base letter and accents.
+var latinFolds = map[rune]string{
+	'ß': "ss", 'æ': "ae", 'Æ': "AE", 'ø': "o", 'Ø': "O", 'œ': "oe", 'Œ': "OE", 'đ': "d", 'Đ': "D",
+	'ł': "l", 'Ł': "L", 'þ': "th", 'Þ': "TH", 'ð': "d", 'Ð': "D", 'ı': "i",
+}
+
+// suggestName turns an invalid name into a valid one for the fix hint: accented Latin letters lose their
+// accents ("café" becomes "cafe"), and every other run of characters a name cannot hold becomes one dash.
 func suggestName(name string) string {
-	out := make([]byte, 0, len(name))
-	for i := 0; i < len(name); i++ {
-		ch := name[i]
+	var folded []byte
+	for _, r := range norm.NFD.String(name) {
+		switch {
+		case unicode.Is(unicode.Mn, r): // a combining accent, split off its letter by NFD
+		case latinFolds[r] != "":
+			folded = append(folded, latinFolds[r]...)
+		case r < utf8.RuneSelf:
+			folded = append(folded, byte(r))
+		default:
+			folded = append(folded, 0x80) // any other character: a separator
+		}
+	}
+	out := make([]byte, 0, len(folded))
+	for _, ch := range folded {
 		switch {
 		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z':
 			out = append(out, ch)
@@ -177,6 +209,7 @@ func suggestName(name string) string {
 			}
 		}
 	}
+	out = bytes.TrimRight(out, "-")
 	if len(out) == 0 {
 		return "my-node"
 	}

@@ -62,7 +62,7 @@ func (c *Config) EvalContext(s *Scope) (*hcl.EvalContext, hcl.Diagnostics) {
 	if fsys == nil {
 		fsys = DirFS(c.Dir)
 	}
-	r := &fileReader{fsys: fsys, reads: s.Reads}
+	r := &fileReader{fsys: fsys, reads: s.Reads, resolved: c.Resolved}
 	return c.evalContext(s, r.functions())
 }
 

@@ -23,6 +23,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
+
+	"github.com/kewplan/kewplan/internal/safefile"
 )
 
 // MaxFileBytes is the largest file file() and templatefile() read: prompts are text, and a bigger file is
@@ -194,6 +196,9 @@ var lengthFunc = function.New(&function.Spec{
 type fileReader struct {
 	fsys  fs.FS
 	reads *ReadLog
+	// resolved names the directory in errors when the configuration was reached through a symbolic link: the
+	// reader then looks beside the file the link leads to, which the user may not expect.
+	resolved string
 }
 
 // read returns the text of the file at p, relative to the configuration's directory, refusing anything that
@@ -214,11 +219,17 @@ func (r *fileReader) read(p string) (string, error) {
 	}
 	f, err := r.fsys.Open(clean)
 	if err != nil {
+		var refused *safefile.Error
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
+			if r.resolved != "" {
+				return "", fmt.Errorf("no file %s exists in the configuration's directory %s (the configuration file is a link to %s, and paths are relative to the file it leads to); check the path", p, filepath.Dir(r.resolved), r.resolved)
+			}
 			return "", fmt.Errorf("no file %s exists in the configuration's directory; check the path, which is relative to that directory", p)
 		case strings.Contains(err.Error(), "escapes"):
 			return "", fmt.Errorf("%s is a link that leads outside the configuration's directory; keep the files a configuration reads inside its directory", p)
+		case errors.As(err, &refused):
+			return "", fmt.Errorf("%s %s; file() and templatefile() read regular text files only", p, refused.Reason)
 		}
 		return "", fmt.Errorf("cannot open %s: %s", p, describeFSError(err))
 	}
@@ -299,6 +310,9 @@ func (r *fileReader) templateFileFunc(funcs map[string]function.Function) functi
 				}
 				ctx.Variables[name] = v
 			}
+			if d := CheckTemplateNesting(p, []byte(src)); d != nil {
+				return cty.DynamicVal, function.NewArgErrorf(0, "%s is not a valid template: line %d: %s (over %d levels)", p, d.Subject.Start.Line, d.Summary, MaxNesting)
+			}
 			expr, diags := hclsyntax.ParseTemplate([]byte(src), p, hcl.InitialPos)
 			if diags.HasErrors() {
 				return cty.DynamicVal, function.NewArgErrorf(0, "%s is not a valid template: %s", p, DiagnosticsText(diags))
@@ -333,5 +347,6 @@ func (r rootFS) Open(name string) (fs.File, error) {
 		return nil, err
 	}
 	defer root.Close()
-	return root.Open(filepath.FromSlash(name))
+	// Opened without blocking and refused unless regular: file("pipe.md") on a FIFO must not wait for a writer.
+	return safefile.OpenIn(root, filepath.FromSlash(name), 0)
 }

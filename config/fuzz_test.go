@@ -19,11 +19,15 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	}
+	for _, s := range hostileHCLSeeds {
+		f.Add([]byte(s))
+	}
 	fsys := fstest.MapFS{"prompts/fix.md": {Data: []byte("Fix it.")}, "t.tpl": {Data: []byte("${x}")}}
 	// One directory per fuzzing process: each input overwrites the same file, which keeps executions cheap.
 	dir := f.TempDir()
 	name := filepath.Join(dir, "main.hcl")
 	f.Fuzz(func(t *testing.T, src []byte) {
+		limitStack()
 		if err := os.WriteFile(name, src, 0o644); err != nil {
 			t.Fatal(err)
 		}

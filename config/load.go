@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/kewplan/kewplan/internal/safefile"
 )
 
 // FileExtension is the suffix of configuration files.
@@ -32,16 +33,34 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 	}
 	if info, err := os.Stat(path); err == nil && !info.IsDir() {
 		cfg.Dir = filepath.Dir(path)
+		// A configuration file reached through a symbolic link belongs to the directory the link leads to: its
+		// file() paths were written relative to that directory, not to the link's.
+		if li, err := os.Lstat(path); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+			if resolved, err := filepath.EvalSymlinks(path); err == nil {
+				cfg.Resolved = resolved
+				cfg.Dir = filepath.Dir(resolved)
+				names = []string{resolved}
+			}
+		}
 	}
 
 	var bodies []*hclsyntax.Body
 	parsed := true
-	for _, name := range names {
-		src, err := readConfigFile(name)
+	for _, path := range names {
+		// Ranges, snippets and the saved plan name files relative to the configuration's directory, so that a
+		// configuration planned from two checkouts (or via an absolute and a relative path) reads the same.
+		name := relativeName(cfg.Dir, path)
+		src, err := readConfigFile(path)
 		if err != nil {
 			parsed = false
+			hint := "Check that the file exists and is readable."
+			if errors.Is(err, safefile.ErrNotRegular) {
+				hint = fmt.Sprintf("Configuration files must be regular files: remove it, or rename it so that its name does not end in %s.", FileExtension)
+			} else if errors.Is(err, safefile.ErrTooLarge) {
+				hint = "Check that the path names the configuration."
+			}
 			diags = append(diags, errorDiag("Cannot read configuration file",
-				fmt.Sprintf("Reading %s failed: %s. Check that the file exists and is readable.", name, describeFSError(err)),
+				fmt.Sprintf("Reading %s failed: %s. %s", path, describeFSError(err), hint),
 				hcl.Range{}))
 			continue
 		}
@@ -65,6 +84,14 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 	}
 	SortDiagnostics(diags)
 	return cfg, diags
+}
+
+// relativeName names path relative to dir, with forward slashes; the base name when it is not inside dir.
+func relativeName(dir, path string) string {
+	if rel, err := filepath.Rel(dir, path); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return filepath.ToSlash(rel)
+	}
+	return filepath.Base(path)
 }
 
 func newConfig(path string) *Config {
@@ -131,27 +158,10 @@ func configFileNames(path string) ([]string, hcl.Diagnostics) {
 	return names, nil
 }
 
+// readConfigFile reads one configuration file without blocking: a FIFO or device named *.hcl is refused, not
+// waited on.
 func readConfigFile(name string) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	if info.Size() > maxConfigFileBytes {
-		return nil, fmt.Errorf("the file is %d bytes, over the %d MiB limit for a configuration file", info.Size(), maxConfigFileBytes>>20)
-	}
-	src, err := io.ReadAll(io.LimitReader(f, maxConfigFileBytes+1))
-	if err == nil && len(src) > maxConfigFileBytes {
-		err = fmt.Errorf("the file is over the %d MiB limit for a configuration file", maxConfigFileBytes>>20)
-	}
-	return src, err
+	return safefile.Read(name, maxConfigFileBytes)
 }
 
 // describeFSError drops the Go operation prefix ("open x: ") so the message reads as a sentence fragment.
@@ -160,12 +170,19 @@ func describeFSError(err error) string {
 	if errors.As(err, &pe) {
 		return pe.Err.Error()
 	}
+	var se *safefile.Error
+	if errors.As(err, &se) {
+		return "it " + se.Reason
+	}
 	return err.Error()
 }
 
 // parseConfigSource checks the encoding and parses src as HCL native syntax.
 func parseConfigSource(name string, src []byte) (*hclsyntax.Body, hcl.Diagnostics) {
 	if d := checkUTF8(name, src); d != nil {
+		return nil, hcl.Diagnostics{d}
+	}
+	if d := CheckNesting(name, src); d != nil {
 		return nil, hcl.Diagnostics{d}
 	}
 	f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)

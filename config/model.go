@@ -1,6 +1,8 @@
 package config
 
 import (
+	"path/filepath"
+
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -8,10 +10,14 @@ import (
 // Config is one configuration: every *.hcl file of a directory (not recursive), or a single file.
 // Expressions are kept unevaluated; see EvalContext.
 type Config struct {
-	// Dir is the directory that file() and templatefile() paths are relative to.
+	// Dir is the directory that file() and templatefile() paths are relative to: the directory given, or the
+	// directory of the file given (of the file a symbolic link leads to, when the path given is a link).
 	Dir string
+	// Resolved is where the path given leads when it is a symbolic link to a configuration file; "" otherwise.
+	Resolved string
 	// Files holds the source of every configuration file by the name used in diagnostics ranges,
-	// for snippets and for the config digest. Names are relative to the working directory as given.
+	// for snippets and for the config digest. Names are relative to Dir, with forward slashes, so that every
+	// view and saved plan is the same wherever the configuration was planned from; SourcePath gives the path.
 	Files map[string][]byte
 	// VarFiles holds the source of every --var-file read by ResolveVariables, by the name given, so that
 	// diagnostics in them render with snippets. They are not part of the configuration (nor of its digest):
@@ -32,6 +38,12 @@ type Config struct {
 	// rejected holds "node.<name>" and "var.<name>" for blocks whose label was refused, so that references to
 	// them are not reported a second time as undeclared.
 	rejected map[string]bool
+}
+
+// SourcePath is the path of the configuration file named name in Files and in ranges, relative to the working
+// directory when Dir is (for messages and tools that open the file, such as SARIF's artifact locations).
+func (c *Config) SourcePath(name string) string {
+	return filepath.Join(c.Dir, filepath.FromSlash(name))
 }
 
 // Variable is a `variable "name"` block.

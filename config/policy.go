@@ -14,6 +14,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/kewplan/kewplan/internal/safefile"
 )
 
 // An organisation policy is checked against every plan (planner.CheckPolicy). It is static on purpose: its values
@@ -38,8 +40,8 @@ var policyFileSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{{Type: "policy"}},
 }
 
-// maxPolicyFileBytes bounds a --policy file; a policy is a few lines, so anything near this is a mistake.
-const maxPolicyFileBytes = 1 << 20
+// MaxPolicyFileBytes bounds a --policy file; a policy is a few lines, so anything near this is a mistake.
+const MaxPolicyFileBytes = 1 << 20
 
 var (
 	policyCredentialName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -459,20 +461,21 @@ func readPolicyFile(path string) ([]byte, *hcl.Diagnostic) {
 			Detail: fmt.Sprintf("%s is a directory. Give --policy the path of one .hcl file holding a policy "+
 				"block.", path),
 		}
-	case info.Size() > maxPolicyFileBytes:
+	case info.Size() > MaxPolicyFileBytes:
 		return nil, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Policy file too large",
 			Detail: fmt.Sprintf("The policy file %s is %d bytes; a policy file may be at most %d bytes. A "+
-				"policy is a few lines: check that the path names the right file.", path, info.Size(), maxPolicyFileBytes),
+				"policy is a few lines: check that the path names the right file.", path, info.Size(), MaxPolicyFileBytes),
 		}
 	}
-	src, err := os.ReadFile(path)
+	src, err := safefile.Read(path, MaxPolicyFileBytes)
 	if err != nil {
 		return nil, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Cannot read policy file",
-			Detail:   fmt.Sprintf("Reading the policy file %s failed: %v.", path, err),
+			Detail: fmt.Sprintf("Reading the policy file %s failed: %s. Give --policy the path of a regular .hcl "+
+				"file.", path, describeFSError(err)),
 		}
 	}
 	return src, nil
@@ -488,6 +491,9 @@ func ParsePolicy(src []byte, filename string) (*Policy, hcl.Diagnostics) {
 				"is HCL source.", filename),
 			Subject: &hcl.Range{Filename: filename, Start: hcl.InitialPos, End: hcl.InitialPos},
 		}}
+	}
+	if d := CheckNesting(filename, src); d != nil {
+		return nil, hcl.Diagnostics{d}
 	}
 	file, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if diags.HasErrors() {

@@ -243,7 +243,7 @@ func TestLoadPolicyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := filepath.Join(dir, "big.hcl")
-	if err := os.WriteFile(big, make([]byte, maxPolicyFileBytes+1), 0o600); err != nil {
+	if err := os.WriteFile(big, make([]byte, MaxPolicyFileBytes+1), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for path, summary := range map[string]string{
@@ -263,7 +263,14 @@ func FuzzParsePolicy(f *testing.F) {
 	f.Add([]byte("policy {\n  max_pids_limit = 1024\n  credentials = { A = [\"pi\"] }\n}\n"))
 	f.Add([]byte("policy { allowed_networks = [\"open\"] }"))
 	f.Add([]byte("policy {\n credentials = { (\"x\") = [1] }\n}"))
+	for _, s := range hostileHCLSeeds {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		_, _ = ParsePolicy(src, "fuzz.hcl") // must never panic
+		limitStack()
+		p, diags := ParsePolicy(src, "fuzz.hcl") // must never panic
+		if p == nil && !diags.HasErrors() {
+			t.Fatal("no policy and no error")
+		}
 	})
 }

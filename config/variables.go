@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -12,6 +11,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/kewplan/kewplan/internal/safefile"
 )
 
 // EnvVarPrefix prefixes the environment variables that set configuration variables: KEWPLAN_VAR_<name>.
@@ -113,7 +114,7 @@ func redactFlag(s string) string {
 
 // readVarFile reads one --var-file into raws; parsed is false when the file could not be read as a whole.
 func (c *Config) readVarFile(file string, raws map[string]rawValue) (diags hcl.Diagnostics, parsed bool) {
-	src, err := os.ReadFile(file)
+	src, err := safefile.Read(file, maxConfigFileBytes)
 	if err != nil {
 		return hcl.Diagnostics{errorDiag("Cannot read variable file",
 			fmt.Sprintf("Reading the --var-file %s failed: %s. Check the path, which is relative to the working directory.", file, describeFSError(err)),
@@ -167,7 +168,13 @@ func convertRaw(v *Variable, raw rawValue) (cty.Value, hcl.Diagnostics) {
 		val = cty.StringVal(raw.raw)
 	} else {
 		filename := fmt.Sprintf("<value for var.%s>", v.Name)
-		expr, diags := hclsyntax.ParseExpression([]byte(raw.raw), filename, hcl.InitialPos)
+		var expr hclsyntax.Expression
+		var diags hcl.Diagnostics
+		if d := CheckNesting(filename, []byte(raw.raw)); d != nil {
+			diags = hcl.Diagnostics{d}
+		} else {
+			expr, diags = hclsyntax.ParseExpression([]byte(raw.raw), filename, hcl.InitialPos)
+		}
 		if diags.HasErrors() || len(expr.Variables()) > 0 || hasFunctionCall(expr) {
 			return cty.NilVal, hcl.Diagnostics{errorDiag("Invalid value for variable",
 				fmt.Sprintf("The value given by %s for the variable %q is not a valid %s value. Write it in HCL syntax, for example %s.", raw.origin, v.Name, typeexpr.TypeString(v.Type), typeExample(v.Type)),

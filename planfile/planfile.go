@@ -16,6 +16,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/jsonlimit"
+	"github.com/kewplan/kewplan/internal/safefile"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -103,11 +105,18 @@ func ReadSaved(path string) (*File, error) {
 	return f, nil
 }
 
-// Read reads a plan document: a saved plan, or the output of `kewplan plan --json`.
+// MaxBytes bounds a plan file: a 10,000-node plan is a few megabytes.
+const MaxBytes = 256 << 20
+
+// Read reads a plan document: a saved plan, or the output of `kewplan plan --json`. The file must be a regular
+// file (a FIFO is refused, not waited on) within MaxBytes, nested no deeper than jsonlimit.DefaultMaxDepth.
 func Read(path string) (*File, error) {
-	b, err := os.ReadFile(path)
+	b, err := safefile.Read(path, MaxBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	if err := jsonlimit.Check(b, jsonlimit.Limits{}); err != nil {
+		return nil, fmt.Errorf("read plan %s: not a kewplan plan file: %w", path, err)
 	}
 	var doc planner.Document
 	if err := json.Unmarshal(b, &doc); err != nil {
@@ -157,7 +166,7 @@ func (f *File) CheckStale() error {
 	current := currentFiles(cfg, s.Files)
 	changes := diffFiles(s.Files, current)
 	if s.Policy != nil {
-		b, err := os.ReadFile(f.PolicyLocation())
+		b, err := safefile.Read(f.PolicyLocation(), config.MaxPolicyFileBytes)
 		switch {
 		case err != nil:
 			changes = append(changes, fmt.Sprintf("policy file %s cannot be read (%v)", s.Policy.Path, errors.Unwrap(err)))

@@ -1,12 +1,21 @@
 package planner
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/kewplan/kewplan/internal/termsafe"
+)
 
 // ShellQuote quotes s for a POSIX shell when it needs it, so an argv can be shown as a command a reviewer could
-// paste: plain words stay as they are, anything else goes in single quotes.
+// paste: plain words stay as they are, anything else goes in single quotes. A word holding a control character,
+// a bidirectional override or invalid UTF-8 is written as bash's $'...' with visible escapes instead: raw, it
+// would drive the reviewer's terminal (clear the screen, retitle the window, hide a line).
 func ShellQuote(s string) string {
 	if s == "" {
 		return "''"
+	}
+	if termsafe.NeedsEscape(s) {
+		return termsafe.ANSICQuote(s)
 	}
 	plain := true
 	for _, c := range s {

@@ -80,7 +80,20 @@ func FuzzHermesMeter(f *testing.F)   { fuzzMeter(f, "hermes") }
 func FuzzLemonadeMeter(f *testing.F) { fuzzMeter(f, "lemonade") }
 
 func fuzzMeter(f *testing.F, protocol string) {
+	for _, s := range hostileStreamSeeds {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, stream []byte) { checkMeter(t, protocol, stream) })
+}
+
+// hostileStreamSeeds are the hostile-input cases of issue 14 as stream lines: deep nesting, terminal control
+// sequences and bidi overrides in the fields meters keep (model, session), invalid UTF-8.
+var hostileStreamSeeds = []string{
+	`{"type":"system","model":` + strings.Repeat("[", 20000) + "\n",
+	`{"type":"result","x":` + strings.Repeat(`{"a":`, 600) + `1` + strings.Repeat("}", 600) + "}\n",
+	`{"type":"system","subtype":"init","model":"m\u001b[2J\u001b]0;PWNED\u0007","session_id":"\u202eevil"}` + "\n",
+	"{\"type\":\"system\",\"model\":\"m\x1b[2J\xe2\x80\xae\"}\n",
+	"{\"type\":\"assistant\",\"model\":\"\xff\xfe\"}\n\xff\n",
 }
 
 // FuzzFeed checks Feed's framing against a reference split, with a small line limit and chunk so that the

@@ -14,6 +14,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/mitchellh/go-wordwrap"
 
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -123,7 +125,8 @@ func newSourceFiles(files ...map[string][]byte) *sourceFiles {
 func (sf *sourceFiles) context(filename string, offset int) string {
 	f, ok := sf.parsed[filename]
 	if !ok {
-		if src, ok := sf.src[filename]; ok && utf8.Valid(src) {
+		// The source is parsed again for the context line; too deep a nesting would exhaust the parser's stack.
+		if src, ok := sf.src[filename]; ok && utf8.Valid(src) && config.CheckNesting(filename, src) == nil {
 			f, _ = hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 		}
 		sf.parsed[filename] = f
@@ -338,18 +341,21 @@ func writeDiagnostic(w *bufio.Writer, d DiagnosticJSON, color bool) {
 	if d.Severity == SeverityWarning {
 		label = style("Warning:", ansiBold+ansiYellow)
 	}
-	summary := d.Summary
+	// Every text below may come from the source under review or a plan file: escaped (termsafe), so that no
+	// control character or bidirectional override reaches the terminal. Our own ANSI styles are added after.
+	summary := termsafe.String(d.Summary)
 	if d.Rule != "" {
-		summary += " [" + d.Rule + "]"
+		summary += " [" + termsafe.String(d.Rule) + "]"
 	}
 	fmt.Fprintf(w, "%s %s\n", label, style(summary, ansiBold))
 
 	if d.Range != nil {
 		w.WriteString("\n")
+		filename := termsafe.String(d.Range.Filename)
 		if d.Snippet != nil && d.Snippet.Context != nil {
-			fmt.Fprintf(w, "  on %s line %d, in %s:\n", d.Range.Filename, d.Range.Start.Line, *d.Snippet.Context)
+			fmt.Fprintf(w, "  on %s line %d, in %s:\n", filename, d.Range.Start.Line, termsafe.String(*d.Snippet.Context))
 		} else {
-			fmt.Fprintf(w, "  on %s line %d:\n", d.Range.Filename, d.Range.Start.Line)
+			fmt.Fprintf(w, "  on %s line %d:\n", filename, d.Range.Start.Line)
 		}
 		if d.Snippet != nil {
 			writeSnippet(w, d.Snippet, color)
@@ -362,7 +368,7 @@ func writeDiagnostic(w *bufio.Writer, d DiagnosticJSON, color bool) {
 				w.WriteString("\n")
 				continue
 			}
-			w.WriteString(wordwrap.WrapString(para, diagnosticWidth))
+			w.WriteString(wordwrap.WrapString(termsafe.Text(para), diagnosticWidth))
 			w.WriteString("\n")
 		}
 	}
@@ -382,16 +388,18 @@ func writeSnippet(w *bufio.Writer, sn *SnippetJSON, color bool) {
 		prefix := fmt.Sprintf("  %*d: ", numWidth, sn.StartLine+i)
 		a, b := max(hlStart, lineStart)-lineStart, min(hlEnd, lineEnd)-lineStart
 		marked := a < b || (hlStart == hlEnd && hlStart >= lineStart && hlStart <= lineEnd)
-		if !marked || !utf8.ValidString(shown[:a]) {
-			fmt.Fprintf(w, "%s%s\n", prefix, strings.TrimRight(shown, " "))
+		if !marked || a < 0 || a > len(shown) || max(a, b) > len(shown) {
+			fmt.Fprintf(w, "%s%s\n", prefix, strings.TrimRight(termsafe.String(shown), " "))
 			continue
 		}
+		// Escaped piece by piece, so that the carets stay under the escaped span.
+		before, span, after := termsafe.String(shown[:a]), termsafe.String(shown[a:max(a, b)]), termsafe.String(shown[max(a, b):])
 		if color && a < b {
-			fmt.Fprintf(w, "%s%s%s%s%s%s\n", prefix, shown[:a], ansiUnderline, shown[a:b], ansiReset, strings.TrimRight(shown[b:], " "))
+			fmt.Fprintf(w, "%s%s%s%s%s%s\n", prefix, before, ansiUnderline, span, ansiReset, strings.TrimRight(after, " "))
 		} else {
-			fmt.Fprintf(w, "%s%s\n", prefix, strings.TrimRight(shown, " "))
+			fmt.Fprintf(w, "%s%s\n", prefix, strings.TrimRight(before+span+after, " "))
 		}
-		marks := max(utf8.RuneCountInString(shown[a:max(a, b)]), 1)
-		fmt.Fprintf(w, "%s%s\n", strings.Repeat(" ", len(prefix)+utf8.RuneCountInString(shown[:a])), strings.Repeat("^", marks))
+		marks := max(utf8.RuneCountInString(span), 1)
+		fmt.Fprintf(w, "%s%s\n", strings.Repeat(" ", len(prefix)+utf8.RuneCountInString(before)), strings.Repeat("^", marks))
 	}
 }

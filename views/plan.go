@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -479,11 +480,13 @@ type planWriter struct {
 	err error
 }
 
+// printf escapes what it writes (termsafe.Text): every value of a plan document may come from a configuration
+// or a plan file under review, and must not reach the reader's terminal as control characters.
 func (e *planWriter) printf(format string, args ...any) {
 	if e.err != nil {
 		return
 	}
-	_, e.err = fmt.Fprintf(e.w, format, args...)
+	_, e.err = io.WriteString(e.w, termsafe.Text(fmt.Sprintf(format, args...)))
 }
 
 // NodeLabel names a node in human text the way its plan section heads it: "fix" quoted, or an instance address

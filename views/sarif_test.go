@@ -213,7 +213,15 @@ func planSARIF(t *testing.T, dir, policy string) []byte {
 	}
 	p, _ := planner.Build(cfg, in)
 	var buf bytes.Buffer
-	if err := PlanFormats["sarif"](&buf, NewPlanJSON(p, "test", files...)); err != nil {
+	// Ranges name configuration files relative to the configuration's directory; SARIF wants them relative to
+	// the working directory (the repository root in CI), so the command maps them back with SourcePath.
+	uri := func(name string) string {
+		if _, ok := cfg.Files[name]; ok {
+			name = filepath.ToSlash(cfg.SourcePath(name))
+		}
+		return SARIFRelativeURI(name)
+	}
+	if err := WritePlanSARIF(&buf, NewPlanJSON(p, "test", files...), SARIFOptions{KewplanVersion: "test", URI: uri}); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()

@@ -5,10 +5,10 @@ sandbox {
 }
 
 node "implement" {
-  runner     = "claude-code"
-  model      = "claude-sonnet-4-5"
-  repo       = "https://github.com/acme/widgets.git"
-  prompt     = "Address the review of ${node.review.commit}." # ERROR: dependency-cycle
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = "https://github.com/acme/widgets.git"
+  prompt = "Address the review of ${node.review.commit}." # ERROR: dependency-cycle
 }
 
 node "review" {

@@ -7,7 +7,7 @@ sandbox {
 runner "claude-code" {
   args = [
     "--dangerously-skip-permissions", "--verbose", "--output-format", "stream-json", "--model", model,
-    "--resume", # ERROR: host-owned-arg
+    "--resume",                                  # ERROR: host-owned-arg
     "--mcp-config", "/home/me/.claude/mcp.json", # ERROR: host-owned-arg
   ]
 }
