@@ -87,7 +87,7 @@ type NodeResult struct {
 }
 
 // RecordedCost is the node's cost and its source as the ledger records them: the budget's figure when the node was
-// tracked, else the agent's own reported figure (or unknown when it ran and reported none).
+// tracked, else the agent's own reported figure; "" when no agent ran.
 func (r *NodeResult) RecordedCost() (*float64, string) {
 	if r.CostSource != "" {
 		return r.CostUSD, r.CostSource
@@ -95,10 +95,7 @@ func (r *NodeResult) RecordedCost() (*float64, string) {
 	if r.Totals.CostUSD != nil {
 		return r.Totals.CostUSD, CostReported
 	}
-	if r.Started.IsZero() {
-		return nil, ""
-	}
-	return nil, CostUnknown
+	return nil, "" // no agent ran (or its spend was not tracked)
 }
 
 // Duration is how long the node ran (zero for a node that never started).
