@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/budget"
-	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
@@ -75,8 +74,9 @@ type nodeBudget struct {
 	apply   *applyBudget
 	kill    chan struct{} // closed once, when the node's own tracker says Exceeded
 	once    sync.Once
-	// killedByApply is set when the apply-wide stop killed this node's container.
-	killedByApply atomic.Bool
+	// killed is set when a budget (the node's or the apply's) killed the container; killedByApply when it was the
+	// apply-wide stop.
+	killed, killedByApply atomic.Bool
 	// warning is the warn_at crossing, written on the feeding goroutine and read once the feed is done.
 	warning string
 }
@@ -108,9 +108,11 @@ func (nb *nodeBudget) watch(ctx context.Context, stop func()) (wait func()) {
 		defer close(done)
 		select {
 		case <-nb.kill:
+			nb.killed.Store(true)
 			stop()
 		case <-nb.apply.stop:
 			nb.killedByApply.Store(true)
+			nb.killed.Store(true)
 			stop()
 		case <-ctx.Done():
 		}
@@ -120,8 +122,9 @@ func (nb *nodeBudget) watch(ctx context.Context, stop func()) (wait func()) {
 
 // settle records the node's spend on its result once the feed is done, and returns the cap that stopped it: its
 // tracker's decision (the node's cap, or the apply's crossed on one of its lines), or the apply-wide stop when that
-// killed its container. nil when no cap stopped it.
-func (nb *nodeBudget) settle(res *ledger.NodeResult, run *engine.RunResult) *ledger.BudgetStop {
+// killed its container (the kill may land while the engine still starts it: then the run has an error, or exited
+// by the signal). nil when no cap stopped it.
+func (nb *nodeBudget) settle(res *ledger.NodeResult, out *agentRun) *ledger.BudgetStop {
 	u := nb.tracker.Usage()
 	res.CostSource = u.CostSource
 	res.CostUSD = nil
@@ -131,7 +134,7 @@ func (nb *nodeBudget) settle(res *ledger.NodeResult, run *engine.RunResult) *led
 	}
 	res.BudgetWarning = nb.warning
 	d, ok := nb.tracker.Exceeded()
-	if !ok && nb.killedByApply.Load() && run != nil && run.Cancelled {
+	if !ok && nb.killedByApply.Load() && (out.runErr != nil || out.run == nil || out.run.Cancelled) {
 		d, ok = nb.apply.exceeded()
 	}
 	if !ok {
@@ -142,12 +145,12 @@ func (nb *nodeBudget) settle(res *ledger.NodeResult, run *engine.RunResult) *led
 }
 
 // budgetReason is the reason recorded with budget_exceeded.
-func budgetReason(b *ledger.BudgetStop, run *engine.RunResult) string {
+func budgetReason(b *ledger.BudgetStop, killed bool) string {
 	reason := b.Message
 	if b.Cap == budget.CapMaxUSD && b.Source == budget.SourceEstimated {
 		reason += " (estimated: tokens × price)"
 	}
-	if run != nil && run.Cancelled {
+	if killed {
 		reason += "; kewplan killed its container"
 	} else {
 		reason += "; the agent had already ended"

@@ -228,7 +228,8 @@ func (a *applier) runAgent(ctx context.Context, np *planner.NodePlan, checkout s
 	out.feedErr = <-feedDone
 	stopRun()
 	budgetDone()
-	out.budgetStop = meter.budget.settle(res, out.run)
+	out.budgetStop = meter.budget.settle(res, &out)
+	out.budgetKilled = meter.budget.killed.Load()
 	if containerID != "" {
 		a.janitor.dropContainer(containerID)
 	}
@@ -301,15 +302,16 @@ func (a *applier) nodeMeter(np *planner.NodePlan, res *ledger.NodeResult) metere
 
 // agentRun is everything known about a container's run once it is gone.
 type agentRun struct {
-	run        *engine.RunResult
-	runErr     error
-	feedErr    error
-	promptErr  error
-	diskReason string
-	budgetStop *ledger.BudgetStop // the cap that stopped the node, if any
-	budget     *outputBudget
-	tail       *tailWriter
-	timeout    time.Duration
+	run          *engine.RunResult
+	runErr       error
+	feedErr      error
+	promptErr    error
+	diskReason   string
+	budgetStop   *ledger.BudgetStop // the cap that stopped the node, if any
+	budgetKilled bool               // a budget killed the container
+	budget       *outputBudget
+	tail         *tailWriter
+	timeout      time.Duration
 }
 
 // judgeRun says how a finished container run ended for the node: nil when the agent exited 0 with a clean
@@ -317,6 +319,13 @@ type agentRun struct {
 func (a *applier) judgeRun(ctx context.Context, np *planner.NodePlan, res *ledger.NodeResult, out *agentRun) *nodeFailure {
 	run := out.run
 	switch {
+	case out.budgetStop != nil && ctx.Err() == nil:
+		// First: the budget's kill can land while the engine still starts the container, failing the start.
+		if run != nil && run.CleanupErr != nil {
+			a.warn(np.Name, run.CleanupErr.Error())
+			return failed(ledger.StatusFailed, "the container could not be confirmed removed: "+run.CleanupErr.Error())
+		}
+		return failed(ledger.StatusBudgetExceeded, budgetReason(out.budgetStop, out.budgetKilled))
 	case out.runErr != nil:
 		if run != nil && run.CleanupErr != nil {
 			a.warn(np.Name, run.CleanupErr.Error())
@@ -328,8 +337,6 @@ func (a *applier) judgeRun(ctx context.Context, np *planner.NodePlan, res *ledge
 	case run.CleanupErr != nil:
 		a.warn(np.Name, run.CleanupErr.Error())
 		return failed(ledger.StatusFailed, "the container could not be confirmed removed: "+run.CleanupErr.Error())
-	case out.budgetStop != nil && ctx.Err() == nil:
-		return failed(ledger.StatusBudgetExceeded, budgetReason(out.budgetStop, run))
 	case out.budget.over.Load() && ctx.Err() == nil:
 		return failed(ledger.StatusFailed, fmt.Sprintf("the agent wrote more than %d MiB on stdout and stderr together; it was killed and the rest of its output discarded", out.budget.max>>20))
 	case out.diskReason != "" && ctx.Err() == nil:
