@@ -120,6 +120,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 		imageIDs: map[string]string{},
 		outputs:  map[string]map[string]cty.Value{},
 		janitor:  opts.Janitor,
+		budget:   newApplyBudget(opts.Plan),
 	}
 	if a.janitor == nil {
 		a.janitor = NewJanitor()
@@ -201,16 +202,17 @@ func (a *applier) summarize(ctx context.Context, started time.Time, results map[
 		sum.OutputTokens += r.Totals.OutputTokens
 		sum.CacheReadTokens += r.Totals.CacheReadTokens
 		sum.CacheWriteTokens += r.Totals.CacheWriteTokens
-		if c := r.Totals.CostUSD; c != nil {
-			total := *c
-			if sum.CostUSD != nil {
-				total += *sum.CostUSD
-			}
-			sum.CostUSD = &total
-		}
 		if !ledger.NodeSucceeded(r.Status) && sum.Status == ledger.RunSucceeded {
 			sum.Status = ledger.RunFailed
 		}
+	}
+	sum.CostUSD, sum.CostSource, sum.CostEstimated, sum.CostUnknown = costTotal(sum.Nodes)
+	if p := a.opts.Plan.Budget; p != nil {
+		sum.MaxUSD = p.MaxUSD
+	}
+	if d, ok := a.budget.exceeded(); ok {
+		sum.BudgetStop = &ledger.BudgetStop{Scope: d.Scope, Cap: d.Cap, Limit: d.Limit, Value: d.Value, Source: d.Source, Message: d.String()}
+		sum.Status = ledger.RunFailed
 	}
 	if ctx.Err() != nil {
 		sum.Status = ledger.RunCancelled
@@ -229,6 +231,7 @@ type applier struct {
 	env      map[string]string
 	imageIDs map[string]string // image ref -> id, from preflight
 	janitor  *Janitor
+	budget   *applyBudget // the apply-wide spend and max_usd
 	// envWarnings are preflight's findings about the environment, reported with the run's start.
 	envWarnings []string
 
@@ -478,6 +481,11 @@ func (a *applier) runGraph(ctx context.Context) map[string]*ledger.NodeResult {
 				progressed = true
 				continue
 			}
+			if d, over := a.budget.exceeded(); over {
+				finish(np, ledger.StatusSkipped, applyStopReason(d))
+				progressed = true
+				continue
+			}
 			ready, blocked := true, ""
 			for _, dep := range np.DependsOn {
 				if !inPlan[dep] {
@@ -550,6 +558,8 @@ func describeStatus(status string) string {
 		return "rejected the change"
 	case ledger.StatusSkipped:
 		return "was skipped"
+	case ledger.StatusBudgetExceeded:
+		return "exceeded its budget"
 	default:
 		return "did not succeed (" + status + ")"
 	}
@@ -676,6 +686,8 @@ func (s *syncHook) NodeProgress(e NodeProgressEvent) { s.call(func() { s.h.NodeP
 func (s *syncHook) NodeDone(e ledger.NodeResult)     { s.call(func() { s.h.NodeDone(e) }) }
 func (s *syncHook) Warning(e WarningEvent)           { s.call(func() { s.h.Warning(e) }) }
 func (s *syncHook) ApplyDone(e ApplySummary)         { s.call(func() { s.h.ApplyDone(e) }) }
+
+func (s *syncHook) BudgetWarning(e BudgetWarningEvent) { s.call(func() { s.h.BudgetWarning(e) }) }
 
 // Janitor remembers what a running apply must clean up, so that a second interrupt can make one last, bounded
 // attempt (kill and remove the containers, delete the prompt files, mark the run cancelled) before the process

@@ -63,6 +63,7 @@ node "%[1]sreview" {
 		SessionID: "sess-42", InputTokens: 101, OutputTokens: 202, CacheReadTokens: 303, CacheWriteTokens: 404,
 		CostUSD: &cost, Turns: &turns, Finished: true, Events: 3, ExitCode: &exit, Status: ledger.StatusApproved,
 		Verdict: "approve", VerdictSummary: "fake review", VerdictFindings: []verdict.Finding{}, SidecarLocation: ".kew-review-verdict.json",
+		CostSource: ledger.CostReported,
 	}
 	got := n
 	// Fields checked separately (ids, paths, digests and times vary per run).

@@ -4,5 +4,5 @@
 // package importing the Docker SDK), executor/ledger records runs and holds the state-directory lock,
 // executor/verdict reads a reviewer's sidecar, executor/broker publishes a worker's commits, and
 // executor/hostilefs reads what an agent left behind. executor/conform (smoke and conform) uses the engine but
-// not the apply loop.
+// not the apply loop. budget.go enforces the caps the budget package decides from each node's live stream.
 package executor

@@ -19,6 +19,8 @@ type Hook interface {
 	// Warning reports something the user should know that does not stop apply (an orphan swept, a cleanup that
 	// failed).
 	Warning(WarningEvent)
+	// BudgetWarning reports a node crossing the warn_at fraction of one of its caps, once per node, while it runs.
+	BudgetWarning(BudgetWarningEvent)
 	ApplyDone(ApplySummary)
 }
 
@@ -31,6 +33,8 @@ func (NilHook) NodeProgress(NodeProgressEvent) {}
 func (NilHook) NodeDone(ledger.NodeResult)     {}
 func (NilHook) Warning(WarningEvent)           {}
 func (NilHook) ApplyDone(ApplySummary)         {}
+
+func (NilHook) BudgetWarning(BudgetWarningEvent) {}
 
 var _ Hook = NilHook{}
 
@@ -63,6 +67,25 @@ type NodeProgressEvent struct {
 	Node    string
 	Elapsed time.Duration
 	Totals  runners.RunTotals
+	// CostUSD is the node's cost so far and CostSource where it comes from (reported, estimated, or unknown with
+	// CostUSD nil).
+	CostUSD    *float64
+	CostSource string
+	Time       time.Time
+}
+
+// BudgetWarningEvent: a node crossed warn_at of one of its caps; it goes on running.
+type BudgetWarningEvent struct {
+	RunID  string
+	Node   string
+	Scope  string  // "node"
+	Cap    string  // max_usd, max_tokens or max_turns
+	Limit  float64 // the cap
+	Value  float64 // the figure that crossed warn_at × Limit
+	WarnAt float64
+	Source string // the cost source of Value when Cap is max_usd
+	// Message reads "warn_at 0.8 of max_usd 1.50 crossed at 1.21".
+	Message string
 	Time    time.Time
 }
 
@@ -82,10 +105,19 @@ type ApplySummary struct {
 	Started  time.Time
 	Ended    time.Time
 	StateDir string
-	// Totals adds up every node's telemetry; CostUSD is nil when no node reported a cost.
+	// Totals adds up every node's telemetry.
 	InputTokens      int64
 	OutputTokens     int64
 	CacheReadTokens  int64
 	CacheWriteTokens int64
-	CostUSD          *float64
+	// CostUSD adds up the recorded cost of every node that ran (nil when none is known); CostSource is "reported"
+	// when all are the agents' own figures, "estimated" when any is tokens × price, "unknown" when any node's cost
+	// is unknown (CostUSD is then a lower bound), "" when no node ran. CostEstimated and CostUnknown name them.
+	CostUSD       *float64
+	CostSource    string
+	CostEstimated []string
+	CostUnknown   []string
+	// MaxUSD is the apply-wide cap (nil: none); BudgetStop is set when the total crossed it and the apply stopped.
+	MaxUSD     *float64
+	BudgetStop *ledger.BudgetStop
 }

@@ -191,6 +191,9 @@ func (a *applier) runAgent(ctx context.Context, np *planner.NodePlan, checkout s
 	defer stdoutLog.Close()
 	defer stderrLog.Close()
 
+	if d, over := a.budget.exceeded(); over {
+		return failed(ledger.StatusSkipped, "its container was not started: "+d.String())
+	}
 	meter := a.nodeMeter(np, res)
 	pr, pw := io.Pipe()
 	feedDone := make(chan error, 1)
@@ -210,8 +213,10 @@ func (a *applier) runAgent(ctx context.Context, np *planner.NodePlan, checkout s
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	out.budget = &outputBudget{max: a.opts.MaxOutputBytes, exceeded: stopRun}
-	// The disk watchdog kills the same way, for the container's whole life.
+	// The disk watchdog kills the same way, for the container's whole life, and so do the node's budget and the
+	// apply-wide one.
 	disk.start(stopRun)
+	budgetDone := meter.budget.watch(runCtx, stopRun)
 	out.run, out.runErr = a.engine.Run(runCtx, spec, engine.RunOptions{
 		Stdout:  out.budget.writer(pw),
 		Stderr:  out.budget.writer(io.MultiWriter(stderrLog, out.tail)),
@@ -221,6 +226,10 @@ func (a *applier) runAgent(ctx context.Context, np *planner.NodePlan, checkout s
 	out.diskReason = disk.stopWatch()
 	pw.Close()
 	out.feedErr = <-feedDone
+	stopRun()
+	budgetDone()
+	out.budgetStop = meter.budget.settle(res, &out)
+	out.budgetKilled = meter.budget.killed.Load()
 	if containerID != "" {
 		a.janitor.dropContainer(containerID)
 	}
@@ -259,10 +268,11 @@ func (a *applier) openLogs(np *planner.NodePlan, res *ledger.NodeResult) (stdout
 	return stdout, stderr, nil
 }
 
-// meteredStream is a node's meter and the throttled progress reporter that feeds it.
+// meteredStream is a node's meter (inside its budget tracker) and the throttled progress reporter that feeds it.
 type meteredStream struct {
 	runners.Meter
 	progress *progressMeter
+	budget   *nodeBudget
 }
 
 // nodeMeter reads the node's stream with its protocol's meter (or a blind one that still counts lines) and
@@ -273,25 +283,35 @@ func (a *applier) nodeMeter(np *planner.NodePlan, res *ledger.NodeResult) metere
 		a.warn(np.Name, fmt.Sprintf("no meter for protocol %q: the node runs, but its telemetry is lost", np.Protocol))
 		meter = &blindMeter{model: np.Model}
 	}
-	pm := &progressMeter{Meter: meter, every: a.opts.ProgressInterval, emit: func(t runners.RunTotals) {
+	nb := a.newNodeBudget(np, meter)
+	pm := &progressMeter{Meter: nb.tracker, every: a.opts.ProgressInterval, emit: func(t runners.RunTotals) {
 		redacted := ledger.NodeResult{Totals: t}
 		a.redactResult(&redacted, np.Credentials)
 		t = redacted.Totals
-		a.hook.NodeProgress(NodeProgressEvent{RunID: a.runID, Node: np.Name, Elapsed: time.Since(res.Started), Totals: t, Time: time.Now()})
+		ev := NodeProgressEvent{RunID: a.runID, Node: np.Name, Elapsed: time.Since(res.Started), Totals: t, Time: time.Now()}
+		u := nb.tracker.Usage()
+		ev.CostSource = u.CostSource
+		if u.CostSource != ledger.CostUnknown {
+			c := u.CostUSD
+			ev.CostUSD = &c
+		}
+		a.hook.NodeProgress(ev)
 	}}
-	return meteredStream{Meter: meter, progress: pm}
+	return meteredStream{Meter: nb.tracker, progress: pm, budget: nb}
 }
 
 // agentRun is everything known about a container's run once it is gone.
 type agentRun struct {
-	run        *engine.RunResult
-	runErr     error
-	feedErr    error
-	promptErr  error
-	diskReason string
-	budget     *outputBudget
-	tail       *tailWriter
-	timeout    time.Duration
+	run          *engine.RunResult
+	runErr       error
+	feedErr      error
+	promptErr    error
+	diskReason   string
+	budgetStop   *ledger.BudgetStop // the cap that stopped the node, if any
+	budgetKilled bool               // a budget killed the container
+	budget       *outputBudget
+	tail         *tailWriter
+	timeout      time.Duration
 }
 
 // judgeRun says how a finished container run ended for the node: nil when the agent exited 0 with a clean
@@ -299,6 +319,13 @@ type agentRun struct {
 func (a *applier) judgeRun(ctx context.Context, np *planner.NodePlan, res *ledger.NodeResult, out *agentRun) *nodeFailure {
 	run := out.run
 	switch {
+	case out.budgetStop != nil && ctx.Err() == nil:
+		// First: the budget's kill can land while the engine still starts the container, failing the start.
+		if run != nil && run.CleanupErr != nil {
+			a.warn(np.Name, run.CleanupErr.Error())
+			return failed(ledger.StatusFailed, "the container could not be confirmed removed: "+run.CleanupErr.Error())
+		}
+		return failed(ledger.StatusBudgetExceeded, budgetReason(out.budgetStop, out.budgetKilled))
 	case out.runErr != nil:
 		if run != nil && run.CleanupErr != nil {
 			a.warn(np.Name, run.CleanupErr.Error())

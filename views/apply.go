@@ -36,6 +36,15 @@ func applyNodeJSON(r *ledger.NodeResult) map[string]any {
 		obj["verdict"] = r.Verdict.Verdict
 		obj["verdict_summary"] = Sanitize(r.Verdict.Summary)
 	}
+	if c, src := r.RecordedCost(); src != "" {
+		obj["cost_usd"], obj["cost_source"] = c, src
+	}
+	if r.Budget != nil {
+		obj["budget"] = r.Budget
+	}
+	if r.BudgetWarning != "" {
+		obj["budget_warning"] = r.BudgetWarning
+	}
 	return obj
 }
 
@@ -129,6 +138,41 @@ func FormatCost(c *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("$%.4f", *c)
+}
+
+// FormatCostSource shows a node's cost with where it came from: "$0.0421" (the agent's own figure, or a row
+// without a source), "$1.2000 est." (tokens × price), "unknown" (never 0), or for a run's total that includes an
+// unknown cost, "at least $1.2000".
+func FormatCostSource(c *float64, source string) string {
+	switch {
+	case source == ledger.CostUnknown && c == nil:
+		return "unknown"
+	case source == ledger.CostUnknown:
+		return "at least " + FormatCost(c)
+	case source == ledger.CostEstimated:
+		return FormatCost(c) + " est."
+	}
+	return FormatCost(c)
+}
+
+// FormatCostTotal shows a total cost and says when it includes estimates or unknown costs, naming the nodes:
+// "$1.6200 (estimated for fix)", "at least $0.2500 (unknown for review; estimated for fix)".
+func FormatCostTotal(c *float64, source string, estimated, unknown []string) string {
+	var why []string
+	if len(unknown) > 0 {
+		why = append(why, "unknown for "+strings.Join(unknown, ", "))
+	}
+	if len(estimated) > 0 {
+		why = append(why, "estimated for "+strings.Join(estimated, ", "))
+	}
+	s := FormatCostSource(c, source)
+	if source == ledger.CostEstimated {
+		s = FormatCost(c)
+	}
+	if len(why) > 0 {
+		s += " (" + strings.Join(why, "; ") + ")"
+	}
+	return s
 }
 
 // applyTable writes rows as left-aligned columns separated by two spaces; the first row is the header.

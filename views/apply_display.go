@@ -43,6 +43,19 @@ type liveNode struct {
 	ended   time.Time
 	totals  runners.RunTotals
 	reason  string
+	// costUSD and costSource are the cost so far and where it came from ("" until the executor says).
+	costUSD    *float64
+	costSource string
+	// budgetWarn is the warn_at crossing the node raised, "" when none.
+	budgetWarn string
+}
+
+// cost shows the node's cost so far with its source, or the agent's reported figure when no source is known.
+func (n *liveNode) cost() string {
+	if n.costSource != "" {
+		return FormatCostSource(n.costUSD, n.costSource)
+	}
+	return FormatCost(n.totals.CostUSD)
 }
 
 // NewApplyDisplay returns a display writing to w: live keeps a block of node lines up to date (a terminal), color
@@ -124,7 +137,26 @@ func (v *ApplyDisplay) NodeStart(e executor.NodeStartEvent) {
 func (v *ApplyDisplay) NodeProgress(e executor.NodeProgressEvent) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.node(e.Node).totals = e.Totals
+	n := v.node(e.Node)
+	n.totals = e.Totals
+	if e.CostSource != "" {
+		n.costUSD, n.costSource = e.CostUSD, e.CostSource
+	}
+	v.drawLocked()
+}
+
+// BudgetWarning implements executor.Hook: a line above the live block (or in the plain log), and a mark on the
+// node's live line.
+func (v *ApplyDisplay) BudgetWarning(e executor.BudgetWarningEvent) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.node(e.Node).budgetWarn = e.Message
+	v.clearLocked()
+	msg := e.Message
+	if e.Source == ledger.CostEstimated {
+		msg += " (estimated)"
+	}
+	fmt.Fprintln(v.w, v.yellow("Budget warning: "+e.Node+": ")+Sanitize(msg))
 	v.drawLocked()
 }
 
@@ -134,6 +166,12 @@ func (v *ApplyDisplay) NodeDone(r ledger.NodeResult) {
 	defer v.mu.Unlock()
 	n := v.node(r.Node)
 	n.status, n.totals, n.reason, n.ended = r.Status, r.Totals, r.Reason, r.Ended
+	if c, src := r.RecordedCost(); src != "" {
+		n.costUSD, n.costSource = c, src
+	}
+	if r.BudgetWarning != "" {
+		n.budgetWarn = r.BudgetWarning
+	}
 	if n.runner == "" {
 		n.runner = r.Runner
 	}
@@ -177,6 +215,7 @@ func (v *ApplyDisplay) ApplyDone(s executor.ApplySummary) {
 	if len(failed) > 0 {
 		fmt.Fprintln(v.w, "\n"+strings.Join(failed, "\n"))
 	}
+	v.budgetLines(s)
 	switch s.Status {
 	case ledger.RunSucceeded:
 		fmt.Fprintf(v.w, "\n%s %d of %d nodes succeeded in %s.\n", v.green("Apply complete!"), succeeded, len(s.Nodes), FormatDuration(s.Ended.Sub(s.Started)))
@@ -202,12 +241,35 @@ func (v *ApplyDisplay) summaryTable(s executor.ApplySummary) int {
 			succeeded++
 		}
 		rows = append(rows, []string{r.Node, r.Runner, r.Status, FormatDuration(r.Duration()),
-			FormatCount(r.Totals.InputTokens), FormatCount(r.Totals.OutputTokens), FormatCost(r.Totals.CostUSD)})
+			FormatCount(r.Totals.InputTokens), FormatCount(r.Totals.OutputTokens), nodeCost(r)})
 	}
 	applyTable(v.w, rows)
 	fmt.Fprintf(v.w, "\nTotals: %s input, %s output, %s cache read, %s cache write tokens; cost %s.\n",
-		FormatCount(s.InputTokens), FormatCount(s.OutputTokens), FormatCount(s.CacheReadTokens), FormatCount(s.CacheWriteTokens), FormatCost(s.CostUSD))
+		FormatCount(s.InputTokens), FormatCount(s.OutputTokens), FormatCount(s.CacheReadTokens), FormatCount(s.CacheWriteTokens),
+		FormatCostTotal(s.CostUSD, s.CostSource, s.CostEstimated, s.CostUnknown))
 	return succeeded
+}
+
+// nodeCost is a node's recorded cost with its source; "-" for a node that never ran.
+func nodeCost(r *ledger.NodeResult) string {
+	c, src := r.RecordedCost()
+	return FormatCostSource(c, src)
+}
+
+// budgetLines tells, after the table, the warn_at crossings and the apply-wide cap that stopped the apply.
+func (v *ApplyDisplay) budgetLines(s executor.ApplySummary) {
+	var warned []string
+	for i := range s.Nodes {
+		if r := &s.Nodes[i]; r.BudgetWarning != "" {
+			warned = append(warned, fmt.Sprintf("  %s: %s", r.Node, Sanitize(r.BudgetWarning)))
+		}
+	}
+	if len(warned) > 0 {
+		fmt.Fprintln(v.w, "\n"+v.yellow("Budget warnings:")+"\n"+strings.Join(warned, "\n"))
+	}
+	if b := s.BudgetStop; b != nil {
+		fmt.Fprintf(v.w, "\n%s %s: kewplan started nothing new, killed the nodes still running and skipped the rest.\n", v.red("Budget exceeded:"), b.Message)
+	}
 }
 
 func (v *ApplyDisplay) node(name string) *liveNode {
@@ -258,10 +320,13 @@ func (v *ApplyDisplay) drawLocked() {
 }
 
 func (v *ApplyDisplay) liveLine(name string, n *liveNode, elapsed time.Duration) string {
-	status := v.statusColor(n.status, 10)
+	status := v.statusColor(n.status, len(ledger.StatusBudgetExceeded))
 	line := fmt.Sprintf("  %-20s %s", name, status)
 	if n.status != ledger.StatusPending && n.status != ledger.StatusSkipped {
-		line += fmt.Sprintf("  %6s  %s tokens  %s", FormatDuration(elapsed), FormatCount(n.totals.InputTokens+n.totals.OutputTokens), FormatCost(n.totals.CostUSD))
+		line += fmt.Sprintf("  %6s  %s tokens  %s", FormatDuration(elapsed), FormatCount(n.totals.InputTokens+n.totals.OutputTokens), n.cost())
+	}
+	if n.budgetWarn != "" && n.status == ledger.StatusRunning {
+		line += "  " + v.yellow("[budget warn_at crossed]")
 	}
 	if n.reason != "" && !ledger.NodeSucceeded(n.status) {
 		line += "  " + applyTruncate(Sanitize(n.reason), 80)
@@ -273,8 +338,8 @@ func (v *ApplyDisplay) doneLine(name string, n *liveNode, d time.Duration) strin
 	line := fmt.Sprintf("%s: %s", name, v.statusColor(n.status, 0))
 	if n.status != ledger.StatusSkipped && n.status != ledger.StatusCancelled || !n.started.IsZero() {
 		cost := "cost unknown"
-		if n.totals.CostUSD != nil {
-			cost = FormatCost(n.totals.CostUSD)
+		if n.totals.CostUSD != nil || n.costSource != "" && n.costUSD != nil {
+			cost = n.cost()
 		}
 		line += fmt.Sprintf(" in %s (%s tokens, %s)", FormatDuration(d), FormatCount(n.totals.InputTokens+n.totals.OutputTokens), cost)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // ApplyStream writes apply's progress as NDJSON events for programs (apply --json): apply_start, node_start,
-// node_progress, node_done, warning, apply_done, one JSON object per line. It is an executor.Hook. Strings that
+// node_progress, budget_warning, node_done, warning, apply_done, one JSON object per line. It is an executor.Hook. Strings that
 // came from an agent are sanitised as on a terminal, so a consumer that prints them is safe too.
 type ApplyStream struct {
 	w io.Writer
@@ -54,6 +54,19 @@ func (v *ApplyStream) NodeProgress(e executor.NodeProgressEvent) {
 	obj := applyTotalsJSON(e.Totals)
 	obj["type"], obj["time"], obj["run_id"], obj["node"] = "node_progress", e.Time.UTC().Format(time.RFC3339Nano), e.RunID, e.Node
 	obj["elapsed_ms"] = e.Elapsed.Milliseconds()
+	if e.CostSource != "" {
+		obj["cost_usd"], obj["cost_source"] = e.CostUSD, e.CostSource
+	}
+	v.emit(obj)
+}
+
+// BudgetWarning implements executor.Hook: a node crossed warn_at of one of its caps.
+func (v *ApplyStream) BudgetWarning(e executor.BudgetWarningEvent) {
+	obj := map[string]any{"type": "budget_warning", "time": e.Time.UTC().Format(time.RFC3339Nano), "run_id": e.RunID, "node": e.Node,
+		"scope": e.Scope, "cap": e.Cap, "limit": e.Limit, "value": e.Value, "warn_at": e.WarnAt, "message": e.Message}
+	if e.Source != "" {
+		obj["cost_source"] = e.Source
+	}
 	v.emit(obj)
 }
 
@@ -79,8 +92,13 @@ func (v *ApplyStream) ApplyDone(s executor.ApplySummary) {
 	for i := range s.Nodes {
 		nodes = append(nodes, applyNodeJSON(&s.Nodes[i]))
 	}
-	v.emit(map[string]any{"type": "apply_done", "time": s.Ended.UTC().Format(time.RFC3339Nano), "run_id": s.RunID,
+	obj := map[string]any{"type": "apply_done", "time": s.Ended.UTC().Format(time.RFC3339Nano), "run_id": s.RunID,
 		"status": s.Status, "duration_ms": s.Ended.Sub(s.Started).Milliseconds(), "nodes": nodes,
 		"totals": map[string]any{"input_tokens": s.InputTokens, "output_tokens": s.OutputTokens,
-			"cache_read_tokens": s.CacheReadTokens, "cache_write_tokens": s.CacheWriteTokens, "cost_usd": s.CostUSD}})
+			"cache_read_tokens": s.CacheReadTokens, "cache_write_tokens": s.CacheWriteTokens, "cost_usd": s.CostUSD,
+			"cost_source": s.CostSource, "cost_estimated": applyStrings(s.CostEstimated), "cost_unknown": applyStrings(s.CostUnknown)}}
+	if s.MaxUSD != nil || s.BudgetStop != nil {
+		obj["budget"] = map[string]any{"max_usd": s.MaxUSD, "stop": s.BudgetStop}
+	}
+	v.emit(obj)
 }

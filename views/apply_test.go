@@ -22,7 +22,7 @@ var applyT0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 func applyEvents(v executor.Hook) {
 	cost := 0.0421
 	exit0, exit1 := int64(0), int64(1)
-	v.ApplyStart(executor.ApplyStartEvent{RunID: "20261130T100000Z-abc123", StateDir: "/s", ConfigDigest: "sha256:d", Nodes: []string{"fix", "review", "docs"}, Parallelism: 4, Time: applyT0})
+	v.ApplyStart(executor.ApplyStartEvent{RunID: "20261130T100000Z-abc123", StateDir: "/s", ConfigDigest: "sha256:d", Nodes: []string{"fix", "review", "docs", "spend"}, Parallelism: 4, Time: applyT0})
 	v.NodeStart(executor.NodeStartEvent{RunID: "20261130T100000Z-abc123", Node: "fix", Runner: "claude-code", Image: "img", Model: "claude-sonnet-4-5", Time: applyT0})
 	v.Warning(executor.WarningEvent{RunID: "20261130T100000Z-abc123", Message: "the allowlist network \"kew-allowlist\" is not --internal", Time: applyT0})
 	v.NodeProgress(executor.NodeProgressEvent{RunID: "20261130T100000Z-abc123", Node: "fix", Elapsed: 2 * time.Second, Time: applyT0.Add(2 * time.Second),
@@ -38,8 +38,22 @@ func applyEvents(v executor.Hook) {
 	v.NodeDone(review)
 	docs := ledger.NodeResult{RunID: "20261130T100000Z-abc123", Node: "docs", Runner: "claude-code", Status: ledger.StatusSkipped, Reason: `dependency "review" failed`, Ended: applyT0.Add(80 * time.Second)}
 	v.NodeDone(docs)
-	v.ApplyDone(executor.ApplySummary{RunID: "20261130T100000Z-abc123", Status: ledger.RunFailed, Nodes: []ledger.NodeResult{fix, review, docs},
-		Started: applyT0, Ended: applyT0.Add(80 * time.Second), InputTokens: 12355, OutputTokens: 683, CacheReadTokens: 9000, CostUSD: &cost})
+	// spend crosses warn_at, then its max_usd, on estimated costs.
+	half, over, total, maxUSD, exit137 := 0.6, 1.2, 1.2421, 5.0, int64(137)
+	v.NodeStart(executor.NodeStartEvent{RunID: "20261130T100000Z-abc123", Node: "spend", Runner: "claude-code", Model: "claude-sonnet-4-5", Time: applyT0.Add(80 * time.Second)})
+	v.NodeProgress(executor.NodeProgressEvent{RunID: "20261130T100000Z-abc123", Node: "spend", Elapsed: time.Second, Time: applyT0.Add(81 * time.Second),
+		Totals: runners.RunTotals{InputTokens: 100000, OutputTokens: 20000, Events: 2}, CostUSD: &half, CostSource: ledger.CostEstimated})
+	v.BudgetWarning(executor.BudgetWarningEvent{RunID: "20261130T100000Z-abc123", Node: "spend", Scope: "node", Cap: "max_usd", Limit: 1, Value: 0.6,
+		WarnAt: 0.5, Source: ledger.CostEstimated, Message: "warn_at 0.5 of max_usd 1.00 crossed at 0.60", Time: applyT0.Add(81 * time.Second)})
+	spend := ledger.NodeResult{RunID: "20261130T100000Z-abc123", Node: "spend", Runner: "claude-code", Role: "worker", Model: "claude-sonnet-4-5",
+		Status: ledger.StatusBudgetExceeded, Reason: "max_usd 1.00 reached at 1.20 (estimated: tokens × price); kewplan killed its container", ExitCode: &exit137,
+		Started: applyT0.Add(80 * time.Second), Ended: applyT0.Add(82 * time.Second), Totals: runners.RunTotals{InputTokens: 200000, OutputTokens: 40000, Events: 4},
+		CostUSD: &over, CostSource: ledger.CostEstimated, BudgetWarning: "warn_at 0.5 of max_usd 1.00 crossed at 0.60",
+		Budget: &ledger.BudgetStop{Scope: "node", Cap: "max_usd", Limit: 1, Value: 1.2, Source: ledger.CostEstimated, Message: "max_usd 1.00 reached at 1.20"}}
+	v.NodeDone(spend)
+	v.ApplyDone(executor.ApplySummary{RunID: "20261130T100000Z-abc123", Status: ledger.RunFailed, Nodes: []ledger.NodeResult{fix, review, docs, spend},
+		Started: applyT0, Ended: applyT0.Add(82 * time.Second), InputTokens: 212355, OutputTokens: 40683, CacheReadTokens: 9000, CostUSD: &total,
+		CostSource: ledger.CostEstimated, CostEstimated: []string{"spend"}, CostUnknown: []string{}, MaxUSD: &maxUSD})
 }
 
 func TestApplyViewGoldens(t *testing.T) {
@@ -121,5 +135,22 @@ func TestFormatters(t *testing.T) {
 	want := []string{"0", "999", "1,234,567", "-", "$1.2346", "-", "850ms", "12.3s", "4m05s", "1h02m"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("formatters (-want +got):\n%s", diff)
+	}
+}
+
+// TestApplyDisplayBudgetStop: when the apply-wide max_usd stopped the apply, the summary says so and what kewplan
+// did; a total with an unknown cost is a lower bound that names the node.
+func TestApplyDisplayBudgetStop(t *testing.T) {
+	var buf bytes.Buffer
+	d := NewApplyDisplay(&buf, false, false)
+	total := 2.1
+	d.ApplyDone(executor.ApplySummary{RunID: "r", Status: ledger.RunFailed, Started: applyT0, Ended: applyT0.Add(time.Minute), CostUSD: &total,
+		CostSource: ledger.CostUnknown, CostEstimated: []string{"a", "b"}, CostUnknown: []string{"c"},
+		BudgetStop: &ledger.BudgetStop{Scope: "apply", Cap: "max_usd", Limit: 2, Value: 2.1, Source: "estimated", Message: "apply-wide max_usd 2.00 reached at 2.10"}})
+	for _, want := range []string{"cost at least $2.1000 (unknown for c; estimated for a, b).",
+		"Budget exceeded: apply-wide max_usd 2.00 reached at 2.10: kewplan started nothing new, killed the nodes still running and skipped the rest."} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, buf.String())
+		}
 	}
 }

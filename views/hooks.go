@@ -49,6 +49,12 @@ func (m multiHook) Warning(e executor.WarningEvent) {
 	}
 }
 
+func (m multiHook) BudgetWarning(e executor.BudgetWarningEvent) {
+	for _, h := range m {
+		h.BudgetWarning(e)
+	}
+}
+
 func (m multiHook) ApplyDone(s executor.ApplySummary) {
 	for _, h := range m {
 		h.ApplyDone(s)

@@ -105,10 +105,17 @@ func runNodes(nodes []ledger.NodeRecord, hist map[string]NodeHistory) []RunNodeJ
 
 // WriteRunsJSON writes the runs as one indented JSON document.
 func WriteRunsJSON(w io.Writer, runs []ledger.RunRecord) error {
-	if runs == nil {
-		runs = []ledger.RunRecord{}
+	clean := make([]ledger.RunRecord, len(runs))
+	for i, r := range runs {
+		clean[i] = runRecordJSON(r)
 	}
-	return writeIndentedJSON(w, RunsJSON{Runs: runs})
+	return writeIndentedJSON(w, RunsJSON{Runs: clean})
+}
+
+// runRecordJSON gives a run's cost lists as arrays, never null.
+func runRecordJSON(r ledger.RunRecord) ledger.RunRecord {
+	r.CostEstimated, r.CostUnknown = applyStrings(r.CostEstimated), applyStrings(r.CostUnknown)
+	return r
 }
 
 // WriteRunJSON writes one run and its nodes as one indented JSON document. Agent-derived strings are sanitised.
@@ -129,7 +136,7 @@ func WriteRunHistoryJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.Node
 			clean[i].VerdictFindings = []verdict.Finding{}
 		}
 	}
-	return writeIndentedJSON(w, RunJSON{Run: *run, Nodes: runNodes(clean, hist)})
+	return writeIndentedJSON(w, RunJSON{Run: runRecordJSON(*run), Nodes: runNodes(clean, hist)})
 }
 
 // sanitizeNode cleans every field of a node row that an agent could have influenced.
@@ -165,7 +172,7 @@ func WriteRunsHuman(w io.Writer, runs []ledger.RunRecord) error {
 			dur = FormatDuration(r.EndedAt.Sub(r.StartedAt))
 		}
 		rows = append(rows, []string{r.ID, r.StartedAt.UTC().Format("2006-01-02 15:04:05Z"), r.Status,
-			fmt.Sprintf("%d/%d", r.Succeeded, r.Nodes), dur, FormatCount(r.InputTokens), FormatCount(r.OutputTokens), FormatCost(r.CostUSD)})
+			fmt.Sprintf("%d/%d", r.Succeeded, r.Nodes), dur, FormatCount(r.InputTokens), FormatCount(r.OutputTokens), FormatCostSource(r.CostUSD, r.CostSource)})
 	}
 	applyTable(w, rows)
 	return nil
@@ -224,9 +231,17 @@ func WriteRunHistoryHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.Nod
 		if n.StartedAt != nil {
 			field("tokens", fmt.Sprintf("%s input, %s output, %s cache read, %s cache write",
 				FormatCount(n.InputTokens), FormatCount(n.OutputTokens), FormatCount(n.CacheReadTokens), FormatCount(n.CacheWriteTokens)))
-			field("cost", FormatCost(n.CostUSD))
+			field("cost", runNodeCost(n.CostUSD, n.CostSource))
 			field("stream", fmt.Sprintf("%d events, %d unparsed lines, %d oversized lines", n.Events, n.UnparsedLines, n.OversizedLines))
 		}
+		if bs := n.Budget; bs != nil {
+			scope := "the node's own cap"
+			if bs.Scope == "apply" {
+				scope = "the apply-wide cap"
+			}
+			field("budget", fmt.Sprintf("%s (%s)", bs.Message, scope))
+		}
+		field("budget warning", n.BudgetWarning)
 		field("base commit", n.BaseCommit)
 		if n.Commit != "" && n.Commit != n.BaseCommit {
 			field("commit", n.Commit)
@@ -267,9 +282,22 @@ func WriteRunHistoryHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.Nod
 	}
 	fmt.Fprintf(&b, "\nTotals: %d of %d nodes succeeded; %s input, %s output, %s cache read, %s cache write tokens; cost %s.\n",
 		run.Succeeded, run.Nodes, FormatCount(run.InputTokens), FormatCount(run.OutputTokens), FormatCount(run.CacheReadTokens),
-		FormatCount(run.CacheWriteTokens), FormatCost(run.CostUSD))
+		FormatCount(run.CacheWriteTokens), FormatCostTotal(run.CostUSD, run.CostSource, run.CostEstimated, run.CostUnknown))
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// runNodeCost is a node's cost in `runs show`, saying where it came from.
+func runNodeCost(c *float64, source string) string {
+	switch source {
+	case "reported":
+		return FormatCost(c) + " (reported by the agent)"
+	case "estimated":
+		return FormatCost(c) + " (estimated: tokens × price)"
+	case "unknown":
+		return "unknown (no usage reported, or no price for its model)"
+	}
+	return FormatCost(c)
 }
 
 // writeAttemptsHuman lists a node's attempts when there was more than one (a single attempt is the node's own

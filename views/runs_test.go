@@ -103,3 +103,45 @@ func TestRunsShowHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestRunsShowBudget: a node stopped by its cap shows the cap, the figures and the warning; each cost says where it
+// came from, and the run's total says it includes an estimate.
+func TestRunsShowBudget(t *testing.T) {
+	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	end := start.Add(80 * time.Second)
+	cost, spent, total := 0.0421, 1.2, 1.2421
+	exit0, exit137 := int64(0), int64(137)
+	run := ledger.RunRecord{ID: "20261130T100000Z-b0d9e7", StartedAt: start, EndedAt: &end, Status: "failed", Nodes: 4, Succeeded: 1,
+		InputTokens: 200010, OutputTokens: 40005, CostUSD: &total, CostSource: "unknown", CostEstimated: []string{"fix"}, CostUnknown: []string{"mute"}}
+	nodes := []ledger.NodeRecord{
+		{RunID: run.ID, Node: "lint", Runner: "opencode", Status: "succeeded", ExitCode: &exit0, StartedAt: &start, EndedAt: &end,
+			InputTokens: 10, OutputTokens: 5, CostUSD: &cost, CostSource: "reported"},
+		{RunID: run.ID, Node: "fix", Runner: "claude-code", Role: "worker", RoutedModel: "claude-sonnet-4-5",
+			InputTokens: 200000, OutputTokens: 40000, CostUSD: &spent, CostSource: "estimated", Events: 4, ExitCode: &exit137,
+			Status: "budget_exceeded", Reason: "max_usd 1.00 reached at 1.20 (estimated: tokens × price); kewplan killed its container",
+			StartedAt: &start, EndedAt: &end, Budget: &ledger.BudgetStop{Scope: "node", Cap: "max_usd", Limit: 1, Value: 1.2, Source: "estimated",
+				Message: "max_usd 1.00 reached at 1.20"}, BudgetWarning: "warn_at 0.5 of max_usd 1.00 crossed at 0.60"},
+		{RunID: run.ID, Node: "mute", Runner: "claude-code", Status: "failed", Reason: "the agent exited with status 1", ExitCode: &exit0,
+			StartedAt: &start, EndedAt: &end, CostSource: "unknown"},
+		{RunID: run.ID, Node: "docs", Status: "skipped", Reason: `dependency "fix" exceeded its budget`, EndedAt: &end},
+	}
+	var list, show, showJSON bytes.Buffer
+	if err := WriteRunsHuman(&list, []ledger.RunRecord{run}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteRunHuman(&show, &run, nodes); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteRunJSON(&showJSON, &run, nodes); err != nil {
+		t.Fatal(err)
+	}
+	applyGolden(t, "runs_list_budget.golden", list.Bytes())
+	applyGolden(t, "runs_show_budget.golden", show.Bytes())
+	applyGolden(t, "runs_show_budget_json.golden", showJSON.Bytes())
+	for _, want := range []string{"at least $1.2421 (unknown for mute; estimated for fix)", "budget         max_usd 1.00 reached at 1.20 (the node's own cap)",
+		"$1.2000 (estimated: tokens × price)", "unknown (no usage reported"} {
+		if !strings.Contains(show.String(), want) {
+			t.Errorf("runs show lacks %q:\n%s", want, show.String())
+		}
+	}
+}

@@ -380,3 +380,60 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestApplyCommandBudgetExceeded: a node over its max_usd is killed; apply --json streams a budget_warning and the
+// node's budget_exceeded, exits 1, and runs show tells the cap, the figures and the estimated cost.
+func TestApplyCommandBudgetExceeded(t *testing.T) {
+	eng := engineOrSkip(t)
+	dir, prefix := applyFixture(t, eng, `
+node "%[1]sfix" {
+  runner  = "claude-code"
+  model   = "claude-sonnet-4-5"
+  repo    = %[2]q
+  prompt  = "mode=turns\nturns=2\nusage=100000,20000\nsleep=1h"
+  timeout = "5m"
+  budget {
+    max_usd = 1.0
+    warn_at = 0.5
+  }
+}
+`)
+	t.Setenv("ANTHROPIC_API_KEY", "sk-canary-never-printed")
+	state := filepath.Join(dir, "state")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"apply", dir, "--auto-approve", "--json", "--state-dir", state}, strings.NewReader(""), &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	var types []string
+	runID := ""
+	sc := bufio.NewScanner(&stdout)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("stdout is not NDJSON: %q: %v", sc.Text(), err)
+		}
+		switch ev["type"] {
+		case "budget_warning":
+			types = append(types, fmt.Sprintf("budget_warning %v %v", ev["cap"], ev["warn_at"]))
+		case "node_done":
+			types = append(types, fmt.Sprintf("node_done %v %v", ev["status"], ev["cost_source"]))
+		case "apply_done":
+			runID, _ = ev["run_id"].(string)
+			types = append(types, fmt.Sprintf("apply_done %v", ev["status"]))
+		}
+	}
+	want := "budget_warning max_usd 0.5\nnode_done budget_exceeded estimated\napply_done failed"
+	if got := strings.Join(types, "\n"); got != want {
+		t.Errorf("events:\n%s\nwant:\n%s", got, want)
+	}
+	stdout.Reset()
+	if code := run([]string{"runs", "show", runID, "--state-dir", state}, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("runs show: exit %d: %s", code, stderr.String())
+	}
+	for _, w := range []string{`node "` + prefix + `fix": budget_exceeded`, "max_usd 1.00 reached at 1.20", "(estimated: tokens × price)", "estimated for " + prefix + "fix"} {
+		if !strings.Contains(stdout.String(), w) {
+			t.Errorf("runs show lacks %q:\n%s", w, stdout.String())
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite driver "sqlite"
@@ -78,6 +79,17 @@ var migrations = []string{
 		PRIMARY KEY (run_id, node)
 	);
 	CREATE INDEX node_runs_status ON node_runs(status);`,
+	// 2: budgets. cost_usd now holds the recorded cost whatever its source, and cost_source says which it is
+	// (reported, estimated, unknown; '' for rows written before, read as reported when cost_usd is set); the
+	// budget_* columns say which cap stopped a budget_exceeded node.
+	`ALTER TABLE node_runs ADD COLUMN cost_source TEXT NOT NULL DEFAULT '';
+	ALTER TABLE node_runs ADD COLUMN budget_scope TEXT NOT NULL DEFAULT '';
+	ALTER TABLE node_runs ADD COLUMN budget_cap TEXT NOT NULL DEFAULT '';
+	ALTER TABLE node_runs ADD COLUMN budget_limit REAL;
+	ALTER TABLE node_runs ADD COLUMN budget_value REAL;
+	ALTER TABLE node_runs ADD COLUMN budget_source TEXT NOT NULL DEFAULT '';
+	ALTER TABLE node_runs ADD COLUMN budget_message TEXT NOT NULL DEFAULT '';
+	ALTER TABLE node_runs ADD COLUMN budget_warning TEXT NOT NULL DEFAULT '';`,
 }
 
 // Open opens (creating and migrating as needed) the ledger at path.
@@ -162,6 +174,12 @@ type RunRecord struct {
 	CacheReadTokens  int64    `json:"cache_read_tokens"`
 	CacheWriteTokens int64    `json:"cache_write_tokens"`
 	CostUSD          *float64 `json:"cost_usd"`
+	// CostSource is where the total came from: "reported" when every node's cost is the agent's own, "estimated"
+	// when any is tokens × price, "unknown" when any node that ran has no known cost (CostUSD is then a lower
+	// bound); "" when no node ran. CostEstimated and CostUnknown name those nodes, sorted.
+	CostSource    string   `json:"cost_source"`
+	CostEstimated []string `json:"cost_estimated"`
+	CostUnknown   []string `json:"cost_unknown"`
 }
 
 // NodeRecord is one `node_runs` row.
@@ -207,6 +225,13 @@ type NodeRecord struct {
 	VerdictFindings  []verdict.Finding `json:"verdict_findings"`
 	SidecarSHA256    string            `json:"sidecar_sha256"`
 	SidecarLocation  string            `json:"sidecar_location"`
+	// CostSource says where CostUSD came from: reported, estimated, or unknown (CostUSD null); "" when the node
+	// never ran.
+	CostSource string `json:"cost_source"`
+	// Budget is the cap that stopped a budget_exceeded node; null otherwise.
+	Budget *BudgetStop `json:"budget"`
+	// BudgetWarning is the warn_at crossing the node raised; "" when none.
+	BudgetWarning string `json:"budget_warning"`
 }
 
 // Duration is how long the node ran (zero when it never started or has not ended).
@@ -294,8 +319,14 @@ func (l *Ledger) RecordNode(r *NodeResult) error {
 		exit = *r.ExitCode
 	}
 	var cost, turns any
-	if r.Totals.CostUSD != nil {
-		cost = *r.Totals.CostUSD
+	costUSD, costSource := r.RecordedCost()
+	if costUSD != nil {
+		cost = *costUSD
+	}
+	var bScope, bCap, bSource, bMessage string
+	var bLimit, bValue any
+	if b := r.Budget; b != nil {
+		bScope, bCap, bSource, bMessage, bLimit, bValue = b.Scope, b.Cap, b.Source, b.Message, b.Limit, b.Value
 	}
 	if r.Totals.Turns != nil {
 		turns = *r.Totals.Turns
@@ -319,15 +350,26 @@ func (l *Ledger) RecordNode(r *NodeResult) error {
 			input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, turns, is_error, finished,
 			events, unparsed_lines, oversized_lines, exit_code, status, reason, argv, prompt_sha256, stdout_log,
 			stderr_log, started_at, ended_at, base_commit, commit_sha, branch, pushed, pull_request, verdict,
-			verdict_summary, verdict_findings, sidecar_sha256, sidecar_location)
-			VALUES (?,?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?, ?,?,?,?)`,
+			verdict_summary, verdict_findings, sidecar_sha256, sidecar_location, cost_source, budget_scope, budget_cap,
+			budget_limit, budget_value, budget_source, budget_message, budget_warning)
+			VALUES (?,?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?)`,
 			r.RunID, r.Node, r.Runner, r.Protocol, r.Role, r.Image, r.ImageID, r.Model, r.Totals.Model, r.Totals.ModelSource, r.Totals.SessionID,
 			r.Totals.InputTokens, r.Totals.OutputTokens, r.Totals.CacheReadTokens, r.Totals.CacheWriteTokens, cost, turns, r.Totals.IsError, r.Totals.Finished,
 			r.Totals.Events, r.Totals.UnparsedLines, r.Totals.OversizedLines, exit, r.Status, r.Reason, string(argv), r.PromptSHA256, r.StdoutLog,
 			r.StderrLog, ts(r.Started), ts(r.Ended), r.BaseCommit, r.Commit, r.Branch, r.Pushed, r.PullRequest, verdictValue,
-			summary, findings, sidecarSHA, sidecarLoc)
+			summary, findings, sidecarSHA, sidecarLoc, costSource, bScope, bCap,
+			bLimit, bValue, bSource, bMessage, r.BudgetWarning)
 		return err
 	})
+}
+
+// sortedNames sorts node names, never nil.
+func sortedNames(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	sort.Strings(s)
+	return s
 }
 
 func nonNilStrings(s []string) []string {
@@ -345,7 +387,10 @@ func (l *Ledger) Runs() ([]RunRecord, error) {
 	rows, err := l.db.Query(`SELECT r.id, r.started_at, r.ended_at, r.config_digest, r.status, r.kewplan_version, r.pid,
 			COUNT(n.node), COALESCE(SUM(n.status IN ('succeeded', 'approved')), 0),
 			COALESCE(SUM(n.input_tokens), 0), COALESCE(SUM(n.output_tokens), 0),
-			COALESCE(SUM(n.cache_read_tokens), 0), COALESCE(SUM(n.cache_write_tokens), 0), SUM(n.cost_usd)
+			COALESCE(SUM(n.cache_read_tokens), 0), COALESCE(SUM(n.cache_write_tokens), 0), SUM(n.cost_usd),
+			COALESCE(SUM(n.cost_usd IS NOT NULL OR n.cost_source != ''), 0),
+			(SELECT COALESCE(json_group_array(x.node), '[]') FROM node_runs x WHERE x.run_id = r.id AND x.cost_source = 'estimated'),
+			(SELECT COALESCE(json_group_array(x.node), '[]') FROM node_runs x WHERE x.run_id = r.id AND x.cost_source = 'unknown')
 		FROM runs r LEFT JOIN node_runs n ON n.run_id = r.id
 		GROUP BY r.id ORDER BY r.started_at DESC, r.id DESC`)
 	if err != nil {
@@ -370,9 +415,27 @@ func scanRun(s scanner) (*RunRecord, error) {
 	var started string
 	var ended sql.NullString
 	var cost sql.NullFloat64
+	var costed int
+	var estimated, unknown string
 	if err := s.Scan(&r.ID, &started, &ended, &r.ConfigDigest, &r.Status, &r.KewplanVersion, &r.PID,
-		&r.Nodes, &r.Succeeded, &r.InputTokens, &r.OutputTokens, &r.CacheReadTokens, &r.CacheWriteTokens, &cost); err != nil {
+		&r.Nodes, &r.Succeeded, &r.InputTokens, &r.OutputTokens, &r.CacheReadTokens, &r.CacheWriteTokens, &cost,
+		&costed, &estimated, &unknown); err != nil {
 		return nil, err
+	}
+	if err := json.Unmarshal([]byte(estimated), &r.CostEstimated); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(unknown), &r.CostUnknown); err != nil {
+		return nil, err
+	}
+	r.CostEstimated, r.CostUnknown = sortedNames(r.CostEstimated), sortedNames(r.CostUnknown)
+	switch {
+	case len(r.CostUnknown) > 0:
+		r.CostSource = CostUnknown
+	case len(r.CostEstimated) > 0:
+		r.CostSource = CostEstimated
+	case costed > 0:
+		r.CostSource = CostReported
 	}
 	if t := parseTS(sql.NullString{String: started, Valid: true}); t != nil {
 		r.StartedAt = *t
@@ -390,7 +453,10 @@ func (l *Ledger) Run(id string) (*RunRecord, []NodeRecord, error) {
 	row := l.db.QueryRow(`SELECT r.id, r.started_at, r.ended_at, r.config_digest, r.status, r.kewplan_version, r.pid,
 			COUNT(n.node), COALESCE(SUM(n.status IN ('succeeded', 'approved')), 0),
 			COALESCE(SUM(n.input_tokens), 0), COALESCE(SUM(n.output_tokens), 0),
-			COALESCE(SUM(n.cache_read_tokens), 0), COALESCE(SUM(n.cache_write_tokens), 0), SUM(n.cost_usd)
+			COALESCE(SUM(n.cache_read_tokens), 0), COALESCE(SUM(n.cache_write_tokens), 0), SUM(n.cost_usd),
+			COALESCE(SUM(n.cost_usd IS NOT NULL OR n.cost_source != ''), 0),
+			(SELECT COALESCE(json_group_array(x.node), '[]') FROM node_runs x WHERE x.run_id = r.id AND x.cost_source = 'estimated'),
+			(SELECT COALESCE(json_group_array(x.node), '[]') FROM node_runs x WHERE x.run_id = r.id AND x.cost_source = 'unknown')
 		FROM runs r LEFT JOIN node_runs n ON n.run_id = r.id WHERE r.id = ? GROUP BY r.id`, id)
 	run, err := scanRun(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -411,7 +477,8 @@ func (l *Ledger) nodes(runID string) ([]NodeRecord, error) {
 			model_source, session_id, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, turns,
 			is_error, finished, events, unparsed_lines, oversized_lines, exit_code, status, reason, argv, prompt_sha256,
 			stdout_log, stderr_log, started_at, ended_at, base_commit, commit_sha, branch, pushed, pull_request, verdict,
-			verdict_summary, verdict_findings, sidecar_sha256, sidecar_location
+			verdict_summary, verdict_findings, sidecar_sha256, sidecar_location, cost_source, budget_scope, budget_cap,
+			budget_limit, budget_value, budget_source, budget_message, budget_warning
 		FROM node_runs WHERE run_id = ? ORDER BY COALESCE(started_at, ended_at, ''), node`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: %w", l.path, err)
@@ -424,11 +491,14 @@ func (l *Ledger) nodes(runID string) ([]NodeRecord, error) {
 		var turns, exit sql.NullInt64
 		var argv, findings string
 		var started, ended sql.NullString
+		var b BudgetStop
+		var bLimit, bValue sql.NullFloat64
 		if err := rows.Scan(&n.RunID, &n.Node, &n.Runner, &n.Protocol, &n.Role, &n.Image, &n.ImageID, &n.RoutedModel, &n.ReportedModel,
 			&n.ModelSource, &n.SessionID, &n.InputTokens, &n.OutputTokens, &n.CacheReadTokens, &n.CacheWriteTokens, &cost, &turns,
 			&n.IsError, &n.Finished, &n.Events, &n.UnparsedLines, &n.OversizedLines, &exit, &n.Status, &n.Reason, &argv, &n.PromptSHA256,
 			&n.StdoutLog, &n.StderrLog, &started, &ended, &n.BaseCommit, &n.Commit, &n.Branch, &n.Pushed, &n.PullRequest, &n.Verdict,
-			&n.VerdictSummary, &findings, &n.SidecarSHA256, &n.SidecarLocation); err != nil {
+			&n.VerdictSummary, &findings, &n.SidecarSHA256, &n.SidecarLocation, &n.CostSource, &b.Scope, &b.Cap,
+			&bLimit, &bValue, &b.Source, &b.Message, &n.BudgetWarning); err != nil {
 			return nil, fmt.Errorf("ledger %s: %w", l.path, err)
 		}
 		if cost.Valid {
@@ -444,6 +514,13 @@ func (l *Ledger) nodes(runID string) ([]NodeRecord, error) {
 			n.ExitCode = &e
 		}
 		n.StartedAt, n.EndedAt = parseTS(started), parseTS(ended)
+		if b.Cap != "" {
+			b.Limit, b.Value = bLimit.Float64, bValue.Float64
+			n.Budget = &b
+		}
+		if n.CostSource == "" && n.CostUSD != nil {
+			n.CostSource = CostReported // a row written before cost sources were recorded held only reported costs
+		}
 		if err := json.Unmarshal([]byte(argv), &n.Argv); err != nil {
 			return nil, fmt.Errorf("ledger %s: node %s argv: %w", l.path, n.Node, err)
 		}

@@ -47,7 +47,8 @@ func TestLedgerRoundTrip(t *testing.T) {
 	}
 	end := start.Add(2 * time.Minute)
 	wantRun := &RunRecord{ID: "r1", StartedAt: start, EndedAt: &end, ConfigDigest: "sha256:abc", Status: RunSucceeded, KewplanVersion: "v",
-		PID: 42, Nodes: 2, Succeeded: 1, InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4, CostUSD: &cost}
+		PID: 42, Nodes: 2, Succeeded: 1, InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4, CostUSD: &cost,
+		CostSource: CostReported, CostEstimated: []string{}, CostUnknown: []string{}}
 	if diff := cmp.Diff(wantRun, run); diff != "" {
 		t.Errorf("Run() mismatch (-want +got):\n%s", diff)
 	}
@@ -60,7 +61,7 @@ func TestLedgerRoundTrip(t *testing.T) {
 			OversizedLines: 7, ExitCode: &exit, Status: StatusApproved, Argv: []string{"docker", "run", "x"}, PromptSHA256: "p",
 			StdoutLog: "/o", StderrLog: "/e", StartedAt: &start, EndedAt: &nodeEnd, BaseCommit: "b", Commit: "b", Verdict: "approve",
 			VerdictSummary: "ok", VerdictFindings: []verdict.Finding{{Path: "a.go", Line: 3, Message: "m"}}, SidecarSHA256: "v",
-			SidecarLocation: ".kew-review-verdict.json"},
+			SidecarLocation: ".kew-review-verdict.json", CostSource: CostReported},
 		{RunID: "r1", Node: "after", Status: StatusSkipped, Reason: "dependency failed", Argv: []string{}, EndedAt: &skippedEnd},
 	}
 	if diff := cmp.Diff(want, nodes); diff != "" {
@@ -110,6 +111,58 @@ func TestLedgerRoundTrip(t *testing.T) {
 	db.Close()
 	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "newer than this kewplan understands") {
 		t.Errorf("Open(newer schema) = %v", err)
+	}
+}
+
+// TestLedgerBudgetColumns: a budget_exceeded node keeps its cap and figures, an estimated cost says so, an unknown
+// cost stays NULL (never 0), and the run's total names the nodes whose cost is estimated or unknown.
+func TestLedgerBudgetColumns(t *testing.T) {
+	l, err := Open(filepath.Join(t.TempDir(), Filename))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	if err := l.StartRun(RunRecord{ID: "b1", StartedAt: start}); err != nil {
+		t.Fatal(err)
+	}
+	est, rep := 1.2, 0.25
+	stop := &BudgetStop{Scope: "node", Cap: "max_usd", Limit: 1, Value: 1.2, Source: CostEstimated, Message: "max_usd 1.00 reached at 1.20"}
+	for _, r := range []*NodeResult{
+		{RunID: "b1", Node: "fix", Status: StatusBudgetExceeded, Started: start, CostUSD: &est, CostSource: CostEstimated, Budget: stop,
+			BudgetWarning: "warn_at 0.5 of max_usd 1.00 crossed at 0.60"},
+		{RunID: "b1", Node: "docs", Status: StatusSucceeded, Started: start, Totals: runners.RunTotals{CostUSD: &rep}},
+		{RunID: "b1", Node: "mute", Status: StatusFailed, Started: start, CostSource: CostUnknown},
+		{RunID: "b1", Node: "later", Status: StatusSkipped},
+	} {
+		if err := l.RecordNode(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run, nodes, err := l.Run("b1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.CostUSD == nil || *run.CostUSD != 1.45 || run.CostSource != CostUnknown ||
+		!cmp.Equal(run.CostEstimated, []string{"fix"}) || !cmp.Equal(run.CostUnknown, []string{"mute"}) {
+		t.Errorf("run cost: %v %s estimated %v unknown %v", run.CostUSD, run.CostSource, run.CostEstimated, run.CostUnknown)
+	}
+	got := map[string]NodeRecord{}
+	for _, n := range nodes {
+		got[n.Node] = n
+	}
+	if n := got["fix"]; n.CostSource != CostEstimated || n.CostUSD == nil || *n.CostUSD != est || n.Status != StatusBudgetExceeded ||
+		!cmp.Equal(n.Budget, stop) || n.BudgetWarning == "" {
+		t.Errorf("fix: %+v budget %+v", n, n.Budget)
+	}
+	if n := got["docs"]; n.CostSource != CostReported || n.CostUSD == nil || *n.CostUSD != rep || n.Budget != nil {
+		t.Errorf("docs: source %q cost %v budget %v", n.CostSource, n.CostUSD, n.Budget)
+	}
+	if n := got["mute"]; n.CostSource != CostUnknown || n.CostUSD != nil {
+		t.Errorf("mute: an unknown cost must stay unknown, got source %q cost %v", n.CostSource, n.CostUSD)
+	}
+	if n := got["later"]; n.CostSource != "" || n.CostUSD != nil {
+		t.Errorf("later (never ran): source %q cost %v", n.CostSource, n.CostUSD)
 	}
 }
 

@@ -21,7 +21,26 @@ const (
 	StatusChangesRequested = "changes_requested"
 	StatusRejected         = "rejected"
 	StatusAbandoned        = "abandoned"
+	// StatusBudgetExceeded: the node crossed one of its caps (or the apply-wide max_usd) and kewplan killed it.
+	StatusBudgetExceeded = "budget_exceeded"
 )
+
+// Cost sources: where a node's recorded cost came from (the budget package's vocabulary).
+const (
+	CostReported  = "reported"  // the agent's own figure
+	CostEstimated = "estimated" // tokens × the model's price
+	CostUnknown   = "unknown"   // no usage seen, or no price and no reported cost: never taken as zero
+)
+
+// BudgetStop is the cap that stopped a node, as recorded with status budget_exceeded.
+type BudgetStop struct {
+	Scope   string  `json:"scope"` // "node" (its own cap) or "apply" (the apply-wide max_usd)
+	Cap     string  `json:"cap"`   // max_usd, max_tokens or max_turns
+	Limit   float64 `json:"limit"`
+	Value   float64 `json:"value"`
+	Source  string  `json:"source"`  // the cost source of Value when Cap is max_usd
+	Message string  `json:"message"` // "max_usd 1.50 reached at 1.62"
+}
 
 // NodeSucceeded reports whether a node status lets its dependents run: a worker that succeeded, or a reviewer
 // that approved. Everything else (failed, timed out, cancelled, held, changes requested, rejected, skipped) stops
@@ -57,6 +76,26 @@ type NodeResult struct {
 	PullRequest string
 	// Reviewer outputs.
 	Verdict *verdict.Verdict
+	// CostUSD is what the node cost, and CostSource where that figure came from (CostReported, CostEstimated, or
+	// CostUnknown with CostUSD nil). CostSource is "" for a node that never ran; then Totals.CostUSD stands.
+	CostUSD    *float64
+	CostSource string
+	// Budget is the cap that stopped the node (status budget_exceeded); nil otherwise.
+	Budget *BudgetStop
+	// BudgetWarning is the warn_at crossing the node raised, "" when none.
+	BudgetWarning string
+}
+
+// RecordedCost is the node's cost and its source as the ledger records them: the budget's figure when the node was
+// tracked, else the agent's own reported figure; "" when no agent ran.
+func (r *NodeResult) RecordedCost() (*float64, string) {
+	if r.CostSource != "" {
+		return r.CostUSD, r.CostSource
+	}
+	if r.Totals.CostUSD != nil {
+		return r.Totals.CostUSD, CostReported
+	}
+	return nil, "" // no agent ran (or its spend was not tracked)
 }
 
 // Duration is how long the node ran (zero for a node that never started).

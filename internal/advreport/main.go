@@ -145,6 +145,18 @@ var catalogue = []item{
 		Tests: []string{"runners.FuzzFeed", "runners.FuzzScan", "runners.FuzzClaudeMeter", "runners.FuzzOpencodeMeter", "runners.FuzzPiMeter", "runners.FuzzHermesMeter", "runners.FuzzLemonadeMeter"}},
 	{ID: "G3", Attack: "fuzz the name validators (credentials, networks, node and container names)", Expected: "accepted set matches the rule; nothing starting with '-'",
 		Tests: []string{"executor.FuzzAdvNames"}},
+
+	// H: budgets (issue 16), beyond the security checklist: a cap that fails open spends real money.
+	{ID: "H1", Attack: "a stream that never reports usage", Expected: "cost recorded unknown (null), never 0; the total says so",
+		Tests: []string{"executor.TestBudgetStreams"}},
+	{ID: "H2", Attack: "usage only in the final event", Expected: "the cap is enforced on it: budget_exceeded, estimated cost",
+		Tests: []string{"executor.TestBudgetStreams"}},
+	{ID: "H3", Attack: "a message id repeated on every content block", Expected: "counted once; no false budget stop",
+		Tests: []string{"executor.TestBudgetStreams", "budget.TestTracker"}},
+	{ID: "H4", Attack: "an agent over its max_usd keeps running (killed mid-turn)", Expected: "killed from the live stream; budget_exceeded with the figures; logs and partial telemetry kept; exit 1",
+		Tests: []string{"executor.TestBudgetNodeMaxUSDKillsTheContainer", "kewplan.TestApplyCommandBudgetExceeded"}},
+	{ID: "H5", Attack: "the apply-wide max_usd crossed while three nodes run", Expected: "all three killed; nothing new starts; the rest skipped with the reason",
+		Tests: []string{"executor.TestBudgetApplyWideStopsTheGraph"}},
 }
 
 // ownTests selects the suite's own tests in every package.

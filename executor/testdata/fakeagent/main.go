@@ -12,7 +12,11 @@
 //	mode=leak      echo ANTHROPIC_API_KEY's value in the session id, the model and on stderr, exit 1
 //	mode=verdict   write /work/.kew-review-verdict.json with verdict=<v>, then a normal run
 //	mode=commit    commit file=<name> with content=<text> by writing git objects itself, then a normal run
-//	tokens=I,O,CR,CW   usage figures of the result event (default 11,22,33,44)
+//	mode=turns     stream turns=N assistant messages (ids msg_turn_1…), each as blocks=K content blocks repeating the
+//	               message's usage=I,O[,CR,CW] (real counts; "none" omits usage), pausing gap=D between turns, then a
+//	               normal run (sleep=1h then makes it wait to be killed)
+//	final_usage=none   the closing assistant message carries no usage
+//	tokens=I,O,CR,CW   usage figures of the result event (default 11,22,33,44; "none" omits usage and modelUsage)
 //	cost=F             total_cost_usd of the result event (default 0.0125; "none" omits it)
 //	session=S          session id (default "fake-session")
 //	sleep=D            sleep D (a Go duration) before the result
@@ -96,6 +100,8 @@ func main() {
 			fmt.Fprintln(os.Stderr, "fakeagent:", err)
 			os.Exit(5)
 		}
+	case "turns":
+		streamTurns(opts, session, model)
 	case "commit":
 		name, content := opts.get("file", "FAKE.md"), opts.get("content", "written by fakeagent")
 		sha, err := gitobj.CommitFile(mustGetwd(), name, content+"\n", "fakeagent: add "+name)
@@ -115,10 +121,42 @@ func main() {
 			time.Sleep(dur)
 		}
 	}
-	emit(map[string]any{"type": "assistant", "session_id": session, "message": map[string]any{
-		"id": "msg_1", "model": model, "content": []any{map[string]any{"type": "text", "text": "done"}},
-		"usage": map[string]any{"input_tokens": 1, "output_tokens": 1}}})
+	final := map[string]any{"id": "msg_1", "model": model, "content": []any{map[string]any{"type": "text", "text": "done"}},
+		"usage": map[string]any{"input_tokens": 1, "output_tokens": 1}}
+	if opts.get("final_usage", "") == "none" {
+		delete(final, "usage")
+	}
+	emit(map[string]any{"type": "assistant", "session_id": session, "message": final})
 	emitResult(opts, session, model, false)
+}
+
+// streamTurns writes mode=turns' assistant messages: every block of one message carries the same id and usage, as
+// Claude Code writes them.
+func streamTurns(o options, session, model string) {
+	turns, _ := strconv.Atoi(o.get("turns", "1"))
+	blocks, _ := strconv.Atoi(o.get("blocks", "1"))
+	var use map[string]any
+	if u := o.get("usage", "none"); u != "none" {
+		var tok [4]int64
+		for i, f := range strings.SplitN(u, ",", 4) {
+			tok[i], _ = strconv.ParseInt(f, 10, 64)
+		}
+		use = map[string]any{"input_tokens": tok[0], "output_tokens": tok[1], "cache_read_input_tokens": tok[2], "cache_creation_input_tokens": tok[3]}
+	}
+	gap, _ := time.ParseDuration(o.get("gap", "0s"))
+	for t := 1; t <= turns; t++ {
+		if t > 1 && gap > 0 {
+			time.Sleep(gap)
+		}
+		for b := 1; b <= blocks; b++ {
+			msg := map[string]any{"id": fmt.Sprintf("msg_turn_%d", t), "model": model,
+				"content": []any{map[string]any{"type": "text", "text": fmt.Sprintf("turn %d, block %d", t, b)}}}
+			if use != nil {
+				msg["usage"] = use
+			}
+			emit(map[string]any{"type": "assistant", "session_id": session, "message": msg})
+		}
+	}
 }
 
 type options map[string]string
@@ -162,6 +200,10 @@ func emitResult(o options, session, model string, isError bool) {
 		"usage":      map[string]any{"input_tokens": tok[0], "output_tokens": tok[1], "cache_read_input_tokens": tok[2], "cache_creation_input_tokens": tok[3]},
 		"modelUsage": map[string]any{model: map[string]any{"inputTokens": tok[0], "outputTokens": tok[1]}},
 		"result":     "fake result",
+	}
+	if o.get("tokens", "") == "none" {
+		delete(r, "usage")
+		delete(r, "modelUsage")
 	}
 	if c := o.get("cost", "0.0125"); c != "none" {
 		f, _ := strconv.ParseFloat(c, 64)
