@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/planner"
@@ -27,31 +26,9 @@ func runtimeProblems(nodes []*planner.NodePlan, available []string, host string)
 	}
 	var problems []string
 	for _, rt := range slices.Sorted(maps.Keys(wanted)) {
-		has := "none"
-		if len(available) > 0 {
-			has = strings.Join(available, ", ")
-		}
-		name := fmt.Sprintf("%q", rt)
-		if planner.KernelIsolating(rt) {
-			name = fmt.Sprintf("%q (%s)", rt, planner.IsolationTier(rt))
-		}
-		problems = append(problems, fmt.Sprintf("node %s: the container runtime %s is not registered with the Docker Engine at %s (it has: %s); kewplan never falls back to another runtime. %s",
-			quoteList(wanted[rt]), name, host, has, runtimeFix(rt)))
+		problems = append(problems, fmt.Sprintf("node %s: %s", quoteList(wanted[rt]), engine.MissingRuntime(rt, available, host)))
 	}
 	return problems
-}
-
-// runtimeFix says how to install and register a runtime with the engine.
-func runtimeFix(rt string) string {
-	if rt == planner.RuntimeRunsc {
-		return `Install and register gVisor as root: run scripts/runsc-setup.sh (or ` + "`make runsc-setup`" + `), or by hand: ` +
-			"`apt-get install runsc` (Debian's package), add " +
-			`"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=host"]}} to /etc/docker/daemon.json, ` +
-			"then reload the engine (`systemctl reload docker` or `kill -HUP $(pidof dockerd)`) until `docker info` lists runsc"
-	}
-	return fmt.Sprintf(`Install the runtime and register it under that name in the "runtimes" of /etc/docker/daemon.json `+
-		`({"runtimes": {%q: {"path": "/path/to/it"}}}), then reload the engine (`+"`systemctl reload docker`"+`) until `+
-		"`docker info`"+` lists it; or choose a runtime the engine has`, rt)
 }
 
 // runtimePreflight asks the engine for its runtimes only when a node chooses one.

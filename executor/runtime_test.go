@@ -242,8 +242,8 @@ func TestRuntimeProblems(t *testing.T) {
 			}
 		})
 	}
-	if fix := runtimeFix("runsc"); !strings.Contains(fix, "apt-get install runsc") || !strings.Contains(fix, `"runtimeArgs": ["--network=host"]`) ||
+	if fix := engine.RuntimeFix("runsc"); !strings.Contains(fix, "apt-get install runsc") || !strings.Contains(fix, `"runtimeArgs": ["--network=host"]`) ||
 		!strings.Contains(fix, "scripts/runsc-setup.sh") || !strings.Contains(fix, "kill -HUP") {
-		t.Errorf("runtimeFix(runsc) lacks a step: %s", fix)
+		t.Errorf("RuntimeFix(runsc) lacks a step: %s", fix)
 	}
 }
