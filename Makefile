@@ -67,9 +67,10 @@ demo-image:
 	DOCKER_BUILDKIT=0 docker build -q -t kewplan-demo/agent:latest examples/demo/agent
 
 # Apply's per-node overhead against a shell loop of `docker run` with the planned argv, serial and with
-# --parallelism 4 (KEWPLAN_BENCH_NODES nodes, default 8). `make bench` runs it too.
+# --parallelism 4, and the per-node cost of gVisor's runsc against runc (KEWPLAN_BENCH_NODES nodes, default 8).
+# `make bench` runs it too.
 bench-apply:
-	$(GO) test -run '^$$' -bench 'BenchmarkApplyVsDockerRun' -benchtime 1x -timeout 30m ./executor
+	$(GO) test -run '^$$' -bench 'BenchmarkApplyVsDockerRun|BenchmarkApplyRunscVsRunc' -benchtime 1x -timeout 30m ./executor
 
 .PHONY: image test-base
 

@@ -3,19 +3,18 @@
 package executor
 
 // Attacks and faults refused before any container starts: an image that would run the agent as root (C1), an
-// impostor allowlist network (D2), an engine that does not answer (F10), a request for a runtime kewplan cannot
-// provide (C11).
+// impostor allowlist network (D2), an engine that does not answer (F10), a runtime the engine has not registered
+// (C11).
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/kewplan/kewplan/config"
 )
 
 // requirePreflightRefusal checks that apply refused with a preflight error containing every want, and made no
@@ -87,34 +86,27 @@ func TestAdvEngineUnavailable(t *testing.T) {
 	}
 }
 
-// TestAdvRuntimeRequest (C11): kewplan offers no runtime choice, so a configuration that asks for runsc must be
-// refused rather than silently run under runc; gVisor itself is tried only where the engine has it.
+// TestAdvRuntimeRequest (C11): a node that asks for gVisor on an engine without it is refused in preflight, with
+// how to register it, and never runs on runc instead. Where the engine has runsc, a runtime it lacks stands in for
+// the missing one; the run under gVisor itself is TestRunscApplyProbe's (named in the catalogue).
 func TestAdvRuntimeRequest(t *testing.T) {
-	c := adv(t, "C11", "the configuration asks for gVisor (runtime = \"runsc\")", "refused at load; never a silent fallback to runc")
-	dir := t.TempDir()
-	path := filepath.Join(dir, "main.hcl")
-	src := "sandbox {\n  runtime = \"runsc\"\n}\nnode \"x\" {\n  runner = \"claude-code\"\n  repo = \"https://example.invalid/r.git\"\n  prompt = \"p\"\n}\n"
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+	c := adv(t, "C11", "a node asks for a runtime the engine has not registered (gVisor's runsc where it is missing)",
+		"refused in preflight with the fix; nothing runs, never a silent fallback to runc")
+	f := advFixture(t)
+	ctx := context.Background()
+	names, _, err := f.eng.Runtimes(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, diags := config.Load(path)
-	c.check(diags.HasErrors() && strings.Contains(config.DiagnosticsText(diags), "runtime"), "config.Load: %s", config.DiagnosticsText(diags))
-	testEngine(t)
-	api := newEngineAPI(t)
-	var info struct {
-		Runtimes map[string]any
+	missing := "runsc"
+	if slices.Contains(names, missing) {
+		missing = "kewplan-absent-" + randomSuffix()
 	}
-	api.get(t, "/info", &info)
-	var names []string
-	for k := range info.Runtimes {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	if _, ok := info.Runtimes["runsc"]; !ok {
-		c.skip("the engine has no runsc runtime (it has %s), and kewplan has no runtime option; "+
-			"a configuration asking for runsc is refused at load (checked)", strings.Join(names, ", "))
-	}
-	c.observe("the engine has runsc, but kewplan cannot ask for it: a run under gVisor is not part of kewplan")
+	c.observe("the engine has %s; asking for %q", strings.Join(names, ", "), missing)
+	cfg := f.config(advNode("rt", "reviewer", "mode=succeed\nverdict=approve", fmt.Sprintf("  runtime = %q\n", missing)))
+	sum, _, err := f.apply(ctx, cfg)
+	requirePreflightRefusal(c, f, sum, err, `the container runtime "`+missing+`"`, "is not registered with the Docker Engine",
+		"kewplan never falls back to another runtime", "daemon.json")
 }
 
 // TestAdvRuntimeVersions (C12): the engine and runc versions against the CVE fix floors. kewplan cannot upgrade

@@ -284,6 +284,7 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 		if versions, err := eng.ComponentVersions(ctx); err == nil {
 			a.envWarnings = append(a.envWarnings, versionFloorWarnings(versions)...)
 		}
+		problems = append(problems, a.runtimePreflight(ctx, eng)...)
 		images := map[string][]string{}
 		networks := map[string][]string{}
 		for _, np := range a.opts.Plan.Nodes {

@@ -31,7 +31,8 @@ func TestAppliedArgvAddsThePIDLabelOnly(t *testing.T) {
 }
 
 // TestArgvIsTheTruth creates one container with the docker CLI from the argv apply records, and one through the
-// Engine API from the same planner.Container, and requires `docker inspect` to agree on every hardening field.
+// Engine API from the same planner.Container, and requires `docker inspect` to agree on every hardening field,
+// for a node on the engine's default runtime and for one on gVisor's runsc (--runtime runsc).
 func TestArgvIsTheTruth(t *testing.T) {
 	f := newFixture(t)
 	if _, err := exec.LookPath("docker"); err != nil {
@@ -47,11 +48,31 @@ node "%[1]sargv" {
   repo   = %[2]q
   prompt = "mode=succeed"
 }
+node "%[1]sargv-runsc" {
+  runner  = "claude-code"
+  model   = "claude-sonnet-4-5"
+  runtime = "runsc"
+  repo    = %[2]q
+  prompt  = "mode=succeed"
+}
 `)
-	np := f.plan(cfg).Node(f.node("argv"))
-	if np == nil || np.Container == nil {
-		t.Fatal("the plan has no container for the node")
+	plan := f.plan(cfg)
+	for _, tc := range []struct{ node, runtime string }{{"argv", ""}, {"argv-runsc", planner.RuntimeRunsc}} {
+		t.Run("runtime="+tc.runtime, func(t *testing.T) {
+			if tc.runtime != "" {
+				requireRunsc(t, f.eng)
+			}
+			np := plan.Node(f.node(tc.node))
+			if np == nil || np.Container == nil {
+				t.Fatal("the plan has no container for the node")
+			}
+			argvAgrees(t, f, np, tc.runtime)
+		})
 	}
+}
+
+// argvAgrees creates the node's container through the docker CLI and through the Engine API and compares them.
+func argvAgrees(t *testing.T, f *fixture, np *planner.NodePlan, runtime string) {
 	checkout := t.TempDir()
 	c := FillContainer(np.Container, "run-argv-"+randomSuffix(), checkout)
 	environ := []string{"ANTHROPIC_API_KEY=sk-test-dummy", "PATH=" + os.Getenv("PATH")}
@@ -61,6 +82,9 @@ node "%[1]sargv" {
 	argv := AppliedArgv(c, os.Getpid())
 	if argv[0] != "docker" || argv[1] != "run" {
 		t.Fatalf("argv does not start with docker run: %q", argv)
+	}
+	if i := slices.Index(argv, "--runtime"); (runtime == "") != (i < 0) || (i >= 0 && argv[i+1] != runtime) {
+		t.Fatalf("argv's --runtime does not say %q: %q", runtime, argv)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -115,6 +139,11 @@ node "%[1]sargv" {
 	if !viaAPI.ReadonlyRootfs || !viaAPI.AutoRemove || viaAPI.PidsLimit != 128 || viaAPI.Memory != 256<<20 ||
 		viaAPI.NanoCPUs != 1e9 || viaAPI.NetworkMode != f.network || viaAPI.WorkingDir != "/work" {
 		t.Errorf("hardening fields are not the planned ones: %+v", viaAPI)
+	}
+	if wantRT := runtime; wantRT != "" && viaAPI.Runtime != wantRT {
+		t.Errorf("the engine recorded runtime %q, want %q", viaAPI.Runtime, wantRT)
+	} else if runtime == "" && viaAPI.Runtime == planner.RuntimeRunsc {
+		t.Errorf("a node on the default runtime was created under runsc")
 	}
 	if slices.Contains(viaAPI.EnvNames, "CLAUDE_CODE_OAUTH_TOKEN") {
 		t.Errorf("an unset credential reached the container's environment: %q", viaAPI.EnvNames)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -109,4 +110,64 @@ node "%%[1]sn%02d" {
 	b.ReportMetric(float64(par4)/float64(shell), "par4/shell")
 	b.Logf("%d nodes: docker run loop %.0f ms/node; apply serial %.0f ms/node (overhead %+.0f ms/node, ratio %.2f); apply --parallelism 4 %.0f ms/node (ratio %.2f)",
 		n, perNode(shell), perNode(serial), perNode(serial)-perNode(shell), float64(serial)/float64(shell), perNode(par4), float64(par4)/float64(shell))
+}
+
+// BenchmarkApplyRunscVsRunc measures the per-node cost of the gVisor isolation tier: the same N trivial reviewer
+// nodes applied serially on the engine's default runtime (runc) and with runtime = "runsc". The difference per
+// node is what gVisor adds (sandbox start, the Sentry and gofer, teardown) to a node's wall time.
+// KEWPLAN_BENCH_NODES sets N (default 8). `make bench-apply` runs it once.
+func BenchmarkApplyRunscVsRunc(b *testing.B) {
+	n := 8
+	if s := os.Getenv("KEWPLAN_BENCH_NODES"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			b.Fatalf("KEWPLAN_BENCH_NODES=%q is not a positive number", s)
+		}
+		n = v
+	}
+	f := newFixture(b)
+	requireRunsc(b, f.eng)
+	nodes := func(runtime string) string {
+		var src strings.Builder
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(&src, `
+node "%%[1]s%s%02d" {
+  runner = "claude-code"
+  role   = "reviewer"
+  model  = "claude-sonnet-4-5"
+  repo   = %%[2]q
+  prompt = "mode=verdict"
+%s}
+`, strings.TrimPrefix(runtime+"-", "-"), i, map[bool]string{true: "  runtime = \"" + runtime + "\"\n"}[runtime != ""])
+		}
+		return src.String()
+	}
+	cfgs := map[string]*config.Config{"runc": f.config(nodes("")), "runsc": f.config(nodes("runsc"))}
+	ctx := context.Background()
+	took := map[string]time.Duration{}
+	b.ResetTimer()
+	for it := 0; it < b.N; it++ {
+		for _, rt := range []string{"runc", "runsc"} {
+			start := time.Now()
+			sum, _, err := f.apply(ctx, cfgs[rt], func(o *ApplyOptions) {
+				o.Parallelism = 1
+				o.Hook = NilHook{}
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if sum.Status != ledger.RunSucceeded {
+				b.Fatalf("apply under %s: %s: %+v", rt, sum.Status, sum.Nodes[0])
+			}
+			took[rt] += time.Since(start)
+		}
+	}
+	b.StopTimer()
+	perNode := func(d time.Duration) float64 { return float64(d.Milliseconds()) / float64(b.N*n) }
+	b.ReportMetric(perNode(took["runc"]), "runc-ms/node")
+	b.ReportMetric(perNode(took["runsc"]), "runsc-ms/node")
+	b.ReportMetric(perNode(took["runsc"])-perNode(took["runc"]), "runsc-extra-ms/node")
+	b.ReportMetric(float64(took["runsc"])/float64(took["runc"]), "runsc/runc")
+	b.Logf("%d nodes, serial apply: runc %.0f ms/node, runsc %.0f ms/node (%+.0f ms/node, ratio %.2f)",
+		n, perNode(took["runc"]), perNode(took["runsc"]), perNode(took["runsc"])-perNode(took["runc"]), float64(took["runsc"])/float64(took["runc"]))
 }

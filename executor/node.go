@@ -40,7 +40,7 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	}
 	a.hook.NodeStart(NodeStartEvent{RunID: a.runID, Node: planned.Name, Runner: planned.Runner, Image: res.Image, Model: planned.Model, Time: res.Started})
 
-	checkout := filepath.Join(a.stateDir, "checkouts", a.runID, planned.Name)
+	checkout := filepath.Join(a.stateDir, "checkouts", a.runID, nodePathName(planned))
 	defer func() {
 		res.Ended = time.Now()
 		a.redactResult(res, planned.Credentials)
@@ -254,8 +254,8 @@ func (a *applier) openLogs(np *planner.NodePlan, res *ledger.NodeResult) (stdout
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
 		return nil, nil, failed(ledger.StatusFailed, fmt.Sprintf("log directory: %v", err))
 	}
-	res.StdoutLog = filepath.Join(logDir, np.Name+".stdout.log")
-	res.StderrLog = filepath.Join(logDir, np.Name+".stderr.log")
+	res.StdoutLog = filepath.Join(logDir, nodePathName(np)+".stdout.log")
+	res.StderrLog = filepath.Join(logDir, nodePathName(np)+".stderr.log")
 	stdout, err := createLog(res.StdoutLog)
 	if err != nil {
 		return nil, nil, failed(ledger.StatusFailed, err.Error())
@@ -381,7 +381,7 @@ func exitReason(np *planner.NodePlan, code int64, tail *tailWriter) string {
 // judgeReview reads a reviewer's verdict from its checkout, now that its container is gone, and turns it into
 // the node's status. Anything but a readable verdict holds the node for a human.
 func (a *applier) judgeReview(np *planner.NodePlan, checkout, base string, res *ledger.NodeResult) *nodeFailure {
-	v, err := verdict.Collect(checkout, filepath.Join(a.stateDir, "verdicts", a.runID, np.Name))
+	v, err := verdict.Collect(checkout, filepath.Join(a.stateDir, "verdicts", a.runID, nodePathName(np)))
 	if err != nil {
 		return failed(ledger.StatusHeld, fmt.Sprintf("held for a human: %v", err))
 	}

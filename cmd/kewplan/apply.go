@@ -167,9 +167,6 @@ func (c *ApplyCmd) approve(env *Env, view views.Apply, a *toApply) (ok bool, err
 		view.NothingToApply()
 		return false, nil
 	}
-	if err := refuseUnappliedRuntimes(a.plan); err != nil {
-		return false, err
-	}
 	if a.saved || c.AutoApprove {
 		return true, nil
 	}

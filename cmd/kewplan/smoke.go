@@ -21,11 +21,12 @@ type SmokeCmd struct {
 	Runner  string        `name:"runner" default:"claude-code" placeholder:"NAME" help:"Built-in runner whose container args fill the \"$@\" slot."`
 	JSON    bool          `name:"json" help:"Print the report as JSON."`
 	Timeout time.Duration `name:"timeout" default:"2m" help:"Kill the container if it has not finished after this long."`
+	Runtime string        `name:"runtime" placeholder:"NAME" help:"Container runtime (isolation tier) to run under, such as runsc for gVisor; default: the engine's default runtime."`
 }
 
 // Help shows an example.
 func (SmokeCmd) Help() string {
-	return "Example:\n  kewplan smoke kew-agent:latest\n  kewplan smoke kew-opencode:latest --runner opencode\n\n" +
+	return "Example:\n  kewplan smoke kew-agent:latest\n  kewplan smoke kew-opencode:latest --runner opencode\n  kewplan smoke kew-agent:latest --runtime runsc\n\n" +
 		"Runs IMAGE under apply's hardening (on no network) with its entrypoint replaced by /bin/sh, which prints\n" +
 		"/work/.kew-prompt.txt back. PASS or FAIL for the contract's elements 1-3: the mounted checkout, the prompt\n" +
 		"file and the \"$@\" slot. The agent is never started. Exit status 1 when any element fails."
@@ -36,7 +37,7 @@ func (c *SmokeCmd) Run(env *Env) error {
 	view := views.NewCheck(views.ViewTypeOf(c.JSON), env.streams())
 	return runCheck(env, view, c.Runner, c.Timeout, func(ctx context.Context, eng *engine.Engine) (*conform.SmokeReport, error) {
 		return conform.Smoke(ctx, eng, conform.ProbeOptions{
-			Image: c.Image, Runner: c.Runner, Timeout: c.Timeout, Progress: view.Progress(),
+			Image: c.Image, Runner: c.Runner, Timeout: c.Timeout, Runtime: c.Runtime, Progress: view.Progress(),
 		})
 	}, func(rep *conform.SmokeReport) (bool, error) { return rep.Passed, view.Smoke(rep) })
 }

@@ -129,6 +129,9 @@ func Run(ctx context.Context, eng *engine.Engine, co Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := eng.CheckRuntime(ctx, o.Runtime); err != nil {
+		return nil, err
+	}
 	c := &conformer{eng: eng, o: o, runner: runner, shape: shape, args: runner.ContainerArgs(o.Model), nonce: nonce()}
 	c.prompt = []byte("kewplan conform " + c.nonce + "\nThe prompt travels on stdin; it never rides in argv.\n")
 	c.verdict = `{"kewplan_conform":"` + c.nonce + `","verdict":"approve"}`

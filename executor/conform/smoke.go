@@ -47,6 +47,9 @@ type ProbeOptions struct {
 	// PidsLimit, Memory and CPUs are the sandbox limits to run under; zero values mean the sandbox defaults.
 	PidsLimit    int64
 	Memory, CPUs string
+	// Runtime is the container runtime (isolation tier) to run under, such as "runsc"; "" is the engine's default.
+	// A runtime the engine has not registered is refused before anything runs.
+	Runtime string
 	// Timeout bounds each container; 0 means DefaultProbeTimeout.
 	Timeout time.Duration
 	// Progress, when set, is told what is about to happen (for a live status line).
@@ -110,6 +113,7 @@ func probeContainer(o *ProbeOptions, kind, checkout string, args, env []string) 
 		PidsLimit: o.PidsLimit,
 		Memory:    o.Memory,
 		CPUs:      o.CPUs,
+		Runtime:   o.Runtime,
 		Env:       env,
 		Args:      args,
 	}
@@ -187,6 +191,9 @@ func Smoke(ctx context.Context, eng *engine.Engine, o ProbeOptions) (*SmokeRepor
 	o.progress("inspecting %s", o.Image)
 	info, err := eng.InspectImage(ctx, o.Image)
 	if err != nil {
+		return nil, err
+	}
+	if err := eng.CheckRuntime(ctx, o.Runtime); err != nil {
 		return nil, err
 	}
 	checkout, cleanup, err := scratchCheckout("smoke")

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -97,6 +98,20 @@ func (e *Engine) ComponentVersions(ctx context.Context) (map[string]string, erro
 		}
 	}
 	return out, nil
+}
+
+// Runtimes lists the container runtimes the engine has registered, as `docker info` shows them ("runc", and
+// "runsc" once gVisor is registered in daemon.json), with the engine's default runtime.
+func (e *Engine) Runtimes(ctx context.Context) (names []string, defaultRuntime string, err error) {
+	res, err := e.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return nil, "", fmt.Errorf("engine info: %w", err)
+	}
+	for name := range res.Info.Runtimes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, res.Info.DefaultRuntime, nil
 }
 
 // Close releases the connection.
@@ -236,6 +251,8 @@ func ContainerConfig(c *planner.Container, env map[string]string) (*ContainerSpe
 		},
 	}
 	host.PidsLimit = &pids
+	// --runtime: the isolation tier the plan showed. "" leaves the engine's default runtime (no flag in the argv).
+	host.Runtime = c.Runtime
 	if c.Memory != "" {
 		m, err := units.RAMInBytes(c.Memory)
 		if err != nil {
@@ -736,6 +753,8 @@ type InspectedContainer struct {
 	Memory          int64
 	NanoCPUs        int64
 	User            string
+	// Runtime is the container's runtime as the engine recorded it ("runc" for its default, "runsc", ...).
+	Runtime string
 }
 
 // InspectContainer reports a container's configuration (env values are reduced to names).
@@ -776,6 +795,7 @@ func (e *Engine) InspectContainer(ctx context.Context, nameOrID string) (*Inspec
 		out.Binds = h.Binds
 		out.Memory = h.Memory
 		out.NanoCPUs = h.NanoCPUs
+		out.Runtime = h.Runtime
 	}
 	return out, nil
 }

@@ -63,3 +63,22 @@ func TestParseCPUs(t *testing.T) {
 		}
 	}
 }
+
+// TestContainerConfigRuntime: --runtime NAME in the argv is HostConfig.Runtime; no runtime leaves the engine's
+// default (an empty Runtime, and no flag).
+func TestContainerConfigRuntime(t *testing.T) {
+	for _, rt := range []string{"", "runsc"} {
+		c := &planner.Container{Name: "kew-x", Node: "x", RunID: "r", Checkout: "/c", Image: "i", Network: "bridge", Runtime: rt}
+		spec, err := ContainerConfig(c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spec.HostConfig.Runtime != rt || spec.Clone().HostConfig.Runtime != rt {
+			t.Errorf("runtime %q: HostConfig.Runtime = %q (clone %q)", rt, spec.HostConfig.Runtime, spec.Clone().HostConfig.Runtime)
+		}
+		argv := strings.Join(c.Argv(), " ")
+		if has := strings.Contains(argv, "--runtime "+rt); (rt != "") != has || (rt == "" && strings.Contains(argv, "--runtime")) {
+			t.Errorf("runtime %q: argv %s", rt, argv)
+		}
+	}
+}

@@ -96,7 +96,8 @@ var catalogue = []item{
 	{ID: "C9", Attack: "fill tmpfs; allocate past the memory limit", Expected: "stopped inside the container; reported"},
 	{ID: "C10", Attack: "fill the disk through the bind-mounted checkout", Expected: "stopped by kewplan's disk watchdog; the node fails closed; the host filesystem keeps headroom",
 		Tests: []string{"executor.TestDiskWatch"}},
-	{ID: "C11", Attack: "gVisor requested but missing", Expected: "refused; no fallback to runc"},
+	{ID: "C11", Attack: "a stronger runtime: gVisor requested (missing, then present)", Expected: "missing: refused in preflight with the fix, no fallback to runc; present: the agent sees gVisor's kernel, the same hardening, its work pushed",
+		Tests: []string{"executor.TestRunscApplyProbe", "executor.TestRuntimeMissingRefusedInPreflight", "conform.TestRunscSmokeAndConform"}},
 	{ID: "C12", Attack: "engine and runc versions", Expected: "at or above the CVE fix floors"},
 
 	{ID: "D1", Attack: "allowlist network missing", Expected: "refused; never falls back",

@@ -17,6 +17,7 @@
 //	               normal run (sleep=1h then makes it wait to be killed)
 //	final_usage=none   the closing assistant message carries no usage
 //	tokens=I,O,CR,CW   usage figures of the result event (default 11,22,33,44; "none" omits usage and modelUsage)
+//	probe=1        with any mode: first report the probe (as mode=probe does), so one run both probes and works
 //	cost=F             total_cost_usd of the result event (default 0.0125; "none" omits it)
 //	session=S          session id (default "fake-session")
 //	sleep=D            sleep D (a Go duration) before the result
@@ -71,6 +72,9 @@ func main() {
 	}
 	emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": model, "cwd": mustGetwd()})
 
+	if opts.get("probe", "") == "1" {
+		emit(map[string]any{"type": "system", "subtype": "probe", "session_id": session, "probe": probe()})
+	}
 	switch mode := opts.get("mode", "succeed"); mode {
 	case "succeed":
 	case "fail":
@@ -227,6 +231,10 @@ func probe() map[string]any {
 	err := os.WriteFile("/kewplan-probe", []byte("x"), 0o644)
 	out["root_write_error"] = errString(err)
 	out["root_write_erofs"] = errors.Is(err, syscall.EROFS)
+	// gVisor's Sentry answers a write to the read-only root with EACCES, runc's kernel with EROFS: either is a refusal.
+	out["root_write_refused"] = errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EACCES)
+	version, _ := os.ReadFile("/proc/version")
+	out["proc_version"] = strings.TrimSpace(string(version))
 
 	status, _ := os.ReadFile("/proc/self/status")
 	for _, line := range strings.Split(string(status), "\n") {
