@@ -7,7 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
@@ -36,24 +38,22 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 
 	var bodies []*hclsyntax.Body
 	parsed := true
-	for _, name := range names {
-		src, err := readConfigFile(name)
-		if err != nil {
+	for _, f := range readAndParse(names) {
+		if f.err != nil {
 			parsed = false
 			diags = append(diags, errorDiag("Cannot read configuration file",
-				fmt.Sprintf("Reading %s failed: %s. Check that the file exists and is readable.", name, describeFSError(err)),
+				fmt.Sprintf("Reading %s failed: %s. Check that the file exists and is readable.", f.name, describeFSError(f.err)),
 				hcl.Range{}))
 			continue
 		}
-		cfg.Files[name] = src
-		body, fileDiags := parseConfigSource(name, src)
-		diags = append(diags, fileDiags...)
-		if fileDiags.HasErrors() {
+		cfg.Files[f.name] = f.src
+		diags = append(diags, f.diags...)
+		if f.diags.HasErrors() {
 			parsed = false
 			// A file that does not parse would only produce confusing follow-on errors from its partial body.
 			continue
 		}
-		bodies = append(bodies, body)
+		bodies = append(bodies, f.body)
 	}
 	for _, body := range bodies {
 		diags = append(diags, cfg.decodeFile(body)...)
@@ -65,6 +65,44 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 	}
 	SortDiagnostics(diags)
 	return cfg, diags
+}
+
+// parsedFile is one configuration file read and parsed.
+type parsedFile struct {
+	name  string
+	src   []byte
+	body  *hclsyntax.Body
+	diags hcl.Diagnostics
+	err   error // reading failed
+}
+
+// readAndParse reads and parses the named files, concurrently when there are several (parsing is most of
+// what loading costs), and returns them in the order of names.
+func readAndParse(names []string) []parsedFile {
+	out := make([]parsedFile, len(names))
+	one := func(i int) {
+		f := &out[i]
+		f.name = names[i]
+		if f.src, f.err = readConfigFile(f.name); f.err == nil {
+			f.body, f.diags = parseConfigSource(f.name, f.src)
+		}
+	}
+	if len(names) == 1 {
+		one(0)
+		return out
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			one(i)
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 func newConfig(path string) *Config {
