@@ -4,7 +4,7 @@ PKGS    ?= ./...
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build test bench fmt vet test-deps runsc-setup
+.PHONY: all build test bench bench-plan fmt vet test-deps runsc-setup
 
 all: build
 
@@ -43,8 +43,15 @@ test-deps:
 runsc-setup:
 	@scripts/runsc-setup.sh
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+# Issue 20's figures, each a ratio or a figure measured in one run (internal/benchplan): plan --json against
+# hclsyntax.ParseConfig alone (plan/parse), peak memory (peak-MB), growth 10k/1k, validate/plan, start-up
+# (wall-ms) and the saved plan's size; then every package's own benchmarks, then apply's (bench-apply).
+BENCHTIME ?= 3x
+bench: bench-plan
+	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list $(PKGS) | grep -v internal/benchplan)
+
+bench-plan:
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./internal/benchplan
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

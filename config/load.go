@@ -6,7 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
@@ -46,12 +48,8 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 
 	var bodies []*hclsyntax.Body
 	parsed := true
-	for _, path := range names {
-		// Ranges, snippets and the saved plan name files relative to the configuration's directory, so that a
-		// configuration planned from two checkouts (or via an absolute and a relative path) reads the same.
-		name := relativeName(cfg.Dir, path)
-		src, err := readConfigFile(path)
-		if err != nil {
+	for _, f := range readAndParse(cfg.Dir, names) {
+		if err := f.err; err != nil {
 			parsed = false
 			hint := "Check that the file exists and is readable."
 			if errors.Is(err, safefile.ErrNotRegular) {
@@ -60,19 +58,18 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 				hint = "Check that the path names the configuration."
 			}
 			diags = append(diags, errorDiag("Cannot read configuration file",
-				fmt.Sprintf("Reading %s failed: %s. %s", path, describeFSError(err), hint),
+				fmt.Sprintf("Reading %s failed: %s. %s", f.path, describeFSError(err), hint),
 				hcl.Range{}))
 			continue
 		}
-		cfg.Files[name] = src
-		body, fileDiags := parseConfigSource(name, src)
-		diags = append(diags, fileDiags...)
-		if fileDiags.HasErrors() {
+		cfg.Files[f.name] = f.src
+		diags = append(diags, f.diags...)
+		if f.diags.HasErrors() {
 			parsed = false
 			// A file that does not parse would only produce confusing follow-on errors from its partial body.
 			continue
 		}
-		bodies = append(bodies, body)
+		bodies = append(bodies, f.body)
 	}
 	for _, body := range bodies {
 		diags = append(diags, cfg.decodeFile(body)...)
@@ -92,6 +89,47 @@ func relativeName(dir, path string) string {
 		return filepath.ToSlash(rel)
 	}
 	return filepath.Base(path)
+}
+
+// parsedFile is one configuration file read and parsed.
+type parsedFile struct {
+	path  string // as found on disk
+	name  string // relative to the configuration's directory: what ranges and the saved plan say
+	src   []byte
+	body  *hclsyntax.Body
+	diags hcl.Diagnostics
+	err   error // reading failed
+}
+
+// readAndParse reads and parses the named files, concurrently when there are several (parsing is most of
+// what loading costs), and returns them in the order of names.
+func readAndParse(dir string, names []string) []parsedFile {
+	out := make([]parsedFile, len(names))
+	one := func(i int) {
+		f := &out[i]
+		// Ranges, snippets and the saved plan name files relative to the configuration's directory, so that a
+		// configuration planned from two checkouts (or via an absolute and a relative path) reads the same.
+		f.path, f.name = names[i], relativeName(dir, names[i])
+		if f.src, f.err = readConfigFile(f.path); f.err == nil {
+			f.body, f.diags = parseConfigSource(f.name, f.src)
+		}
+	}
+	if len(names) == 1 {
+		one(0)
+		return out
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			one(i)
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 func newConfig(path string) *Config {

@@ -99,7 +99,7 @@ func TestSavedPlanStaleness(t *testing.T) {
 			writeFiles(t, dir, map[string]string{"extra.hcl": "locals {\n  x = 1\n}\n"})
 		}},
 		{name: "variable value edited in the plan file", want: "the plan file was edited", change: func(t *testing.T, _, planPath string) {
-			b, _ := os.ReadFile(planPath)
+			b := readPlain(t, planPath)
 			i := strings.LastIndex(string(b), "claude-opus-4-1") // in saved.variables, after the nodes
 			b = []byte(string(b[:i]) + "claude-haiku-4-5" + string(b[i+len("claude-opus-4-1"):]))
 			os.WriteFile(planPath, b, 0o600)
@@ -170,7 +170,7 @@ func TestSavedPlanContents(t *testing.T) {
 		t.Errorf("tags = %#v, want %#v", vars["tags"], want)
 	}
 	// Every key of the plan --json document is in the saved plan.
-	raw, _ := os.ReadFile(planPath)
+	raw := readPlain(t, planPath)
 	var saved map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &saved); err != nil {
 		t.Fatal(err)
@@ -210,7 +210,7 @@ func TestReload(t *testing.T) {
 	if p.Nodes[0].Container == nil || p.Nodes[0].Prompt.Text != "Fix it." {
 		t.Fatalf("Reload() planned %+v", p.Nodes[0])
 	}
-	b, _ := os.ReadFile(planPath)
+	b := readPlain(t, planPath)
 	b = []byte(strings.Replace(string(b), `"-e",`, `"-e", "GITHUB_TOKEN", "-e",`, 1))
 	os.WriteFile(planPath, b, 0o600)
 	f, err = planfile.ReadSaved(planPath)
@@ -240,4 +240,18 @@ func TestReadSavedRefuses(t *testing.T) {
 			t.Errorf("ReadSaved(%s) = %v, want an error with %q", name, err, want)
 		}
 	}
+}
+
+// readPlain reads a saved plan's JSON (Write compresses it); tests that edit it write it back uncompressed, as
+// a plan file written before compression is.
+func readPlain(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = planfile.Decompress(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

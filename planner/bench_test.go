@@ -147,6 +147,7 @@ func BenchmarkLoadAndBuild(b *testing.B) {
 		b.Run(shape+"-10000", func(b *testing.B) {
 			dir := b.TempDir()
 			writeGeneratedConfig(b, dir, shape, 10000)
+			cpu0 := processCPU()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				cfg, diags := config.Load(dir)
@@ -159,7 +160,9 @@ func BenchmarkLoadAndBuild(b *testing.B) {
 					b.Fatal(p.Diagnostics.Error())
 				}
 			}
+			b.StopTimer()
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10000, "ns/node")
+			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N)/10000, "cpu-ns/node")
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package views
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 )
@@ -9,13 +8,9 @@ import (
 // writeIndentedJSON writes v as one indented JSON document with a newline, HTML characters unescaped, and
 // nothing at all when v does not encode.
 func writeIndentedJSON(w io.Writer, v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	// The encoder encodes all of v before it writes, in one Write: no copy of a large plan is kept here.
+	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	_, err := w.Write(buf.Bytes())
-	return err
+	return enc.Encode(v)
 }

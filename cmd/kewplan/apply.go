@@ -243,7 +243,8 @@ func applySignals(view views.Apply) (context.Context, func(), *executor.Janitor)
 	return ctx, func() { signal.Stop(sigs); close(stopped); cancel() }, janitor
 }
 
-// isSavedPlan tells a plan file from a configuration: a regular file that is not .hcl and whose first byte is '{'.
+// isSavedPlan tells a plan file from a configuration: a regular file that is not .hcl and is gzip-compressed
+// (planfile.Write) or JSON (a plan file written before compression, whose first byte is '{').
 func isSavedPlan(path string) bool {
 	if strings.HasSuffix(path, ".hcl") {
 		return false
@@ -259,5 +260,5 @@ func isSavedPlan(path string) bool {
 	defer f.Close()
 	head := make([]byte, 512)
 	n, _ := io.ReadFull(f, head)
-	return bytes.HasPrefix(bytes.TrimSpace(head[:n]), []byte("{"))
+	return bytes.HasPrefix(head[:n], []byte{0x1f, 0x8b}) || bytes.HasPrefix(bytes.TrimSpace(head[:n]), []byte("{"))
 }

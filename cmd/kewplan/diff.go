@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kewplan/kewplan/plandiff"
+	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
 )
@@ -70,6 +71,12 @@ func readPlanArg(env *Env, name, role string) (*planner.Document, error) {
 		data, err = io.ReadAll(io.LimitReader(env.Stdin, plandiff.MaxPlanBytes+1))
 	} else {
 		data, err = readPlanFile(name)
+	}
+	if err == nil {
+		data, err = planfile.Decompress(data) // a saved plan is gzip-compressed
+		if err == nil && len(data) > plandiff.MaxPlanBytes {
+			err = fmt.Errorf("%s: %w", name, plandiff.ErrTooLarge)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s plan: %w", role, err)
