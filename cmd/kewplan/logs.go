@@ -41,7 +41,14 @@ cost, and the run's totals at the end. Text from the stream is untrusted: contro
 overrides are shown escaped, never sent to the terminal. On a terminal, output longer than a screen goes
 through $PAGER (less by default), as git log does.
 
+A run's nodes come from the ledger, in the order they started, each with a header (runner, model, image,
+status, duration, tokens, cost); --follow streams a running apply's nodes until the run ends, beside apply,
+never blocking it. Credentials forwarded to a node are masked in its stored logs, so in every mode.
+
 Example:
+  kewplan logs latest
+  kewplan logs latest --follow
+  kewplan logs 20261130T101430Z-8f5b00 'fix["api"]' --json
   kewplan logs --runner claude-code run.ndjson
   kewplan logs --runner pi --json - < run.ndjson
   kewplan logs --protocol opencode --model anthropic/claude-sonnet-4.5 --stderr run.stderr run.ndjson`
