@@ -241,7 +241,7 @@ type applier struct {
 }
 
 func (a *applier) warn(node, msg string) {
-	a.hook.Warning(WarningEvent{RunID: a.runID, Node: node, Message: msg, Time: time.Now()})
+	a.hook.Warning(WarningEvent{RunID: a.runID, Node: node, Message: a.maskString(msg, a.nodeCredentials(node)), Time: time.Now()})
 }
 
 // preflight checks everything a node needs before any container starts, collecting every problem so one apply

@@ -608,6 +608,16 @@ node "%[1]sleak" {
 	if fi, err := os.Stat(res.StderrLog); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("stderr log must be owner-only: %v %v", fi.Mode(), err)
 	}
+	// The stored logs are masked as they are written.
+	for _, log := range []string{res.StdoutLog, res.StderrLog} {
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "sk-test-dummy-value") || !strings.Contains(string(b), "[MASKED]") {
+			t.Errorf("stored log %s is not masked:\n%s", log, b)
+		}
+	}
 }
 
 // TestJanitorLastCleanup: what a second interrupt triggers, while a container runs: the container is removed,

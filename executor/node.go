@@ -190,6 +190,8 @@ func (a *applier) runAgent(ctx context.Context, np *planner.NodePlan, checkout s
 	}
 	defer stdoutLog.Close()
 	defer stderrLog.Close()
+	// The stored logs never hold a credential forwarded to the node; the meter reads the raw stream.
+	maskedOut, maskedErr, flushLogs := a.maskedLogs(np.Credentials, stdoutLog, stderrLog)
 
 	if d, over := a.budget.exceeded(); over {
 		return failed(ledger.StatusSkipped, "its container was not started: "+d.String())
@@ -198,7 +200,7 @@ func (a *applier) runAgent(ctx context.Context, np *planner.NodePlan, checkout s
 	pr, pw := io.Pipe()
 	feedDone := make(chan error, 1)
 	go func() {
-		err := runners.Feed(pr, meter.progress, stdoutLog)
+		err := runners.Feed(pr, meter.progress, maskedOut)
 		// Whatever Feed did, never leave the demultiplexer blocked on a pipe nobody reads.
 		_, _ = io.Copy(io.Discard, pr)
 		feedDone <- err
@@ -219,7 +221,7 @@ func (a *applier) runAgent(ctx context.Context, np *planner.NodePlan, checkout s
 	budgetDone := meter.budget.watch(runCtx, stopRun)
 	out.run, out.runErr = a.engine.Run(runCtx, spec, engine.RunOptions{
 		Stdout:  out.budget.writer(pw),
-		Stderr:  out.budget.writer(io.MultiWriter(stderrLog, out.tail)),
+		Stderr:  out.budget.writer(io.MultiWriter(maskedErr, out.tail)),
 		Timeout: out.timeout,
 		Created: func(id string) { containerID = id; a.janitor.addContainer(id) },
 	})
@@ -230,6 +232,9 @@ func (a *applier) runAgent(ctx context.Context, np *planner.NodePlan, checkout s
 	budgetDone()
 	out.budgetStop = meter.budget.settle(res, &out)
 	out.budgetKilled = meter.budget.killed.Load()
+	if err := flushLogs(); err != nil {
+		a.warn(np.Name, fmt.Sprintf("could not write the end of the node's logs: %v", err))
+	}
 	if containerID != "" {
 		a.janitor.dropContainer(containerID)
 	}
@@ -443,16 +448,9 @@ func (a *applier) imageID(ctx context.Context, ref string) (string, error) {
 
 // redactResult removes the values of the node's credentials from every agent-derived string of its result: an
 // agent holds its credential and could echo it on stderr (which becomes the reason) or in its stream, and these
-// strings reach the ledger and the terminal. The raw logs are kept verbatim, readable by the owner only.
+// strings reach the ledger and the terminal. The stored logs are masked as they are written (maskedLogs).
 func (a *applier) redactResult(r *ledger.NodeResult, names []string) {
-	redact := func(s string) string {
-		for _, name := range names {
-			if v := a.env[name]; len(v) >= 6 && strings.Contains(s, v) {
-				s = strings.ReplaceAll(s, v, "[redacted "+name+"]")
-			}
-		}
-		return s
-	}
+	redact := func(s string) string { return a.maskString(s, names) }
 	r.Reason = redact(r.Reason)
 	r.Totals.Model = redact(r.Totals.Model)
 	r.Totals.SessionID = redact(r.Totals.SessionID)

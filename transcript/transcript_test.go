@@ -236,3 +236,34 @@ func TestUnknownProtocol(t *testing.T) {
 		t.Error("New accepted an unknown protocol")
 	}
 }
+
+// TestStreamChunks: a stream read in chunks of any size, as a followed log arrives, gives the events Scan gives.
+func TestStreamChunks(t *testing.T) {
+	for _, file := range streams(t) {
+		protocol := filepath.Base(filepath.Dir(file))
+		in, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := transcribe(t, protocol, in)
+		for _, size := range []int{1, 7, 4096} {
+			p, _ := New("n", protocol, "")
+			s := NewStream(p)
+			var got []Event
+			emit := func(e Event) error { got = append(got, e); return nil }
+			for rest := in; len(rest) > 0; {
+				n := min(size, len(rest))
+				if err := s.Write(rest[:n], emit); err != nil {
+					t.Fatal(err)
+				}
+				rest = rest[n:]
+			}
+			if err := s.End(emit); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s in chunks of %d (-Scan +Stream):\n%s", file, size, diff)
+			}
+		}
+	}
+}

@@ -21,10 +21,14 @@ type LogsHeader struct {
 	Model    string
 	Image    string
 	Status   string
+	Reason   string // why the node did not succeed, from the ledger
 	Attempt  int
 	Duration time.Duration
 	Totals   *runners.RunTotals // tokens and cost, when known before the transcript (the ledger's)
 	Source   string             // where the stream was read from, for a recorded stream
+	// Continued marks a node's transcript taking the screen back from another one's (kewplan logs --follow, with
+	// nodes running side by side): only its name is shown.
+	Continued bool
 }
 
 // LogsFooter closes a node's transcript: the meter's totals over the whole stream, the process's exit code
@@ -34,6 +38,7 @@ type LogsFooter struct {
 	ExitCode    *int
 	StderrTail  []string // the last lines of stderr, shown when the agent failed
 	StderrLines int64    // how many stderr lines there were in all
+	Status      string   // the node's final status, when it was followed to its end
 }
 
 // LogsOptions shape the human transcript.
@@ -113,7 +118,9 @@ func (v *logsHuman) cut(s string, indent int) string {
 }
 
 func (v *logsHuman) Header(h LogsHeader) error {
-	v.lastText, v.result = "", nil
+	if !h.Continued {
+		v.lastText, v.result = "", nil
+	}
 	name := h.Node
 	if name == "" {
 		name = h.Source
@@ -140,7 +147,13 @@ func (v *logsHuman) Header(h LogsHeader) error {
 		parts = append(parts, logsTokens(h.Totals.InputTokens, h.Totals.OutputTokens, h.Totals.CacheReadTokens, h.Totals.CacheWriteTokens))
 		parts = append(parts, logsCost(h.Totals.CostUSD))
 	}
+	if h.Continued {
+		parts = nil
+	}
 	v.printf("%s\n", v.style(logsAnsiBold, strings.Join(append([]string{"── " + EscapeTerminal(name, false)}, parts...), " · ")))
+	if h.Reason != "" && !h.Continued {
+		v.printf("  %s\n", v.style(logsAnsiYellow, v.cut(EscapeTerminal(h.Reason, false), 2)))
+	}
 	return v.err
 }
 
@@ -281,6 +294,9 @@ func (v *logsHuman) Footer(f LogsFooter) error {
 	label := "totals"
 	if failed {
 		label = "totals (failed)"
+	}
+	if f.Status != "" {
+		label = EscapeTerminal(f.Status, false) + ", totals"
 	}
 	v.printf("%s %s\n", v.style(logsAnsiBold, "── "+label+":"), strings.Join(parts, " · "))
 	if failed && len(f.StderrTail) > 0 {

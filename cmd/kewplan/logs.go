@@ -1,32 +1,26 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/term"
 
 	"github.com/kewplan/kewplan/runners"
 	"github.com/kewplan/kewplan/transcript"
 	"github.com/kewplan/kewplan/views"
 )
 
-// LogsCmd is `kewplan logs`: a readable transcript of what an agent did. Phase 1 renders a recorded stream
-// (`--runner NAME FILE|-`); the run form (`RUN [NODE…]`, reading the ledger, --follow, --attempt) is declared
-// here and arrives with phase 2.
+// LogsCmd is `kewplan logs`: a readable transcript of what an agent did, for the nodes of a recorded run
+// (`RUN [NODE…]`, read from the ledger, live with --follow) or for a recorded stream (`--runner NAME FILE|-`).
 type LogsCmd struct {
-	Runner   string `placeholder:"NAME" help:"Render a recorded stream of this built-in runner: claude-code, opencode, pi, hermes or lemonade."`
-	Protocol string `placeholder:"PROTOCOL" help:"Render a recorded stream of a custom runner by its declared protocol: claude-code, opencode, pi or hermes."`
-	Model    string `placeholder:"MODEL" help:"The routed model, shown when the stream names none (opencode never does)."`
-	Node     string `placeholder:"NAME" help:"The node name a recorded stream's events carry (default: the file's name)."`
-	Stderr   string `placeholder:"FILE" help:"The same run's recorded stderr: its tail is shown when the agent failed, every line with --json."`
+	Runner     string `placeholder:"NAME" help:"Render a recorded stream of this built-in runner: claude-code, opencode, pi, hermes or lemonade."`
+	Protocol   string `placeholder:"PROTOCOL" help:"Render a recorded stream of a custom runner by its declared protocol: claude-code, opencode, pi or hermes."`
+	Model      string `placeholder:"MODEL" help:"The routed model, shown when the stream names none (opencode never does)."`
+	Node       string `placeholder:"NAME" help:"The node name a recorded stream's events carry (default: the file's name)."`
+	StderrFile string `name:"stderr" placeholder:"FILE" help:"The same run's recorded stderr: its tail is shown when the agent failed, every line with --json."`
 
 	JSON    bool `name:"json" help:"Print one normalised event per line (see the README for the schema)."`
 	Raw     bool `help:"Print the stored stream verbatim (control characters are escaped on a terminal)."`
@@ -47,7 +41,14 @@ cost, and the run's totals at the end. Text from the stream is untrusted: contro
 overrides are shown escaped, never sent to the terminal. On a terminal, output longer than a screen goes
 through $PAGER (less by default), as git log does.
 
+A run's nodes come from the ledger, in the order they started, each with a header (runner, model, image,
+status, duration, tokens, cost); --follow streams a running apply's nodes until the run ends, beside apply,
+never blocking it. Credentials forwarded to a node are masked in its stored logs, so in every mode.
+
 Example:
+  kewplan logs latest
+  kewplan logs latest --follow
+  kewplan logs 20261130T101430Z-8f5b00 'fix["api"]' --json
   kewplan logs --runner claude-code run.ndjson
   kewplan logs --runner pi --json - < run.ndjson
   kewplan logs --protocol opencode --model anthropic/claude-sonnet-4.5 --stderr run.stderr run.ndjson`
@@ -56,7 +57,7 @@ Example:
 // Run renders the transcript.
 func (c *LogsCmd) Run(env *Env) error {
 	if c.Runner == "" && c.Protocol == "" {
-		return c.runForm()
+		return c.runForm(env)
 	}
 	protocol, label, err := c.protocol()
 	if err != nil {
@@ -77,27 +78,12 @@ func (c *LogsCmd) Run(env *Env) error {
 	}
 	defer closeIn()
 
-	out, finish := c.output(env)
-	err = c.render(env, out, in, name, protocol, label)
-	if ferr := finish(); err == nil {
-		err = ferr
+	out := views.NewLogsOutput(env.streams(), views.LogsOutputOptions{Environ: env.Environ, NoPager: c.NoPager})
+	err = c.render(out, in, name, protocol, label)
+	if cerr := out.Close(); err == nil {
+		err = cerr
 	}
 	return err
-}
-
-// runForm is the run form, which needs the ledger (phase 2).
-func (c *LogsCmd) runForm() error {
-	if len(c.Args) == 0 {
-		return errors.New("name a run (or latest), or render a recorded stream with --runner NAME FILE")
-	}
-	state := c.StateDir
-	if state == "" {
-		state = ".kewplan"
-	}
-	return fmt.Errorf("kewplan logs RUN is not available yet (it reads the ledger; coming next). A run's streams are stored as %s; render one with: kewplan logs --runner NAME --stderr %s %s",
-		filepath.Join(state, "logs", "RUN", "NODE.stdout.log"),
-		filepath.Join(state, "logs", "RUN", "NODE.stderr.log"),
-		filepath.Join(state, "logs", "RUN", "NODE.stdout.log"))
 }
 
 // protocol resolves --runner or --protocol to a vocabulary and the label of the header.
@@ -140,9 +126,9 @@ func (c *LogsCmd) open(env *Env) (in io.Reader, name string, closeIn func(), err
 	return f, filepath.Base(file), func() { f.Close() }, nil
 }
 
-func (c *LogsCmd) render(env *Env, out io.Writer, in io.Reader, name, protocol, label string) error {
+func (c *LogsCmd) render(out *views.LogsOutput, in io.Reader, name, protocol, label string) error {
 	if c.Raw {
-		return copyRaw(out, in, env.Terminal)
+		return out.Raw(in)
 	}
 	node := c.Node
 	if node == "" {
@@ -152,11 +138,7 @@ func (c *LogsCmd) render(env *Env, out io.Writer, in io.Reader, name, protocol, 
 	if !ok {
 		return fmt.Errorf("no transcript for protocol %q", protocol)
 	}
-	width := 0
-	if f, ok := env.Stdout.(*os.File); ok && env.Terminal {
-		width, _, _ = term.GetSize(int(f.Fd()))
-	}
-	view := views.NewLogsView(out, c.JSON, views.LogsOptions{Color: env.Terminal && !env.NoColor, Width: width})
+	view := out.View(c.JSON)
 	if err := view.Header(views.LogsHeader{Node: node, Runner: label, Model: c.Model}); err != nil {
 		return err
 	}
@@ -164,8 +146,8 @@ func (c *LogsCmd) render(env *Env, out io.Writer, in io.Reader, name, protocol, 
 		return fmt.Errorf("read stream %s: %w", name, err)
 	}
 	footer := views.LogsFooter{Totals: p.Totals()}
-	if c.Stderr != "" {
-		if err := c.readStderr(p, view, &footer); err != nil {
+	if c.StderrFile != "" {
+		if err := readStderr(c.StderrFile, c.JSON, p, view, &footer); err != nil {
 			return err
 		}
 	}
@@ -175,8 +157,9 @@ func (c *LogsCmd) render(env *Env, out io.Writer, in io.Reader, name, protocol, 
 // stderrTail is how many of the last stderr lines a failed run's footer shows.
 const stderrTail = 10
 
-func (c *LogsCmd) readStderr(p *transcript.Parser, view views.LogsView, footer *views.LogsFooter) error {
-	f, err := os.Open(c.Stderr)
+// readStderr reads a node's stderr into the footer's tail and count, and with jsonLines emits every line.
+func readStderr(path string, jsonLines bool, p *transcript.Parser, view views.LogsView, footer *views.LogsFooter) error {
+	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("read stderr: %w", err)
 	}
@@ -187,146 +170,13 @@ func (c *LogsCmd) readStderr(p *transcript.Parser, view views.LogsView, footer *
 			footer.StderrTail = footer.StderrTail[1:]
 		}
 		footer.StderrTail = append(footer.StderrTail, e.Text)
-		if c.JSON {
+		if jsonLines {
 			return view.Event(e)
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("read stderr %s: %w", c.Stderr, err)
+		return fmt.Errorf("read stderr %s: %w", path, err)
 	}
-	return nil
-}
-
-// copyRaw prints the stream as stored. On a terminal its control characters are escaped: the stored bytes are
-// agent output and must never drive the terminal; piped, they are copied byte for byte.
-func copyRaw(out io.Writer, in io.Reader, terminal bool) error {
-	if !terminal {
-		_, err := io.Copy(out, in)
-		return err
-	}
-	br := bufio.NewReaderSize(in, 64<<10)
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if len(chunk) > 0 {
-			if _, werr := io.WriteString(out, views.EscapeTerminal(string(chunk), true)); werr != nil {
-				return werr
-			}
-		}
-		switch {
-		case err == nil, err == bufio.ErrBufferFull:
-		case err == io.EOF:
-			return nil
-		default:
-			return err
-		}
-	}
-}
-
-// output returns where the transcript is written: stdout, or on a terminal $PAGER once the output is longer
-// than a screen. finish flushes and waits for the pager.
-func (c *LogsCmd) output(env *Env) (io.Writer, func() error) {
-	f, ok := env.Stdout.(*os.File)
-	if c.NoPager || !env.Terminal || !ok {
-		return env.Stdout, func() error { return nil }
-	}
-	_, rows, err := term.GetSize(int(f.Fd()))
-	pager := pagerCommand(env.Environ)
-	if err != nil || rows <= 0 || pager == "" {
-		return env.Stdout, func() error { return nil }
-	}
-	p := &pagedOutput{out: f, rows: rows - 1, command: pager, environ: env.Environ, stderr: env.Stderr}
-	return p, p.finish
-}
-
-// pagerCommand is $PAGER, or less when it is unset; "" or cat mean no pager.
-func pagerCommand(environ []string) string {
-	pager, set := "", false
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, "PAGER="); ok {
-			pager, set = v, true
-		}
-	}
-	if !set {
-		if _, err := exec.LookPath("less"); err != nil {
-			return ""
-		}
-		return "less"
-	}
-	if strings.TrimSpace(pager) == "cat" {
-		return ""
-	}
-	return strings.TrimSpace(pager)
-}
-
-// pagedOutput holds the first screenful; when the output outgrows it, it starts the pager and hands it what it
-// held and everything after. Output that fits on one screen is written directly, as git does.
-type pagedOutput struct {
-	out     *os.File
-	rows    int
-	command string
-	environ []string
-	stderr  io.Writer
-	buf     bytes.Buffer
-	lines   int
-	cmd     *exec.Cmd
-	pipe    io.WriteCloser
-	direct  bool
-}
-
-func (p *pagedOutput) Write(b []byte) (int, error) {
-	switch {
-	case p.pipe != nil:
-		return p.pipe.Write(b)
-	case p.direct:
-		return p.out.Write(b)
-	}
-	p.buf.Write(b)
-	p.lines += bytes.Count(b, []byte{'\n'})
-	if p.lines < p.rows {
-		return len(b), nil
-	}
-	if err := p.start(); err != nil {
-		p.direct = true // no pager after all: print as if there were none
-	}
-	w := io.Writer(p.out)
-	if p.pipe != nil {
-		w = p.pipe
-	}
-	_, err := w.Write(p.buf.Bytes())
-	p.buf.Reset()
-	return len(b), err
-}
-
-func (p *pagedOutput) start() error {
-	cmd := exec.Command("/bin/sh", "-c", p.command)
-	env := p.environ
-	hasLess := false
-	for _, kv := range env {
-		hasLess = hasLess || strings.HasPrefix(kv, "LESS=")
-	}
-	if !hasLess {
-		// Quit when the text fits, keep colours, do not clear the screen: git's defaults.
-		env = append(env[:len(env):len(env)], "LESS=FRX")
-	}
-	cmd.Env, cmd.Stdout, cmd.Stderr = env, p.out, p.stderr
-	pipe, err := cmd.StdinPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	p.cmd, p.pipe = cmd, pipe
-	return nil
-}
-
-func (p *pagedOutput) finish() error {
-	if p.pipe == nil {
-		_, err := p.out.Write(p.buf.Bytes())
-		return err
-	}
-	p.pipe.Close()
-	_ = p.cmd.Wait() // quitting the pager early is not an error
 	return nil
 }

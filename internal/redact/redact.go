@@ -94,13 +94,17 @@ func dedupe(forms []string) []string {
 }
 
 // Writer masks secrets in what is written through it. It is not safe for concurrent use. Call Flush (or Close)
-// after the last Write: up to the longest form's length minus one byte is held back until then.
+// after the last Write: up to the longest form's length minus one byte is held back until then, never a complete
+// line (unless a secret itself holds a newline).
 type Writer struct {
 	w       io.Writer
 	forms   [][]byte // longest first
 	maxLen  int
 	pending []byte
 	next    []int // per form: index in the current buffer of its next occurrence at or after the scan, or -1
+	// lines is true when no form holds a "\n": nothing is then held back past a line's end, so that a stream
+	// read line by line as it is written (kewplan logs --follow) sees each complete line at once.
+	lines bool
 }
 
 // NewWriter returns a Writer to w masking every form of every non-empty secret. With no secret it still works,
@@ -117,6 +121,10 @@ func NewWriter(w io.Writer, secrets []string) *Writer {
 		m.maxLen = max(m.maxLen, len(f))
 	}
 	m.next = make([]int, len(m.forms))
+	m.lines = true
+	for _, f := range m.forms {
+		m.lines = m.lines && bytes.IndexByte(f, '\n') < 0
+	}
 	return m
 }
 
@@ -127,7 +135,12 @@ func (m *Writer) Write(p []byte) (int, error) {
 		return m.w.Write(p)
 	}
 	buf := append(m.pending, p...)
-	out, rest := m.mask(buf, len(buf)-(m.maxLen-1))
+	limit := len(buf) - (m.maxLen - 1)
+	if m.lines {
+		// A form without "\n" that starts before the last line's end also ends before it.
+		limit = max(limit, bytes.LastIndexByte(buf, '\n')+1)
+	}
+	out, rest := m.mask(buf, limit)
 	m.pending = append(m.pending[:0:0], rest...)
 	if len(out) > 0 {
 		if _, err := m.w.Write(out); err != nil {

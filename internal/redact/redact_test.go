@@ -174,3 +174,27 @@ func FuzzWriter(f *testing.F) {
 		}
 	})
 }
+
+// TestCompleteLinesAreNotHeldBack: a line is written whole as soon as its "\n" is, so that a log followed as it
+// is written shows every complete line; a secret split across writes is still masked.
+func TestCompleteLinesAreNotHeldBack(t *testing.T) {
+	var out bytes.Buffer
+	w := NewWriter(&out, []string{secret})
+	w.Write([]byte(`{"a":1}` + "\n" + `{"b":"` + secret[:5]))
+	if got := out.String(); got != `{"a":1}`+"\n" {
+		t.Errorf("after the first write: %q", got)
+	}
+	w.Write([]byte(secret[5:] + `"}` + "\n"))
+	if got := out.String(); got != `{"a":1}`+"\n"+`{"b":"[MASKED]"}`+"\n" {
+		t.Errorf("after the line's end: %q", got)
+	}
+	// A secret holding a newline keeps the general rule.
+	out.Reset()
+	w = NewWriter(&out, []string{"line one\nline two"})
+	w.Write([]byte("x line one\n"))
+	w.Write([]byte("line two y\n"))
+	w.Flush()
+	if got := out.String(); got != "x [MASKED] y\n" {
+		t.Errorf("multi-line secret: %q", got)
+	}
+}

@@ -10,6 +10,9 @@
 //	mode=garbage   print invalid JSON, NULs, invalid UTF-8 and terminal escapes, then a normal run
 //	mode=probe     probe the hardening from inside and report it in a system event, then a normal run
 //	mode=leak      echo ANTHROPIC_API_KEY's value in the session id, the model and on stderr, exit 1
+//	mode=echo      echo ANTHROPIC_API_KEY's value raw, base64- and URL-encoded in its text, a tool call and its
+//	               result, and on stderr, then a normal run
+//	mode=gate      say "waiting for the gate", then wait until the file /work/.kew-gate exists, then a normal run
 //	mode=verdict   write /work/.kew-review-verdict.json with verdict=<v>, then a normal run
 //	mode=commit    commit file=<name> with content=<text> by writing git objects itself, then a normal run
 //	mode=turns     stream turns=N assistant messages (ids msg_turn_1…), each as blocks=K content blocks repeating the
@@ -27,10 +30,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"sort"
@@ -71,6 +76,10 @@ func main() {
 		os.Exit(1)
 	}
 	emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": model, "cwd": mustGetwd()})
+	assistant := func(id string, content ...any) {
+		emit(map[string]any{"type": "assistant", "session_id": session, "message": map[string]any{
+			"id": id, "model": model, "content": content, "usage": map[string]any{"input_tokens": 1, "output_tokens": 1}}})
+	}
 
 	if opts.get("probe", "") == "1" {
 		emit(map[string]any{"type": "system", "subtype": "probe", "session_id": session, "probe": probe()})
@@ -95,6 +104,24 @@ func main() {
 		os.Stdout.Write([]byte{0xff, 0xfe, 0xfd, '\n'})
 		os.Stdout.WriteString("\x1b[2J\x1b]52;c;ZXZpbA==\x07{\"type\":\"nonsense\"}\n")
 		fmt.Fprintln(os.Stderr, "\x1b[31mred stderr\x1b[0m")
+	case "echo":
+		secret := os.Getenv("ANTHROPIC_API_KEY")
+		forms := secret + " " + base64.StdEncoding.EncodeToString([]byte(secret)) + " " + url.QueryEscape(secret)
+		assistant("msg_echo", map[string]any{"type": "text", "text": "my key: " + forms})
+		assistant("msg_echo", map[string]any{"type": "tool_use", "id": "toolu_echo", "name": "Bash", "input": map[string]any{"command": "echo " + secret}})
+		emit(map[string]any{"type": "user", "session_id": session, "message": map[string]any{"role": "user", "content": []any{
+			map[string]any{"type": "tool_result", "tool_use_id": "toolu_echo", "content": forms}}}})
+		os.Stdout.WriteString("not json: " + forms + "\n")
+		fmt.Fprintln(os.Stderr, "stderr:", forms)
+	case "gate":
+		assistant("msg_gate", map[string]any{"type": "text", "text": "waiting for the gate"})
+		for {
+			if _, err := os.Stat("/work/.kew-gate"); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond) // the agent's own wait for its input, like any process polling
+		}
+		assistant("msg_gate2", map[string]any{"type": "text", "text": "through the gate"})
 	case "probe":
 		emit(map[string]any{"type": "system", "subtype": "probe", "session_id": session, "probe": probe()})
 	case "verdict":
