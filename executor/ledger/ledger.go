@@ -78,6 +78,34 @@ var migrations = []string{
 		PRIMARY KEY (run_id, node)
 	);
 	CREATE INDEX node_runs_status ON node_runs(status);`,
+	// Retry and resume: the run a resumed run started from, each node's input fingerprint, attempt count and the
+	// run its outputs were reused from, and one row per attempt (never overwritten).
+	`ALTER TABLE runs ADD COLUMN resumed_from TEXT NOT NULL DEFAULT '';
+	ALTER TABLE node_runs ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';
+	ALTER TABLE node_runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
+	ALTER TABLE node_runs ADD COLUMN reused_from TEXT NOT NULL DEFAULT '';
+	CREATE TABLE node_attempts (
+		run_id             TEXT NOT NULL REFERENCES runs(id),
+		node               TEXT NOT NULL,
+		attempt            INTEGER NOT NULL,
+		status             TEXT NOT NULL,
+		exit_code          INTEGER,
+		stop_class         TEXT NOT NULL DEFAULT '',
+		stop_reason        TEXT NOT NULL DEFAULT '',
+		retry_wait_ms      INTEGER NOT NULL DEFAULT 0,
+		started_at         TEXT,
+		ended_at           TEXT,
+		input_tokens       INTEGER NOT NULL DEFAULT 0,
+		output_tokens      INTEGER NOT NULL DEFAULT 0,
+		cache_read_tokens  INTEGER NOT NULL DEFAULT 0,
+		cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+		cost_usd           REAL,
+		session_id         TEXT NOT NULL DEFAULT '',
+		stdout_log         TEXT NOT NULL DEFAULT '',
+		stderr_log         TEXT NOT NULL DEFAULT '',
+		base_commit        TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (run_id, node, attempt)
+	);`,
 }
 
 // Open opens (creating and migrating as needed) the ledger at path.
@@ -154,6 +182,8 @@ type RunRecord struct {
 	Status         string     `json:"status"`
 	KewplanVersion string     `json:"kewplan_version"`
 	PID            int        `json:"pid"`
+	// ResumedFrom is the run this one resumed (apply --resume), "" for a fresh run.
+	ResumedFrom string `json:"resumed_from,omitempty"`
 	// Aggregates over the run's node rows (read-only; not stored).
 	Nodes            int      `json:"nodes"`
 	Succeeded        int      `json:"succeeded"`
@@ -207,6 +237,12 @@ type NodeRecord struct {
 	VerdictFindings  []verdict.Finding `json:"verdict_findings"`
 	SidecarSHA256    string            `json:"sidecar_sha256"`
 	SidecarLocation  string            `json:"sidecar_location"`
+	// Fingerprint is the JSON of the node's planner.InputFingerprint ("" when none was recorded).
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// Attempts is how many attempts the node made (1 without retries, 0 for a node that never started).
+	Attempts int `json:"attempt_count"`
+	// ReusedFrom is the run whose outputs this node reused (status reused), "" when it ran.
+	ReusedFrom string `json:"reused_from,omitempty"`
 }
 
 // Duration is how long the node ran (zero when it never started or has not ended).
@@ -238,8 +274,8 @@ func parseTS(s sql.NullString) *time.Time {
 // StartRun records a new run as running.
 func (l *Ledger) StartRun(r RunRecord) error {
 	return l.tx(func(tx *sql.Tx) error {
-		_, err := tx.Exec(`INSERT INTO runs (id, started_at, config_digest, status, kewplan_version, pid) VALUES (?, ?, ?, ?, ?, ?)`,
-			r.ID, ts(r.StartedAt), r.ConfigDigest, RunRunning, r.KewplanVersion, r.PID)
+		_, err := tx.Exec(`INSERT INTO runs (id, started_at, config_digest, status, kewplan_version, pid, resumed_from) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, ts(r.StartedAt), r.ConfigDigest, RunRunning, r.KewplanVersion, r.PID, r.ResumedFrom)
 		return err
 	})
 }
@@ -326,7 +362,10 @@ func (l *Ledger) RecordNode(r *NodeResult) error {
 			r.Totals.Events, r.Totals.UnparsedLines, r.Totals.OversizedLines, exit, r.Status, r.Reason, string(argv), r.PromptSHA256, r.StdoutLog,
 			r.StderrLog, ts(r.Started), ts(r.Ended), r.BaseCommit, r.Commit, r.Branch, r.Pushed, r.PullRequest, verdictValue,
 			summary, findings, sidecarSHA, sidecarLoc)
-		return err
+		if err != nil {
+			return err
+		}
+		return recordNodeHistory(tx, r)
 	})
 }
 
@@ -342,8 +381,8 @@ var ErrNoRun = errors.New("no such run")
 
 // Runs lists every run, newest first, with per-run totals.
 func (l *Ledger) Runs() ([]RunRecord, error) {
-	rows, err := l.db.Query(`SELECT r.id, r.started_at, r.ended_at, r.config_digest, r.status, r.kewplan_version, r.pid,
-			COUNT(n.node), COALESCE(SUM(n.status IN ('succeeded', 'approved')), 0),
+	rows, err := l.db.Query(`SELECT r.id, r.started_at, r.ended_at, r.config_digest, r.status, r.kewplan_version, r.pid, r.resumed_from,
+			COUNT(n.node), COALESCE(SUM(n.status IN ('succeeded', 'approved', 'reused')), 0),
 			COALESCE(SUM(n.input_tokens), 0), COALESCE(SUM(n.output_tokens), 0),
 			COALESCE(SUM(n.cache_read_tokens), 0), COALESCE(SUM(n.cache_write_tokens), 0), SUM(n.cost_usd)
 		FROM runs r LEFT JOIN node_runs n ON n.run_id = r.id
@@ -370,7 +409,7 @@ func scanRun(s scanner) (*RunRecord, error) {
 	var started string
 	var ended sql.NullString
 	var cost sql.NullFloat64
-	if err := s.Scan(&r.ID, &started, &ended, &r.ConfigDigest, &r.Status, &r.KewplanVersion, &r.PID,
+	if err := s.Scan(&r.ID, &started, &ended, &r.ConfigDigest, &r.Status, &r.KewplanVersion, &r.PID, &r.ResumedFrom,
 		&r.Nodes, &r.Succeeded, &r.InputTokens, &r.OutputTokens, &r.CacheReadTokens, &r.CacheWriteTokens, &cost); err != nil {
 		return nil, err
 	}
@@ -387,8 +426,8 @@ func scanRun(s scanner) (*RunRecord, error) {
 
 // Run returns one run and its node rows (in the order they started).
 func (l *Ledger) Run(id string) (*RunRecord, []NodeRecord, error) {
-	row := l.db.QueryRow(`SELECT r.id, r.started_at, r.ended_at, r.config_digest, r.status, r.kewplan_version, r.pid,
-			COUNT(n.node), COALESCE(SUM(n.status IN ('succeeded', 'approved')), 0),
+	row := l.db.QueryRow(`SELECT r.id, r.started_at, r.ended_at, r.config_digest, r.status, r.kewplan_version, r.pid, r.resumed_from,
+			COUNT(n.node), COALESCE(SUM(n.status IN ('succeeded', 'approved', 'reused')), 0),
 			COALESCE(SUM(n.input_tokens), 0), COALESCE(SUM(n.output_tokens), 0),
 			COALESCE(SUM(n.cache_read_tokens), 0), COALESCE(SUM(n.cache_write_tokens), 0), SUM(n.cost_usd)
 		FROM runs r LEFT JOIN node_runs n ON n.run_id = r.id WHERE r.id = ? GROUP BY r.id`, id)
@@ -454,5 +493,8 @@ func (l *Ledger) nodes(runID string) ([]NodeRecord, error) {
 		}
 		out = append(out, n)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, l.fillNodeHistory(runID, out)
 }

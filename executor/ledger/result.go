@@ -21,12 +21,16 @@ const (
 	StatusChangesRequested = "changes_requested"
 	StatusRejected         = "rejected"
 	StatusAbandoned        = "abandoned"
+	// StatusReused is a node a resumed run did not start: its outputs are a previous run's (ReusedFrom).
+	StatusReused = "reused"
 )
 
 // NodeSucceeded reports whether a node status lets its dependents run: a worker that succeeded, or a reviewer
 // that approved. Everything else (failed, timed out, cancelled, held, changes requested, rejected, skipped) stops
-// them.
-func NodeSucceeded(status string) bool { return status == StatusSucceeded || status == StatusApproved }
+// them. A node reused from a previous run counts as that run's success.
+func NodeSucceeded(status string) bool {
+	return status == StatusSucceeded || status == StatusApproved || status == StatusReused
+}
 
 // NodeResult is the outcome of one node, as recorded in the ledger.
 type NodeResult struct {
@@ -57,6 +61,12 @@ type NodeResult struct {
 	PullRequest string
 	// Reviewer outputs.
 	Verdict *verdict.Verdict
+	// Retry and resume: the node's input fingerprint (JSON of planner.InputFingerprint), how many attempts it
+	// made (0 or 1 without retries), and the run a reused node's outputs came from. Totals and Started cover
+	// every attempt; the other fields are the last attempt's.
+	Fingerprint string
+	Attempts    int
+	ReusedFrom  string
 }
 
 // Duration is how long the node ran (zero for a node that never started).
