@@ -36,6 +36,12 @@ func applyNodeJSON(r *ledger.NodeResult) map[string]any {
 		obj["verdict"] = r.Verdict.Verdict
 		obj["verdict_summary"] = Sanitize(r.Verdict.Summary)
 	}
+	if r.Attempts > 1 {
+		obj["attempts"] = r.Attempts
+	}
+	if r.ReusedFrom != "" {
+		obj["reused_from"] = r.ReusedFrom
+	}
 	return obj
 }
 
