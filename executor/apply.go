@@ -152,7 +152,11 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	a.runID = newRunID(time.Now())
 	a.janitor.bind(a.engine, a.ledger, a.runID)
 	started := time.Now()
-	if err := a.ledger.StartRun(ledger.RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.pid}); err != nil {
+	run := ledger.RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.pid}
+	if opts.Resume != nil {
+		run.ResumedFrom = opts.Resume.FromRun
+	}
+	if err := a.ledger.StartRun(run); err != nil {
 		return nil, err
 	}
 	names := make([]string, len(opts.Plan.Nodes))
@@ -456,7 +460,7 @@ func (a *applier) runGraph(ctx context.Context) map[string]*ledger.NodeResult {
 	for _, np := range nodes {
 		inPlan[np.Name] = true
 	}
-	results := map[string]*ledger.NodeResult{}
+	results := a.reuseNodes()
 	started := map[string]bool{}
 	type done struct {
 		name string
