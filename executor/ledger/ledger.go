@@ -240,7 +240,7 @@ type NodeRecord struct {
 	// Fingerprint is the JSON of the node's planner.InputFingerprint ("" when none was recorded).
 	Fingerprint string `json:"fingerprint,omitempty"`
 	// Attempts is how many attempts the node made (1 without retries, 0 for a node that never started).
-	Attempts int `json:"attempt_count"`
+	Attempts int `json:"-"`
 	// ReusedFrom is the run whose outputs this node reused (status reused), "" when it ran.
 	ReusedFrom string `json:"reused_from,omitempty"`
 }
