@@ -67,6 +67,14 @@ type ApplyOptions struct {
 	// the container below it, failing the node, and a node does not start below it. 0 means the larger of
 	// DefaultMinFreeFloor and DefaultMinFreePercent of the filesystem.
 	MinFreeBytes int64
+	// Resume, when set, is the decision of apply --resume (planner.Resume against a recorded run): every node it
+	// reuses starts nothing and takes the recorded outputs; the others run.
+	Resume *planner.ResumePlan
+
+	// retrySleep replaces the wait between attempts (tests); nil waits for real, ending early on cancellation.
+	retrySleep func(ctx context.Context, d time.Duration) error
+	// retryRand is the jitter source of the waits (tests); nil is math/rand.
+	retryRand func() float64
 }
 
 // DefaultMaxOutputBytes is the output budget of one agent: far above any real stream-json session, far below a
@@ -145,7 +153,11 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	a.runID = newRunID(time.Now())
 	a.janitor.bind(a.engine, a.ledger, a.runID)
 	started := time.Now()
-	if err := a.ledger.StartRun(ledger.RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.pid}); err != nil {
+	run := ledger.RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.pid}
+	if opts.Resume != nil {
+		run.ResumedFrom = opts.Resume.FromRun
+	}
+	if err := a.ledger.StartRun(run); err != nil {
 		return nil, err
 	}
 	names := make([]string, len(opts.Plan.Nodes))
@@ -452,7 +464,7 @@ func (a *applier) runGraph(ctx context.Context) map[string]*ledger.NodeResult {
 	for _, np := range nodes {
 		inPlan[np.Name] = true
 	}
-	results := map[string]*ledger.NodeResult{}
+	results := a.reuseNodes()
 	started := map[string]bool{}
 	type done struct {
 		name string
@@ -685,6 +697,7 @@ func (s *syncHook) ApplyStart(e ApplyStartEvent)     { s.call(func() { s.h.Apply
 func (s *syncHook) NodeStart(e NodeStartEvent)       { s.call(func() { s.h.NodeStart(e) }) }
 func (s *syncHook) NodeProgress(e NodeProgressEvent) { s.call(func() { s.h.NodeProgress(e) }) }
 func (s *syncHook) NodeDone(e ledger.NodeResult)     { s.call(func() { s.h.NodeDone(e) }) }
+func (s *syncHook) NodeRetry(e NodeRetryEvent)       { s.call(func() { s.h.NodeRetry(e) }) }
 func (s *syncHook) Warning(e WarningEvent)           { s.call(func() { s.h.Warning(e) }) }
 func (s *syncHook) ApplyDone(e ApplySummary)         { s.call(func() { s.h.ApplyDone(e) }) }
 

@@ -73,6 +73,10 @@ node "%[1]sreview" {
 	}
 	got.ImageID, got.SidecarSHA256, got.BaseCommit, got.Commit, got.StartedAt, got.EndedAt = "", "", "", "", nil, nil
 	got.PromptSHA256, got.Argv, got.StdoutLog, got.StderrLog = "", nil, "", ""
+	if got.Fingerprint == "" || got.Attempts != 1 {
+		t.Errorf("node row: fingerprint %q, %d attempts; want a fingerprint and 1 attempt", got.Fingerprint, got.Attempts)
+	}
+	got.Fingerprint, got.Attempts = "", 0
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ledger node row (-want +got):\n%s", diff)
 	}

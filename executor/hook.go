@@ -16,6 +16,8 @@ type Hook interface {
 	NodeStart(NodeStartEvent)
 	NodeProgress(NodeProgressEvent)
 	NodeDone(ledger.NodeResult)
+	// NodeRetry is sent when a node's attempt failed in a way its retry block retries, before the wait.
+	NodeRetry(NodeRetryEvent)
 	// Warning reports something the user should know that does not stop apply (an orphan swept, a cleanup that
 	// failed).
 	Warning(WarningEvent)
@@ -31,6 +33,7 @@ func (NilHook) ApplyStart(ApplyStartEvent)     {}
 func (NilHook) NodeStart(NodeStartEvent)       {}
 func (NilHook) NodeProgress(NodeProgressEvent) {}
 func (NilHook) NodeDone(ledger.NodeResult)     {}
+func (NilHook) NodeRetry(NodeRetryEvent)       {}
 func (NilHook) Warning(WarningEvent)           {}
 func (NilHook) ApplyDone(ApplySummary)         {}
 
@@ -87,6 +90,20 @@ type BudgetWarningEvent struct {
 	// Message reads "warn_at 0.8 of max_usd 1.50 crossed at 1.21".
 	Message string
 	Time    time.Time
+}
+
+// NodeRetryEvent says a node's attempt failed transiently and another follows after Wait.
+type NodeRetryEvent struct {
+	RunID       string
+	Node        string
+	Attempt     int // the attempt that failed, 1-based
+	NextAttempt int
+	MaxAttempts int    // the retry block's attempts
+	Class       string // config.RetryOnAPIError, config.RetryOnEngineError or config.RetryOnTimeout
+	// Reason is why the attempt failed (agent-derived text: sanitise before display).
+	Reason string
+	Wait   time.Duration
+	Time   time.Time
 }
 
 // WarningEvent is a non-fatal notice; Node is empty when it concerns the whole run.

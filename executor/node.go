@@ -24,8 +24,9 @@ import (
 	"github.com/kewplan/kewplan/runners"
 )
 
-// nodeFailure is why a node did not succeed: the status it ends in and the reason recorded with it.
-type nodeFailure struct{ status, reason string }
+// nodeFailure is why a node did not succeed: the status it ends in and the reason recorded with it. class is the
+// retry class (config.RetryClasses) of a failure a retry block may retry, "" for any other.
+type nodeFailure struct{ status, reason, class string }
 
 func failed(status, reason string) *nodeFailure { return &nodeFailure{status: status, reason: reason} }
 
@@ -60,8 +61,9 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	return res
 }
 
-// driveNode takes a node through its steps: re-plan, checkout, container, then the reviewer's verdict or the
-// worker's push. It fills res as it goes and returns why the node failed, or nil when res.Status is final.
+// driveNode takes a node through its steps: re-plan once, then as many attempts as its retry block allows, each
+// from a fresh checkout (see runAttempts). It fills res as it goes and returns why the node failed, or nil when
+// res.Status is final.
 func (a *applier) driveNode(ctx context.Context, planned *planner.NodePlan, checkout string, res *ledger.NodeResult) *nodeFailure {
 	if ctx.Err() != nil {
 		return failed(ledger.StatusCancelled, "the apply was cancelled before the node started")
@@ -70,6 +72,12 @@ func (a *applier) driveNode(ctx context.Context, planned *planner.NodePlan, chec
 	if f != nil {
 		return f
 	}
+	res.Fingerprint = a.fingerprint(np, res.ImageID)
+	return a.runAttempts(ctx, np, checkout, res)
+}
+
+// attemptNode is one attempt: checkout, container, then the reviewer's verdict or the worker's push.
+func (a *applier) attemptNode(ctx context.Context, np *planner.NodePlan, checkout string, res *ledger.NodeResult) *nodeFailure {
 	repo, base, f := a.prepareCheckout(ctx, np, checkout, res)
 	if f != nil {
 		return f
@@ -250,7 +258,11 @@ func (a *applier) runAgent(ctx context.Context, np *planner.NodePlan, checkout s
 	if out.promptErr != nil {
 		a.warn(np.Name, "SECURITY: "+out.promptErr.Error())
 	}
-	return a.judgeRun(ctx, np, res, &out)
+	f = a.judgeRun(ctx, np, res, &out)
+	if f != nil {
+		f.class = retryClass(ctx, f, res, &out)
+	}
+	return f
 }
 
 // openLogs creates the node's stdout and stderr logs under the state directory and records their paths.
@@ -259,8 +271,9 @@ func (a *applier) openLogs(np *planner.NodePlan, res *ledger.NodeResult) (stdout
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
 		return nil, nil, failed(ledger.StatusFailed, fmt.Sprintf("log directory: %v", err))
 	}
-	res.StdoutLog = filepath.Join(logDir, nodePathName(np)+".stdout.log")
-	res.StderrLog = filepath.Join(logDir, nodePathName(np)+".stderr.log")
+	name := nodePathName(np) + attemptSuffix(res.Attempts)
+	res.StdoutLog = filepath.Join(logDir, name+".stdout.log")
+	res.StderrLog = filepath.Join(logDir, name+".stderr.log")
 	stdout, err := createLog(res.StdoutLog)
 	if err != nil {
 		return nil, nil, failed(ledger.StatusFailed, err.Error())

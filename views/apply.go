@@ -45,6 +45,12 @@ func applyNodeJSON(r *ledger.NodeResult) map[string]any {
 	if r.BudgetWarning != "" {
 		obj["budget_warning"] = r.BudgetWarning
 	}
+	if r.Attempts > 1 {
+		obj["attempts"] = r.Attempts
+	}
+	if r.ReusedFrom != "" {
+		obj["reused_from"] = r.ReusedFrom
+	}
 	return obj
 }
 

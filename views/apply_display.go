@@ -172,6 +172,9 @@ func (v *ApplyDisplay) NodeDone(r ledger.NodeResult) {
 	if r.BudgetWarning != "" {
 		n.budgetWarn = r.BudgetWarning
 	}
+	if r.Status == ledger.StatusReused {
+		n.reason = r.ReusedFrom
+	}
 	if n.runner == "" {
 		n.runner = r.Runner
 	}
@@ -180,6 +183,19 @@ func (v *ApplyDisplay) NodeDone(r ledger.NodeResult) {
 		return
 	}
 	fmt.Fprintln(v.w, v.doneLine(r.Node, n, r.Duration()))
+}
+
+// NodeRetry implements executor.Hook: the node stays running, its line says which attempt comes and why.
+func (v *ApplyDisplay) NodeRetry(e executor.NodeRetryEvent) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := v.node(e.Node)
+	n.reason = fmt.Sprintf("attempt %d of %d in %s after %s", e.NextAttempt, e.MaxAttempts, FormatDuration(e.Wait), Sanitize(e.Reason))
+	if v.live {
+		v.drawLocked()
+		return
+	}
+	fmt.Fprintf(v.w, "%s: attempt %d of %d failed (%s); retrying in %s\n", e.Node, e.Attempt, e.MaxAttempts, Sanitize(e.Reason), FormatDuration(e.Wait))
 }
 
 // Warning implements executor.Hook.
@@ -336,6 +352,9 @@ func (v *ApplyDisplay) liveLine(name string, n *liveNode, elapsed time.Duration)
 
 func (v *ApplyDisplay) doneLine(name string, n *liveNode, d time.Duration) string {
 	line := fmt.Sprintf("%s: %s", name, v.statusColor(n.status, 0))
+	if n.status == ledger.StatusReused {
+		return line + " from run " + Sanitize(n.reason) + " (nothing started)"
+	}
 	if n.status != ledger.StatusSkipped && n.status != ledger.StatusCancelled || !n.started.IsZero() {
 		cost := "cost unknown"
 		if n.totals.CostUSD != nil || n.costSource != "" && n.costUSD != nil {

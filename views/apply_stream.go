@@ -77,6 +77,13 @@ func (v *ApplyStream) NodeDone(r ledger.NodeResult) {
 	v.emit(obj)
 }
 
+// NodeRetry implements executor.Hook: a node_retry event with the attempt that failed, why, and the wait.
+func (v *ApplyStream) NodeRetry(e executor.NodeRetryEvent) {
+	v.emit(map[string]any{"type": "node_retry", "time": e.Time.UTC().Format(time.RFC3339Nano), "run_id": e.RunID,
+		"node": e.Node, "attempt": e.Attempt, "next_attempt": e.NextAttempt, "max_attempts": e.MaxAttempts,
+		"class": e.Class, "reason": Sanitize(e.Reason), "wait_ms": e.Wait.Milliseconds()})
+}
+
 // Warning implements executor.Hook.
 func (v *ApplyStream) Warning(e executor.WarningEvent) {
 	obj := map[string]any{"type": "warning", "time": e.Time.UTC().Format(time.RFC3339Nano), "run_id": e.RunID, "message": Sanitize(e.Message)}

@@ -43,6 +43,12 @@ func (m multiHook) NodeDone(r ledger.NodeResult) {
 	}
 }
 
+func (m multiHook) NodeRetry(e executor.NodeRetryEvent) {
+	for _, h := range m {
+		h.NodeRetry(e)
+	}
+}
+
 func (m multiHook) Warning(e executor.WarningEvent) {
 	for _, h := range m {
 		h.Warning(e)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -88,17 +87,17 @@ type toApply struct {
 	vars  map[string]cty.Value
 	plan  *planner.Plan
 	saved bool // from a plan file, approved when it was saved
-	// resume is --resume: a run id, ResumeLatest, or "" for a fresh run. The executor resolves it against the
-	// ledger and reuses what planner.Resume decides.
-	resume string
+	// resume is --resume: a run id, ResumeLatest, or "" for a fresh run; resumePlan is what planner.Resume
+	// decided against that run's records, shown with the plan and carried out by the executor.
+	resume     string
+	resumePlan *planner.ResumePlan
 }
 
-// ResumeLatest is the --resume value naming the newest recorded run.
-const ResumeLatest = "latest"
+// ResumeLatest is the --resume value naming the newest finished run.
+const ResumeLatest = executor.ResumeLatest
 
-// resumeSupported is false until the executor records input fingerprints and can reuse a node's outputs;
-// until then --resume is refused rather than silently running everything again.
-const resumeSupported = false
+// resumeSupported: the executor records input fingerprints and reuses a node's outputs.
+const resumeSupported = true
 
 // checkResumeFlag refuses a --resume value that cannot name a run.
 func checkResumeFlag(v string) error {
@@ -133,7 +132,13 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 		if !ok {
 			return nil, ExitCode(1)
 		}
-		return &toApply{cfg: pl.cfg, vars: pl.vars, plan: pl.plan, resume: c.Resume}, view.Plan(views.NewPlanJSON(pl.plan, version, pl.files...))
+		a := &toApply{cfg: pl.cfg, vars: pl.vars, plan: pl.plan, resume: c.Resume}
+		if err := c.decideResume(a); err != nil {
+			return nil, err
+		}
+		doc := views.NewPlanJSON(pl.plan, version, pl.files...)
+		doc.Resume = planner.NewResumeDocument(a.resumePlan)
+		return a, view.Plan(doc)
 	}
 	if len(c.Vars) > 0 || len(c.VarFiles) > 0 || len(c.Targets) > 0 || c.Policy != "" {
 		return nil, errors.New("a saved plan carries its own variables, targets and policy: --var, --var-file, --target and --policy cannot change it; run kewplan plan again instead")
@@ -153,7 +158,22 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 		return nil, fmt.Errorf("saved plan variables: %w", err)
 	}
 	view.SavedPlan(c.Path, len(p.Nodes), p.ConfigDigest)
-	return &toApply{cfg: cfg, vars: vars, plan: p, saved: true, resume: c.Resume}, nil
+	a := &toApply{cfg: cfg, vars: vars, plan: p, saved: true, resume: c.Resume}
+	return a, c.decideResume(a)
+}
+
+// decideResume makes the resume decisions of --resume before approval, so the plan shows them; a plan with
+// errors has none to make.
+func (c *ApplyCmd) decideResume(a *toApply) error {
+	if a.resume == "" || a.plan.HasErrors() {
+		return nil
+	}
+	rp, err := planResume(applyStateDir(c.StateDir, a.cfg), a)
+	if err != nil {
+		return err
+	}
+	a.resumePlan = rp
+	return nil
 }
 
 // approve refuses a plan with errors, skips an empty one, and asks for a 'yes' unless the plan was saved (and so
@@ -185,15 +205,13 @@ func (c *ApplyCmd) approve(env *Env, view views.Apply, a *toApply) (ok bool, err
 
 // apply runs the plan with the view's hooks and turns its outcome into the exit status.
 func (c *ApplyCmd) apply(env *Env, view views.Apply, a *toApply, minFree int64) error {
-	stateDir := c.StateDir
-	if stateDir == "" {
-		stateDir = filepath.Join(a.cfg.Dir, executor.DefaultStateDir)
-	}
+	stateDir := applyStateDir(c.StateDir, a.cfg)
 	ctx, stopSignals, janitor := applySignals(view)
 	defer stopSignals()
 	sum, err := executor.Apply(ctx, executor.ApplyOptions{
 		Config: a.cfg, Vars: a.vars, Plan: a.plan, StateDir: stateDir, Parallelism: c.Parallelism, MinFreeBytes: minFree,
 		Environ: env.Environ, Hook: views.Hooks(view.Hooks()...), KewplanVersion: version, Janitor: janitor,
+		Resume: a.resumePlan,
 	})
 	if err != nil {
 		var pe *executor.PreflightError

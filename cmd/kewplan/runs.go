@@ -77,7 +77,11 @@ func (c *RunsShowCmd) Run(env *Env) error {
 		}
 		return err
 	}
-	return views.NewRuns(views.ViewTypeOf(c.JSON), env.streams()).Run(run, nodes)
+	attempts, err := l.Attempts(c.RunID)
+	if err != nil {
+		return err
+	}
+	return views.NewRuns(views.ViewTypeOf(c.JSON), env.streams()).RunHistory(run, nodes, nodeHistory(nodes, attempts))
 }
 
 // openLedger opens an existing ledger; it never creates one where there is none.

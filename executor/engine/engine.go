@@ -362,6 +362,14 @@ type RunOptions struct {
 	StreamGrace time.Duration
 }
 
+// StartError is Run's error when the container could not be created, attached or started: the engine failed
+// before the agent ran (an engine_error a retry block may retry), as opposed to what happened while it ran, which
+// RunResult reports.
+type StartError struct{ Err error }
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
 // RunResult is what happened to one container.
 type RunResult struct {
 	ID       string
@@ -386,7 +394,7 @@ func (e *Engine) Run(ctx context.Context, spec *ContainerSpec, opts RunOptions) 
 	res := &RunResult{ExitCode: -1}
 	id, err := e.create(ctx, spec)
 	if err != nil {
-		return res, err
+		return res, &StartError{Err: err}
 	}
 	res.ID = id
 	if opts.Created != nil {
@@ -394,7 +402,7 @@ func (e *Engine) Run(ctx context.Context, spec *ContainerSpec, opts RunOptions) 
 	}
 	removeOnError := func(cause error) (*RunResult, error) {
 		res.CleanupErr = e.ForceRemove(id)
-		return res, cause
+		return res, &StartError{Err: cause}
 	}
 
 	attach, err := e.cli.ContainerAttach(ctx, id, client.ContainerAttachOptions{Stream: true, Stdout: true, Stderr: true})

@@ -90,6 +90,34 @@ var migrations = []string{
 	ALTER TABLE node_runs ADD COLUMN budget_source TEXT NOT NULL DEFAULT '';
 	ALTER TABLE node_runs ADD COLUMN budget_message TEXT NOT NULL DEFAULT '';
 	ALTER TABLE node_runs ADD COLUMN budget_warning TEXT NOT NULL DEFAULT '';`,
+	// Retry and resume: the run a resumed run started from, each node's input fingerprint, attempt count and the
+	// run its outputs were reused from, and one row per attempt (never overwritten).
+	`ALTER TABLE runs ADD COLUMN resumed_from TEXT NOT NULL DEFAULT '';
+	ALTER TABLE node_runs ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';
+	ALTER TABLE node_runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
+	ALTER TABLE node_runs ADD COLUMN reused_from TEXT NOT NULL DEFAULT '';
+	CREATE TABLE node_attempts (
+		run_id             TEXT NOT NULL REFERENCES runs(id),
+		node               TEXT NOT NULL,
+		attempt            INTEGER NOT NULL,
+		status             TEXT NOT NULL,
+		exit_code          INTEGER,
+		stop_class         TEXT NOT NULL DEFAULT '',
+		stop_reason        TEXT NOT NULL DEFAULT '',
+		retry_wait_ms      INTEGER NOT NULL DEFAULT 0,
+		started_at         TEXT,
+		ended_at           TEXT,
+		input_tokens       INTEGER NOT NULL DEFAULT 0,
+		output_tokens      INTEGER NOT NULL DEFAULT 0,
+		cache_read_tokens  INTEGER NOT NULL DEFAULT 0,
+		cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+		cost_usd           REAL,
+		session_id         TEXT NOT NULL DEFAULT '',
+		stdout_log         TEXT NOT NULL DEFAULT '',
+		stderr_log         TEXT NOT NULL DEFAULT '',
+		base_commit        TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (run_id, node, attempt)
+	);`,
 }
 
 // Open opens (creating and migrating as needed) the ledger at path.
@@ -166,6 +194,8 @@ type RunRecord struct {
 	Status         string     `json:"status"`
 	KewplanVersion string     `json:"kewplan_version"`
 	PID            int        `json:"pid"`
+	// ResumedFrom is the run this one resumed (apply --resume), "" for a fresh run.
+	ResumedFrom string `json:"resumed_from,omitempty"`
 	// Aggregates over the run's node rows (read-only; not stored).
 	Nodes            int      `json:"nodes"`
 	Succeeded        int      `json:"succeeded"`
@@ -232,6 +262,12 @@ type NodeRecord struct {
 	Budget *BudgetStop `json:"budget"`
 	// BudgetWarning is the warn_at crossing the node raised; "" when none.
 	BudgetWarning string `json:"budget_warning"`
+	// Fingerprint is the JSON of the node's planner.InputFingerprint ("" when none was recorded).
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// Attempts is how many attempts the node made (1 without retries, 0 for a node that never started).
+	Attempts int `json:"-"`
+	// ReusedFrom is the run whose outputs this node reused (status reused), "" when it ran.
+	ReusedFrom string `json:"reused_from,omitempty"`
 }
 
 // Duration is how long the node ran (zero when it never started or has not ended).
@@ -263,8 +299,8 @@ func parseTS(s sql.NullString) *time.Time {
 // StartRun records a new run as running.
 func (l *Ledger) StartRun(r RunRecord) error {
 	return l.tx(func(tx *sql.Tx) error {
-		_, err := tx.Exec(`INSERT INTO runs (id, started_at, config_digest, status, kewplan_version, pid) VALUES (?, ?, ?, ?, ?, ?)`,
-			r.ID, ts(r.StartedAt), r.ConfigDigest, RunRunning, r.KewplanVersion, r.PID)
+		_, err := tx.Exec(`INSERT INTO runs (id, started_at, config_digest, status, kewplan_version, pid, resumed_from) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, ts(r.StartedAt), r.ConfigDigest, RunRunning, r.KewplanVersion, r.PID, r.ResumedFrom)
 		return err
 	})
 }
@@ -359,7 +395,10 @@ func (l *Ledger) RecordNode(r *NodeResult) error {
 			r.StderrLog, ts(r.Started), ts(r.Ended), r.BaseCommit, r.Commit, r.Branch, r.Pushed, r.PullRequest, verdictValue,
 			summary, findings, sidecarSHA, sidecarLoc, costSource, bScope, bCap,
 			bLimit, bValue, bSource, bMessage, r.BudgetWarning)
-		return err
+		if err != nil {
+			return err
+		}
+		return recordNodeHistory(tx, r)
 	})
 }
 
@@ -384,8 +423,8 @@ var ErrNoRun = errors.New("no such run")
 
 // Runs lists every run, newest first, with per-run totals.
 func (l *Ledger) Runs() ([]RunRecord, error) {
-	rows, err := l.db.Query(`SELECT r.id, r.started_at, r.ended_at, r.config_digest, r.status, r.kewplan_version, r.pid,
-			COUNT(n.node), COALESCE(SUM(n.status IN ('succeeded', 'approved')), 0),
+	rows, err := l.db.Query(`SELECT r.id, r.started_at, r.ended_at, r.config_digest, r.status, r.kewplan_version, r.pid, r.resumed_from,
+			COUNT(n.node), COALESCE(SUM(n.status IN ('succeeded', 'approved', 'reused')), 0),
 			COALESCE(SUM(n.input_tokens), 0), COALESCE(SUM(n.output_tokens), 0),
 			COALESCE(SUM(n.cache_read_tokens), 0), COALESCE(SUM(n.cache_write_tokens), 0), SUM(n.cost_usd),
 			COALESCE(SUM(n.cost_usd IS NOT NULL OR n.cost_source != ''), 0),
@@ -417,7 +456,7 @@ func scanRun(s scanner) (*RunRecord, error) {
 	var cost sql.NullFloat64
 	var costed int
 	var estimated, unknown string
-	if err := s.Scan(&r.ID, &started, &ended, &r.ConfigDigest, &r.Status, &r.KewplanVersion, &r.PID,
+	if err := s.Scan(&r.ID, &started, &ended, &r.ConfigDigest, &r.Status, &r.KewplanVersion, &r.PID, &r.ResumedFrom,
 		&r.Nodes, &r.Succeeded, &r.InputTokens, &r.OutputTokens, &r.CacheReadTokens, &r.CacheWriteTokens, &cost,
 		&costed, &estimated, &unknown); err != nil {
 		return nil, err
@@ -450,8 +489,8 @@ func scanRun(s scanner) (*RunRecord, error) {
 
 // Run returns one run and its node rows (in the order they started).
 func (l *Ledger) Run(id string) (*RunRecord, []NodeRecord, error) {
-	row := l.db.QueryRow(`SELECT r.id, r.started_at, r.ended_at, r.config_digest, r.status, r.kewplan_version, r.pid,
-			COUNT(n.node), COALESCE(SUM(n.status IN ('succeeded', 'approved')), 0),
+	row := l.db.QueryRow(`SELECT r.id, r.started_at, r.ended_at, r.config_digest, r.status, r.kewplan_version, r.pid, r.resumed_from,
+			COUNT(n.node), COALESCE(SUM(n.status IN ('succeeded', 'approved', 'reused')), 0),
 			COALESCE(SUM(n.input_tokens), 0), COALESCE(SUM(n.output_tokens), 0),
 			COALESCE(SUM(n.cache_read_tokens), 0), COALESCE(SUM(n.cache_write_tokens), 0), SUM(n.cost_usd),
 			COALESCE(SUM(n.cost_usd IS NOT NULL OR n.cost_source != ''), 0),
@@ -531,5 +570,8 @@ func (l *Ledger) nodes(runID string) ([]NodeRecord, error) {
 		}
 		out = append(out, n)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, l.fillNodeHistory(runID, out)
 }

@@ -61,7 +61,7 @@ func TestLedgerRoundTrip(t *testing.T) {
 			OversizedLines: 7, ExitCode: &exit, Status: StatusApproved, Argv: []string{"docker", "run", "x"}, PromptSHA256: "p",
 			StdoutLog: "/o", StderrLog: "/e", StartedAt: &start, EndedAt: &nodeEnd, BaseCommit: "b", Commit: "b", Verdict: "approve",
 			VerdictSummary: "ok", VerdictFindings: []verdict.Finding{{Path: "a.go", Line: 3, Message: "m"}}, SidecarSHA256: "v",
-			SidecarLocation: ".kew-review-verdict.json", CostSource: CostReported},
+			SidecarLocation: ".kew-review-verdict.json", CostSource: CostReported, Attempts: 1},
 		{RunID: "r1", Node: "after", Status: StatusSkipped, Reason: "dependency failed", Argv: []string{}, EndedAt: &skippedEnd},
 	}
 	if diff := cmp.Diff(want, nodes); diff != "" {

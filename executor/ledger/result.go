@@ -23,6 +23,8 @@ const (
 	StatusAbandoned        = "abandoned"
 	// StatusBudgetExceeded: the node crossed one of its caps (or the apply-wide max_usd) and kewplan killed it.
 	StatusBudgetExceeded = "budget_exceeded"
+	// StatusReused is a node a resumed run did not start: its outputs are a previous run's (ReusedFrom).
+	StatusReused = "reused"
 )
 
 // Cost sources: where a node's recorded cost came from (the budget package's vocabulary).
@@ -44,8 +46,10 @@ type BudgetStop struct {
 
 // NodeSucceeded reports whether a node status lets its dependents run: a worker that succeeded, or a reviewer
 // that approved. Everything else (failed, timed out, cancelled, held, changes requested, rejected, skipped) stops
-// them.
-func NodeSucceeded(status string) bool { return status == StatusSucceeded || status == StatusApproved }
+// them. A node reused from a previous run counts as that run's success.
+func NodeSucceeded(status string) bool {
+	return status == StatusSucceeded || status == StatusApproved || status == StatusReused
+}
 
 // NodeResult is the outcome of one node, as recorded in the ledger.
 type NodeResult struct {
@@ -84,6 +88,12 @@ type NodeResult struct {
 	Budget *BudgetStop
 	// BudgetWarning is the warn_at crossing the node raised, "" when none.
 	BudgetWarning string
+	// Retry and resume: the node's input fingerprint (JSON of planner.InputFingerprint), how many attempts it
+	// made (0 or 1 without retries), and the run a reused node's outputs came from. Totals and Started cover
+	// every attempt; the other fields are the last attempt's.
+	Fingerprint string
+	Attempts    int
+	ReusedFrom  string
 }
 
 // RecordedCost is the node's cost and its source as the ledger records them: the budget's figure when the node was

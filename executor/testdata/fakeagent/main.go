@@ -5,6 +5,8 @@
 //
 //	mode=succeed   stream claude-code NDJSON ending in a result event, exit 0 (the default)
 //	mode=fail      stream an error result, say why on stderr, exit 3
+//	mode=apierror  stream claude-code's answer to an overloaded API (a synthetic `API Error: 529` message and an
+//	               error result with api_error_status 529), exit 1 as the CLI does
 //	mode=hang      stream the init event, then block forever
 //	mode=huge      print one 20 MiB line, then a normal run
 //	mode=garbage   print invalid JSON, NULs, invalid UTF-8 and terminal escapes, then a normal run
@@ -90,6 +92,17 @@ func main() {
 		emitResult(opts, session, model, true)
 		fmt.Fprintln(os.Stderr, "fakeagent: failing as asked")
 		os.Exit(3)
+	case "apierror":
+		emit(map[string]any{"type": "assistant", "session_id": session, "error": "unknown", "is_api_error_message": true,
+			"message": map[string]any{"id": "x", "model": "<synthetic>", "content": []any{map[string]any{"type": "text",
+				"text": `API Error: 529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`}},
+				"usage": map[string]any{"input_tokens": 0, "output_tokens": 0}}})
+		emit(map[string]any{"type": "result", "subtype": "success", "is_error": true, "terminal_reason": "api_error",
+			"api_error_status": 529, "api_error_type": "overloaded_error", "result": "API Error: 529 Overloaded",
+			"total_cost_usd": 0.001, "num_turns": 1, "session_id": session,
+			"usage": map[string]any{"input_tokens": 5, "output_tokens": 0}})
+		fmt.Fprintln(os.Stderr, "API Error: 529 Overloaded")
+		os.Exit(1)
 	case "hang":
 		fmt.Fprintln(os.Stderr, "fakeagent: hanging as asked")
 		for {

@@ -1,0 +1,144 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/verdict"
+	"github.com/kewplan/kewplan/planner"
+)
+
+// reuseNodes records every node the resume decision reuses, before anything runs: status reused, the run its
+// outputs came from, the recorded outputs (which feed its dependants exactly as recorded) and its fingerprint.
+// No checkout, no container. It returns the reused nodes' results by name.
+func (a *applier) reuseNodes() map[string]*ledger.NodeResult {
+	out := map[string]*ledger.NodeResult{}
+	rp := a.opts.Resume
+	if rp == nil {
+		return out
+	}
+	for _, np := range a.opts.Plan.Nodes {
+		d := rp.Decision(np.Name)
+		if d == nil || d.Action != planner.ResumeReuse {
+			continue
+		}
+		r := a.baseResult(np)
+		r.Status, r.ReusedFrom, r.Ended = ledger.StatusReused, d.FromRun, time.Now()
+		r.Commit, r.Branch = d.Outputs["commit"], d.Outputs["branch"]
+		r.Totals.SessionID = d.Outputs["session_id"]
+		if v := d.Outputs["verdict"]; v != "" {
+			r.Verdict = &verdict.Verdict{Verdict: v}
+		}
+		if d.Fingerprint != nil {
+			if b, err := json.Marshal(d.Fingerprint); err == nil {
+				r.Fingerprint = string(b)
+			}
+		}
+		if err := a.ledger.RecordNode(r); err != nil {
+			a.warn(np.Name, err.Error())
+		}
+		outputs := map[string]cty.Value{}
+		for _, name := range config.NodeOutputNames {
+			outputs[name] = cty.StringVal(d.Outputs[name])
+		}
+		a.mu.Lock()
+		a.outputs[np.Name] = outputs
+		a.mu.Unlock()
+		out[np.Name] = r
+		a.hook.NodeDone(*r)
+	}
+	return out
+}
+
+// ResumeLatest names the newest finished run of a ledger (apply --resume latest).
+const ResumeLatest = "latest"
+
+// LoadPreviousRun reads what run runID (or ResumeLatest) of the ledger in stateDir recorded about each node, as
+// planner.Resume needs it: status, input fingerprint, outputs (as they fed the dependants), the run they were
+// themselves reused from, and, for a node that pushed its branch, where that branch points on the remote now
+// (git ls-remote of the node's repository in plan, relative paths resolved against configDir).
+func LoadPreviousRun(ctx context.Context, stateDir, runID string, plan *planner.Plan, configDir string) (*planner.PreviousRun, error) {
+	path := filepath.Join(stateDir, ledger.Filename)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("--resume: no run ledger at %s: nothing was applied with this state directory yet (use --state-dir to point at another)", path)
+	}
+	l, err := ledger.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	if runID == ResumeLatest {
+		runs, err := l.Runs()
+		if err != nil {
+			return nil, err
+		}
+		runID = ""
+		for _, r := range runs {
+			if r.Status != ledger.RunRunning {
+				runID = r.ID
+				break
+			}
+		}
+		if runID == "" {
+			return nil, fmt.Errorf("--resume latest: the ledger %s has no finished run to resume", path)
+		}
+	}
+	_, nodes, err := l.Run(runID)
+	if err != nil {
+		if errors.Is(err, ledger.ErrNoRun) {
+			return nil, fmt.Errorf("--resume: %w; list the runs with `kewplan runs`", err)
+		}
+		return nil, err
+	}
+	prev := &planner.PreviousRun{ID: runID, Nodes: map[string]*planner.PreviousNode{}}
+	for _, n := range nodes {
+		pn := &planner.PreviousNode{Status: n.Status, Pushed: n.Pushed, ReusedFrom: n.ReusedFrom, Outputs: recordOutputs(n)}
+		if n.Fingerprint != "" {
+			var fp planner.InputFingerprint
+			if json.Unmarshal([]byte(n.Fingerprint), &fp) == nil {
+				pn.Fingerprint = &fp
+			}
+		}
+		if np := plan.Node(n.Node); np != nil && n.Pushed && n.Branch != "" && np.Repo != "" {
+			if head, err := remoteBranchHead(ctx, ResolveRepo(np.Repo, configDir), n.Branch); err == nil {
+				pn.BranchChecked, pn.BranchHead = true, head
+			}
+		}
+		prev.Nodes[n.Node] = pn
+	}
+	return prev, nil
+}
+
+// recordOutputs are a recorded node's outputs exactly as nodeOutputs gave them to its dependants.
+func recordOutputs(n ledger.NodeRecord) map[string]string {
+	commit := n.Commit
+	if commit == "" {
+		commit = n.BaseCommit
+	}
+	return map[string]string{"commit": commit, "branch": n.Branch, "status": n.Status, "verdict": n.Verdict, "session_id": n.SessionID}
+}
+
+// remoteBranchHead is the commit a branch points at in repo, "" when the branch does not exist there.
+func remoteBranchHead(ctx context.Context, repo, branch string) (string, error) {
+	if strings.HasPrefix(repo, "-") || strings.HasPrefix(branch, "-") {
+		return "", fmt.Errorf("refusing to pass %q or %q to git", repo, branch)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := runGit(ctx, "", "ls-remote", "--", repo, "refs/heads/"+branch)
+	if err != nil {
+		return "", err
+	}
+	head, _, _ := strings.Cut(out, "\t")
+	return strings.TrimSpace(head), nil
+}
