@@ -33,10 +33,12 @@ func (DiffCmd) Help() string {
 
 // Run compares the plans, renders the diff and sets the exit status.
 func (c *DiffCmd) Run(env *Env) error {
+	// Findings are located in HEAD's ranges, named relative to HEAD's configuration directory.
+	paths := &sarifPaths{}
 	view, err := views.NewDiff(c.Format, env.streams(), views.DiffOptions{
 		KewplanVersion: version,
-		Source:         readRelativeSource,
-		URI:            sarifURI,
+		Source:         paths.source,
+		URI:            paths.uri,
 	})
 	if err != nil {
 		return err
@@ -52,6 +54,7 @@ func (c *DiffCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
+	paths.dir, paths.isConfig = docConfigDir(head, c.Head), savedConfigFiles(head)
 	d := plandiff.Compare(c.Base, base, c.Head, head)
 	if err := view.Diff(d); err != nil {
 		return fmt.Errorf("write diff: %w", err)

@@ -23,7 +23,8 @@ func (ShowCmd) Help() string {
 
 // Run renders the plan file, then checks that a saved plan still matches its configuration.
 func (c *ShowCmd) Run(env *Env) error {
-	view, err := views.NewShow(planFormat(c.Format, c.JSON), env.streams())
+	paths := &sarifPaths{}
+	view, err := views.NewShow(planFormat(c.Format, c.JSON), env.streams(), views.SARIFOptions{URI: paths.uri})
 	if err != nil {
 		return err
 	}
@@ -32,6 +33,7 @@ func (c *ShowCmd) Run(env *Env) error {
 		return err
 	}
 	doc := f.Doc
+	paths.dir, paths.isConfig = docConfigDir(doc, c.PlanFile), savedConfigFiles(doc)
 	if err := view.Plan(doc); err != nil {
 		return err
 	}
