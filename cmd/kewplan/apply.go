@@ -210,7 +210,7 @@ func (c *ApplyCmd) apply(env *Env, view views.Apply, a *toApply, minFree int64) 
 	case ledger.RunSucceeded:
 		return nil
 	case ledger.RunCancelled:
-		return ExitCode(130)
+		return ExitCode(exitInterrupted)
 	default:
 		return ExitCode(1)
 	}
@@ -241,7 +241,7 @@ func applySignals(view views.Apply) (context.Context, func(), *executor.Janitor)
 		for _, err := range janitor.Now(10 * time.Second) {
 			view.CleanupFailed(err)
 		}
-		os.Exit(130)
+		os.Exit(exitInterrupted)
 	}()
 	return ctx, func() { signal.Stop(sigs); close(stopped); cancel() }, janitor
 }

@@ -26,9 +26,9 @@ func (DiffCmd) Help() string {
 	return "Example:\n" +
 		"  kewplan plan --json > head.json\n" +
 		"  kewplan diff base.json head.json --format markdown > comment.md\n\n" +
-		"Exit status 0 when nothing widens credential exposure, 2 when something does (a credential reaches a node\n" +
+		"Exit status 0 when nothing widens credential exposure, 2 when something does and only then (a credential reaches a node\n" +
 		"it did not reach, a node gains open egress, a hardening flag is lost or weakened, an image leaves its\n" +
-		"pinned digest: review required), and 1 on error. Narrowing is shown but does not fail."
+		"pinned digest: review required), and 1 on any error, usage errors included. Narrowing is shown but does not fail."
 }
 
 // Run compares the plans, renders the diff and sets the exit status.
@@ -60,7 +60,7 @@ func (c *DiffCmd) Run(env *Env) error {
 		return fmt.Errorf("write diff: %w", err)
 	}
 	if d.Widened() {
-		return ExitCode(2)
+		return ExitCode(exitWidened)
 	}
 	return nil
 }

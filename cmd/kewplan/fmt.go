@@ -19,10 +19,10 @@ import (
 	"github.com/kewplan/kewplan/views"
 )
 
-// Exit statuses of `kewplan fmt`.
+// Exit statuses of `kewplan fmt` (see exitTable).
 const (
-	fmtExitSyntax      = 2 // a file has syntax errors and was left as it is
-	fmtExitUnformatted = 3 // --check found files to reformat
+	fmtExitSyntax      = exitError       // a file has syntax errors and was left as it is
+	fmtExitUnformatted = exitUnformatted // --check found files to reformat
 )
 
 // FmtCmd is `kewplan fmt [PATH...] [--check] [--diff]`.
@@ -36,7 +36,7 @@ type FmtCmd struct {
 func (FmtCmd) Help() string {
 	return "Example:\n  kewplan fmt --check --diff examples/\n\n" +
 		"Rewrites files in place and lists the ones it changed. Exit status 0 when done, 3 when --check found\n" +
-		"unformatted files, 2 when a file has syntax errors (such a file is never rewritten)."
+		"unformatted files, 1 when a file has syntax errors (such a file is never rewritten) or another error."
 }
 
 // Run formats every file; one file's problem does not stop the others.
