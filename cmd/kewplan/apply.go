@@ -20,6 +20,7 @@ import (
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/internal/safefile"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
@@ -251,11 +252,8 @@ func isSavedPlan(path string) bool {
 	if strings.HasSuffix(path, ".hcl") {
 		return false
 	}
-	fi, err := os.Stat(path)
-	if err != nil || !fi.Mode().IsRegular() {
-		return false
-	}
-	f, err := os.Open(path)
+	// One non-blocking open, then fstat: no window between a stat and an open, and a FIFO is not waited on.
+	f, err := safefile.Open(path, 0)
 	if err != nil {
 		return false
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kewplan/kewplan/internal/safefile"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
@@ -84,19 +85,22 @@ func readPlanArg(env *Env, name, role string) (*planner.Document, error) {
 	return doc, nil
 }
 
+// readPlanFile reads a plan argument: a regular file (a FIFO or a device is refused at once, never waited on)
+// within plandiff.MaxPlanBytes.
 func readPlanFile(name string) ([]byte, error) {
-	info, err := os.Stat(name)
+	b, err := safefile.Read(name, plandiff.MaxPlanBytes)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%s does not exist: give a file written by kewplan plan --out or kewplan plan --json", name)
-	case err != nil:
+	case errors.Is(err, safefile.ErrNotRegular):
+		if info, serr := os.Stat(name); serr == nil && info.IsDir() {
+			return nil, fmt.Errorf("%s is a directory: give a plan file written by kewplan plan --out or kewplan plan --json", name)
+		}
 		return nil, err
-	case info.IsDir():
-		return nil, fmt.Errorf("%s is a directory: give a plan file written by kewplan plan --out or kewplan plan --json", name)
-	case info.Size() > plandiff.MaxPlanBytes:
+	case errors.Is(err, safefile.ErrTooLarge):
 		return nil, fmt.Errorf("%s: %w", name, plandiff.ErrTooLarge)
 	}
-	return os.ReadFile(name)
+	return b, err
 }
 
 // maxSourceBytes bounds a configuration file read for SARIF fingerprints.
@@ -109,11 +113,7 @@ func readRelativeSource(name string) ([]byte, bool) {
 	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
 		return nil, false
 	}
-	info, err := os.Lstat(clean)
-	if err != nil || !info.Mode().IsRegular() || info.Size() > maxSourceBytes {
-		return nil, false
-	}
-	src, err := os.ReadFile(clean)
+	src, err := safefile.ReadWith(clean, maxSourceBytes, safefile.Options{NoFollow: true})
 	if err != nil {
 		return nil, false
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclwrite"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/safefile"
 	"github.com/kewplan/kewplan/views"
 )
 
@@ -122,13 +123,22 @@ func (c *FmtCmd) formatFile(env *Env, view views.Fmt, name string) (bool, []byte
 	var err error
 	var mode fs.FileMode
 	if name == "-" {
-		src, err = io.ReadAll(env.Stdin)
+		src, err = io.ReadAll(io.LimitReader(env.Stdin, fmtMaxFileBytes+1))
 		name = displayName(name)
+		if err == nil && len(src) > fmtMaxFileBytes {
+			err = fmt.Errorf("over the limit of %d MiB", fmtMaxFileBytes>>20)
+		}
 	} else {
-		var info fs.FileInfo
-		if info, err = os.Stat(name); err == nil {
-			mode = info.Mode().Perm()
-			src, err = os.ReadFile(name)
+		// A regular file only (a FIFO is refused, not waited on), within the configuration file limit; its
+		// mode comes from the same open, so the file written back is the file read.
+		var f *os.File
+		if f, err = safefile.Open(name, fmtMaxFileBytes); err == nil {
+			var info fs.FileInfo
+			if info, err = f.Stat(); err == nil {
+				mode = info.Mode().Perm()
+				src, err = io.ReadAll(io.LimitReader(f, fmtMaxFileBytes+1))
+			}
+			f.Close()
 		}
 	}
 	if err != nil {
@@ -173,6 +183,13 @@ func checkFmtSyntax(name string, src []byte) hcl.Diagnostics {
 			Detail:   fmt.Sprintf("%s is not UTF-8 text, so it was not formatted. Re-save it as UTF-8.", name),
 		}}
 	}
+	// hclwrite and hclsyntax recurse without a limit: bound nesting first (deep nesting overflowed the stack).
+	if d := config.CheckNesting(name, src); d != nil {
+		return hcl.Diagnostics{d}
+	}
 	_, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
 	return diags
 }
+
+// fmtMaxFileBytes bounds a file fmt reads, as config.Load bounds a configuration file.
+const fmtMaxFileBytes = 8 << 20
