@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/jsonlimit"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -149,6 +150,10 @@ var ErrTooLarge = fmt.Errorf("plan file larger than %d MiB", MaxPlanBytes>>20)
 func DecodePlan(data []byte, name string) (*planner.Document, error) {
 	if len(data) > MaxPlanBytes {
 		return nil, fmt.Errorf("%s: %w", name, ErrTooLarge)
+	}
+	// Bound nesting before decoding: a plan comes from a pull request, and deep nesting costs the decoder stack.
+	if err := jsonlimit.Check(data, jsonlimit.Limits{MaxBytes: MaxPlanBytes}); err != nil {
+		return nil, fmt.Errorf("%s: not a kewplan plan: %w", name, err)
 	}
 	var doc planner.Document
 	dec := json.NewDecoder(bytes.NewReader(data))

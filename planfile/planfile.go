@@ -61,6 +61,12 @@ func Write(path string, doc *planner.Document, p *planner.Plan, o Origin) error 
 			saved.Policy.Path = filepath.ToSlash(rel)
 		}
 	}
+	doc.Saved = nil
+	sum, err := nodesDigest(doc)
+	if err != nil {
+		return fmt.Errorf("write saved plan: %w", err)
+	}
+	saved.NodesDigest = sum
 	doc.Saved = saved
 
 	var buf bytes.Buffer
@@ -320,8 +326,12 @@ func (f *File) Load() (*config.Config, planner.Inputs, error) {
 
 // Reload is what `apply PLANFILE` runs: it refuses a stale plan (CheckStale), re-plans from the recorded
 // configuration and variables, and refuses a plan file whose nodes no longer match that re-plan (argv,
-// credentials, image, prompt digest), so the containers that run are exactly the ones that were reviewed.
+// credentials, image, prompt digest, network, runtime, egress), so the containers that run are exactly the ones
+// that were reviewed. A plan file that does not match itself (CheckIntegrity) is refused first.
 func (f *File) Reload() (*config.Config, *planner.Plan, error) {
+	if err := f.CheckIntegrity(); err != nil {
+		return nil, nil, err
+	}
 	if err := f.CheckStale(); err != nil {
 		return nil, nil, err
 	}
@@ -333,18 +343,8 @@ func (f *File) Reload() (*config.Config, *planner.Plan, error) {
 	if diags.HasErrors() {
 		return nil, nil, fmt.Errorf("%w: the configuration no longer plans cleanly. Run kewplan plan again", ErrStale)
 	}
-	doc := f.Doc
-	fresh := planner.NewDocument(p, doc.KewplanVersion)
-	if len(fresh.Nodes) != len(doc.Nodes) {
-		return nil, nil, fmt.Errorf("%w: it holds %d nodes, and the configuration plans %d, so the plan file was edited. Run kewplan plan again", ErrStale, len(doc.Nodes), len(fresh.Nodes))
-	}
-	for i := range fresh.Nodes {
-		a, b := &doc.Nodes[i], &fresh.Nodes[i]
-		same := a.Name == b.Name && a.Image == b.Image && a.Prompt == b.Prompt &&
-			slices.Equal(a.Argv, b.Argv) && slices.Equal(a.Credentials, b.Credentials)
-		if !same {
-			return nil, nil, fmt.Errorf("%w: node %q in the plan file differs from what its configuration plans, so the plan file was edited. Run kewplan plan again", ErrStale, a.Name)
-		}
+	if err := compareNodes(f.Doc, planner.NewDocument(p, f.Doc.KewplanVersion)); err != nil {
+		return nil, nil, err
 	}
 	return cfg, p, nil
 }

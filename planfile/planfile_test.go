@@ -217,8 +217,19 @@ func TestReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.Reload(); err == nil || !strings.Contains(err.Error(), `node "fix"`) {
-		t.Errorf("Reload() of an edited plan = %v, want an error naming node \"fix\"", err)
+	// The nodes digest catches the edit without the configuration.
+	if err := f.CheckIntegrity(); !errors.Is(err, planfile.ErrMismatch) || !strings.Contains(err.Error(), "nodes_digest") {
+		t.Errorf("CheckIntegrity() of an edited plan = %v, want ErrMismatch naming the nodes_digest", err)
+	}
+	if _, _, err := f.Reload(); !errors.Is(err, planfile.ErrMismatch) {
+		t.Errorf("Reload() of an edited plan = %v, want ErrMismatch", err)
+	}
+	// Without the digest (a plan written before it, or an editor who recomputed it), the re-plan names the node
+	// and what differs.
+	f.Doc.Saved.NodesDigest = ""
+	_, _, err = f.Reload()
+	if !errors.Is(err, planfile.ErrMismatch) || !strings.Contains(err.Error(), `node "fix"`) || !strings.Contains(err.Error(), "GITHUB_TOKEN") {
+		t.Errorf("Reload() of an edited plan = %v, want ErrMismatch naming node \"fix\" and GITHUB_TOKEN", err)
 	}
 }
 

@@ -26,6 +26,12 @@ type Document struct {
 	// planner keeps them raw so that shape has a single owner.
 	Diagnostics []json.RawMessage `json:"diagnostics"`
 	Saved       *SavedState       `json:"saved,omitempty"`
+	// ConfigDir is the configuration's directory relative to the working directory the plan was made in (forward
+	// slashes, "." for that directory itself), so that tools reading the plan later (diff's SARIF) can map the
+	// file names of ranges, which are relative to the configuration's directory, back to repository paths.
+	// Empty when the configuration was outside the working directory; never an absolute path, so plans stay
+	// the same wherever they were made.
+	ConfigDir string `json:"config_dir,omitempty"`
 	// Resume is present when the plan is applied with --resume: which nodes reuse a previous run's outputs.
 	Resume *ResumeDocument `json:"resume,omitempty"`
 }

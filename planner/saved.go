@@ -22,6 +22,11 @@ type SavedState struct {
 	// Policy is the organisation policy file given with --policy, if any: applying the plan enforces it again,
 	// and a change to it makes the plan stale like a change to the configuration.
 	Policy *SavedPolicy `json:"policy,omitempty"`
+	// NodesDigest is the SHA-256 of the rest of the document (everything but this saved object) as written, so
+	// that show and apply notice a plan file edited by hand even without its configuration at hand; "" in a plan
+	// written before it existed. It is no signature: it catches edits, not a forger who recomputes it (apply
+	// re-plans from the configuration for that).
+	NodesDigest string `json:"nodes_digest,omitempty"`
 }
 
 // NewSavedState records the inputs of p (its variable values and file digests) and its targets; the paths are

@@ -8,11 +8,21 @@ import (
 	"github.com/hashicorp/hcl/v2"
 )
 
-// planFormat picks the renderer of a plan --format (plan and show).
-func planFormat(format string) (PlanRenderer, error) {
+// planFormat picks the renderer of a plan --format (plan and show); sarif gets the command's SARIF options (the
+// artifact URIs: ranges name files relative to the configuration's directory, SARIF wants repository paths).
+func planFormat(format string, sarif SARIFOptions) (PlanRenderer, error) {
 	render, ok := PlanFormats[format]
 	if !ok {
 		return nil, fmt.Errorf("unknown --format %q: use one of %s", format, strings.Join(PlanFormatNames(), ", "))
+	}
+	if format == "sarif" {
+		render = func(w io.Writer, doc *PlanJSON) error {
+			opts := sarif
+			if opts.KewplanVersion == "" {
+				opts.KewplanVersion = doc.KewplanVersion
+			}
+			return WritePlanSARIF(w, doc, opts)
+		}
 	}
 	return render, nil
 }
@@ -27,9 +37,10 @@ type Plan interface {
 }
 
 // NewPlan returns plan's view for format (one of PlanFormatNames). A human plan is followed on stdout by where it
-// was saved; any other format keeps stdout a single document and says it on stderr.
-func NewPlan(format string, s Streams) (Plan, error) {
-	render, err := planFormat(format)
+// was saved; any other format keeps stdout a single document and says it on stderr. sarif is used by the sarif
+// format only.
+func NewPlan(format string, s Streams, sarif SARIFOptions) (Plan, error) {
+	render, err := planFormat(format, sarif)
 	if err != nil {
 		return nil, err
 	}
@@ -62,9 +73,9 @@ type Show interface {
 	Stale(err error)
 }
 
-// NewShow returns show's view for format (one of PlanFormatNames).
-func NewShow(format string, s Streams) (Show, error) {
-	render, err := planFormat(format)
+// NewShow returns show's view for format (one of PlanFormatNames); sarif as for NewPlan.
+func NewShow(format string, s Streams, sarif SARIFOptions) (Show, error) {
+	render, err := planFormat(format, sarif)
 	if err != nil {
 		return nil, err
 	}

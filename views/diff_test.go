@@ -120,10 +120,18 @@ func TestDiffGolden(t *testing.T) {
 				t.Errorf("exposure delta kinds mismatch (-want +got):\n%s", diff)
 			}
 			dir := filepath.Join("testdata", tc.name)
+			// Ranges name files relative to HEAD's configuration directory; SARIF wants them relative to the
+			// working directory, as kewplan diff maps them (from the plan's config_dir or config_path).
+			headPath := func(name string) string {
+				if name == "" || name == "." { // a finding about the whole apply, located at no file
+					return name
+				}
+				return filepath.Join(dir, "head", filepath.FromSlash(name))
+			}
 			opts := DiffOptions{KewplanVersion: "test", Source: func(name string) ([]byte, bool) {
-				src, err := os.ReadFile(name)
+				src, err := os.ReadFile(headPath(name))
 				return src, err == nil
-			}}
+			}, URI: func(name string) string { return SARIFRelativeURI(filepath.ToSlash(headPath(name))) }}
 			for format, file := range map[string]string{"human": "diff.txt", "json": "diff.json", "markdown": "diff.md", "sarif": "diff.sarif"} {
 				var buf bytes.Buffer
 				if err := DiffFormats[format](&buf, d, opts); err != nil {

@@ -5,6 +5,8 @@ import (
 	"io"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/kewplan/kewplan/internal/termsafe"
 )
 
 // ViewType is how a command's output is meant to be read: by a person, or by a program (JSON).
@@ -66,6 +68,17 @@ func (v *View) UsageError(err error) {
 // SetupError reports that the command line grammar itself could not be built (a bug, not a user's mistake).
 func (v *View) SetupError(err error) {
 	fmt.Fprintf(v.streams.Stderr, "kewplan: %v\n", err)
+}
+
+// Crash reports a panic in kewplan's own code: one short paragraph asking for a report, and the stack trace only
+// when one is given (KEWPLAN_DEBUG). The panic value is escaped: it may quote input.
+func (v *View) Crash(value any, stack []byte) {
+	fmt.Fprintf(v.streams.Stderr, "kewplan crashed: %s\nThis is a bug in kewplan, not in your input: please report it at "+
+		"https://github.com/kewplan/kewplan/issues with the command you ran (set KEWPLAN_DEBUG=1 for the trace).\n",
+		termsafe.String(fmt.Sprint(value)))
+	if len(stack) > 0 {
+		fmt.Fprintf(v.streams.Stderr, "\n%s", termsafe.Text(string(stack)))
+	}
 }
 
 // Version prints kewplan's version.

@@ -19,6 +19,7 @@ import (
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/internal/safefile"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
@@ -225,7 +226,7 @@ func (c *ApplyCmd) apply(env *Env, view views.Apply, a *toApply, minFree int64) 
 	case ledger.RunSucceeded:
 		return nil
 	case ledger.RunCancelled:
-		return ExitCode(130)
+		return ExitCode(exitInterrupted)
 	default:
 		return ExitCode(1)
 	}
@@ -256,7 +257,7 @@ func applySignals(view views.Apply) (context.Context, func(), *executor.Janitor)
 		for _, err := range janitor.Now(10 * time.Second) {
 			view.CleanupFailed(err)
 		}
-		os.Exit(130)
+		os.Exit(exitInterrupted)
 	}()
 	return ctx, func() { signal.Stop(sigs); close(stopped); cancel() }, janitor
 }
@@ -267,11 +268,8 @@ func isSavedPlan(path string) bool {
 	if strings.HasSuffix(path, ".hcl") {
 		return false
 	}
-	fi, err := os.Stat(path)
-	if err != nil || !fi.Mode().IsRegular() {
-		return false
-	}
-	f, err := os.Open(path)
+	// One non-blocking open, then fstat: no window between a stat and an open, and a FIFO is not waited on.
+	f, err := safefile.Open(path, 0)
 	if err != nil {
 		return false
 	}

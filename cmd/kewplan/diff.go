@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kewplan/kewplan/internal/safefile"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
@@ -27,17 +28,19 @@ func (DiffCmd) Help() string {
 	return "Example:\n" +
 		"  kewplan plan --json > head.json\n" +
 		"  kewplan diff base.json head.json --format markdown > comment.md\n\n" +
-		"Exit status 0 when nothing widens credential exposure, 2 when something does (a credential reaches a node\n" +
+		"Exit status 0 when nothing widens credential exposure, 2 when something does and only then (a credential reaches a node\n" +
 		"it did not reach, a node gains open egress, a hardening flag is lost or weakened, an image leaves its\n" +
-		"pinned digest: review required), and 1 on error. Narrowing is shown but does not fail."
+		"pinned digest: review required), and 1 on any error, usage errors included. Narrowing is shown but does not fail."
 }
 
 // Run compares the plans, renders the diff and sets the exit status.
 func (c *DiffCmd) Run(env *Env) error {
+	// Findings are located in HEAD's ranges, named relative to HEAD's configuration directory.
+	paths := &sarifPaths{}
 	view, err := views.NewDiff(c.Format, env.streams(), views.DiffOptions{
 		KewplanVersion: version,
-		Source:         readRelativeSource,
-		URI:            sarifURI,
+		Source:         paths.source,
+		URI:            paths.uri,
 	})
 	if err != nil {
 		return err
@@ -53,12 +56,13 @@ func (c *DiffCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
+	paths.dir, paths.isConfig = docConfigDir(head, c.Head), savedConfigFiles(head)
 	d := plandiff.Compare(c.Base, base, c.Head, head)
 	if err := view.Diff(d); err != nil {
 		return fmt.Errorf("write diff: %w", err)
 	}
 	if d.Widened() {
-		return ExitCode(2)
+		return ExitCode(exitWidened)
 	}
 	return nil
 }
@@ -88,19 +92,22 @@ func readPlanArg(env *Env, name, role string) (*planner.Document, error) {
 	return doc, nil
 }
 
+// readPlanFile reads a plan argument: a regular file (a FIFO or a device is refused at once, never waited on)
+// within plandiff.MaxPlanBytes.
 func readPlanFile(name string) ([]byte, error) {
-	info, err := os.Stat(name)
+	b, err := safefile.Read(name, plandiff.MaxPlanBytes)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%s does not exist: give a file written by kewplan plan --out or kewplan plan --json", name)
-	case err != nil:
+	case errors.Is(err, safefile.ErrNotRegular):
+		if info, serr := os.Stat(name); serr == nil && info.IsDir() {
+			return nil, fmt.Errorf("%s is a directory: give a plan file written by kewplan plan --out or kewplan plan --json", name)
+		}
 		return nil, err
-	case info.IsDir():
-		return nil, fmt.Errorf("%s is a directory: give a plan file written by kewplan plan --out or kewplan plan --json", name)
-	case info.Size() > plandiff.MaxPlanBytes:
+	case errors.Is(err, safefile.ErrTooLarge):
 		return nil, fmt.Errorf("%s: %w", name, plandiff.ErrTooLarge)
 	}
-	return os.ReadFile(name)
+	return b, err
 }
 
 // maxSourceBytes bounds a configuration file read for SARIF fingerprints.
@@ -113,11 +120,7 @@ func readRelativeSource(name string) ([]byte, bool) {
 	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
 		return nil, false
 	}
-	info, err := os.Lstat(clean)
-	if err != nil || !info.Mode().IsRegular() || info.Size() > maxSourceBytes {
-		return nil, false
-	}
-	src, err := os.ReadFile(clean)
+	src, err := safefile.ReadWith(clean, maxSourceBytes, safefile.Options{NoFollow: true})
 	if err != nil {
 		return nil, false
 	}

@@ -16,13 +16,14 @@ import (
 	"github.com/hashicorp/hcl/v2/hclwrite"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/safefile"
 	"github.com/kewplan/kewplan/views"
 )
 
-// Exit statuses of `kewplan fmt`.
+// Exit statuses of `kewplan fmt` (see exitTable).
 const (
-	fmtExitSyntax      = 2 // a file has syntax errors and was left as it is
-	fmtExitUnformatted = 3 // --check found files to reformat
+	fmtExitSyntax      = exitError       // a file has syntax errors and was left as it is
+	fmtExitUnformatted = exitUnformatted // --check found files to reformat
 )
 
 // FmtCmd is `kewplan fmt [PATH...] [--check] [--diff]`.
@@ -36,7 +37,7 @@ type FmtCmd struct {
 func (FmtCmd) Help() string {
 	return "Example:\n  kewplan fmt --check --diff examples/\n\n" +
 		"Rewrites files in place and lists the ones it changed. Exit status 0 when done, 3 when --check found\n" +
-		"unformatted files, 2 when a file has syntax errors (such a file is never rewritten)."
+		"unformatted files, 1 when a file has syntax errors (such a file is never rewritten) or another error."
 }
 
 // Run formats every file; one file's problem does not stop the others.
@@ -122,13 +123,22 @@ func (c *FmtCmd) formatFile(env *Env, view views.Fmt, name string) (bool, []byte
 	var err error
 	var mode fs.FileMode
 	if name == "-" {
-		src, err = io.ReadAll(env.Stdin)
+		src, err = io.ReadAll(io.LimitReader(env.Stdin, fmtMaxFileBytes+1))
 		name = displayName(name)
+		if err == nil && len(src) > fmtMaxFileBytes {
+			err = fmt.Errorf("over the limit of %d MiB", fmtMaxFileBytes>>20)
+		}
 	} else {
-		var info fs.FileInfo
-		if info, err = os.Stat(name); err == nil {
-			mode = info.Mode().Perm()
-			src, err = os.ReadFile(name)
+		// A regular file only (a FIFO is refused, not waited on), within the configuration file limit; its
+		// mode comes from the same open, so the file written back is the file read.
+		var f *os.File
+		if f, err = safefile.Open(name, fmtMaxFileBytes); err == nil {
+			var info fs.FileInfo
+			if info, err = f.Stat(); err == nil {
+				mode = info.Mode().Perm()
+				src, err = io.ReadAll(io.LimitReader(f, fmtMaxFileBytes+1))
+			}
+			f.Close()
 		}
 	}
 	if err != nil {
@@ -173,6 +183,13 @@ func checkFmtSyntax(name string, src []byte) hcl.Diagnostics {
 			Detail:   fmt.Sprintf("%s is not UTF-8 text, so it was not formatted. Re-save it as UTF-8.", name),
 		}}
 	}
+	// hclwrite and hclsyntax recurse without a limit: bound nesting first (deep nesting overflowed the stack).
+	if d := config.CheckNesting(name, src); d != nil {
+		return hcl.Diagnostics{d}
+	}
 	_, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
 	return diags
 }
+
+// fmtMaxFileBytes bounds a file fmt reads, as config.Load bounds a configuration file.
+const fmtMaxFileBytes = 8 << 20

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 
 	"github.com/alecthomas/kong"
 	"golang.org/x/term"
@@ -18,7 +19,8 @@ var version = "0.1.0-dev"
 
 // CLI is the kong grammar. Each command's struct and Run method live in the file named after it.
 type CLI struct {
-	NoColor bool `help:"Disable colour and terminal styling in output." name:"no-color"`
+	NoColor bool             `help:"Disable colour and terminal styling in output." name:"no-color"`
+	Version kong.VersionFlag `help:"Print kewplan's version and exit." name:"version"`
 
 	Validate  ValidateCmd  `cmd:"" help:"Check a configuration: syntax, schema, types, references, variables and the fail-closed rules."`
 	Fmt       FmtCmd       `cmd:"" help:"Rewrite configuration files in the canonical format."`
@@ -34,7 +36,7 @@ type CLI struct {
 	Diff      DiffCmd      `cmd:"" help:"Compare two plans and flag any widening of credential exposure."`
 	Smoke     SmokeCmd     `cmd:"" help:"Check an image's launch, mount and prompt handoff without invoking the agent."`
 	Conform   ConformCmd   `cmd:"" help:"Run the container entrypoint contract's implementer checklist against an image."`
-	Version   VersionCmd   `cmd:"" help:"Print kewplan's version."`
+	VersionC  VersionCmd   `cmd:"" name:"version" help:"Print kewplan's version."`
 
 	EgressProxy EgressProxyCmd `cmd:"" name:"egress-proxy" hidden:"" help:"Run kewplan's egress proxy (apply starts it in its own container)."`
 }
@@ -56,34 +58,87 @@ type ExitCode int
 
 func (e ExitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
+// Exit statuses: one table for every command, each code with one meaning, never reused (README "Exit
+// statuses"). A CI gate on diff's 2 must never read a typo or a crash as a widening.
+const (
+	exitOK          = 0   // success
+	exitError       = 1   // any error, usage errors included (a missing argument, a mistyped flag)
+	exitWidened     = 2   // diff: the change widens credential exposure (review required); nothing else
+	exitUnformatted = 3   // fmt --check: files are not in the canonical format; nothing else
+	exitCrash       = 70  // kewplan itself crashed (a bug: please report it); EX_SOFTWARE of sysexits.h
+	exitInterrupted = 130 // interrupted (SIGINT or SIGTERM), after cleaning up
+)
+
+// exitTable is the table of exit statuses in `kewplan --help`.
+const exitTable = `Exit statuses (the same for every command, each with one meaning):
+  0    success
+  1    error, usage errors included (a missing argument, a mistyped flag)
+  2    kewplan diff only: the change widens credential exposure (review required)
+  3    kewplan fmt --check only: files are not in the canonical format
+  70   kewplan crashed (a bug; please report it)
+  130  interrupted`
+
 func main() {
 	tuneGC()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
+// run runs one command line and returns its exit status; a panic is reported as a crash (exitCrash), never with
+// the Go runtime's status 2, which diff uses for a widening.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	view := views.NewView(views.Streams{Stdout: stdout, Stderr: stderr})
+	return crashGuard(view, func() int { return runCommand(args, stdin, stdout, stderr) })
+}
+
+// crashGuard runs f and turns a panic into a short report and exitCrash; the stack trace is printed only when
+// KEWPLAN_DEBUG is set.
+func crashGuard(view *views.View, f func() int) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			var stack []byte
+			if os.Getenv("KEWPLAN_DEBUG") != "" {
+				stack = debug.Stack()
+			}
+			view.Crash(r, stack)
+			code = exitCrash
+		}
+	}()
+	return f()
+}
+
+func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var cli CLI
 	exitCode := -1
 	view := views.NewView(views.Streams{Stdout: stdout, Stderr: stderr})
+	// `kewplan` alone and `kewplan help [COMMAND]` print the help, exit 0.
+	switch {
+	case len(args) == 0:
+		args = []string{"--help"}
+	case args[0] == "help":
+		args = append(append([]string{}, args[1:]...), "--help")
+	}
 	parser, err := kong.New(&cli,
 		kong.Name("kewplan"),
-		kong.Description("Plan and apply fleets of contained coding agents, declared in HCL."),
-		kong.UsageOnError(),
+		kong.Description("Plan and apply fleets of contained coding agents, declared in HCL.\n\n"+exitTable),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exitCode = code }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Vars{"version": "kewplan " + version},
 	)
 	if err != nil {
 		view.SetupError(err)
-		return 1
+		return exitError
 	}
 	kctx, err := parser.Parse(args)
-	if exitCode >= 0 { // --help, or kong's own exit
-		return exitCode
+	if exitCode >= 0 { // --help or --version (0), or kong's own exit
+		if exitCode != exitOK {
+			return exitError
+		}
+		return exitOK
 	}
 	if err != nil {
 		view.UsageError(err)
-		return 2
+		return exitError
 	}
 	env := &Env{
 		Stdin:    stdin,
@@ -100,9 +155,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return int(code)
 		}
 		view.Error(err)
-		return 1
+		return exitError
 	}
-	return 0
+	return exitOK
 }
 
 func isTerminal(v any) bool {

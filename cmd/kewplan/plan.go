@@ -29,7 +29,8 @@ func (PlanCmd) Help() string {
 
 // Run plans the configuration and renders the plan; nodes with errors get no argv.
 func (c *PlanCmd) Run(env *Env) error {
-	view, err := views.NewPlan(planFormat(c.Format, c.JSON), env.streams())
+	paths := &sarifPaths{}
+	view, err := views.NewPlan(planFormat(c.Format, c.JSON), env.streams(), views.SARIFOptions{URI: paths.uri})
 	if err != nil {
 		return err
 	}
@@ -38,7 +39,10 @@ func (c *PlanCmd) Run(env *Env) error {
 		return ExitCode(1)
 	}
 	p, files := pl.plan, pl.files
+	paths.dir = pl.cfg.Dir
+	paths.isConfig = func(name string) bool { _, ok := pl.cfg.Files[name]; return ok }
 	doc := views.NewPlanJSON(p, version, files...)
+	doc.ConfigDir = relConfigDir(pl.cfg.Dir)
 	if err := view.Plan(doc); err != nil {
 		return err
 	}

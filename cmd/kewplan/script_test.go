@@ -5,11 +5,18 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/kewplan/kewplan/views"
 )
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"kewplan": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		// kewplan-crash panics inside the same guard as run: what a user sees when kewplan has a bug.
+		"kewplan-crash": func() {
+			view := views.NewView(views.Streams{Stdout: os.Stdout, Stderr: os.Stderr})
+			os.Exit(crashGuard(view, func() int { panic("index out of range [3] with length 3 \x1b]0;PWNED\a") }))
+		},
 	})
 }
 

@@ -2,7 +2,10 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 
+	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/views"
 )
@@ -17,13 +20,15 @@ type ShowCmd struct {
 // Help shows an example.
 func (ShowCmd) Help() string {
 	return "Example:\n  kewplan plan --out review.plan && kewplan show review.plan\n\n" +
-		"Exit status 1 when the plan has errors, or when a saved plan is stale: a configuration file, a file it\n" +
-		"reads, or a variable changed since it was saved (kewplan apply would refuse it)."
+		"show checks what apply checks. Exit status 1 when the plan has errors; when the plan file does not match\n" +
+		"itself, its recorded inputs or what its configuration plans (it was edited by hand: it is not shown); or\n" +
+		"when a saved plan is stale: a configuration file, a file it reads, or a variable changed since it was saved."
 }
 
 // Run renders the plan file, then checks that a saved plan still matches its configuration.
 func (c *ShowCmd) Run(env *Env) error {
-	view, err := views.NewShow(planFormat(c.Format, c.JSON), env.streams())
+	paths := &sarifPaths{}
+	view, err := views.NewShow(planFormat(c.Format, c.JSON), env.streams(), views.SARIFOptions{URI: paths.uri})
 	if err != nil {
 		return err
 	}
@@ -32,21 +37,37 @@ func (c *ShowCmd) Run(env *Env) error {
 		return err
 	}
 	doc := f.Doc
+	paths.dir, paths.isConfig = docConfigDir(doc, c.PlanFile), savedConfigFiles(doc)
+	// What apply checks, before anything that looks like a valid plan is shown: the document against itself,
+	// then a saved plan against its recorded inputs and its configuration (stale check and re-plan).
+	if problems := plandiff.CheckDocument(doc); len(problems) > 0 {
+		view.Stale(fmt.Errorf("%w what kewplan plan writes: %s. It was edited after kewplan plan wrote it: do not apply it; run kewplan plan again and review the new plan",
+			planfile.ErrMismatch, strings.Join(problems, "; ")))
+		return ExitCode(exitError)
+	}
+	var stale error
+	if doc.Saved != nil {
+		if _, _, err := f.Reload(); err != nil {
+			switch {
+			case errors.Is(err, planfile.ErrMismatch):
+				view.Stale(err)
+				return ExitCode(exitError)
+			case errors.Is(err, planfile.ErrStale):
+				stale = err
+			default:
+				return err
+			}
+		}
+	}
 	if err := view.Plan(doc); err != nil {
 		return err
 	}
-	failed := doc.HasErrors()
-	if doc.Saved != nil {
-		if err := f.CheckStale(); err != nil {
-			if !errors.Is(err, planfile.ErrStale) {
-				return err
-			}
-			view.Stale(err)
-			failed = true
-		}
+	if stale != nil {
+		view.Stale(stale)
+		return ExitCode(exitError)
 	}
-	if failed {
-		return ExitCode(1)
+	if doc.HasErrors() {
+		return ExitCode(exitError)
 	}
 	return nil
 }

@@ -61,7 +61,7 @@ func runCheck[R any](env *Env, view views.Check, runner string, timeout time.Dur
 	if err != nil {
 		if ctx.Err() != nil {
 			view.Interrupted()
-			return ExitCode(130)
+			return ExitCode(exitInterrupted)
 		}
 		return err
 	}

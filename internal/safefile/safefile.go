@@ -52,6 +52,33 @@ func ReadWith(path string, limit int64, opts Options) ([]byte, error) {
 	return readChecked(f, path, limit)
 }
 
+// Open opens the regular file at path for streaming reads, with Read's checks (opened without blocking, then
+// fstat: a FIFO, device or directory is refused, not waited on; a file over limit bytes is refused, limit <= 0:
+// no limit) and O_NONBLOCK cleared. The caller closes it and bounds its own reading.
+func Open(path string, limit int64) (*os.File, error) {
+	f, err := openNonBlocking(path, Options{})
+	if err != nil {
+		if info, serr := os.Stat(path); serr == nil && !info.Mode().IsRegular() {
+			return nil, Check(path, info, limit)
+		}
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err == nil {
+		err = Check(path, info, limit)
+	}
+	if err == nil {
+		if cerr := clearNonBlock(f); cerr != nil {
+			err = &fs.PathError{Op: "open", Path: path, Err: cerr}
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // ReadIn is Read for a name inside root (os.Root keeps the read inside it, links included).
 func ReadIn(root *os.Root, name string, limit int64) ([]byte, error) {
 	f, err := root.OpenFile(name, openFlags(Options{}), 0)

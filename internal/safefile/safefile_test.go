@@ -141,3 +141,40 @@ func TestOpenInRefusesFIFO(t *testing.T) {
 		t.Fatalf("OpenIn(pipe.md) error = %v, want a refused FIFO", err)
 	}
 }
+
+func TestOpenRefusesFIFOAndReadsFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "run.ndjson")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := readWithBackstop(t, func() ([]byte, error) {
+		f, err := Open(fifo, 0)
+		if f != nil {
+			f.Close()
+		}
+		return nil, err
+	})
+	if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "named pipe") {
+		t.Fatalf("Open(FIFO) error = %v, want a refused named pipe", err)
+	}
+	if _, err := Open(dir, 0); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("Open(directory) error = %v, want ErrNotRegular", err)
+	}
+	name := filepath.Join(dir, "ok.ndjson")
+	if err := os.WriteFile(name, []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(name, 2); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Open(3 bytes, limit 2) error = %v, want ErrTooLarge", err)
+	}
+	f, err := Open(name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 8)
+	if n, err := f.Read(buf); err != nil || string(buf[:n]) != "{}\n" {
+		t.Errorf("Read = %q, %v", buf[:n], err)
+	}
+}

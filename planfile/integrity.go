@@ -1,0 +1,140 @@
+package planfile
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/kewplan/kewplan/planner"
+)
+
+// ErrMismatch is wrapped by the errors of CheckIntegrity and of Reload's comparison: the plan file does not match
+// what it records or what its configuration plans, so it was edited after kewplan plan wrote it.
+var ErrMismatch = errors.New("this plan file does not match")
+
+// nodesDigest hashes the document without its saved object, in the encoding Write uses.
+func nodesDigest(doc *planner.Document) (string, error) {
+	c := *doc
+	c.Saved = nil
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&c); err != nil {
+		return "", err
+	}
+	return planner.SHA256Hex(buf.Bytes()), nil
+}
+
+// CheckIntegrity checks a saved plan against itself, without its configuration: the config digest against the
+// files and variable values the plan records, and the nodes digest against the document. A plan --json
+// document (no saved object) has nothing to check here. The error wraps ErrMismatch.
+func (f *File) CheckIntegrity() error {
+	doc, s := f.Doc, f.Doc.Saved
+	if s == nil {
+		return nil
+	}
+	var problems []string
+	if (&planner.DigestInputs{Files: s.Files, Variables: s.Variables}).Digest() != doc.ConfigDigest {
+		problems = append(problems, "its config_digest does not match the files and variable values it records")
+	}
+	if s.NodesDigest != "" {
+		sum, err := nodesDigest(doc)
+		if err != nil || sum != s.NodesDigest {
+			problems = append(problems, "its nodes_digest does not match its nodes (an argv, an image, a credential or another field was changed)")
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w what kewplan plan wrote: %s, so it was edited. Do not apply it; run kewplan plan again and review the new plan",
+		ErrMismatch, strings.Join(problems, "; "))
+}
+
+// compareNodes compares the nodes of a plan file with a fresh plan of its configuration: everything apply runs
+// (argv, image, credentials, prompt digest, network, runtime, egress list) must be the same. The error wraps
+// ErrMismatch and says what differs.
+func compareNodes(doc, fresh *planner.Document) error {
+	if len(fresh.Nodes) != len(doc.Nodes) {
+		return fmt.Errorf("%w its configuration: it holds %d nodes, and the configuration plans %d, so the plan file was edited. Do not apply it; run kewplan plan again", ErrMismatch, len(doc.Nodes), len(fresh.Nodes))
+	}
+	for i := range fresh.Nodes {
+		a, b := &doc.Nodes[i], &fresh.Nodes[i]
+		var diffs []string
+		if a.Name != b.Name {
+			diffs = append(diffs, fmt.Sprintf("the configuration plans node %q here", b.Name))
+		}
+		if a.Image != b.Image {
+			diffs = append(diffs, fmt.Sprintf("image %s, the configuration gives %s", a.Image, b.Image))
+		}
+		if a.Prompt != b.Prompt {
+			diffs = append(diffs, "its prompt digest differs")
+		}
+		if !slices.Equal(a.Credentials, b.Credentials) {
+			diffs = append(diffs, fmt.Sprintf("credentials %s, the configuration gives %s", listOrNone(a.Credentials), listOrNone(b.Credentials)))
+		}
+		if !slices.Equal(a.Argv, b.Argv) {
+			diffs = append(diffs, "argv "+argvDelta(a.Argv, b.Argv))
+		}
+		if a.Network != b.Network || a.Runtime != b.Runtime {
+			diffs = append(diffs, fmt.Sprintf("network %q and runtime %q, the configuration gives %q and %q", a.Network, a.Runtime, b.Network, b.Runtime))
+		}
+		if !egressEqual(a.Egress, b.Egress) {
+			diffs = append(diffs, "its egress list differs")
+		}
+		if len(diffs) > 0 {
+			return fmt.Errorf("%w its configuration: node %q has %s, so the plan file was edited. Do not apply it; run kewplan plan again and review the new plan",
+				ErrMismatch, a.Name, strings.Join(diffs, "; "))
+		}
+	}
+	return nil
+}
+
+func egressEqual(a, b []planner.EgressHostDocument) bool {
+	return slices.EqualFunc(a, b, func(x, y planner.EgressHostDocument) bool {
+		return x.Host == y.Host && x.Port == y.Port && slices.Equal(x.Origins, y.Origins)
+	})
+}
+
+// argvDelta names the words one argv has that the other has not ("--privileged added"), for the error.
+func argvDelta(got, want []string) string {
+	count := func(s []string) map[string]int {
+		m := map[string]int{}
+		for _, w := range s {
+			m[w]++
+		}
+		return m
+	}
+	g, w := count(got), count(want)
+	var added, removed []string
+	for _, x := range got {
+		if g[x] > w[x] && !slices.Contains(added, x) {
+			added = append(added, x)
+		}
+	}
+	for _, x := range want {
+		if w[x] > g[x] && !slices.Contains(removed, x) {
+			removed = append(removed, x)
+		}
+	}
+	var parts []string
+	if len(added) > 0 {
+		parts = append(parts, strings.Join(added, " ")+" added")
+	}
+	if len(removed) > 0 {
+		parts = append(parts, strings.Join(removed, " ")+" removed")
+	}
+	if len(parts) == 0 {
+		return "reordered"
+	}
+	return "differs (" + strings.Join(parts, "; ") + ")"
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
