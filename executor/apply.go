@@ -67,6 +67,12 @@ type ApplyOptions struct {
 	// the container below it, failing the node, and a node does not start below it. 0 means the larger of
 	// DefaultMinFreeFloor and DefaultMinFreePercent of the filesystem.
 	MinFreeBytes int64
+	// ProxyBinary is the static kewplan binary whose image runs the egress proxy; "" means the running executable
+	// (tests, whose executable is not kewplan, build one).
+	ProxyBinary string
+	// EgressAllowPrivateAddresses lets the proxy connect to private addresses (a test's stub server); for tests
+	// only: a configuration cannot set it.
+	EgressAllowPrivateAddresses bool
 }
 
 // DefaultMaxOutputBytes is the output budget of one agent: far above any real stream-json session, far below a
@@ -143,6 +149,10 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 
 	a.runID = newRunID(time.Now())
 	a.janitor.bind(a.engine, a.ledger, a.runID)
+	if err := a.startNetworking(ctx); err != nil {
+		return nil, err
+	}
+	defer a.stopEgress()
 	started := time.Now()
 	if err := a.ledger.StartRun(ledger.RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.pid}); err != nil {
 		return nil, err
@@ -155,8 +165,10 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 		Warnings: a.envWarnings})
 
 	results := a.runGraph(ctx)
+	a.stopEgress()
 
 	sum := a.summarize(ctx, started, results)
+	a.egressSummary(&sum)
 	if err := a.ledger.FinishRun(a.runID, sum.Status, sum.Ended); err != nil {
 		a.warn("", fmt.Sprintf("could not record the end of run %s: %v", a.runID, err))
 	}
@@ -229,6 +241,7 @@ type applier struct {
 	env      map[string]string
 	imageIDs map[string]string // image ref -> id, from preflight
 	janitor  *Janitor
+	egress   *egressState // the apply's egress proxy; nil when no node is proxied
 	// envWarnings are preflight's findings about the environment, reported with the run's start.
 	envWarnings []string
 
@@ -670,12 +683,13 @@ func (s *syncHook) repanic() {
 	}
 }
 
-func (s *syncHook) ApplyStart(e ApplyStartEvent)     { s.call(func() { s.h.ApplyStart(e) }) }
-func (s *syncHook) NodeStart(e NodeStartEvent)       { s.call(func() { s.h.NodeStart(e) }) }
-func (s *syncHook) NodeProgress(e NodeProgressEvent) { s.call(func() { s.h.NodeProgress(e) }) }
-func (s *syncHook) NodeDone(e ledger.NodeResult)     { s.call(func() { s.h.NodeDone(e) }) }
-func (s *syncHook) Warning(e WarningEvent)           { s.call(func() { s.h.Warning(e) }) }
-func (s *syncHook) ApplyDone(e ApplySummary)         { s.call(func() { s.h.ApplyDone(e) }) }
+func (s *syncHook) ApplyStart(e ApplyStartEvent)       { s.call(func() { s.h.ApplyStart(e) }) }
+func (s *syncHook) NodeStart(e NodeStartEvent)         { s.call(func() { s.h.NodeStart(e) }) }
+func (s *syncHook) NodeProgress(e NodeProgressEvent)   { s.call(func() { s.h.NodeProgress(e) }) }
+func (s *syncHook) NodeDone(e ledger.NodeResult)       { s.call(func() { s.h.NodeDone(e) }) }
+func (s *syncHook) Warning(e WarningEvent)             { s.call(func() { s.h.Warning(e) }) }
+func (s *syncHook) ApplyDone(e ApplySummary)           { s.call(func() { s.h.ApplyDone(e) }) }
+func (s *syncHook) EgressDenied(e ledger.EgressDenial) { s.call(func() { s.h.EgressDenied(e) }) }
 
 // Janitor remembers what a running apply must clean up, so that a second interrupt can make one last, bounded
 // attempt (kill and remove the containers, delete the prompt files, mark the run cancelled) before the process

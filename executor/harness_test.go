@@ -221,7 +221,7 @@ func (f *fixture) apply(ctx context.Context, cfg *config.Config, tweak ...func(*
 	opts := ApplyOptions{
 		Config: cfg, Vars: map[string]cty.Value{}, Plan: f.plan(cfg), StateDir: f.stateDir, Hook: rec,
 		Environ: append(os.Environ(), "ANTHROPIC_API_KEY=sk-test-dummy-value"), KewplanVersion: "test",
-		ProgressInterval: time.Millisecond,
+		ProgressInterval: time.Millisecond, ProxyBinary: kewplanBin(f.t),
 	}
 	for _, fn := range tweak {
 		fn(&opts)

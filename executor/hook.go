@@ -19,18 +19,22 @@ type Hook interface {
 	// Warning reports something the user should know that does not stop apply (an orphan swept, a cleanup that
 	// failed).
 	Warning(WarningEvent)
+	// EgressDenied reports a request the egress proxy refused, once it is in the ledger. Its host is what the
+	// agent asked for: untrusted text.
+	EgressDenied(ledger.EgressDenial)
 	ApplyDone(ApplySummary)
 }
 
 // NilHook ignores every event; embed it to implement only the methods you need.
 type NilHook struct{}
 
-func (NilHook) ApplyStart(ApplyStartEvent)     {}
-func (NilHook) NodeStart(NodeStartEvent)       {}
-func (NilHook) NodeProgress(NodeProgressEvent) {}
-func (NilHook) NodeDone(ledger.NodeResult)     {}
-func (NilHook) Warning(WarningEvent)           {}
-func (NilHook) ApplyDone(ApplySummary)         {}
+func (NilHook) ApplyStart(ApplyStartEvent)       {}
+func (NilHook) NodeStart(NodeStartEvent)         {}
+func (NilHook) NodeProgress(NodeProgressEvent)   {}
+func (NilHook) NodeDone(ledger.NodeResult)       {}
+func (NilHook) Warning(WarningEvent)             {}
+func (NilHook) EgressDenied(ledger.EgressDenial) {}
+func (NilHook) ApplyDone(ApplySummary)           {}
 
 var _ Hook = NilHook{}
 
@@ -88,4 +92,8 @@ type ApplySummary struct {
 	CacheReadTokens  int64
 	CacheWriteTokens int64
 	CostUSD          *float64
+	// EgressDenials are the requests the egress proxy refused during the run, in order (at most
+	// MaxEgressDenials); EgressDeniedTotal counts every one, including those past the bound.
+	EgressDenials     []ledger.EgressDenial
+	EgressDeniedTotal int
 }

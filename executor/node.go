@@ -178,7 +178,7 @@ func (a *applier) runAgent(ctx context.Context, np *planner.NodePlan, checkout s
 
 	// The container, from the same planner.Container the argv shows.
 	c := FillContainer(np.Container, a.runID, checkout)
-	spec, err := ApplyContainerSpec(c, a.env, a.pid)
+	spec, err := ApplyProxiedContainerSpec(c, a.env, a.egressEnv(np.Name), a.pid)
 	if err != nil {
 		return failed(ledger.StatusFailed, err.Error())
 	}
@@ -424,7 +424,7 @@ func (a *applier) redactResult(r *ledger.NodeResult, names []string) {
 				s = strings.ReplaceAll(s, v, "[redacted "+name+"]")
 			}
 		}
-		return s
+		return a.maskEgress(s)
 	}
 	r.Reason = redact(r.Reason)
 	r.Totals.Model = redact(r.Totals.Model)
@@ -583,6 +583,9 @@ func (a *applier) sweep(ctx context.Context) {
 			if rel, err := filepath.Rel(checkouts, src); err == nil && !strings.HasPrefix(rel, "..") {
 				owned = true
 			}
+		}
+		if !owned && a.ownedEgressProxy(c.Labels) {
+			owned = true
 		}
 		if !owned {
 			if _, _, err := a.ledger.Run(run); err == nil {

@@ -10,7 +10,7 @@ import (
 )
 
 // ApplyStream writes apply's progress as NDJSON events for programs (apply --json): apply_start, node_start,
-// node_progress, node_done, warning, apply_done, one JSON object per line. It is an executor.Hook. Strings that
+// node_progress, node_done, warning, egress_denied, apply_done, one JSON object per line. It is an executor.Hook. Strings that
 // came from an agent are sanitised as on a terminal, so a consumer that prints them is safe too.
 type ApplyStream struct {
 	w io.Writer
@@ -82,5 +82,6 @@ func (v *ApplyStream) ApplyDone(s executor.ApplySummary) {
 	v.emit(map[string]any{"type": "apply_done", "time": s.Ended.UTC().Format(time.RFC3339Nano), "run_id": s.RunID,
 		"status": s.Status, "duration_ms": s.Ended.Sub(s.Started).Milliseconds(), "nodes": nodes,
 		"totals": map[string]any{"input_tokens": s.InputTokens, "output_tokens": s.OutputTokens,
-			"cache_read_tokens": s.CacheReadTokens, "cache_write_tokens": s.CacheWriteTokens, "cost_usd": s.CostUSD}})
+			"cache_read_tokens": s.CacheReadTokens, "cache_write_tokens": s.CacheWriteTokens, "cost_usd": s.CostUSD},
+		"egress_denied": s.EgressDeniedTotal})
 }

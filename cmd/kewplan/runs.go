@@ -77,7 +77,11 @@ func (c *RunsShowCmd) Run(env *Env) error {
 		}
 		return err
 	}
-	return views.NewRuns(views.ViewTypeOf(c.JSON), env.streams()).Run(run, nodes)
+	denials, err := l.EgressDenials(run.ID)
+	if err != nil {
+		return err
+	}
+	return views.NewRuns(views.ViewTypeOf(c.JSON), env.streams()).RunEgress(run, nodes, nil, denials)
 }
 
 // openLedger opens an existing ledger; it never creates one where there is none.

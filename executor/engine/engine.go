@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -196,6 +197,15 @@ type ContainerSpec struct {
 // environment: a credential is forwarded as NAME=value only when its name is set there, exactly as `docker run
 // -e NAME` would; an unset name stays unset in the container. The values never leave this struct.
 func ContainerConfig(c *planner.Container, env map[string]string) (*ContainerSpec, error) {
+	return ProxiedContainerConfig(c, env, nil)
+}
+
+// ProxiedContainerConfig is ContainerConfig for a container whose egress goes through a proxy: proxyEnv holds the
+// values of c.ProxyEnv() (the node's proxy URL, which carries its proxy secret), supplied by apply from the proxy it
+// started and never from kewplan's own environment. A proxy variable without a value there stays unset, as a
+// credential does. The Engine API gets c.FixedEnv() as written, the tmpfs mounts with their sizes and the --dns
+// upstreams, exactly as the argv shows them.
+func ProxiedContainerConfig(c *planner.Container, env, proxyEnv map[string]string) (*ContainerSpec, error) {
 	if c == nil {
 		return nil, errors.New("no container: the node's plan has errors")
 	}
@@ -222,6 +232,20 @@ func ContainerConfig(c *planner.Container, env map[string]string) (*ContainerSpe
 			cfg.Env = append(cfg.Env, name+"="+v)
 		}
 	}
+	for _, name := range c.ProxyEnv() {
+		if v, ok := proxyEnv[name]; ok {
+			cfg.Env = append(cfg.Env, name+"="+v)
+		}
+	}
+	cfg.Env = append(cfg.Env, c.FixedEnv()...)
+	var dns []netip.Addr
+	for _, d := range c.DNS {
+		a, err := netip.ParseAddr(d)
+		if err != nil {
+			return nil, fmt.Errorf("container %s: --dns %q is not an IP address", c.Name, d)
+		}
+		dns = append(dns, a)
+	}
 	pids := c.PidsLimit
 	host := &container.HostConfig{
 		Binds:          []string{c.Checkout + ":" + planner.WorkDir},
@@ -230,10 +254,8 @@ func ContainerConfig(c *planner.Container, env map[string]string) (*ContainerSpe
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},
 		ReadonlyRootfs: true,
-		Tmpfs: map[string]string{
-			planner.ScratchTmpfs:   "",
-			planner.AgentHomeTmpfs: planner.AgentHomeTmpfsOpt,
-		},
+		Tmpfs:          c.TmpfsMounts(),
+		DNS:            dns,
 	}
 	host.PidsLimit = &pids
 	if c.Memory != "" {
@@ -308,6 +330,7 @@ func (s *ContainerSpec) Clone() *ContainerSpec {
 	for k, v := range s.HostConfig.Tmpfs {
 		host.Tmpfs[k] = v
 	}
+	host.DNS = append([]netip.Addr(nil), s.HostConfig.DNS...)
 	if s.HostConfig.PidsLimit != nil {
 		p := *s.HostConfig.PidsLimit
 		host.PidsLimit = &p
