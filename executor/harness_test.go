@@ -165,6 +165,8 @@ type fixture struct {
 	network  string
 	repo     string
 	prefix   string // node names are prefixed so parallel test packages never share container names
+	// sandboxExtra is written inside the sandbox block (an egress block, say).
+	sandboxExtra string
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -192,8 +194,9 @@ func (f *fixture) config(nodes string) *config.Config {
   images = {
     "claude-code" = %q
   }
+%s
 }
-`, f.network, f.image) + fmt.Sprintf(nodes, f.prefix, f.repo)
+`, f.network, f.image, f.sandboxExtra) + fmt.Sprintf(nodes, f.prefix, f.repo)
 	path := filepath.Join(f.dir, "main.hcl")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		f.t.Fatal(err)

@@ -11,6 +11,7 @@
 //	mode=probe     probe the hardening from inside and report it in a system event, then a normal run
 //	mode=leak      echo ANTHROPIC_API_KEY's value in the session id, the model and on stderr, exit 1
 //	mode=verdict   write /work/.kew-review-verdict.json with verdict=<v>, then a normal run
+//	mode=egress    CONNECT through HTTPS_PROXY to targets=host:port,... and report (see egress.go), then a normal run
 //	mode=commit    commit file=<name> with content=<text> by writing git objects itself, then a normal run
 //	tokens=I,O,CR,CW   usage figures of the result event (default 11,22,33,44)
 //	cost=F             total_cost_usd of the result event (default 0.0125; "none" omits it)
@@ -40,6 +41,9 @@ import (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "--noop" {
 		os.Exit(0) // the probe executes a copy of itself to test exec permissions
+	}
+	if networkCommand(os.Args) {
+		return
 	}
 	promptPath := os.Getenv("KEW_PROMPT_FILE")
 	if promptPath == "" {
@@ -87,6 +91,8 @@ func main() {
 		os.Stdout.Write([]byte{0xff, 0xfe, 0xfd, '\n'})
 		os.Stdout.WriteString("\x1b[2J\x1b]52;c;ZXZpbA==\x07{\"type\":\"nonsense\"}\n")
 		fmt.Fprintln(os.Stderr, "\x1b[31mred stderr\x1b[0m")
+	case "egress":
+		egressMode(opts, session)
 	case "probe":
 		emit(map[string]any{"type": "system", "subtype": "probe", "session_id": session, "probe": probe()})
 	case "verdict":
