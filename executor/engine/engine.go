@@ -4,12 +4,15 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/big"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -759,6 +762,10 @@ type InspectedContainer struct {
 	Memory          int64
 	NanoCPUs        int64
 	User            string
+	DNS             []string
+	// EnvValueDigests are SHA-256 digests (first 8 bytes, hex) of each NAME=value entry, sorted, so two containers' values
+	// can be compared without keeping any.
+	EnvValueDigests []string
 }
 
 // InspectContainer reports a container's configuration (env values are reduced to names).
@@ -781,6 +788,8 @@ func (e *Engine) InspectContainer(ctx context.Context, nameOrID string) (*Inspec
 		for _, kv := range c.Config.Env {
 			if name, _, ok := strings.Cut(kv, "="); ok {
 				out.EnvNames = append(out.EnvNames, name)
+				sum := sha256.Sum256([]byte(kv))
+				out.EnvValueDigests = append(out.EnvValueDigests, hex.EncodeToString(sum[:8]))
 			} else {
 				out.EnvWithoutValue = append(out.EnvWithoutValue, kv)
 			}
@@ -799,6 +808,12 @@ func (e *Engine) InspectContainer(ctx context.Context, nameOrID string) (*Inspec
 		out.Binds = h.Binds
 		out.Memory = h.Memory
 		out.NanoCPUs = h.NanoCPUs
+		// The order of environment entries means nothing, and the CLI puts NAME=value flags before -e NAME ones.
+		slices.Sort(out.EnvNames)
+		slices.Sort(out.EnvValueDigests)
+		for _, d := range h.DNS {
+			out.DNS = append(out.DNS, d.String())
+		}
 	}
 	return out, nil
 }
