@@ -135,6 +135,21 @@ node "%[1]spip" {
 			t.Errorf("CONNECT %s: %d, want %d", target, got, code)
 		}
 	}
+	defer func() { // the adversarial suite's D6 rows, from what this apply saw
+		rows := []struct{ attack, target, reason string }{
+			{"CONNECT to a host no list allows", "evil.example.com:443", egress.ReasonHostNotAllowed},
+			{"CONNECT to an IP literal", "1.2.3.4:443", egress.ReasonIPLiteral},
+			{"CONNECT to an allowed host on another port", "api.anthropic.com:8443", egress.ReasonPortNotAllowed},
+			{"CONNECT to another node's extra host", "pypi.org:443", egress.ReasonOtherNodesHost},
+		}
+		for _, r := range rows {
+			c := adv(t, "D6", r.attack, "403 from kewplan's proxy; the denial recorded with node, host, port, reason and time")
+			c.check(rep.Results[r.target].Status == 403 && deniedFor(sum, r.target) == r.reason,
+				"%s: status %d, recorded reason %q", r.target, rep.Results[r.target].Status, deniedFor(sum, r.target))
+		}
+		c := adv(t, "D6", "CONNECT to the runner's model endpoint (control)", "200, the tunnel reaches the endpoint")
+		c.check(rep.Results["api.anthropic.com:443"].Greeting == "kewplan-stub", "api.anthropic.com:443: %+v", rep.Results["api.anthropic.com:443"])
+	}()
 	if g := rep.Results["api.anthropic.com:443"].Greeting; g != "kewplan-stub" {
 		t.Errorf("the tunnel to api.anthropic.com:443 did not reach the stub: %q", g)
 	}
@@ -223,4 +238,14 @@ node "%[1]sa" {
 	if err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
 		t.Fatalf("err = %v, want a refusal naming CGO_ENABLED=0", err)
 	}
+}
+
+// deniedFor is the reason the summary recorded for a refused host:port, "" when none.
+func deniedFor(sum *ApplySummary, hostport string) string {
+	for _, d := range sum.EgressDenials {
+		if d.HostPort() == hostport {
+			return d.Reason
+		}
+	}
+	return ""
 }
