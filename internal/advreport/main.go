@@ -107,7 +107,7 @@ var catalogue = []item{
 	{ID: "D5", Attack: "unset the proxy variables and connect directly", Expected: "fails"},
 	{ID: "D6", Attack: "egress exfiltration through kewplan's proxy: a denied host, an IP literal, another port, another node's host, DNS",
 		Expected: "each refused and recorded (node, host, port, reason, time); the allowed model endpoint works; no external name resolves",
-		Tests: []string{"executor.TestEgressProxyDoneWhen", "executor.TestAdvEgressDNS", "egress.TestConnectRefusals", "egress.TestResolvedAddressRule"}},
+		Tests:    []string{"executor.TestEgressProxyDoneWhen", "executor.TestAdvEgressDNS", "egress.TestConnectRefusals", "egress.TestResolvedAddressRule"}},
 	{ID: "D7", Attack: "network = open", Expected: "documented and warned (kewplan manages no host firewall)"},
 	{ID: "D8", Attack: "exfiltration through an allowed domain", Expected: "residual risk; only the runner's needed credentials are present",
 		Tests: []string{"executor.TestHardeningFromInside"}},
