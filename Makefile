@@ -69,7 +69,7 @@ demo-image:
 # Apply's per-node overhead against a shell loop of `docker run` with the planned argv, serial and with
 # --parallelism 4 (KEWPLAN_BENCH_NODES nodes, default 8). `make bench` runs it too.
 bench-apply:
-	$(GO) test -run '^$$' -bench 'BenchmarkApplyVsDockerRun' -benchtime 1x -timeout 30m ./executor
+	$(GO) test -run '^$$' -bench 'BenchmarkApplyVsDockerRun|BenchmarkApplyEgressOverhead' -benchtime 1x -timeout 30m ./executor
 
 .PHONY: image test-base
 

@@ -23,7 +23,9 @@ type egressWorld struct {
 	stub     *engine.Service
 }
 
-func newEgressWorld(t *testing.T, f *fixture) *egressWorld {
+func newEgressWorld(t *testing.T, f *fixture) *egressWorld { return newEgressWorldTB(t, f) }
+
+func newEgressWorldTB(t testing.TB, f *fixture) *egressWorld {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
