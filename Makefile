@@ -77,7 +77,7 @@ demo-image:
 # --parallelism 4, and the per-node cost of gVisor's runsc against runc (KEWPLAN_BENCH_NODES nodes, default 8).
 # `make bench` runs it too.
 bench-apply:
-	$(GO) test -run '^$$' -bench 'BenchmarkApplyVsDockerRun|BenchmarkApplyRunscVsRunc' -benchtime 1x -timeout 30m ./executor
+	$(GO) test -run '^$$' -bench 'BenchmarkApplyVsDockerRun|BenchmarkApplyRunscVsRunc|BenchmarkApplyEgressOverhead' -benchtime 1x -timeout 30m ./executor
 
 .PHONY: image test-base
 
@@ -105,7 +105,7 @@ test-base:
 # then one table with totals. The suite's own tests write rows to $(ADV_DIR)/rows.jsonl; the tests that already
 # covered an item are selected by name (internal/advreport's catalogue) and judged from `go test -json`.
 ADV_DIR  ?= bin/adversarial
-ADV_PKGS ?= ./executor/... ./runners ./budget ./views ./cmd/kewplan
+ADV_PKGS ?= ./executor/... ./egress ./runners ./budget ./views ./cmd/kewplan
 adversarial:
 	@mkdir -p $(ADV_DIR) && rm -f $(ADV_DIR)/rows.jsonl $(ADV_DIR)/events.json
 	@KEWPLAN_ADV_REPORT=$(abspath $(ADV_DIR))/rows.jsonl $(GO) test -count=1 -json -timeout 30m \

@@ -25,6 +25,7 @@ import (
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/planner"
 )
 
 // hostListeners are a TCP listener and a UDP echo on every host address, counting what reaches them.
@@ -243,7 +244,7 @@ func TestAdvOpenNetwork(t *testing.T) {
 	}
 	c.check(warned != "", "the plan warns: %s", warned)
 	np := p.Node(f.node("open"))
-	c.check(np != nil && np.Container != nil && np.Container.Network == "bridge", "the argv says --network bridge")
-	c.observe("open mode joins Docker's default bridge (docker0), as the argv shows: the host's docker0 address and other " +
-		"default-bridge containers are reachable; kewplan manages no DOCKER-USER rules (the checklist's 'not on docker0' is not met by this opt-out)")
+	c.check(np != nil && np.Container != nil && np.Container.Network == planner.OpenNetwork, "the argv says --network %s", planner.OpenNetwork)
+	c.observe("open mode joins kewplan's own user-defined bridge %s (inter-container traffic off, created by apply when missing), "+
+		"not Docker's default docker0; kewplan manages no DOCKER-USER rules, so the host's address on that bridge is reachable", planner.OpenNetwork)
 }

@@ -36,8 +36,9 @@ var kewplanBinary struct {
 }
 
 // kewplanBin builds cmd/kewplan into the calling test's temporary directory, or returns the binary an earlier call
-// of the same test built (the Go build cache makes a rebuild for the next test a link step).
-func kewplanBin(t *testing.T) string {
+// of the same test built (the Go build cache makes a rebuild for the next test a link step). It is static
+// (CGO_ENABLED=0), as `make build` makes it, because apply builds its egress proxy's image FROM scratch from it.
+func kewplanBin(t testing.TB) string {
 	t.Helper()
 	kewplanBinary.mu.Lock()
 	defer kewplanBinary.mu.Unlock()
@@ -47,7 +48,9 @@ func kewplanBin(t *testing.T) string {
 		}
 	}
 	path := filepath.Join(t.TempDir(), "kewplan")
-	if out, err := exec.Command("go", "build", "-o", path, "../cmd/kewplan").CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-o", path, "../cmd/kewplan")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ../cmd/kewplan: %v\n%s", err, out)
 	}
 	kewplanBinary.path = path

@@ -75,6 +75,12 @@ type ApplyOptions struct {
 	retrySleep func(ctx context.Context, d time.Duration) error
 	// retryRand is the jitter source of the waits (tests); nil is math/rand.
 	retryRand func() float64
+	// ProxyBinary is the static kewplan binary whose image runs the egress proxy; "" means the running executable
+	// (tests, whose executable is not kewplan, build one).
+	ProxyBinary string
+	// EgressAllowPrivateAddresses lets the proxy connect to private addresses (a test's stub server); for tests
+	// only: a configuration cannot set it.
+	EgressAllowPrivateAddresses bool
 }
 
 // DefaultMaxOutputBytes is the output budget of one agent: far above any real stream-json session, far below a
@@ -152,6 +158,10 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 
 	a.runID = newRunID(time.Now())
 	a.janitor.bind(a.engine, a.ledger, a.runID)
+	if err := a.startNetworking(ctx); err != nil {
+		return nil, err
+	}
+	defer a.stopEgress()
 	started := time.Now()
 	run := ledger.RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.pid}
 	if opts.Resume != nil {
@@ -168,8 +178,10 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 		Warnings: a.envWarnings})
 
 	results := a.runGraph(ctx)
+	a.stopEgress()
 
 	sum := a.summarize(ctx, started, results)
+	a.egressSummary(&sum)
 	if err := a.ledger.FinishRun(a.runID, sum.Status, sum.Ended); err != nil {
 		a.warn("", fmt.Sprintf("could not record the end of run %s: %v", a.runID, err))
 	}
@@ -244,6 +256,7 @@ type applier struct {
 	imageIDs map[string]string // image ref -> id, from preflight
 	janitor  *Janitor
 	budget   *applyBudget // the apply-wide spend and max_usd
+	egress   *egressState // the apply's egress proxy; nil when no node is proxied
 	// envWarnings are preflight's findings about the environment, reported with the run's start.
 	envWarnings []string
 
@@ -693,13 +706,14 @@ func (s *syncHook) repanic() {
 	}
 }
 
-func (s *syncHook) ApplyStart(e ApplyStartEvent)     { s.call(func() { s.h.ApplyStart(e) }) }
-func (s *syncHook) NodeStart(e NodeStartEvent)       { s.call(func() { s.h.NodeStart(e) }) }
-func (s *syncHook) NodeProgress(e NodeProgressEvent) { s.call(func() { s.h.NodeProgress(e) }) }
-func (s *syncHook) NodeDone(e ledger.NodeResult)     { s.call(func() { s.h.NodeDone(e) }) }
-func (s *syncHook) NodeRetry(e NodeRetryEvent)       { s.call(func() { s.h.NodeRetry(e) }) }
-func (s *syncHook) Warning(e WarningEvent)           { s.call(func() { s.h.Warning(e) }) }
-func (s *syncHook) ApplyDone(e ApplySummary)         { s.call(func() { s.h.ApplyDone(e) }) }
+func (s *syncHook) ApplyStart(e ApplyStartEvent)       { s.call(func() { s.h.ApplyStart(e) }) }
+func (s *syncHook) NodeStart(e NodeStartEvent)         { s.call(func() { s.h.NodeStart(e) }) }
+func (s *syncHook) NodeProgress(e NodeProgressEvent)   { s.call(func() { s.h.NodeProgress(e) }) }
+func (s *syncHook) NodeDone(e ledger.NodeResult)       { s.call(func() { s.h.NodeDone(e) }) }
+func (s *syncHook) NodeRetry(e NodeRetryEvent)         { s.call(func() { s.h.NodeRetry(e) }) }
+func (s *syncHook) Warning(e WarningEvent)             { s.call(func() { s.h.Warning(e) }) }
+func (s *syncHook) ApplyDone(e ApplySummary)           { s.call(func() { s.h.ApplyDone(e) }) }
+func (s *syncHook) EgressDenied(e ledger.EgressDenial) { s.call(func() { s.h.EgressDenied(e) }) }
 
 func (s *syncHook) BudgetWarning(e BudgetWarningEvent) { s.call(func() { s.h.BudgetWarning(e) }) }
 

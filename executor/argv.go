@@ -40,7 +40,13 @@ func AppliedArgv(c *planner.Container, pid int) []string {
 // ApplyContainerSpec is the Engine API configuration apply uses for a filled container: ContainerConfig plus the
 // pid label, agreeing exactly with AppliedArgv.
 func ApplyContainerSpec(c *planner.Container, env map[string]string, pid int) (*engine.ContainerSpec, error) {
-	spec, err := engine.ContainerConfig(c, env)
+	return ApplyProxiedContainerSpec(c, env, nil, pid)
+}
+
+// ApplyProxiedContainerSpec is ApplyContainerSpec with the values of the container's proxy variables (the node's
+// proxy URL, from the egress proxy apply started): engine.ProxiedContainerConfig plus the pid label.
+func ApplyProxiedContainerSpec(c *planner.Container, env, proxyEnv map[string]string, pid int) (*engine.ContainerSpec, error) {
+	spec, err := engine.ProxiedContainerConfig(c, env, proxyEnv)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kewplan/kewplan/egress"
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -76,6 +77,15 @@ func argvAgrees(t *testing.T, f *fixture, np *planner.NodePlan, runtime string) 
 	checkout := t.TempDir()
 	c := FillContainer(np.Container, "run-argv-"+randomSuffix(), checkout)
 	environ := []string{"ANTHROPIC_API_KEY=sk-test-dummy", "PATH=" + os.Getenv("PATH")}
+	// The proxy variables: the docker CLI takes `-e HTTPS_PROXY` from its environment, apply passes the values
+	// it got from its proxy; the same values here, so that both containers must agree.
+	proxyEnv := egress.ContainerEnv(egress.ProxyURL("10.9.8.7", egress.DefaultPort, "argv", strings.Repeat("ab", 32)))
+	if !c.Proxied {
+		t.Fatal("a claude-code node on the allowlist network is not proxied")
+	}
+	for _, name := range c.ProxyEnv() {
+		environ = append(environ, name+"="+proxyEnv[name])
+	}
 	if h := os.Getenv("DOCKER_HOST"); h != "" {
 		environ = append(environ, "DOCKER_HOST="+h)
 	}
@@ -113,7 +123,11 @@ func argvAgrees(t *testing.T, f *fixture, np *planner.NodePlan, runtime string) 
 		return strings.TrimSpace(string(out))
 	})
 	viaAPI := inspect(func() string {
-		spec, err := ApplyContainerSpec(c, engine.EnvMap(environ), os.Getpid())
+		credentials := engine.EnvMap(environ)
+		for name := range proxyEnv {
+			delete(credentials, name) // never from kewplan's own environment
+		}
+		spec, err := ApplyProxiedContainerSpec(c, credentials, proxyEnv, os.Getpid())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,6 +158,19 @@ func argvAgrees(t *testing.T, f *fixture, np *planner.NodePlan, runtime string) 
 		t.Errorf("the engine recorded runtime %q, want %q", viaAPI.Runtime, wantRT)
 	} else if runtime == "" && viaAPI.Runtime == planner.RuntimeRunsc {
 		t.Errorf("a node on the default runtime was created under runsc")
+	}
+	if !slices.Equal(viaAPI.DNS, []string{planner.ClosedDNS}) {
+		t.Errorf("--dns: %q, want [%s]", viaAPI.DNS, planner.ClosedDNS)
+	}
+	for path, opts := range viaAPI.Tmpfs {
+		if !strings.Contains(opts, "size=") {
+			t.Errorf("tmpfs %s has no size: %q", path, opts)
+		}
+	}
+	for _, name := range append(c.ProxyEnv(), planner.NoProxyVariable) {
+		if !slices.Contains(viaAPI.EnvNames, name) {
+			t.Errorf("%s did not reach the container's environment: %q", name, viaAPI.EnvNames)
+		}
 	}
 	if slices.Contains(viaAPI.EnvNames, "CLAUDE_CODE_OAUTH_TOKEN") {
 		t.Errorf("an unset credential reached the container's environment: %q", viaAPI.EnvNames)

@@ -194,7 +194,8 @@ func (f *fixture) config(nodes string) *config.Config {
   images = {
     "claude-code" = %q
   }
-%s}
+%s
+}
 `, f.network, f.image, f.sandboxExtra) + fmt.Sprintf(nodes, f.prefix, f.repo)
 	path := filepath.Join(f.dir, "main.hcl")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
@@ -223,7 +224,7 @@ func (f *fixture) apply(ctx context.Context, cfg *config.Config, tweak ...func(*
 	opts := ApplyOptions{
 		Config: cfg, Vars: map[string]cty.Value{}, Plan: f.plan(cfg), StateDir: f.stateDir, Hook: rec,
 		Environ: append(os.Environ(), "ANTHROPIC_API_KEY=sk-test-dummy-value"), KewplanVersion: "test",
-		ProgressInterval: time.Millisecond,
+		ProgressInterval: time.Millisecond, ProxyBinary: kewplanBin(f.t),
 	}
 	for _, fn := range tweak {
 		fn(&opts)

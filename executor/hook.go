@@ -23,19 +23,23 @@ type Hook interface {
 	Warning(WarningEvent)
 	// BudgetWarning reports a node crossing the warn_at fraction of one of its caps, once per node, while it runs.
 	BudgetWarning(BudgetWarningEvent)
+	// EgressDenied reports a request the egress proxy refused, once it is in the ledger. Its host is what the
+	// agent asked for: untrusted text.
+	EgressDenied(ledger.EgressDenial)
 	ApplyDone(ApplySummary)
 }
 
 // NilHook ignores every event; embed it to implement only the methods you need.
 type NilHook struct{}
 
-func (NilHook) ApplyStart(ApplyStartEvent)     {}
-func (NilHook) NodeStart(NodeStartEvent)       {}
-func (NilHook) NodeProgress(NodeProgressEvent) {}
-func (NilHook) NodeDone(ledger.NodeResult)     {}
-func (NilHook) NodeRetry(NodeRetryEvent)       {}
-func (NilHook) Warning(WarningEvent)           {}
-func (NilHook) ApplyDone(ApplySummary)         {}
+func (NilHook) ApplyStart(ApplyStartEvent)       {}
+func (NilHook) NodeStart(NodeStartEvent)         {}
+func (NilHook) NodeProgress(NodeProgressEvent)   {}
+func (NilHook) NodeDone(ledger.NodeResult)       {}
+func (NilHook) NodeRetry(NodeRetryEvent)         {}
+func (NilHook) Warning(WarningEvent)             {}
+func (NilHook) ApplyDone(ApplySummary)           {}
+func (NilHook) EgressDenied(ledger.EgressDenial) {}
 
 func (NilHook) BudgetWarning(BudgetWarningEvent) {}
 
@@ -137,4 +141,8 @@ type ApplySummary struct {
 	// MaxUSD is the apply-wide cap (nil: none); BudgetStop is set when the total crossed it and the apply stopped.
 	MaxUSD     *float64
 	BudgetStop *ledger.BudgetStop
+	// EgressDenials are the requests the egress proxy refused during the run, in order (at most
+	// MaxEgressDenials); EgressDeniedTotal counts every one, including those past the bound.
+	EgressDenials     []ledger.EgressDenial
+	EgressDeniedTotal int
 }

@@ -186,7 +186,7 @@ func (a *applier) runAgent(ctx context.Context, np *planner.NodePlan, checkout s
 
 	// The container, from the same planner.Container the argv shows.
 	c := FillContainer(np.Container, a.runID, checkout)
-	spec, err := ApplyContainerSpec(c, a.env, a.pid)
+	spec, err := ApplyProxiedContainerSpec(c, a.env, a.egressEnv(np.Name), a.pid)
 	if err != nil {
 		return failed(ledger.StatusFailed, err.Error())
 	}
@@ -463,7 +463,7 @@ func (a *applier) imageID(ctx context.Context, ref string) (string, error) {
 // agent holds its credential and could echo it on stderr (which becomes the reason) or in its stream, and these
 // strings reach the ledger and the terminal. The stored logs are masked as they are written (maskedLogs).
 func (a *applier) redactResult(r *ledger.NodeResult, names []string) {
-	redact := func(s string) string { return a.maskString(s, names) }
+	redact := func(s string) string { return a.maskEgress(a.maskString(s, names)) }
 	r.Reason = redact(r.Reason)
 	r.Totals.Model = redact(r.Totals.Model)
 	r.Totals.SessionID = redact(r.Totals.SessionID)
@@ -621,6 +621,9 @@ func (a *applier) sweep(ctx context.Context) {
 			if rel, err := filepath.Rel(checkouts, src); err == nil && !strings.HasPrefix(rel, "..") {
 				owned = true
 			}
+		}
+		if !owned && a.ownedEgressProxy(c.Labels) {
+			owned = true
 		}
 		if !owned {
 			if _, _, err := a.ledger.Run(run); err == nil {

@@ -240,6 +240,9 @@ func (v *ApplyDisplay) ApplyDone(s executor.ApplySummary) {
 	default:
 		fmt.Fprintf(v.w, "\n%s %d of %d nodes succeeded.\n", v.red("Apply failed."), succeeded, len(s.Nodes))
 	}
+	if line := egressSummaryLine(s); line != "" {
+		fmt.Fprintln(v.w, v.yellow(line))
+	}
 	details := "kewplan runs show " + s.RunID
 	if s.StateDir != "" && filepath.Clean(s.StateDir) != executor.DefaultStateDir {
 		details += " --state-dir " + planner.ShellQuote(s.StateDir)

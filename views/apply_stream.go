@@ -10,7 +10,7 @@ import (
 )
 
 // ApplyStream writes apply's progress as NDJSON events for programs (apply --json): apply_start, node_start,
-// node_progress, budget_warning, node_done, warning, apply_done, one JSON object per line. It is an executor.Hook. Strings that
+// node_progress, budget_warning, node_done, warning, egress_denied, apply_done, one JSON object per line. It is an executor.Hook. Strings that
 // came from an agent are sanitised as on a terminal, so a consumer that prints them is safe too.
 type ApplyStream struct {
 	w io.Writer
@@ -103,7 +103,8 @@ func (v *ApplyStream) ApplyDone(s executor.ApplySummary) {
 		"status": s.Status, "duration_ms": s.Ended.Sub(s.Started).Milliseconds(), "nodes": nodes,
 		"totals": map[string]any{"input_tokens": s.InputTokens, "output_tokens": s.OutputTokens,
 			"cache_read_tokens": s.CacheReadTokens, "cache_write_tokens": s.CacheWriteTokens, "cost_usd": s.CostUSD,
-			"cost_source": s.CostSource, "cost_estimated": applyStrings(s.CostEstimated), "cost_unknown": applyStrings(s.CostUnknown)}}
+			"cost_source": s.CostSource, "cost_estimated": applyStrings(s.CostEstimated), "cost_unknown": applyStrings(s.CostUnknown)},
+		"egress_denied": s.EgressDeniedTotal}
 	if s.MaxUSD != nil || s.BudgetStop != nil {
 		obj["budget"] = map[string]any{"max_usd": s.MaxUSD, "stop": s.BudgetStop}
 	}

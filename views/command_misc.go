@@ -40,6 +40,8 @@ type Runs interface {
 	Run(run *ledger.RunRecord, nodes []ledger.NodeRecord) error
 	// RunHistory is Run with each node's attempts and reuse (by node name).
 	RunHistory(run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory) error
+	// RunEgress is RunHistory with the run's refused egress requests.
+	RunEgress(run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial) error
 }
 
 // NewRuns returns the runs' view: tables, or JSON.
@@ -62,10 +64,14 @@ func (v *runsView) Run(run *ledger.RunRecord, nodes []ledger.NodeRecord) error {
 }
 
 func (v *runsView) RunHistory(run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory) error {
+	return v.RunEgress(run, nodes, hist, nil)
+}
+
+func (v *runsView) RunEgress(run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial) error {
 	if v.vt == ViewJSON {
-		return WriteRunHistoryJSON(v.streams.Stdout, run, nodes, hist)
+		return WriteRunEgressJSON(v.streams.Stdout, run, nodes, hist, denials)
 	}
-	return WriteRunHistoryHuman(v.streams.Stdout, run, nodes, hist)
+	return WriteRunEgressHuman(v.streams.Stdout, run, nodes, hist, denials)
 }
 
 // Telemetry is the view of `kewplan telemetry`.

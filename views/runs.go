@@ -19,6 +19,8 @@ type RunsJSON struct {
 type RunJSON struct {
 	Run   ledger.RunRecord `json:"run"`
 	Nodes []RunNodeJSON    `json:"nodes"`
+	// EgressDenials are the requests the egress proxy refused during the run, in order; empty when none was.
+	EgressDenials []EgressDenialJSON `json:"egress_denials"`
 }
 
 // RunNodeJSON is one node of `runs show --json`: its final record, every attempt, and the run it was reused
@@ -126,6 +128,11 @@ func WriteRunJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord)
 // WriteRunHistoryJSON is WriteRunJSON with each node's attempts and reuse (hist by node name; a node without an
 // entry shows its record as its one attempt).
 func WriteRunHistoryJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory) error {
+	return WriteRunEgressJSON(w, run, nodes, hist, nil)
+}
+
+// WriteRunEgressJSON is WriteRunHistoryJSON with the run's refused egress requests.
+func WriteRunEgressJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial) error {
 	clean := make([]ledger.NodeRecord, len(nodes))
 	for i, n := range nodes {
 		clean[i] = sanitizeNode(n)
@@ -136,7 +143,7 @@ func WriteRunHistoryJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.Node
 			clean[i].VerdictFindings = []verdict.Finding{}
 		}
 	}
-	return writeIndentedJSON(w, RunJSON{Run: runRecordJSON(*run), Nodes: runNodes(clean, hist)})
+	return writeIndentedJSON(w, RunJSON{Run: runRecordJSON(*run), Nodes: runNodes(clean, hist), EgressDenials: egressDenialsJSON(denials)})
 }
 
 // sanitizeNode cleans every field of a node row that an agent could have influenced.
@@ -185,6 +192,11 @@ func WriteRunHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord
 
 // WriteRunHistoryHuman is WriteRunHuman with each node's reuse and, when it took more than one, its attempts.
 func WriteRunHistoryHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory) error {
+	return WriteRunEgressHuman(w, run, nodes, hist, nil)
+}
+
+// WriteRunEgressHuman is WriteRunHistoryHuman with a section listing the run's refused egress requests.
+func WriteRunEgressHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial) error {
 	joined := runNodes(nodes, hist)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Run %s: %s\n", run.ID, run.Status)
@@ -280,6 +292,7 @@ func WriteRunHistoryHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.Nod
 			}
 		}
 	}
+	writeEgressDenialsHuman(&b, denials)
 	fmt.Fprintf(&b, "\nTotals: %d of %d nodes succeeded; %s input, %s output, %s cache read, %s cache write tokens; cost %s.\n",
 		run.Succeeded, run.Nodes, FormatCount(run.InputTokens), FormatCount(run.OutputTokens), FormatCount(run.CacheReadTokens),
 		FormatCount(run.CacheWriteTokens), FormatCostTotal(run.CostUSD, run.CostSource, run.CostEstimated, run.CostUnknown))

@@ -126,7 +126,12 @@ func applyFixture(t *testing.T, eng *engine.Engine, nodes string) (dir, prefix s
 
 func TestApplyCommandJSONAndRuns(t *testing.T) {
 	eng := engineOrSkip(t)
+	// In process, the running executable is this test binary, which cannot be the egress proxy: no endpoint, so
+	// no node is proxied (the signal tests run a static kewplan, proxy and all).
 	dir, prefix := applyFixture(t, eng, `
+runner "claude-code" {
+  endpoints = []
+}
 node "%[1]sa" {
   runner = "claude-code"
   role   = "reviewer"
@@ -239,7 +244,9 @@ func kewplanBinary(t *testing.T) string {
 			return
 		}
 		kewplanBin.path = filepath.Join(dir, "kewplan")
-		if out, err := exec.Command("go", "build", "-o", kewplanBin.path, ".").CombinedOutput(); err != nil {
+		build := exec.Command("go", "build", "-o", kewplanBin.path, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as `make build`: it is also the egress proxy
+		if out, err := build.CombinedOutput(); err != nil {
 			kewplanBin.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})

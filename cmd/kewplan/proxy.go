@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/kewplan/kewplan/egress"
+	"github.com/kewplan/kewplan/views"
 )
 
 // EgressProxyCmd runs kewplan's egress proxy: the process apply starts in the proxy container (hidden: operators
@@ -28,12 +28,16 @@ func (EgressProxyCmd) Help() string {
 
 // Run serves until SIGINT or SIGTERM.
 func (c *EgressProxyCmd) Run(env *Env) error {
+	view := views.NewEgressProxy(env.streams())
 	switch {
 	case c.PrintDockerfile:
-		_, err := io.WriteString(env.Stdout, egress.Dockerfile)
-		return err
+		return view.Dockerfile(egress.Dockerfile)
 	case c.PrintImageTag != "":
-		return printImageTag(env, c.PrintImageTag)
+		tag, err := imageTag(c.PrintImageTag)
+		if err != nil {
+			return err
+		}
+		return view.ImageTag(tag)
 	case c.Config == "":
 		return errors.New("egress-proxy needs --config FILE (or --config - to read the configuration from standard input)")
 	}
@@ -41,33 +45,28 @@ func (c *EgressProxyCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	s, err := egress.NewServer(cfg, env.Stdout, egress.Options{})
+	s, err := egress.NewServer(cfg, view.Decisions(), egress.Options{})
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(env.Stderr, "kewplan egress proxy: listening on %s for %d nodes\n", cfg.Listen, len(cfg.Nodes))
+	view.Listening(cfg.Listen, len(cfg.Nodes))
 	return s.ListenAndServe(ctx)
 }
 
-func printImageTag(env *Env, binary string) error {
+func imageTag(binary string) (string, error) {
 	static, err := egress.StaticBinary(binary)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if !static {
-		return fmt.Errorf("%s is dynamically linked, so it cannot run in an image FROM scratch; build it with CGO_ENABLED=0 (make build does)", binary)
+		return "", fmt.Errorf("%s is dynamically linked, so it cannot run in an image FROM scratch; build it with CGO_ENABLED=0 (make build does)", binary)
 	}
 	f, err := os.Open(binary)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer f.Close()
-	tag, err := egress.ImageTag(f)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(env.Stdout, tag)
-	return nil
+	return egress.ImageTag(f)
 }

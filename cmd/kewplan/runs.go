@@ -81,7 +81,11 @@ func (c *RunsShowCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	return views.NewRuns(views.ViewTypeOf(c.JSON), env.streams()).RunHistory(run, nodes, nodeHistory(nodes, attempts))
+	denials, err := l.EgressDenials(run.ID)
+	if err != nil {
+		return err
+	}
+	return views.NewRuns(views.ViewTypeOf(c.JSON), env.streams()).RunEgress(run, nodes, nodeHistory(nodes, attempts), denials)
 }
 
 // openLedger opens an existing ledger; it never creates one where there is none.

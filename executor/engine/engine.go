@@ -4,11 +4,15 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/big"
+	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -211,6 +215,15 @@ type ContainerSpec struct {
 // environment: a credential is forwarded as NAME=value only when its name is set there, exactly as `docker run
 // -e NAME` would; an unset name stays unset in the container. The values never leave this struct.
 func ContainerConfig(c *planner.Container, env map[string]string) (*ContainerSpec, error) {
+	return ProxiedContainerConfig(c, env, nil)
+}
+
+// ProxiedContainerConfig is ContainerConfig for a container whose egress goes through a proxy: proxyEnv holds the
+// values of c.ProxyEnv() (the node's proxy URL, which carries its proxy secret), supplied by apply from the proxy it
+// started and never from kewplan's own environment. A proxy variable without a value there stays unset, as a
+// credential does. The Engine API gets c.FixedEnv() as written, the tmpfs mounts with their sizes and the --dns
+// upstreams, exactly as the argv shows them.
+func ProxiedContainerConfig(c *planner.Container, env, proxyEnv map[string]string) (*ContainerSpec, error) {
 	if c == nil {
 		return nil, errors.New("no container: the node's plan has errors")
 	}
@@ -237,6 +250,20 @@ func ContainerConfig(c *planner.Container, env map[string]string) (*ContainerSpe
 			cfg.Env = append(cfg.Env, name+"="+v)
 		}
 	}
+	for _, name := range c.ProxyEnv() {
+		if v, ok := proxyEnv[name]; ok {
+			cfg.Env = append(cfg.Env, name+"="+v)
+		}
+	}
+	cfg.Env = append(cfg.Env, c.FixedEnv()...)
+	var dns []netip.Addr
+	for _, d := range c.DNS {
+		a, err := netip.ParseAddr(d)
+		if err != nil {
+			return nil, fmt.Errorf("container %s: --dns %q is not an IP address", c.Name, d)
+		}
+		dns = append(dns, a)
+	}
 	pids := c.PidsLimit
 	host := &container.HostConfig{
 		Binds:          []string{c.Checkout + ":" + planner.WorkDir},
@@ -245,10 +272,8 @@ func ContainerConfig(c *planner.Container, env map[string]string) (*ContainerSpe
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},
 		ReadonlyRootfs: true,
-		Tmpfs: map[string]string{
-			planner.ScratchTmpfs:   "",
-			planner.AgentHomeTmpfs: planner.AgentHomeTmpfsOpt,
-		},
+		Tmpfs:          c.TmpfsMounts(),
+		DNS:            dns,
 	}
 	host.PidsLimit = &pids
 	// --runtime: the isolation tier the plan showed. "" leaves the engine's default runtime (no flag in the argv).
@@ -325,6 +350,7 @@ func (s *ContainerSpec) Clone() *ContainerSpec {
 	for k, v := range s.HostConfig.Tmpfs {
 		host.Tmpfs[k] = v
 	}
+	host.DNS = append([]netip.Addr(nil), s.HostConfig.DNS...)
 	if s.HostConfig.PidsLimit != nil {
 		p := *s.HostConfig.PidsLimit
 		host.PidsLimit = &p
@@ -763,6 +789,10 @@ type InspectedContainer struct {
 	User            string
 	// Runtime is the container's runtime as the engine recorded it ("runc" for its default, "runsc", ...).
 	Runtime string
+	DNS     []string
+	// EnvValueDigests are SHA-256 digests (first 8 bytes, hex) of each NAME=value entry, sorted, so two containers' values
+	// can be compared without keeping any.
+	EnvValueDigests []string
 }
 
 // InspectContainer reports a container's configuration (env values are reduced to names).
@@ -785,6 +815,8 @@ func (e *Engine) InspectContainer(ctx context.Context, nameOrID string) (*Inspec
 		for _, kv := range c.Config.Env {
 			if name, _, ok := strings.Cut(kv, "="); ok {
 				out.EnvNames = append(out.EnvNames, name)
+				sum := sha256.Sum256([]byte(kv))
+				out.EnvValueDigests = append(out.EnvValueDigests, hex.EncodeToString(sum[:8]))
 			} else {
 				out.EnvWithoutValue = append(out.EnvWithoutValue, kv)
 			}
@@ -804,6 +836,12 @@ func (e *Engine) InspectContainer(ctx context.Context, nameOrID string) (*Inspec
 		out.Memory = h.Memory
 		out.NanoCPUs = h.NanoCPUs
 		out.Runtime = h.Runtime
+		// The order of environment entries means nothing, and the CLI puts NAME=value flags before -e NAME ones.
+		slices.Sort(out.EnvNames)
+		slices.Sort(out.EnvValueDigests)
+		for _, d := range h.DNS {
+			out.DNS = append(out.DNS, d.String())
+		}
 	}
 	return out, nil
 }

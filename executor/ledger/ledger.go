@@ -118,6 +118,18 @@ var migrations = []string{
 		base_commit        TEXT NOT NULL DEFAULT '',
 		PRIMARY KEY (run_id, node, attempt)
 	);`,
+	// egress: every request kewplan's egress proxy refused during a run.
+	`CREATE TABLE egress_denials (
+		run_id  TEXT NOT NULL,
+		seq     INTEGER NOT NULL,
+		node    TEXT NOT NULL DEFAULT '',
+		method  TEXT NOT NULL DEFAULT '',
+		host    TEXT NOT NULL DEFAULT '',
+		port    INTEGER NOT NULL DEFAULT 0,
+		reason  TEXT NOT NULL DEFAULT '',
+		time    TEXT NOT NULL,
+		PRIMARY KEY (run_id, seq)
+	);`,
 }
 
 // Open opens (creating and migrating as needed) the ledger at path.

@@ -16,6 +16,7 @@
 //	               result, and on stderr, then a normal run
 //	mode=gate      say "waiting for the gate", then wait until the file /work/.kew-gate exists, then a normal run
 //	mode=verdict   write /work/.kew-review-verdict.json with verdict=<v>, then a normal run
+//	mode=egress    CONNECT through HTTPS_PROXY to targets=host:port,... and report (see egress.go), then a normal run
 //	mode=commit    commit file=<name> with content=<text> by writing git objects itself, then a normal run
 //	mode=turns     stream turns=N assistant messages (ids msg_turn_1…), each as blocks=K content blocks repeating the
 //	               message's usage=I,O[,CR,CW] (real counts; "none" omits usage), pausing gap=D between turns, then a
@@ -52,6 +53,9 @@ import (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "--noop" {
 		os.Exit(0) // the probe executes a copy of itself to test exec permissions
+	}
+	if networkCommand(os.Args) {
+		return
 	}
 	promptPath := os.Getenv("KEW_PROMPT_FILE")
 	if promptPath == "" {
@@ -135,6 +139,8 @@ func main() {
 			time.Sleep(20 * time.Millisecond) // the agent's own wait for its input, like any process polling
 		}
 		assistant("msg_gate2", map[string]any{"type": "text", "text": "through the gate"})
+	case "egress":
+		egressMode(opts, session)
 	case "probe":
 		emit(map[string]any{"type": "system", "subtype": "probe", "session_id": session, "probe": probe()})
 	case "verdict":

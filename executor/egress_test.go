@@ -1,0 +1,253 @@
+package executor
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kewplan/kewplan/egress"
+	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/planner"
+)
+
+// egressWorld is a test's proxy network with a stub server on it that answers as api.anthropic.com and pypi.org
+// (network aliases: the proxy resolves them through Docker's DNS on that user-defined network).
+type egressWorld struct {
+	proxyNet string
+	stub     *engine.Service
+}
+
+func newEgressWorld(t *testing.T, f *fixture) *egressWorld { return newEgressWorldTB(t, f) }
+
+func newEgressWorldTB(t testing.TB, f *fixture) *egressWorld {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := &egressWorld{proxyNet: "kewplan-test-pn-" + randomSuffix()}
+	if _, err := f.eng.CreateBridge(ctx, w.proxyNet, false, map[string]string{"kewplan.test": "1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.eng.RemoveNetwork(context.Background(), w.proxyNet); err != nil {
+			t.Errorf("remove test proxy network: %v", err)
+		}
+	})
+	stub, err := f.eng.StartService(ctx, engine.ServiceSpec{
+		Name: "kewplan-test-stub-" + randomSuffix(), Image: f.image, Cmd: []string{"--stub", ":443"},
+		Labels: map[string]string{"kewplan.test": "1"}, Networks: []string{w.proxyNet},
+		Aliases: map[string][]string{w.proxyNet: {"api.anthropic.com", "pypi.org"}},
+	}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.stub = stub
+	t.Cleanup(func() {
+		if err := stub.Stop(); err != nil {
+			t.Errorf("remove stub: %v", err)
+		}
+	})
+	f.sandboxExtra = fmt.Sprintf("  egress {\n    proxy_network = %q\n  }\n", w.proxyNet)
+	return w
+}
+
+// egressReport is the fake agent's mode=egress system event, read back from the node's stdout log.
+type egressReport struct {
+	ProxySet bool   `json:"proxy_set"`
+	NoProxy  string `json:"no_proxy"`
+	Resolve  string `json:"resolve"`
+	Results  map[string]struct {
+		Status   int    `json:"status"`
+		Greeting string `json:"greeting"`
+	} `json:"results"`
+}
+
+func readEgressReport(t *testing.T, path string) egressReport {
+	t.Helper()
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev struct {
+			Subtype string `json:"subtype"`
+			egressReport
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Subtype == "egress" {
+			return ev.egressReport
+		}
+	}
+	t.Fatalf("no egress report in %s", path)
+	return egressReport{}
+}
+
+// TestEgressProxyDoneWhen is issue 15's done-when: a claude-code node on the default allowlist network reaches
+// api.anthropic.com:443 through kewplan's own proxy and nothing else (another host, an IP literal, another port,
+// another node's host), cannot resolve external names, and every refusal is in the ledger; nothing is left.
+func TestEgressProxyDoneWhen(t *testing.T) {
+	f := newFixture(t)
+	newEgressWorld(t, f)
+	cfg := f.config(`
+node "%[1]sagent" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  ref    = "main"
+  prompt = "mode=egress\ntargets=api.anthropic.com:443,evil.example.com:443,1.2.3.4:443,api.anthropic.com:8443,pypi.org:443\nresolve=kewplan-dns-probe.example.com"
+}
+
+node "%[1]spip" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  ref    = "main"
+  prompt = "mode=egress\ntargets=pypi.org:443"
+  egress { allow = ["pypi.org"] }
+}
+`)
+	sum, _, err := f.apply(context.Background(), cfg, func(o *ApplyOptions) { o.EgressAllowPrivateAddresses = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	if ok, _ := f.eng.ContainerExists(context.Background(), EgressProxyPrefix+sum.RunID); ok {
+		t.Errorf("the egress proxy %s%s was left behind", EgressProxyPrefix, sum.RunID)
+	}
+	agent, pip := resultOf(t, sum, f.node("agent")), resultOf(t, sum, f.node("pip"))
+	for _, r := range []ledger.NodeResult{agent, pip} {
+		if !ledger.NodeSucceeded(r.Status) {
+			t.Fatalf("node %s: %s (%s)", r.Node, r.Status, r.Reason)
+		}
+	}
+	rep := readEgressReport(t, agent.StdoutLog)
+	if !rep.ProxySet || rep.NoProxy != planner.NoProxyValue {
+		t.Errorf("proxy environment: HTTPS_PROXY set %v, NO_PROXY %q", rep.ProxySet, rep.NoProxy)
+	}
+	want := map[string]int{"api.anthropic.com:443": 200, "evil.example.com:443": 403, "1.2.3.4:443": 403, "api.anthropic.com:8443": 403, "pypi.org:443": 403}
+	for target, code := range want {
+		if got := rep.Results[target].Status; got != code {
+			t.Errorf("CONNECT %s: %d, want %d", target, got, code)
+		}
+	}
+	defer func() { // the adversarial suite's D6 rows, from what this apply saw
+		rows := []struct{ attack, target, reason string }{
+			{"CONNECT to a host no list allows", "evil.example.com:443", egress.ReasonHostNotAllowed},
+			{"CONNECT to an IP literal", "1.2.3.4:443", egress.ReasonIPLiteral},
+			{"CONNECT to an allowed host on another port", "api.anthropic.com:8443", egress.ReasonPortNotAllowed},
+			{"CONNECT to another node's extra host", "pypi.org:443", egress.ReasonOtherNodesHost},
+		}
+		for _, r := range rows {
+			c := adv(t, "D6", r.attack, "403 from kewplan's proxy; the denial recorded with node, host, port, reason and time")
+			c.check(rep.Results[r.target].Status == 403 && deniedFor(sum, r.target) == r.reason,
+				"%s: status %d, recorded reason %q", r.target, rep.Results[r.target].Status, deniedFor(sum, r.target))
+		}
+		c := adv(t, "D6", "CONNECT to the runner's model endpoint (control)", "200, the tunnel reaches the endpoint")
+		c.check(rep.Results["api.anthropic.com:443"].Greeting == "kewplan-stub", "api.anthropic.com:443: %+v", rep.Results["api.anthropic.com:443"])
+	}()
+	if g := rep.Results["api.anthropic.com:443"].Greeting; g != "kewplan-stub" {
+		t.Errorf("the tunnel to api.anthropic.com:443 did not reach the stub: %q", g)
+	}
+	if !strings.HasPrefix(rep.Resolve, "failed") {
+		t.Errorf("the agent resolved an external name: %s", rep.Resolve)
+	}
+	if got := readEgressReport(t, pip.StdoutLog).Results["pypi.org:443"]; got.Status != 200 || got.Greeting != "kewplan-stub" {
+		t.Errorf("node pip: CONNECT pypi.org:443 = %+v, want 200 through to the stub", got)
+	}
+
+	// Every refusal, with node, host, port, reason and time: in the ledger and in the summary.
+	l, err := ledger.Open(f.stateDir + "/" + ledger.Filename)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	denials, err := l.EgressDenials(sum.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantReasons := map[string]string{
+		"evil.example.com:443":   egress.ReasonHostNotAllowed,
+		"1.2.3.4:443":            egress.ReasonIPLiteral,
+		"api.anthropic.com:8443": egress.ReasonPortNotAllowed,
+		"pypi.org:443":           egress.ReasonOtherNodesHost,
+	}
+	got := map[string]string{}
+	for _, d := range denials {
+		if d.Node != agent.Node || d.Time.IsZero() {
+			t.Errorf("denial %+v: want node %s and a time", d, agent.Node)
+		}
+		got[d.HostPort()] = d.Reason
+	}
+	for hp, reason := range wantReasons {
+		if got[hp] != reason {
+			t.Errorf("denial of %s: reason %q, want %q (all: %v)", hp, got[hp], reason, got)
+		}
+	}
+	if len(denials) != len(wantReasons) || sum.EgressDeniedTotal != len(wantReasons) || len(sum.EgressDenials) != len(wantReasons) {
+		t.Errorf("%d denials in the ledger, %d in the summary (total %d); want %d", len(denials), len(sum.EgressDenials), sum.EgressDeniedTotal, len(wantReasons))
+	}
+	// The proxy URL carries the node's secret: never in the recorded argv.
+	for _, a := range agent.Argv {
+		if strings.Contains(a, "http://") {
+			t.Errorf("the recorded argv holds a proxy URL: %q", a)
+		}
+	}
+}
+
+// TestEgressProxyNetworkMissing: a missing proxy_network is a preflight error that says how to create it.
+func TestEgressProxyNetworkMissing(t *testing.T) {
+	f := newFixture(t)
+	missing := "kewplan-test-nonet-" + randomSuffix()
+	f.sandboxExtra = fmt.Sprintf("  egress {\n    proxy_network = %q\n  }\n", missing)
+	cfg := f.config(`
+node "%[1]sa" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  prompt = "hello"
+}
+`)
+	_, _, err := f.apply(context.Background(), cfg)
+	pe, ok := err.(*PreflightError)
+	if !ok {
+		t.Fatalf("err = %v, want a *PreflightError", err)
+	}
+	if !strings.Contains(pe.Error(), "docker network create "+missing) {
+		t.Errorf("preflight error does not say how to create the network: %v", pe)
+	}
+}
+
+// TestEgressProxyNotStatic: a dynamically linked kewplan cannot be the proxy; the refusal says how to build one.
+func TestEgressProxyNotStatic(t *testing.T) {
+	f := newFixture(t)
+	newEgressWorld(t, f)
+	cfg := f.config(`
+node "%[1]sa" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  prompt = "hello"
+}
+`)
+	_, _, err := f.apply(context.Background(), cfg, func(o *ApplyOptions) { o.ProxyBinary = "/bin/sh" })
+	if err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Fatalf("err = %v, want a refusal naming CGO_ENABLED=0", err)
+	}
+}
+
+// deniedFor is the reason the summary recorded for a refused host:port, "" when none.
+func deniedFor(sum *ApplySummary, hostport string) string {
+	for _, d := range sum.EgressDenials {
+		if d.HostPort() == hostport {
+			return d.Reason
+		}
+	}
+	return ""
+}

@@ -1,0 +1,111 @@
+package views
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/ledger"
+)
+
+// EgressDenied implements executor.Hook: one NDJSON event egress_denied per request the proxy refused.
+func (v *ApplyStream) EgressDenied(d ledger.EgressDenial) {
+	v.emit(egressDenialJSON(d, "egress_denied"))
+}
+
+// EgressDenied implements executor.Hook: a line above the live block.
+func (v *ApplyDisplay) EgressDenied(d ledger.EgressDenial) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.clearLocked()
+	node := d.Node
+	if node == "" {
+		node = "(no valid proxy credentials)"
+	}
+	fmt.Fprintf(v.w, "%s%s: %s (%s)\n", v.yellow("Egress denied: "), Sanitize(node), Sanitize(d.HostPort()), Sanitize(d.Reason))
+	v.drawLocked()
+}
+
+func (m multiHook) EgressDenied(d ledger.EgressDenial) {
+	for _, h := range m {
+		h.EgressDenied(d)
+	}
+}
+
+// egressDenialJSON is one denial as the stream and `runs show --json` write it.
+func egressDenialJSON(d ledger.EgressDenial, typ string) map[string]any {
+	obj := map[string]any{"time": d.Time.UTC().Format(time.RFC3339Nano), "node": Sanitize(d.Node), "method": Sanitize(d.Method),
+		"host": Sanitize(d.Host), "port": d.Port, "reason": Sanitize(d.Reason)}
+	if typ != "" {
+		obj["type"] = typ
+		obj["run_id"] = d.RunID
+	}
+	return obj
+}
+
+// egressSummaryLine is the apply summary's line about refused requests: "3 egress requests denied:
+// evil.example.com:443, 1.2.3.4:443 …", each distinct host:port once, at most five; "" when none was.
+func egressSummaryLine(s executor.ApplySummary) string {
+	if s.EgressDeniedTotal == 0 {
+		return ""
+	}
+	var shown []string
+	seen := map[string]bool{}
+	more := false
+	for _, d := range s.EgressDenials {
+		hp := Sanitize(d.HostPort())
+		if seen[hp] {
+			continue
+		}
+		if len(shown) == 5 {
+			more = true
+			break
+		}
+		seen[hp] = true
+		shown = append(shown, hp)
+	}
+	noun := "requests"
+	if s.EgressDeniedTotal == 1 {
+		noun = "request"
+	}
+	line := fmt.Sprintf("%d egress %s denied: %s", s.EgressDeniedTotal, noun, strings.Join(shown, ", "))
+	if more || s.EgressDeniedTotal > len(s.EgressDenials) {
+		line += " …"
+	}
+	return line
+}
+
+// EgressDenialJSON is one refused request in `runs show --json`.
+type EgressDenialJSON struct {
+	Time   time.Time `json:"time"`
+	Node   string    `json:"node"` // "" when the request carried no valid proxy credentials
+	Method string    `json:"method"`
+	Host   string    `json:"host"`
+	Port   int       `json:"port"`
+	Reason string    `json:"reason"`
+}
+
+func egressDenialsJSON(denials []ledger.EgressDenial) []EgressDenialJSON {
+	out := make([]EgressDenialJSON, 0, len(denials))
+	for _, d := range denials {
+		out = append(out, EgressDenialJSON{Time: d.Time.UTC(), Node: Sanitize(d.Node), Method: Sanitize(d.Method),
+			Host: Sanitize(d.Host), Port: d.Port, Reason: Sanitize(d.Reason)})
+	}
+	return out
+}
+
+// writeEgressDenialsHuman is `runs show`'s section of refused requests; nothing when there were none.
+func writeEgressDenialsHuman(b *strings.Builder, denials []ledger.EgressDenial) {
+	if len(denials) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nEgress denied (%d):\n", len(denials))
+	for _, d := range denials {
+		node := Sanitize(d.Node)
+		if node == "" {
+			node = "-"
+		}
+		fmt.Fprintf(b, "  %s  %-14s %s %s (%s)\n", d.Time.UTC().Format("15:04:05Z"), node, Sanitize(d.Method), Sanitize(d.HostPort()), Sanitize(d.Reason))
+	}
+}
