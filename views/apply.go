@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"strconv"
 	"strings"
@@ -134,6 +135,11 @@ func FormatCost(c *float64) string {
 // applyTable writes rows as left-aligned columns separated by two spaces; the first row is the header.
 func applyTable(w io.Writer, rows [][]string) {
 	widths := map[int]int{}
+	for _, row := range rows {
+		for i := range row {
+			row[i] = termsafe.String(row[i]) // a cell may be an agent's words (a stop reason)
+		}
+	}
 	for _, row := range rows {
 		for i, cell := range row {
 			if n := utf8.RuneCountInString(cell); n > widths[i] {
