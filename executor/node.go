@@ -427,6 +427,10 @@ func (a *applier) publish(ctx context.Context, np *planner.NodePlan, checkout, r
 		req.PullRequest = &broker.PullRequest{Base: np.PullRequest.Base, Title: np.PullRequest.Title}
 	}
 	push, err := broker.Push(ctx, req)
+	var planted *broker.PlantedFileError
+	if errors.As(err, &planted) {
+		return failed(ledger.StatusHeld, fmt.Sprintf("held for a human: %v", planted))
+	}
 	if err != nil {
 		return failed(ledger.StatusFailed, fmt.Sprintf("the agent succeeded but its commits were not published: %v", err))
 	}

@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"strconv"
 	"strings"
@@ -184,6 +185,11 @@ func FormatCostTotal(c *float64, source string, estimated, unknown []string) str
 // applyTable writes rows as left-aligned columns separated by two spaces; the first row is the header.
 func applyTable(w io.Writer, rows [][]string) {
 	widths := map[int]int{}
+	for _, row := range rows {
+		for i := range row {
+			row[i] = termsafe.String(row[i]) // a cell may be an agent's words (a stop reason)
+		}
+	}
 	for _, row := range rows {
 		for i, cell := range row {
 			if n := utf8.RuneCountInString(cell); n > widths[i] {

@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"path/filepath"
 	"strings"
@@ -90,9 +91,9 @@ func (v *ApplyDisplay) ApplyStart(e executor.ApplyStartEvent) {
 	for _, n := range e.Nodes {
 		v.nodes[n] = &liveNode{status: ledger.StatusPending}
 	}
-	fmt.Fprintf(v.w, "%s %s: %s, at most %d at once.\n", v.bold("Applying run"), e.RunID, count(len(e.Nodes), "node", "nodes"), e.Parallelism)
+	fmt.Fprintf(v.w, "%s %s: %s, at most %d at once.\n", v.bold("Applying run"), termsafe.String(e.RunID), count(len(e.Nodes), "node", "nodes"), e.Parallelism)
 	for _, w := range e.Warnings {
-		fmt.Fprintln(v.w, v.yellow("Warning: ")+Sanitize(w))
+		fmt.Fprintln(v.w, v.yellow("Warning: ")+termsafe.String(w))
 	}
 	if v.live {
 		v.drawLocked()
@@ -130,7 +131,7 @@ func (v *ApplyDisplay) NodeStart(e executor.NodeStartEvent) {
 		v.drawLocked()
 		return
 	}
-	fmt.Fprintf(v.w, "%s: started (%s, %s)\n", e.Node, e.Runner, Sanitize(e.Model))
+	fmt.Fprintf(v.w, "%s: started (%s, %s)\n", termsafe.String(e.Node), termsafe.String(e.Runner), termsafe.String(e.Model))
 }
 
 // NodeProgress implements executor.Hook. Plain, it prints nothing for progress: only starts and ends.
@@ -205,9 +206,9 @@ func (v *ApplyDisplay) Warning(e executor.WarningEvent) {
 	v.clearLocked()
 	prefix := "Warning: "
 	if e.Node != "" {
-		prefix = "Warning: " + e.Node + ": "
+		prefix = "Warning: " + termsafe.String(e.Node) + ": "
 	}
-	fmt.Fprintln(v.w, v.yellow(prefix)+Sanitize(e.Message))
+	fmt.Fprintln(v.w, v.yellow(prefix)+termsafe.String(e.Message))
 	v.drawLocked()
 }
 
@@ -225,7 +226,7 @@ func (v *ApplyDisplay) ApplyDone(s executor.ApplySummary) {
 	var failed []string
 	for i := range s.Nodes {
 		if r := &s.Nodes[i]; !ledger.NodeSucceeded(r.Status) && r.Reason != "" {
-			failed = append(failed, fmt.Sprintf("  %s (%s): %s", r.Node, r.Status, Sanitize(r.Reason)))
+			failed = append(failed, fmt.Sprintf("  %s (%s): %s", termsafe.String(r.Node), r.Status, termsafe.String(r.Reason)))
 		}
 	}
 	if len(failed) > 0 {
@@ -247,7 +248,7 @@ func (v *ApplyDisplay) ApplyDone(s executor.ApplySummary) {
 	if s.StateDir != "" && filepath.Clean(s.StateDir) != executor.DefaultStateDir {
 		details += " --state-dir " + planner.ShellQuote(s.StateDir)
 	}
-	fmt.Fprintf(v.w, "Details: %s\n", Sanitize(details))
+	fmt.Fprintf(v.w, "Details: %s\n", termsafe.String(details))
 }
 
 // summaryTable writes one row per node and the run's totals; it returns how many nodes succeeded.
@@ -340,7 +341,7 @@ func (v *ApplyDisplay) drawLocked() {
 
 func (v *ApplyDisplay) liveLine(name string, n *liveNode, elapsed time.Duration) string {
 	status := v.statusColor(n.status, len(ledger.StatusBudgetExceeded))
-	line := fmt.Sprintf("  %-20s %s", name, status)
+	line := fmt.Sprintf("  %-20s %s", termsafe.String(name), status)
 	if n.status != ledger.StatusPending && n.status != ledger.StatusSkipped {
 		line += fmt.Sprintf("  %6s  %s tokens  %s", FormatDuration(elapsed), FormatCount(n.totals.InputTokens+n.totals.OutputTokens), n.cost())
 	}
@@ -348,13 +349,13 @@ func (v *ApplyDisplay) liveLine(name string, n *liveNode, elapsed time.Duration)
 		line += "  " + v.yellow("[budget warn_at crossed]")
 	}
 	if n.reason != "" && !ledger.NodeSucceeded(n.status) {
-		line += "  " + applyTruncate(Sanitize(n.reason), 80)
+		line += "  " + applyTruncate(termsafe.String(n.reason), 80)
 	}
 	return line
 }
 
 func (v *ApplyDisplay) doneLine(name string, n *liveNode, d time.Duration) string {
-	line := fmt.Sprintf("%s: %s", name, v.statusColor(n.status, 0))
+	line := fmt.Sprintf("%s: %s", termsafe.String(name), v.statusColor(n.status, 0))
 	if n.status == ledger.StatusReused {
 		return line + " from run " + Sanitize(n.reason) + " (nothing started)"
 	}
@@ -366,7 +367,7 @@ func (v *ApplyDisplay) doneLine(name string, n *liveNode, d time.Duration) strin
 		line += fmt.Sprintf(" in %s (%s tokens, %s)", FormatDuration(d), FormatCount(n.totals.InputTokens+n.totals.OutputTokens), cost)
 	}
 	if n.reason != "" && !ledger.NodeSucceeded(n.status) {
-		line += ": " + Sanitize(n.reason)
+		line += ": " + termsafe.String(n.reason)
 	}
 	return line
 }

@@ -18,7 +18,7 @@ func TestApplyStartWarnings(t *testing.T) {
 		Warnings: []string{"runc is 1.1.5, older than 1.1.12", "network \"n\x1b[2J\" gives this host an address"}}
 	var plain bytes.Buffer
 	NewApplyDisplay(&plain, false, false).ApplyStart(e)
-	want := "Applying run r1: 1 node, at most 1 at once.\nWarning: runc is 1.1.5, older than 1.1.12\nWarning: network \"n[2J\" gives this host an address\n"
+	want := "Applying run r1: 1 node, at most 1 at once.\nWarning: runc is 1.1.5, older than 1.1.12\nWarning: network \"n\\x1b[2J\" gives this host an address\n"
 	if diff := cmp.Diff(want, plain.String()); diff != "" {
 		t.Errorf("plain view (-want +got):\n%s", diff)
 	}

@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/kewplan/kewplan/internal/termsafe"
+	"github.com/kewplan/kewplan/planner"
 )
 
 // planFormat picks the renderer of a plan --format (plan and show); sarif gets the command's SARIF options (the
@@ -60,11 +63,11 @@ type planView struct {
 func (v *planView) Plan(doc *PlanJSON) error { return v.render(v.streams.Stdout, doc) }
 
 func (v *planView) Saved(path string) {
-	fmt.Fprintf(v.notes, "\nSaved the plan to %s. Review it, then run: kewplan apply %s\n", path, path)
+	fmt.Fprintf(v.notes, "\nSaved the plan to %s. Review it, then run: kewplan apply %s\n", termsafe.String(path), termsafe.String(planner.ShellQuote(path)))
 }
 
 func (v *planView) NotSaved(path string) {
-	fmt.Fprintf(v.streams.Stderr, "The plan has errors, so it was not saved to %s.\n", path)
+	fmt.Fprintf(v.streams.Stderr, "The plan has errors, so it was not saved to %s.\n", termsafe.String(path))
 }
 
 // Show is the view of `kewplan show`: a plan file in its --format, and why a saved plan is stale.

@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"strings"
 	"unicode/utf8"
@@ -107,9 +108,9 @@ func ConformReportHuman(w io.Writer, r *conform.Report, color bool) error {
 	m := NewConformJSON(r)
 	s := conformStyle{color: color}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s\n", s.bold("Conformance of"), Sanitize(m.Image))
+	fmt.Fprintf(&b, "%s %s\n", s.bold("Conformance of"), termsafe.String(m.Image))
 	fmt.Fprintf(&b, "  image %s · runner %s · vocabulary %s · probe stands in for %s\n\n",
-		conformShortID(m.ImageID), Sanitize(m.Runner), Sanitize(m.Protocol), Sanitize(m.Agent))
+		conformShortID(m.ImageID), termsafe.String(m.Runner), termsafe.String(m.Protocol), termsafe.String(m.Agent))
 	conformWriteChecks(&b, m.Rows, s)
 	b.WriteString("\n")
 	b.WriteString(conformResultLine(m.Passed, m.Counts, len(m.Rows), "row", s))
@@ -122,8 +123,8 @@ func SmokeReportHuman(w io.Writer, r *conform.SmokeReport, color bool) error {
 	m := NewSmokeJSON(r)
 	s := conformStyle{color: color}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s\n", s.bold("Smoke test of"), Sanitize(m.Image))
-	fmt.Fprintf(&b, "  image %s · runner %s · the agent is not started\n", conformShortID(m.ImageID), Sanitize(m.Runner))
+	fmt.Fprintf(&b, "%s %s\n", s.bold("Smoke test of"), termsafe.String(m.Image))
+	fmt.Fprintf(&b, "  image %s · runner %s · the agent is not started\n", conformShortID(m.ImageID), termsafe.String(m.Runner))
 	if len(m.Argv) > 0 {
 		words := make([]string, len(m.Argv))
 		for i, a := range m.Argv {
@@ -145,9 +146,9 @@ const conformWrapWidth = 100
 func conformWriteChecks(b *strings.Builder, checks []ConformCheckJSON, s conformStyle) {
 	const indent = "                     " // under the title: "  N  " + 16-wide verdict
 	for _, c := range checks {
-		fmt.Fprintf(b, "  %d  %s %s\n", c.ID, s.status(c.Status), Sanitize(c.Title))
+		fmt.Fprintf(b, "  %d  %s %s\n", c.ID, s.status(c.Status), termsafe.String(c.Title))
 		for _, e := range c.Evidence {
-			for i, line := range conformWrap(Sanitize(e), conformWrapWidth-len(indent)-2) {
+			for i, line := range conformWrap(termsafe.String(e), conformWrapWidth-len(indent)-2) {
 				if i == 0 {
 					fmt.Fprintf(b, "%s- %s\n", indent, line)
 				} else {
@@ -203,12 +204,12 @@ func (s conformStyle) status(st string) string {
 func conformShortID(id string) string {
 	id = strings.TrimPrefix(id, "sha256:")
 	if len(id) > 12 {
-		return id[:12]
+		id = id[:12]
 	}
 	if id == "" {
 		return "(unknown)"
 	}
-	return id
+	return termsafe.String(id)
 }
 
 // conformShellWord quotes an argv word for display when it needs it.
@@ -219,7 +220,7 @@ func conformShellWord(w string) string {
 	}) {
 		return w
 	}
-	return "'" + strings.ReplaceAll(Sanitize(w), "'", `'\''`) + "'"
+	return "'" + strings.ReplaceAll(termsafe.String(w), "'", `'\''`) + "'"
 }
 
 // conformWrap breaks s into lines of at most width runes at spaces; a longer word stays whole.

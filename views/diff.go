@@ -6,10 +6,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"unicode"
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -239,7 +239,7 @@ const diffANSIGreen = "\x1b[32m"
 // removed and changed (argv as a diff of flag lines), the diagnostics that appeared or went, and a verdict line.
 // Every value from the plans passes through diffSafe: a plan file is input, and must not drive the terminal.
 func WriteDiffHuman(w io.Writer, d *plandiff.Diff, opts DiffOptions) error {
-	pw := &planWriter{w: w}
+	pw := &planWriter{w: w, escaped: opts.Color}
 	style := func(s, codes string) string {
 		if !opts.Color {
 			return s
@@ -280,7 +280,7 @@ func WriteDiffHuman(w io.Writer, d *plandiff.Diff, opts DiffOptions) error {
 		for _, c := range d.Changed {
 			pw.printf("  ~ node %s\n", NodeLabel(diffSafe(c.Name)))
 			for _, f := range c.Fields {
-				pw.printf("      %s: %s -> %s\n", f.Field, diffSafe(orNone(f.Base)), diffSafe(orNone(f.Head)))
+				pw.printf("      %s: %s -> %s\n", diffSafe(f.Field), diffSafe(orNone(f.Base)), diffSafe(orNone(f.Head)))
 			}
 			if len(c.DependsOnAdded) > 0 || len(c.DependsOnRemoved) > 0 {
 				pw.printf("      depends on: %s\n", diffSafe(dependsText(c)))
@@ -486,26 +486,5 @@ func DiffArgvLines(edits []plandiff.WordEdit) []DiffArgvLine {
 }
 
 // diffSafe makes a value from a plan file safe to print on a terminal: control characters (escape sequences
-// could recolour, move the cursor or hide text) are shown as Go escapes.
-func diffSafe(s string) string {
-	clean := true
-	for _, r := range s {
-		if unicode.IsControl(r) || r == unicode.ReplacementChar || unicode.Is(unicode.Bidi_Control, r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsControl(r) || r == unicode.ReplacementChar || unicode.Is(unicode.Bidi_Control, r) {
-			q := fmt.Sprintf("%+q", string(r))
-			b.WriteString(q[1 : len(q)-1])
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// could recolour, move the cursor or hide text) and bidirectional overrides are shown escaped (termsafe.String).
+func diffSafe(s string) string { return termsafe.String(s) }

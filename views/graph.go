@@ -1,6 +1,7 @@
 package views
 
 import (
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"strings"
 )
@@ -41,5 +42,6 @@ func WriteGraphDOT(w io.Writer, doc *PlanJSON) error {
 
 var dotEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\r", "")
 
-// dotQuote writes s as a DOT double-quoted string: quotes and backslashes escaped, newlines as \n.
-func dotQuote(s string) string { return `"` + dotEscaper.Replace(s) + `"` }
+// dotQuote writes s as a DOT double-quoted string: control characters escaped visibly (termsafe.Text), quotes and
+// backslashes escaped, newlines as \n.
+func dotQuote(s string) string { return `"` + dotEscaper.Replace(termsafe.Text(s)) + `"` }

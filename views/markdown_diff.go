@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"path/filepath"
 	"strings"
@@ -23,7 +24,8 @@ const DiffCommentMarker = "<!-- kewplan-diff -->"
 // Every value from the plans is escaped: a pull request controls its configuration, and must not be able to
 // forge the verdict, close a table or a <details> element, or mention people in the comment.
 func WriteDiffMarkdown(w io.Writer, d *plandiff.Diff) error {
-	_, err := io.WriteString(w, diffMarkdown(d, MarkdownCommentLimit))
+	// Every value is escaped where it is quoted; the last pass (termsafe.Text) is a guard for any that is not.
+	_, err := io.WriteString(w, termsafe.Text(diffMarkdown(d, MarkdownCommentLimit)))
 	return err
 }
 
@@ -182,12 +184,12 @@ func mdNodeChange(c plandiff.NodeChange) string {
 		lines := DiffArgvHunks(DiffArgvLines(c.Argv), DiffArgvContext)
 		text := make([]string, len(lines))
 		for i, l := range lines {
-			text[i] = l.Op + " " + l.Text
+			text[i] = termsafe.String(l.Op + " " + l.Text)
 		}
 		body := strings.Join(text, "\n")
 		fence := mdFence(body)
 		fmt.Fprintf(&b, "\n<details><summary>argv diff of <code>%s</code></summary>\n\n%sdiff\n%s\n%s\n\n</details>\n",
-			mdHTML(c.Name), fence, body, fence)
+			mdHTML(termsafe.String(c.Name)), fence, body, fence)
 	}
 	return b.String()
 }
@@ -216,7 +218,7 @@ func mdHTML(s string) string { return mdHTMLEscaper.Replace(s) }
 // mdCode renders a value as inline code. Inline code is literal in markdown (no emphasis, links or mentions);
 // a value holding a backtick, which would end the span, is written as an HTML <code> element instead.
 func mdCode(s string) string {
-	s = strings.NewReplacer("\n", " ", "\r", " ").Replace(s)
+	s = termsafe.String(strings.NewReplacer("\n", " ", "\r", " ").Replace(s))
 	if strings.Contains(s, "`") {
 		return "<code>" + mdHTML(s) + "</code>"
 	}
@@ -240,4 +242,6 @@ var mdTextEscaper = strings.NewReplacer(
 	"#", `\#`, "~", `\~`, "!", `\!`, "@", "&#64;", "&", "&amp;", "\n", " ", "\r", " ",
 )
 
-func mdText(s string) string { return mdTextEscaper.Replace(s) }
+// mdText escapes control characters and bidirectional overrides (termsafe.String) before markdown syntax: the
+// comment is read on a page, but also in a terminal (gh pr view, a CI log).
+func mdText(s string) string { return mdTextEscaper.Replace(termsafe.String(s)) }

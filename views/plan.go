@@ -478,12 +478,19 @@ func planMDCode(s string) string {
 type planWriter struct {
 	w   io.Writer
 	err error
+	// escaped says the caller already escaped every value (termsafe.String) and the format may carry the view's
+	// own colour sequences, which printf must then write as they are.
+	escaped bool
 }
 
 // printf escapes what it writes (termsafe.Text): every value of a plan document may come from a configuration
 // or a plan file under review, and must not reach the reader's terminal as control characters.
 func (e *planWriter) printf(format string, args ...any) {
 	if e.err != nil {
+		return
+	}
+	if e.escaped {
+		_, e.err = fmt.Fprintf(e.w, format, args...)
 		return
 	}
 	_, e.err = io.WriteString(e.w, termsafe.Text(fmt.Sprintf(format, args...)))

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"strings"
 
@@ -61,6 +62,11 @@ func writeRunnersTable(pw *planWriter, rows [][]string) {
 		return
 	}
 	widths := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for i := range row {
+			row[i] = termsafe.String(row[i])
+		}
+	}
 	for _, row := range rows {
 		for i, cell := range row {
 			widths[i] = max(widths[i], len(cell))

@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"strings"
 	"time"
@@ -166,6 +167,22 @@ func sanitizeNode(n ledger.NodeRecord) ledger.NodeRecord {
 	return n
 }
 
+// escapeNode escapes, visibly (termsafe.String), every field of a node row a configuration or an agent could
+// have influenced, for the human view (the JSON view keeps sanitizeNode).
+func escapeNode(n ledger.NodeRecord) ledger.NodeRecord {
+	for _, f := range []*string{&n.Node, &n.Status, &n.Runner, &n.Role, &n.Image, &n.ImageID, &n.RoutedModel,
+		&n.ReportedModel, &n.SessionID, &n.Reason, &n.Verdict, &n.VerdictSummary, &n.BaseCommit, &n.Commit, &n.Branch,
+		&n.PullRequest, &n.SidecarLocation, &n.SidecarSHA256, &n.PromptSHA256, &n.StdoutLog, &n.StderrLog} {
+		*f = termsafe.String(*f)
+	}
+	findings := make([]verdict.Finding, len(n.VerdictFindings))
+	for i, f := range n.VerdictFindings {
+		findings[i] = verdict.Finding{Path: termsafe.String(f.Path), Line: f.Line, Message: termsafe.String(f.Message)}
+	}
+	n.VerdictFindings = findings
+	return n
+}
+
 // WriteRunsHuman lists runs, newest first, as a table.
 func WriteRunsHuman(w io.Writer, runs []ledger.RunRecord) error {
 	if len(runs) == 0 {
@@ -211,7 +228,7 @@ func WriteRunEgressHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.Node
 		fmt.Fprintf(&b, "  kewplan        %s\n", run.KewplanVersion)
 	}
 	for i, raw := range nodes {
-		n := sanitizeNode(raw)
+		n := escapeNode(raw)
 		fmt.Fprintf(&b, "\nnode %q: %s\n", n.Node, n.Status)
 		field := func(name, value string) {
 			if value != "" {
@@ -288,7 +305,7 @@ func WriteRunEgressHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.Node
 				if i > 0 {
 					indent = "      "
 				}
-				b.WriteString(indent + line + "\n")
+				b.WriteString(indent + termsafe.String(line) + "\n")
 			}
 		}
 	}
@@ -296,7 +313,8 @@ func WriteRunEgressHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.Node
 	fmt.Fprintf(&b, "\nTotals: %d of %d nodes succeeded; %s input, %s output, %s cache read, %s cache write tokens; cost %s.\n",
 		run.Succeeded, run.Nodes, FormatCount(run.InputTokens), FormatCount(run.OutputTokens), FormatCount(run.CacheReadTokens),
 		FormatCount(run.CacheWriteTokens), FormatCostTotal(run.CostUSD, run.CostSource, run.CostEstimated, run.CostUnknown))
-	_, err := io.WriteString(w, b.String())
+	// Every agent-derived field is escaped above; the last pass (termsafe.Text) guards any that is not.
+	_, err := io.WriteString(w, termsafe.Text(b.String()))
 	return err
 }
 

@@ -3,6 +3,7 @@ package views
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"strconv"
 
@@ -28,11 +29,11 @@ func WriteTelemetry(w io.Writer, runner string, t runners.RunTotals) error {
 	model := "unknown (the stream names none and no model was routed)"
 	switch t.ModelSource {
 	case runners.ModelReported:
-		model = Sanitize(t.Model) + " (reported)"
+		model = termsafe.String(t.Model) + " (reported)"
 	case runners.ModelRouted:
-		model = Sanitize(t.Model) + " (routed; the stream names no model)"
+		model = termsafe.String(t.Model) + " (routed; the stream names no model)"
 	}
-	session := Sanitize(t.SessionID)
+	session := termsafe.String(t.SessionID)
 	if session == "" {
 		session = "-"
 	}
@@ -53,7 +54,7 @@ func WriteTelemetry(w io.Writer, runner string, t runners.RunTotals) error {
 		cost = "$" + strconv.FormatFloat(*t.CostUSD, 'f', -1, 64)
 	}
 	rows := [][2]string{
-		{"Runner", Sanitize(runner)},
+		{"Runner", termsafe.String(runner)},
 		{"Model", model},
 		{"Session", session},
 		{"Status", status},

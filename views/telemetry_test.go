@@ -42,8 +42,8 @@ Lines        1 event, 2 unparsed, 3 oversized
 			t: runners.RunTotals{Model: "a\x1b]52;c;Zm9v\x07b", ModelSource: runners.ModelRouted, SessionID: "x\ny",
 				IsError: true},
 			want: `Runner       claude-code
-Model        a]52;c;Zm9vb (routed; the stream names no model)
-Session      x y
+Model        a\x1b]52;c;Zm9v\x07b (routed; the stream names no model)
+Session      x\ny
 Status       error
 Finished     no terminal event; figures are as of the last line
 Turns        -

@@ -393,6 +393,10 @@ func (b *lockedBuffer) String() string {
 func TestApplyCommandBudgetExceeded(t *testing.T) {
 	eng := engineOrSkip(t)
 	dir, prefix := applyFixture(t, eng, `
+# In process, the running executable is this test binary, which cannot be the egress proxy.
+runner "claude-code" {
+  endpoints = []
+}
 node "%[1]sfix" {
   runner  = "claude-code"
   model   = "claude-sonnet-4-5"

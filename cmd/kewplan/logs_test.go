@@ -24,6 +24,10 @@ import (
 func TestLogsLatestAfterApply(t *testing.T) {
 	eng := engineOrSkip(t)
 	dir, prefix := applyFixture(t, eng, `
+# In process, the running executable is this test binary, which cannot be the egress proxy.
+runner "claude-code" {
+  endpoints = []
+}
 node "%[1]sa" {
   runner = "claude-code"
   role   = "reviewer"
@@ -110,6 +114,10 @@ node "%[1]sb" {
 func TestLogsMasksEchoedCredential(t *testing.T) {
 	eng := engineOrSkip(t)
 	dir, prefix := applyFixture(t, eng, `
+# In process, the running executable is this test binary, which cannot be the egress proxy.
+runner "claude-code" {
+  endpoints = []
+}
 node "%[1]secho" {
   runner = "claude-code"
   role   = "reviewer"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
@@ -34,6 +35,11 @@ func (c *PlanCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
+	if c.Out != "" {
+		if err := checkOutPath(c.Out); err != nil {
+			return err
+		}
+	}
 	pl, ok := planFromFlags(env, view, c.Path, c.VarFlags, c.Targets, c.Policy)
 	if !ok {
 		return ExitCode(1)
@@ -52,7 +58,7 @@ func (c *PlanCmd) Run(env *Env) error {
 		} else {
 			origin := planfile.Origin{Config: c.Path, Targets: c.Targets, Policy: c.Policy, PolicySrc: pl.policySrc}
 			if err := planfile.Write(c.Out, doc, p, origin); err != nil {
-				return err
+				return fmt.Errorf("cannot save the plan to %q: %w", c.Out, err)
 			}
 			view.Saved(c.Out)
 		}

@@ -7,6 +7,7 @@ import (
 	"compress/zlib"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -432,8 +433,8 @@ func TestBrokerRefusesPlantedSidecar(t *testing.T) {
 		t.Run(file, func(t *testing.T) {
 			fx := newBrokerFixture(t)
 			fx.commit("a.go", "package a\n")
-			fx.commit(file, plantedVerdict)
-			fx.requireRefused("the agent's commits add " + file + ", which a downstream reviewer would read as its verdict")
+			id := fx.commit(file, plantedVerdict)
+			fx.requireRefused("the agent committed the reviewer sidecar " + file + " in " + id + ", which a downstream reviewer would read as its verdict")
 		})
 	}
 	t.Run("removing one is fine", func(t *testing.T) {
@@ -448,6 +449,53 @@ func TestBrokerRefusesPlantedSidecar(t *testing.T) {
 		fx.git(fx.checkout, "rm", "--quiet", ".kew-review-verdict.json")
 		fx.git(fx.checkout, "-c", "core.hooksPath=/dev/null", "commit", "--quiet", "-m", "agent: drop it")
 		head := strings.TrimSpace(fx.git(fx.checkout, "rev-parse", "HEAD"))
+		fx.requirePushedSafely(head)
+	})
+}
+
+// TestBrokerRefusesCommittedPrompt is an agent whose git client ignores .git/info/exclude (git add -f, go-git's
+// AddGlob): it commits the prompt file, anywhere, in any new commit, even one a later commit undoes.
+func TestBrokerRefusesCommittedPrompt(t *testing.T) {
+	forceCommit := func(fx *brokerFixture, file, content string) string {
+		fx.writeFile(filepath.Join(fx.checkout, file), content)
+		fx.git(fx.checkout, "add", "-f", "--", file)
+		fx.git(fx.checkout, "-c", "core.hooksPath=/dev/null", "commit", "--quiet", "--no-verify", "-m", "agent: "+file)
+		return strings.TrimSpace(fx.git(fx.checkout, "rev-parse", "HEAD"))
+	}
+	for _, file := range []string{".kew-prompt.txt", "sub/dir/.kew-prompt.txt", ".KEW-PROMPT.TXT"} {
+		t.Run(file, func(t *testing.T) {
+			fx := newBrokerFixture(t)
+			fx.commit("a.go", "package a\n")
+			id := forceCommit(fx, file, "fix the bug\n")
+			fx.commit("b.go", "package b\n")
+			err := fx.requireRefused("the agent committed the prompt file " + file + " in " + id + "; nothing was pushed")
+			var planted *PlantedFileError
+			if !errors.As(err, &planted) || !planted.Prompt {
+				t.Errorf("Push() error %T, want a *PlantedFileError for the prompt", err)
+			}
+		})
+	}
+	t.Run("added then removed", func(t *testing.T) {
+		fx := newBrokerFixture(t)
+		id := forceCommit(fx, ".kew-prompt.txt", "fix the bug\n")
+		fx.git(fx.checkout, "rm", "--quiet", "--cached", ".kew-prompt.txt")
+		fx.git(fx.checkout, "-c", "core.hooksPath=/dev/null", "commit", "--quiet", "-m", "agent: hide it")
+		fx.requireRefused("the agent committed the prompt file .kew-prompt.txt in " + id)
+	})
+	t.Run("sidecar in a merged side branch", func(t *testing.T) {
+		fx := newBrokerFixture(t)
+		fx.git(fx.checkout, "checkout", "--quiet", "-b", "side")
+		id := forceCommit(fx, "x/.kew-review-verdict.json", plantedVerdict)
+		fx.git(fx.checkout, "rm", "--quiet", "x/.kew-review-verdict.json")
+		fx.git(fx.checkout, "-c", "core.hooksPath=/dev/null", "commit", "--quiet", "-m", "agent: hide it")
+		fx.git(fx.checkout, "checkout", "--quiet", "main")
+		fx.commit("a.go", "package a\n")
+		fx.git(fx.checkout, "-c", "core.hooksPath=/dev/null", "merge", "--quiet", "--no-ff", "--no-edit", "side")
+		fx.requireRefused("the agent committed the reviewer sidecar x/.kew-review-verdict.json in " + id)
+	})
+	t.Run("an unrelated file named like it is fine", func(t *testing.T) {
+		fx := newBrokerFixture(t)
+		head := fx.commit("docs/kew-prompt.txt.md", "about the prompt file\n")
 		fx.requirePushedSafely(head)
 	})
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/kewplan/kewplan/executor/hostilefs"
-	"github.com/kewplan/kewplan/planner"
 )
 
 func brokerPush(ctx context.Context, req Request) (*PushResult, error) {
@@ -82,7 +81,7 @@ func brokerPush(ctx context.Context, req Request) (*PushResult, error) {
 		return nil, fmt.Errorf("host broker: %w", err)
 	}
 
-	if err := refusePlantedSidecar(ctx, g, host, req.BaseCommit, head); err != nil {
+	if err := refusePlantedFiles(ctx, g, host, req.BaseCommit, head); err != nil {
 		return nil, fmt.Errorf("host broker: %w", err)
 	}
 
@@ -170,22 +169,4 @@ func copyCheckoutObjects(ctx context.Context, g *hostGit, req Request, stage str
 	defer gitDir.Close()
 	im := &objectImporter{git: g, stage: stage, limit: req.MaxObjectBytes, budget: req.MaxObjectBytes, entries: maxObjectEntries}
 	return im.importObjects(ctx, gitDir)
-}
-
-// refusePlantedSidecar refuses commits that add or change a file named like the reviewer sidecar. A downstream
-// reviewer checks the pushed commit out, and a sidecar that arrives with the code under review must never stand
-// in for the reviewer's own verdict.
-func refusePlantedSidecar(ctx context.Context, g *hostGit, host, base, head string) error {
-	out, err := g.sealed(ctx, nil, "--git-dir="+host, "diff-tree", "-r", "-z", "--no-renames", "--name-only",
-		"--diff-filter=d", base, head)
-	if err != nil {
-		return fmt.Errorf("list the agent's changes: %w", err)
-	}
-	for _, p := range strings.Split(string(out), "\x00") {
-		if p == planner.VerdictFilename || strings.HasSuffix(p, "/"+planner.VerdictFilename) {
-			return fmt.Errorf("the agent's commits add %s, which a downstream reviewer would read as its verdict; "+
-				"nothing was pushed (a worker must never commit a reviewer sidecar)", p)
-		}
-	}
-	return nil
 }
