@@ -21,6 +21,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "runner", LabelNames: []string{"name"}},
 		{Type: "node", LabelNames: []string{"name"}},
 		{Type: "policy"},
+		{Type: "engine", LabelNames: []string{"name"}},
 	},
 }
 
@@ -93,6 +94,8 @@ func (c *Config) decodeFile(body hcl.Body) hcl.Diagnostics {
 				continue
 			}
 			c.Nodes[n.Name] = n
+		case "engine":
+			diags = append(diags, c.decodeEngine(block)...)
 		case "policy":
 			if c.Policy != nil {
 				diags = append(diags, errorDiag("Duplicate policy block",

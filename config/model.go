@@ -25,6 +25,9 @@ type Config struct {
 	Nodes     map[string]*Node
 	Policy    *Policy // nil when no policy block was written
 
+	// Engines are the engine blocks by label; nil when none was written (the Docker engine, configured by sandbox).
+	Engines map[string]*Engine
+
 	// rejected holds "node.<name>" and "var.<name>" for blocks whose label was refused, so that references to
 	// them are not reported a second time as undeclared.
 	rejected map[string]bool
