@@ -59,7 +59,7 @@ func Differences(e *config.KubernetesEngine, p *planner.Plan) []Difference {
 			Kubernetes: "Egress is limited by a NetworkPolicy to the egress proxy and the cluster DNS; it holds only where the cluster's network plugin enforces NetworkPolicy (Calico, Cilium, ...). A plugin that ignores it leaves egress open, and the API server cannot tell."},
 		{ID: DiffGitSteps,
 			Docker:     "The host clones and pushes with its own git credential; no container sees it.",
-			Kubernetes: "An init container clones and the last container pushes (or reads the verdict) with the credential of git_secret; they are the only containers that mount it, and they run after and before the agent, never beside it. They share the pod's NetworkPolicy, so the git remote is reached through the egress proxy, which must allow it."},
+			Kubernetes: "An init container clones and the last container pushes (or reads the verdict) with the credential of git_secret; they are the only containers that mount it, and one runs before the agent and one after it, never beside it. They share the pod's NetworkPolicy, so the git remote is reached through the egress proxy, which must allow it."},
 		{ID: DiffDiskWatchdog,
 			Docker:     "apply's disk watchdog kills a container when the host's free space falls below --min-free.",
 			Kubernetes: "The kubelet evicts pods under disk pressure; the /work emptyDir has no size limit of kewplan's."},

@@ -31,6 +31,7 @@ type CLI struct {
 	Smoke     SmokeCmd     `cmd:"" help:"Check an image's launch, mount and prompt handoff without invoking the agent."`
 	Conform   ConformCmd   `cmd:"" help:"Run the container entrypoint contract's implementer checklist against an image."`
 	Version   VersionCmd   `cmd:"" help:"Print kewplan's version."`
+	Render    RenderCmd    `cmd:"" help:"Write the plan's Kubernetes manifests (engine \"kubernetes\"), or summarise them."`
 }
 
 // Env is what every command receives: its streams and the process facts it may depend on, so that tests and

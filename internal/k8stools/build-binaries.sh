@@ -20,10 +20,6 @@ BIN=$CACHE/$K8S_VERSION
 STAGING_VERSION=v0.${K8S_VERSION#v1.}   # the staging modules (k8s.io/api, ...) follow kubernetes as v0.<minor>.<patch>
 mkdir -p "$BIN" "$CACHE/src"
 
-# One build at a time per cache: a second `make k8s-test` waits for the first instead of building twice.
-exec 9>"$CACHE/.build.lock"
-flock 9
-
 log() { printf 'k8s binaries: %s\n' "$*" >&2; }
 
 kube_module() {
@@ -85,6 +81,12 @@ GO
   echo "$dir"
 }
 
+# One build of a binary at a time: a second `make k8s-test` waits for the first instead of building it twice.
+locked() { # lock-name command...
+  local lock=$CACHE/.$1.lock; shift
+  ( flock 9; "$@" ) 9>"$lock"
+}
+
 build() { # name module-dir package
   local name=$1 dir=$2 pkg=$3
   if [ -x "$BIN/$name" ]; then log "$name: cached at $BIN/$name"; return; fi
@@ -99,9 +101,9 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(etcd apiserver controller-manager)
 for t in "${targets[@]}"; do
   case $t in
-    etcd) build etcd "$(etcd_module)" go.etcd.io/etcd/server/v3 ;;
-    apiserver) build kube-apiserver "$(kube_module)" k8s.io/kubernetes/cmd/kube-apiserver ;;
-    controller-manager) build kube-controller-manager "$(kube_module)" k8s.io/kubernetes/cmd/kube-controller-manager ;;
+    etcd) locked etcd build etcd "$(locked etcd-module etcd_module)" go.etcd.io/etcd/server/v3 ;;
+    apiserver) locked kube-apiserver build kube-apiserver "$(locked kube-module kube_module)" k8s.io/kubernetes/cmd/kube-apiserver ;;
+    controller-manager) locked kube-controller-manager build kube-controller-manager "$(locked kube-module kube_module)" k8s.io/kubernetes/cmd/kube-controller-manager ;;
     *) echo "build-binaries.sh: unknown target $t (want etcd, apiserver or controller-manager)" >&2; exit 2 ;;
   esac
 done
