@@ -119,21 +119,33 @@ func runSelector(run string) string {
 
 // DeleteRun deletes every object of the run with foreground propagation: the garbage collector deletes a Job's
 // pods before the Job itself disappears. Pods are deleted too, in case the Job controller's owner reference never
-// made it (a crash between creation and adoption). Cancellation calls it; so does the orphan sweep.
+// made it (a crash between creation and adoption). Cancellation calls it; so does the orphan sweep. Objects are
+// listed by the run's labels and deleted one by one, so a partial failure names what is left.
 func (c *Cluster) DeleteRun(ctx context.Context, run string) error {
 	fg := metav1.DeletePropagationForeground
 	del := metav1.DeleteOptions{PropagationPolicy: &fg}
-	list := metav1.ListOptions{LabelSelector: runSelector(run)}
+	objs, err := c.listManaged(ctx, runSelector(run))
+	if err != nil {
+		return fmt.Errorf("delete run %s: %w", run, err)
+	}
 	var errs []error
-	add := func(what string, err error) {
+	for _, o := range objs {
+		kind, name, _ := strings.Cut(o, "/")
+		var err error
+		switch kind {
+		case "Job":
+			err = c.Client.BatchV1().Jobs(c.Namespace).Delete(ctx, name, del)
+		case "Pod":
+			err = c.Client.CoreV1().Pods(c.Namespace).Delete(ctx, name, del)
+		case "Secret":
+			err = c.Client.CoreV1().Secrets(c.Namespace).Delete(ctx, name, del)
+		case "NetworkPolicy":
+			err = c.Client.NetworkingV1().NetworkPolicies(c.Namespace).Delete(ctx, name, del)
+		}
 		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete %s of run %s: %w", what, run, err))
+			errs = append(errs, fmt.Errorf("delete %s of run %s: %w", o, run, err))
 		}
 	}
-	add("Jobs", c.Client.BatchV1().Jobs(c.Namespace).DeleteCollection(ctx, del, list))
-	add("pods", c.Client.CoreV1().Pods(c.Namespace).DeleteCollection(ctx, del, list))
-	add("Secrets", c.Client.CoreV1().Secrets(c.Namespace).DeleteCollection(ctx, del, list))
-	add("NetworkPolicies", c.Client.NetworkingV1().NetworkPolicies(c.Namespace).DeleteCollection(ctx, del, list))
 	return errors.Join(errs...)
 }
 
