@@ -92,8 +92,8 @@ build() { # name module-dir package
   if [ -x "$BIN/$name" ]; then log "$name: cached at $BIN/$name"; return; fi
   log "$name: building $pkg (nice -n 10, go build -p 1); this takes minutes"
   local start=$SECONDS
-  (cd "$dir" && CGO_ENABLED=0 nice -n 10 "$GO" build -p 1 -trimpath -ldflags "-s -w" -o "$BIN/.$name.tmp" "$pkg")
-  mv "$BIN/.$name.tmp" "$BIN/$name"
+  (cd "$dir" && CGO_ENABLED=0 nice -n 10 "$GO" build -p 1 -trimpath -ldflags "-s -w" -o "$BIN/.$name.tmp.$$" "$pkg")
+  mv "$BIN/.$name.tmp.$$" "$BIN/$name"
   log "$name: built in $((SECONDS - start)) s -> $BIN/$name"
 }
 
