@@ -27,6 +27,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "policy"},
 		{Type: "budget"},
 		{Type: "pricing", LabelNames: []string{"model"}},
+		{Type: "engine", LabelNames: []string{"name"}},
 	},
 }
 
@@ -99,6 +100,8 @@ func (c *Config) decodeFile(body hcl.Body) hcl.Diagnostics {
 				continue
 			}
 			c.Nodes[n.Name] = n
+		case "engine":
+			diags = append(diags, c.decodeEngine(block)...)
 		case "policy":
 			if c.Policy != nil {
 				diags = append(diags, errorDiag("Duplicate policy block",

@@ -35,6 +35,9 @@ type Config struct {
 	// Pricing holds the pricing blocks by model, overriding the built-in price table.
 	Pricing map[string]*Pricing
 
+	// Engines are the engine blocks by label; nil when none was written (the Docker engine, configured by sandbox).
+	Engines map[string]*Engine
+
 	// rejected holds "node.<name>" and "var.<name>" for blocks whose label was refused, so that references to
 	// them are not reported a second time as undeclared.
 	rejected map[string]bool

@@ -38,6 +38,8 @@ type CLI struct {
 	Conform   ConformCmd   `cmd:"" help:"Run the container entrypoint contract's implementer checklist against an image."`
 	VersionC  VersionCmd   `cmd:"" name:"version" help:"Print kewplan's version."`
 
+	Render RenderCmd `cmd:"" help:"Write the plan's Kubernetes manifests (engine \"kubernetes\"), or summarise them."`
+
 	EgressProxy EgressProxyCmd `cmd:"" name:"egress-proxy" hidden:"" help:"Run kewplan's egress proxy (apply starts it in its own container)."`
 }
 

@@ -1,0 +1,268 @@
+package k8sengine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/k8srender"
+)
+
+// FieldManager is kewplan's name in server-side apply's managed fields.
+const FieldManager = "kewplan"
+
+// Cluster is one namespace of one cluster, as kewplan uses it.
+type Cluster struct {
+	Client    kubernetes.Interface
+	Namespace string
+}
+
+// RESTConfig reads the kubeconfig (KUBECONFIG honoured) for the engine block's context ("" is the current one).
+func RESTConfig(e *config.KubernetesEngine) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{CurrentContext: e.Context}).ClientConfig()
+	if err != nil {
+		if e.Context != "" {
+			return nil, fmt.Errorf("kubeconfig context %q: %w", e.Context, err)
+		}
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "kewplan"
+	return cfg, nil
+}
+
+// New connects to the cluster of cfg.
+func New(cfg *rest.Config, namespace string) (*Cluster, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return &Cluster{Client: cs, Namespace: namespace}, nil
+}
+
+// Apply sends every object with server-side apply, in order (shared objects, then each node's prompt Secret
+// before its Job). The API server's warnings (a Job whose pod template violates the namespace's Pod Security
+// level is admitted with a 299 warning) are returned, not dropped.
+func (c *Cluster) Apply(ctx context.Context, objs []k8srender.Object) error {
+	for _, o := range objs {
+		if err := c.applyOne(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) applyOne(ctx context.Context, o k8srender.Object) error {
+	data, err := applyBody(o)
+	if err != nil {
+		return err
+	}
+	opts := metav1.PatchOptions{FieldManager: FieldManager, Force: ptr(true)}
+	ns, name := o.GetNamespace(), o.GetName()
+	if ns == "" {
+		ns = c.Namespace
+	}
+	kind := o.GetObjectKind().GroupVersionKind().Kind
+	switch o.(type) {
+	case *corev1.Secret:
+		_, err = c.Client.CoreV1().Secrets(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
+	case *batchv1.Job:
+		_, err = c.Client.BatchV1().Jobs(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
+	case *networkingv1.NetworkPolicy:
+		_, err = c.Client.NetworkingV1().NetworkPolicies(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
+	case *corev1.Pod:
+		_, err = c.Client.CoreV1().Pods(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
+	default:
+		return fmt.Errorf("apply %s %s: kewplan does not apply this kind", kind, name)
+	}
+	if err != nil {
+		return fmt.Errorf("apply %s %s/%s: %w", kind, ns, name, err)
+	}
+	return nil
+}
+
+// applyBody is the object as JSON without the fields the server owns.
+func applyBody(o k8srender.Object) ([]byte, error) {
+	raw, err := json.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "status")
+	if md, ok := m["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	return json.Marshal(m)
+}
+
+// runSelector selects every object of one run.
+func runSelector(run string) string {
+	return k8srender.LabelManagedBy + "=" + k8srender.ManagedBy + "," + k8srender.LabelRun + "=" + run
+}
+
+// DeleteRun deletes every object of the run with foreground propagation: the garbage collector deletes a Job's
+// pods before the Job itself disappears. Pods are deleted too, in case the Job controller's owner reference never
+// made it (a crash between creation and adoption). Cancellation calls it; so does the orphan sweep. Objects are
+// listed by the run's labels and deleted one by one, so a partial failure names what is left.
+func (c *Cluster) DeleteRun(ctx context.Context, run string) error {
+	fg := metav1.DeletePropagationForeground
+	del := metav1.DeleteOptions{PropagationPolicy: &fg}
+	objs, err := c.listManaged(ctx, runSelector(run))
+	if err != nil {
+		return fmt.Errorf("delete run %s: %w", run, err)
+	}
+	var errs []error
+	for _, o := range objs {
+		kind, name, _ := strings.Cut(o, "/")
+		var err error
+		switch kind {
+		case "Job":
+			err = c.Client.BatchV1().Jobs(c.Namespace).Delete(ctx, name, del)
+		case "Pod":
+			err = c.Client.CoreV1().Pods(c.Namespace).Delete(ctx, name, del)
+		case "Secret":
+			err = c.Client.CoreV1().Secrets(c.Namespace).Delete(ctx, name, del)
+		case "NetworkPolicy":
+			err = c.Client.NetworkingV1().NetworkPolicies(c.Namespace).Delete(ctx, name, del)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete %s of run %s: %w", o, run, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Remaining lists the objects of the run that still exist, as "Kind/name"; empty once DeleteRun has finished.
+func (c *Cluster) Remaining(ctx context.Context, run string) ([]string, error) {
+	return c.listManaged(ctx, runSelector(run))
+}
+
+func (c *Cluster) listManaged(ctx context.Context, selector string) ([]string, error) {
+	opts := metav1.ListOptions{LabelSelector: selector}
+	var out []string
+	jobs, err := c.Client.BatchV1().Jobs(c.Namespace).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list Jobs: %w", err)
+	}
+	for _, o := range jobs.Items {
+		out = append(out, "Job/"+o.Name)
+	}
+	pods, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	for _, o := range pods.Items {
+		out = append(out, "Pod/"+o.Name)
+	}
+	secrets, err := c.Client.CoreV1().Secrets(c.Namespace).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list Secrets: %w", err)
+	}
+	for _, o := range secrets.Items {
+		out = append(out, "Secret/"+o.Name)
+	}
+	nps, err := c.Client.NetworkingV1().NetworkPolicies(c.Namespace).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list NetworkPolicies: %w", err)
+	}
+	for _, o := range nps.Items {
+		out = append(out, "NetworkPolicy/"+o.Name)
+	}
+	return out, nil
+}
+
+// Orphans returns the runs that have objects in the namespace, each with its objects: after a crash, what the
+// sweep would delete. The caller decides which runs are still live (the ledger knows).
+func (c *Cluster) Orphans(ctx context.Context) (map[string][]string, error) {
+	opts := metav1.ListOptions{LabelSelector: k8srender.LabelManagedBy + "=" + k8srender.ManagedBy}
+	out := map[string][]string{}
+	add := func(kind string, items []metav1.Object) {
+		for _, o := range items {
+			run := o.GetLabels()[k8srender.LabelRun]
+			out[run] = append(out[run], kind+"/"+o.GetName())
+		}
+	}
+	jobs, err := c.Client.BatchV1().Jobs(c.Namespace).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list Jobs: %w", err)
+	}
+	add("Job", metaList(jobs.Items))
+	pods, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	add("Pod", metaList(pods.Items))
+	secrets, err := c.Client.CoreV1().Secrets(c.Namespace).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list Secrets: %w", err)
+	}
+	add("Secret", metaList(secrets.Items))
+	nps, err := c.Client.NetworkingV1().NetworkPolicies(c.Namespace).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list NetworkPolicies: %w", err)
+	}
+	add("NetworkPolicy", metaList(nps.Items))
+	return out, nil
+}
+
+// Sweep deletes the objects of every run that live does not name (live reports whether a run is still going).
+func (c *Cluster) Sweep(ctx context.Context, live func(run string) bool) ([]string, error) {
+	orphans, err := c.Orphans(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var swept []string
+	var errs []error
+	for run, objs := range orphans {
+		if run == "" || live(run) {
+			continue
+		}
+		if err := c.DeleteRun(ctx, run); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, o := range objs {
+			swept = append(swept, run+": "+o)
+		}
+	}
+	return swept, errors.Join(errs...)
+}
+
+func metaList[T any, P interface {
+	*T
+	metav1.Object
+}](items []T) []metav1.Object {
+	out := make([]metav1.Object, len(items))
+	for i := range items {
+		out[i] = P(&items[i])
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// quoteKeys renders names for messages.
+func quoteKeys(keys []string) string {
+	q := make([]string, len(keys))
+	for i, k := range keys {
+		q[i] = fmt.Sprintf("%q", k)
+	}
+	return strings.Join(q, ", ")
+}

@@ -1,0 +1,123 @@
+package k8sengine_test
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kewplan/kewplan/internal/k8stest"
+	"github.com/kewplan/kewplan/k8sengine"
+	"github.com/kewplan/kewplan/k8srender"
+)
+
+func manifests(t *testing.T, run string) *k8srender.Manifests {
+	t.Helper()
+	cfg, p, ok := k8stest.Plan(t, "../examples/kubernetes.hcl")
+	if !ok {
+		t.Fatal("examples/kubernetes.hcl does not plan")
+	}
+	m, diags := k8srender.Render(p, k8srender.Options{Engine: k8stest.Engine(cfg, "agents"), RunID: run, NameSuffix: run})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	return m
+}
+
+// TestApplyDeleteSweep: server-side apply of a run's objects, the orphan listing by labels, and deletion of one
+// run that leaves the other alone (against the fake clientset, which keeps objects and field managers).
+func TestApplyDeleteSweep(t *testing.T) {
+	ctx := context.Background()
+	c := &k8sengine.Cluster{Client: fake.NewClientset(), Namespace: "agents"}
+	for _, run := range []string{"r1", "r2"} {
+		if err := c.Apply(ctx, manifests(t, run).All()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Applying again is idempotent (server-side apply).
+	if err := c.Apply(ctx, manifests(t, "r1").All()); err != nil {
+		t.Fatalf("second apply: %v", err)
+	}
+	orphans, err := c.Orphans(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"Job/kew-fix-r1", "Job/kew-review-r1", "NetworkPolicy/kewplan-egress-r1", "Secret/kew-fix-r1-prompt", "Secret/kew-review-r1-prompt"}
+	got := append([]string(nil), orphans["r1"]...)
+	sort.Strings(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Orphans()[r1] mismatch (-want +got):\n%s", diff)
+	}
+	swept, err := c.Sweep(ctx, func(run string) bool { return run == "r2" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(swept) != 5 {
+		t.Errorf("Sweep() = %v, want the 5 objects of r1", swept)
+	}
+	if left, _ := c.Remaining(ctx, "r1"); len(left) != 0 {
+		t.Errorf("after the sweep r1 still has %v", left)
+	}
+	if left, _ := c.Remaining(ctx, "r2"); len(left) != 5 {
+		t.Errorf("the sweep touched the live run r2: %v", left)
+	}
+}
+
+func TestPreflight(t *testing.T) {
+	restricted := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "agents", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}
+	baseline := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "agents", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "baseline"}}}
+	git := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kewplan-git", Namespace: "agents"}, Data: map[string][]byte{"token": []byte("s3cret-git")}}
+	gitNoToken := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kewplan-git", Namespace: "agents"}, Data: map[string][]byte{"password": []byte("s3cret-git")}}
+	keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "agent-keys", Namespace: "agents"}, Data: map[string][]byte{"ANTHROPIC_API_KEY": []byte("s3cret-key")}}
+	gvisor := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"}
+	creds := []string{"ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"}
+	for _, tc := range []struct {
+		name           string
+		objs           []runtime.Object
+		runtimeClass   string
+		errors, warned []string // substrings, in order
+	}{
+		{name: "ready", objs: []runtime.Object{restricted, git, keys, gvisor}, runtimeClass: "gvisor",
+			warned: []string{`no key "OPENROUTER_API_KEY"`}},
+		{name: "nothing there", objs: nil, runtimeClass: "gvisor",
+			errors: []string{`namespace "agents" does not exist`, `Secret "kewplan-git" does not exist`, `Secret "agent-keys" does not exist`, `RuntimeClass "gvisor" does not exist`}},
+		{name: "weaker namespace, git Secret without token", objs: []runtime.Object{baseline, gitNoToken, keys},
+			errors: []string{`"kewplan-git" has no key "token"`},
+			warned: []string{`enforces Pod Security baseline, not restricted`, `no key "OPENROUTER_API_KEY"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &k8sengine.Cluster{Client: fake.NewClientset(tc.objs...), Namespace: "agents"}
+			e := k8stest.TestEngine("agents")
+			e.RuntimeClass = tc.runtimeClass
+			r, err := c.Preflight(context.Background(), e, creds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := func(what string, got, want []string) {
+				if len(got) != len(want) {
+					t.Errorf("%s = %q, want %d matching %q", what, got, len(want), want)
+					return
+				}
+				for i := range want {
+					if !strings.Contains(got[i], want[i]) {
+						t.Errorf("%s[%d] = %q, want it to contain %q", what, i, got[i], want[i])
+					}
+				}
+				for _, g := range got {
+					if strings.Contains(g, "s3cret") {
+						t.Errorf("%s leaks a Secret value: %q", what, g)
+					}
+				}
+			}
+			check("Errors", r.Errors, tc.errors)
+			check("Warnings", r.Warnings, tc.warned)
+		})
+	}
+}

@@ -1,0 +1,86 @@
+package k8srender
+
+import (
+	"fmt"
+
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/planner"
+)
+
+// Difference is one place where the Kubernetes rendering does not hold the contract's `docker run` hardening the
+// same way. The plan shows each one, so a weaker guarantee is never silent.
+type Difference struct {
+	ID         string `json:"id"`
+	Docker     string `json:"docker"`     // what the Docker engine does
+	Kubernetes string `json:"kubernetes"` // what the rendered objects do instead
+	// Conform names the conform rows (number and name) whose result on Kubernetes depends on this difference; empty when none does.
+	Conform []string `json:"conform,omitempty"`
+}
+
+// Stable IDs of the differences.
+const (
+	DiffPidsLimit      = "pids-limit"
+	DiffTmpNoexec      = "tmp-noexec"
+	DiffHomeMode       = "home-mode"
+	DiffNetworkPolicy  = "network-policy-enforcement"
+	DiffGitSteps       = "git-steps-in-pod"
+	DiffDiskWatchdog   = "disk-watchdog"
+	DiffResourceReserv = "resource-requests"
+	DiffCleanup        = "cleanup"
+	DiffOpenNetwork    = "open-network"
+	DiffRuntimeClass   = "runtime-class"
+)
+
+// Differences lists the differences that apply to the plan rendered with engine e, in a fixed order.
+func Differences(e *config.KubernetesEngine, p *planner.Plan) []Difference {
+	var pids int64
+	open, limited := false, false
+	for _, np := range p.Nodes {
+		if np.PidsLimit > pids {
+			pids = np.PidsLimit
+		}
+		open = open || np.Network == config.NetworkOpen
+		limited = limited || np.Memory != "" || np.CPUs != ""
+	}
+	out := []Difference{
+		{ID: DiffPidsLimit,
+			Docker:     fmt.Sprintf("--pids-limit %d bounds the processes of the agent's container (fork-bomb bound).", pids),
+			Kubernetes: "A pod spec has no per-container pids limit; the bound is the kubelet's --pod-max-pids, set by the cluster's operator for every pod of the node. kewplan cannot set or read it.",
+			Conform:    []string{"2 hardening"}},
+		{ID: DiffTmpNoexec,
+			Docker:     "/tmp is a tmpfs mounted noexec.",
+			Kubernetes: "/tmp is a memory emptyDir (tmpfs) with a size limit, but a volume's mount options cannot be set: it is mounted exec.",
+			Conform:    []string{"2 hardening"}},
+		{ID: DiffHomeMode,
+			Docker:     "/home/agent is a tmpfs with uid=1001,gid=1001,mode=0700.",
+			Kubernetes: "/home/agent is a memory emptyDir owned by the fsGroup 1001 with the mode Kubernetes gives emptyDirs (0777 with the setgid bit); only the agent container mounts it."},
+		{ID: DiffNetworkPolicy,
+			Docker:     "The allowlist network is a Docker network kewplan checks at preflight.",
+			Kubernetes: "Egress is limited by a NetworkPolicy to the egress proxy and the cluster DNS; it holds only where the cluster's network plugin enforces NetworkPolicy (Calico, Cilium, ...). A plugin that ignores it leaves egress open, and the API server cannot tell."},
+		{ID: DiffGitSteps,
+			Docker:     "The host clones and pushes with its own git credential; no container sees it.",
+			Kubernetes: "An init container clones and the last container pushes (or reads the verdict) with the credential of git_secret; they are the only containers that mount it, and one runs before the agent and one after it, never beside it. They share the pod's NetworkPolicy, so the git remote is reached through the egress proxy, which must allow it."},
+		{ID: DiffDiskWatchdog,
+			Docker:     "apply's disk watchdog kills a container when the host's free space falls below --min-free.",
+			Kubernetes: "The kubelet evicts pods under disk pressure; the /work emptyDir has no size limit of kewplan's."},
+		{ID: DiffCleanup,
+			Docker:     "--rm removes the container when it exits.",
+			Kubernetes: fmt.Sprintf("The Job and its pod are removed %d s after they finish (ttlSecondsAfterFinished); cancellation deletes them in the foreground.", e.TTLAfterFinished)},
+	}
+	if limited {
+		out = append(out, Difference{ID: DiffResourceReserv,
+			Docker:     "--memory and --cpus cap the container; nothing is reserved.",
+			Kubernetes: "The agent's limits equal the sandbox's, and its requests equal its limits, so the scheduler reserves them and a node that cannot hold them leaves the pod pending."})
+	}
+	if open {
+		out = append(out, Difference{ID: DiffOpenNetwork,
+			Docker:     "network = \"open\" joins the default bridge: any host.",
+			Kubernetes: "The NetworkPolicy allows every egress destination, cluster-internal services included."})
+	}
+	if e.RuntimeClass == "" {
+		out = append(out, Difference{ID: DiffRuntimeClass,
+			Docker:     "Containers share the host kernel (runc).",
+			Kubernetes: "No runtime_class is set, so pods run on the cluster's default runtime; set runtime_class (e.g. \"gvisor\") where the cluster offers a sandboxed one."})
+	}
+	return out
+}
