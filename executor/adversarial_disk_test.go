@@ -109,7 +109,7 @@ func TestAdvDiskHeadroomUnmet(t *testing.T) {
 // since and until.
 func containerEventsOfRun(t testing.TB, runID string, since, until time.Time) ([]string, error) {
 	api := newEngineAPI(t)
-	filters, _ := json.Marshal(map[string][]string{"type": {"container"}, "label": {planner.LabelRun + "=" + runID}})
+	filters, _ := json.Marshal(map[string][]string{"type": {"container"}, "label": {planner.LabelRun + "=" + runID, planner.LabelNode}}) // agents, not the run's egress proxy
 	q := fmt.Sprintf("/v1.41/events?since=%d&until=%d&filters=%s", since.Unix(), until.Unix()+1, url.QueryEscape(string(filters)))
 	resp, err := api.c.Get(api.base + q)
 	if err != nil {

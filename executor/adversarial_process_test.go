@@ -410,7 +410,16 @@ func TestAdvSIGKILL(t *testing.T) {
 	r.wait()
 	ctx := context.Background()
 	left, err := f.eng.ListContainers(ctx, planner.LabelRun+"="+runID)
-	f9.check(err == nil && len(left) == 1, "live control: SIGKILL left %d container(s) running (kewplan.pid %s)", len(left), pidLabel(left))
+	agents, proxies := 0, 0
+	for _, c := range left {
+		switch {
+		case c.Labels[planner.LabelNode] != "":
+			agents++
+		case c.Labels[LabelRole] == RoleEgressProxy:
+			proxies++
+		}
+	}
+	f9.check(err == nil && agents == 1 && proxies <= 1, "live control: SIGKILL left %d agent container(s) and %d egress proxy running (kewplan.pid %s)", agents, proxies, pidLabel(left))
 	t.Cleanup(func() {
 		for _, c := range left {
 			_ = f.eng.ForceRemove(c.ID)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/planner"
 )
 
 // advReportEnv names the JSON-lines file the rows are appended to.
@@ -282,9 +283,9 @@ func (e *engineAPI) tryGet(path string, v any) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// containersOfRun lists the ids of the containers carrying a run's label.
+// containersOfRun lists the ids of the agent containers carrying a run's label (not its egress proxy's).
 func (e *engineAPI) containersOfRun(runID string) ([]string, error) {
-	filters, _ := json.Marshal(map[string][]string{"label": {"kewplan.run=" + runID}})
+	filters, _ := json.Marshal(map[string][]string{"label": {"kewplan.run=" + runID, planner.LabelNode}})
 	var list []struct {
 		ID string `json:"Id"`
 	}
