@@ -2,83 +2,21 @@ package planner_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/benchplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
-// writeGeneratedConfig writes a configuration of n nodes shaped as a chain (each node waits for the previous
-// one, through a node output in its prompt) or a fan-out (one root, n-2 workers on it, one reviewer on them all).
+// writeGeneratedConfig writes benchplan's configuration of n containers of the given shape (chain, fanout,
+// foreach) to dir/main.hcl.
 func writeGeneratedConfig(tb testing.TB, dir, shape string, n int) {
 	tb.Helper()
-	var b strings.Builder
-	b.WriteString(`sandbox {
-  memory = "4g"
-  images = {
-    claude-code = "kew-agent@sha256:0b7d5c8e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4"
-    opencode    = "kew-opencode@sha256:1c8e6d9f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5"
-  }
-}
-
-variable "model" {
-  type    = string
-  default = "claude-sonnet-4-5"
-}
-
-`)
-	runner := func(i int) string {
-		if i%3 == 2 {
-			return `runner = "opencode"
-  model  = "moonshotai/kimi-k2"`
-		}
-		return `runner = "claude-code"
-  model  = var.model`
-	}
-	switch shape {
-	case "chain":
-		for i := 0; i < n; i++ {
-			prompt := `"Start the work."`
-			if i > 0 {
-				prompt = fmt.Sprintf(`"Continue from ${node.n%05d.commit}."`, i-1)
-			}
-			fmt.Fprintf(&b, "node \"n%05d\" {\n  %s\n  repo   = \"https://github.com/acme/widgets.git\"\n  prompt = %s\n}\n\n", i, runner(i), prompt)
-		}
-	case "fanout":
-		fmt.Fprintf(&b, "node \"root\" {\n  %s\n  repo   = \"https://github.com/acme/widgets.git\"\n  prompt = \"Prepare.\"\n}\n\n", runner(0))
-		var all []string
-		for i := 1; i < n-1; i++ {
-			name := fmt.Sprintf("n%05d", i)
-			all = append(all, "node."+name)
-			fmt.Fprintf(&b, "node %q {\n  %s\n  repo   = \"https://github.com/acme/widgets.git\"\n  prompt = \"Part %d.\"\n  depends_on = [node.root]\n}\n\n", name, runner(i), i)
-		}
-		fmt.Fprintf(&b, "node \"review\" {\n  runner = \"claude-code\"\n  role   = \"reviewer\"\n  model  = var.model\n  repo   = \"https://github.com/acme/widgets.git\"\n  prompt = \"Review everything.\"\n  depends_on = [%s]\n}\n", strings.Join(all, ", "))
-	case "foreach":
-		// n/100 nodes with for_each over 100 keys each: node 0 over a set, every later node over the previous
-		// node's instances (for_each = node.<prev>), reading each.value.repo and each.value.commit, so the
-		// instances chain key by key.
-		keys := make([]string, 100)
-		for k := range keys {
-			keys[k] = fmt.Sprintf("%q", fmt.Sprintf("svc%03d", k))
-		}
-		fmt.Fprintf(&b, "variable \"services\" {\n  type    = set(string)\n  default = [%s]\n}\n\n", strings.Join(keys, ", "))
-		for i := 0; i < n/100; i++ {
-			if i == 0 {
-				fmt.Fprintf(&b, "node \"f%03d\" {\n  for_each = var.services\n  %s\n  repo   = \"https://github.com/acme/${each.key}.git\"\n  prompt = \"Start ${each.key}.\"\n}\n\n", i, runner(i))
-				continue
-			}
-			fmt.Fprintf(&b, "node \"f%03d\" {\n  for_each = node.f%03d\n  %s\n  repo   = each.value.repo\n  ref    = each.value.commit\n  prompt = \"Continue ${each.key}.\"\n}\n\n", i, i-1, runner(i))
-		}
-	default:
-		tb.Fatalf("unknown shape %q", shape)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(b.String()), 0o644); err != nil {
+	if err := benchplan.Write(dir, shape, n); err != nil {
 		tb.Fatal(err)
 	}
 }
