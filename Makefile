@@ -136,8 +136,8 @@ fuzz:
 .PHONY: k8s-binaries k8s-test
 
 # The Kubernetes engine's end-to-end tests (issue 21) against a real kube-apiserver, etcd and kube-controller-manager
-# on loopback. k8s-binaries builds them once into ${KEWPLAN_K8S_CACHE:-$HOME/.cache/kewplan-k8s}/v1.37.2/ (about
-# 20 minutes on a busy 2-core machine, niced); `make test` never builds them and skips these tests when they are
+# on loopback. k8s-binaries builds them once into ${KEWPLAN_K8S_CACHE:-$HOME/.cache/kewplan-k8s}/v1.37.2/ (niced:
+# 20 minutes on a quiet 2-core machine, about 3 hours on a crowded one); `make test` never builds them and skips these tests when they are
 # not cached. KEWPLAN_K8S_E2E_CONTEXT=<kubeconfig context> runs the same tests against a real cluster instead.
 k8s-binaries:
 	@if [ -z "$$KEWPLAN_K8S_E2E_CONTEXT" ] && [ -z "$$KEWPLAN_K8S_BINARIES" ]; then internal/k8stools/build-binaries.sh; fi

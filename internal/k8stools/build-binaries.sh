@@ -6,8 +6,9 @@
 # A binary already there is not built again. The build modules live in the cache too (<cache>/src/...), so the
 # repository's go.mod never requires k8s.io/kubernetes.
 #
-# Cost on a busy 2-core machine: kube-apiserver ~13 min (2.7 GB peak memory), kube-controller-manager ~4.5 min,
-# etcd ~2 min; ~0.7 GB of modules. Builds run under `nice -n 10` with `go build -p 1` so they do not starve others.
+# Cost on a 2-core machine: kube-apiserver ~13 min (2.7 GB peak memory), kube-controller-manager ~4.5 min,
+# etcd ~2 min, ~0.7 GB of modules; on a machine shared at load 20-36 it took 113, 7 and 63 min.
+# Builds run under `nice -n 10` with `go build -p 1` so they do not starve others.
 #
 # Usage: build-binaries.sh [apiserver|controller-manager|etcd ...]   (default: all three)
 set -euo pipefail
