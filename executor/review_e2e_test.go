@@ -182,8 +182,9 @@ node "%[1]sreview" {
 	}
 	f.assertClean(sum.RunID)
 	fix := resultOf(t, sum, f.node("fix"))
-	if fix.Status != ledger.StatusFailed || !strings.Contains(fix.Reason, "which a downstream reviewer would read as its verdict") {
-		t.Errorf("worker: %s (%s), want failed: the planted sidecar refused", fix.Status, fix.Reason)
+	// Held, not failed: nothing was pushed, and a human decides (the broker's refusal of a planted file, issue 14).
+	if fix.Status != ledger.StatusHeld || !strings.Contains(fix.Reason, "which a downstream reviewer would read as its verdict") {
+		t.Errorf("worker: %s (%s), want held: the planted sidecar refused", fix.Status, fix.Reason)
 	}
 	if review := resultOf(t, sum, f.node("review")); review.Status == ledger.StatusApproved {
 		t.Errorf("reviewer approved on a planted sidecar: %+v", review)
