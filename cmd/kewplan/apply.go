@@ -20,6 +20,7 @@ import (
 	"github.com/kewplan/kewplan/executor"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/internal/safefile"
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
@@ -97,9 +98,6 @@ type toApply struct {
 // ResumeLatest is the --resume value naming the newest finished run.
 const ResumeLatest = executor.ResumeLatest
 
-// resumeSupported: the executor records input fingerprints and reuses a node's outputs.
-const resumeSupported = true
-
 // checkResumeFlag refuses a --resume value that cannot name a run.
 func checkResumeFlag(v string) error {
 	if v == "" {
@@ -107,23 +105,10 @@ func checkResumeFlag(v string) error {
 	}
 	for _, r := range v {
 		if r <= ' ' || r == 0x7f || r == '/' || r == '\\' {
-			return fmt.Errorf("--resume %q is not a run id: give a run id from kewplan runs, or %q", sanitizeFlag(v), ResumeLatest)
+			return fmt.Errorf("--resume %q is not a run id: give a run id from kewplan runs, or %q", termsafe.String(v), ResumeLatest)
 		}
-	}
-	if !resumeSupported {
-		return errors.New("--resume needs a ledger that records each node's input fingerprint, which this build's executor does not write yet; run kewplan apply without --resume")
 	}
 	return nil
-}
-
-// sanitizeFlag keeps a bad flag value printable.
-func sanitizeFlag(v string) string {
-	return strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f {
-			return '?'
-		}
-		return r
-	}, v)
 }
 
 // plan reads the saved plan (refusing a stale or edited one) or plans the configuration, and shows it.
