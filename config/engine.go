@@ -251,3 +251,31 @@ func (c *Config) decodeEngine(block *hcl.Block) hcl.Diagnostics {
 	c.Engines[e.Name] = e
 	return diags
 }
+
+// SelectEngine is the engine a plan or apply runs on: the --engine flag when given, else the configuration's only
+// engine block, else Docker. Kubernetes needs its engine block (namespace and Secrets); Docker needs none. The
+// error diagnostic says which flag or block to add.
+func (c *Config) SelectEngine(flag string) (string, hcl.Diagnostics) {
+	name := flag
+	if name == "" {
+		name = EngineDocker
+		if c != nil && len(c.Engines) == 1 {
+			for only := range c.Engines {
+				name = only
+			}
+		}
+	}
+	switch name {
+	case EngineDocker:
+		return name, nil
+	case EngineKubernetes:
+		if c.Engine(EngineKubernetes) == nil {
+			return "", hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No kubernetes engine",
+				Detail: `The configuration has no engine "kubernetes" block, so nothing says which namespace and Secrets the Jobs use. Add one, for example: engine "kubernetes" { namespace = "agents"  git_secret = "kewplan-git"  credentials_secret = "agent-keys" }.`}}
+		}
+		return name, nil
+	}
+	return "", hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Unknown engine",
+		Detail: fmt.Sprintf("--engine %q is not an engine kewplan drives.%s Use %q (containers on the Docker engine) or %q (Jobs on a Kubernetes cluster).",
+			name, didYouMean(name, []string{EngineDocker, EngineKubernetes}), EngineDocker, EngineKubernetes)}}
+}

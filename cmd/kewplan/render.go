@@ -39,18 +39,12 @@ func (c *RenderCmd) Run(env *Env) error {
 	if !ok {
 		return ExitCode(1)
 	}
-	var engine *config.KubernetesEngine
-	if e := pl.cfg.Engine(config.EngineKubernetes); e != nil {
-		engine = e.Kubernetes
-	}
-	diags := pl.plan.Diagnostics
+	_, diags := pl.cfg.SelectEngine(config.EngineKubernetes)
+	diags = append(pl.plan.Diagnostics, diags...)
 	var m *k8srender.Manifests
-	if engine == nil {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No kubernetes engine",
-			Detail: `The configuration has no engine "kubernetes" block, so nothing says which namespace and Secrets the Jobs use. Add one, for example: engine "kubernetes" { namespace = "agents"  git_secret = "kewplan-git"  credentials_secret = "agent-keys" }.`})
-	} else if !pl.plan.HasErrors() {
+	if !diags.HasErrors() {
 		var d hcl.Diagnostics
-		m, d = k8srender.Render(pl.plan, k8srender.Options{Engine: engine, RunID: c.RunID})
+		m, d = k8srender.Render(pl.plan, k8srender.Options{Engine: pl.cfg.Engine(config.EngineKubernetes).Kubernetes, RunID: c.RunID})
 		diags = append(diags, d...)
 	}
 	view.Diagnostics(diags, pl.files...)
