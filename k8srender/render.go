@@ -114,6 +114,10 @@ func (m *Manifests) All() []Object {
 	return out
 }
 
+// SummaryNodeNotRendered is the summary of Render's diagnostic for a node with errors: a caller that already shows
+// the node's own errors (plan) leaves it out.
+const SummaryNodeNotRendered = "Node not rendered"
+
 // Render turns the plan's nodes into Kubernetes objects. A node with an error diagnostic is not rendered; Render
 // reports it, so a caller that needs every node refuses the plan.
 func Render(p *planner.Plan, opts Options) (*Manifests, hcl.Diagnostics) {
@@ -135,7 +139,7 @@ func Render(p *planner.Plan, opts Options) (*Manifests, hcl.Diagnostics) {
 	m.Shared = append(m.Shared, r.networkPolicy(p))
 	for _, np := range p.Nodes {
 		if np.Errors {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Node not rendered",
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: SummaryNodeNotRendered,
 				Detail:  fmt.Sprintf("Node %q has errors in the plan, so it has no Kubernetes objects. Fix the errors reported for it.", np.Name),
 				Subject: subject(np.DeclRange)})
 			continue
