@@ -44,7 +44,8 @@ type KubernetesEngine struct {
 	GitImage string
 	// ProxyImage is kewplan's egress proxy image (`make proxy-image` builds it; the operator pushes it to a registry
 	// the cluster pulls from). When set, the rendered objects include the proxy's Deployment, Service, configuration
-	// and NetworkPolicy; when "", the operator runs a proxy behind ProxyService.
+	// and NetworkPolicy, named per run (proxy_selector, proxy_namespace and proxy_service cannot be set with it);
+	// when "", the operator runs a proxy behind ProxyService.
 	ProxyImage string
 	// The egress proxy the NetworkPolicy lets the agent reach (kewplan's Deployment by default, or the operator's).
 	ProxySelector  map[string]string
@@ -199,10 +200,10 @@ func decodeKubernetesEngine(block *hcl.Block) (*KubernetesEngine, hcl.Diagnostic
 	if k.ProxyImage != "" {
 		// kewplan's own proxy runs beside the Jobs, under its own labels: an operator's selector or namespace would
 		// point the NetworkPolicy somewhere else than the proxy kewplan renders.
-		for _, other := range []string{"proxy_selector", "proxy_namespace"} {
+		for _, other := range []string{"proxy_selector", "proxy_namespace", "proxy_service"} {
 			if r, ok := k.Ranges[other]; ok {
 				diags = append(diags, errorDiag("Conflicting proxy settings",
-					fmt.Sprintf("proxy_image runs kewplan's egress proxy in the Jobs' namespace with its own labels, so %s cannot be set with it. Remove %s to use kewplan's proxy, or remove proxy_image to use the operator's proxy that %s names.", other, other, other), r))
+					fmt.Sprintf("proxy_image runs kewplan's egress proxy in the Jobs' namespace under its own labels and name, so %s cannot be set with it. Remove %s to use kewplan's proxy, or remove proxy_image to use the operator's proxy that %s names.", other, other, other), r))
 			}
 		}
 	}

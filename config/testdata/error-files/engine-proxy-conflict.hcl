@@ -5,4 +5,5 @@ engine "kubernetes" {
   proxy_image        = "registry.example.com/kewplan-egress-proxy:0123456789abcdef"
   proxy_selector     = { app = "squid" } # ERROR: Conflicting proxy settings
   proxy_namespace    = "egress"          # ERROR: Conflicting proxy settings
+  proxy_service      = "squid"           # ERROR: Conflicting proxy settings
 }
