@@ -74,7 +74,7 @@ func writePlanKubernetesNode(ew *planWriter, n *NodeJSON, k *k8srender.PlanDocum
 	}
 	ew.printf("  %-12s %s in namespace %s (activeDeadlineSeconds %d, ttlSecondsAfterFinished %d)\n", "job",
 		diffSafe(job), diffSafe(k.Namespace), kn.ActiveDeadlineSeconds, kn.TTLSecondsAfterFinished)
-	ew.printf("  %-12s %s\n", "steps", planKubernetesSteps(kn))
+	ew.printf("  %-12s %s\n", "steps", planKubernetesSteps(kn, " -> "))
 	rc := "(cluster default)"
 	if kn.RuntimeClass != "" {
 		rc = kn.RuntimeClass
@@ -93,8 +93,8 @@ func writePlanKubernetesNode(ew *planWriter, n *NodeJSON, k *k8srender.PlanDocum
 	}
 }
 
-// planKubernetesSteps is "clone (init) git-image, agent (init) image, push image".
-func planKubernetesSteps(kn *k8srender.NodeDocument) string {
+// planKubernetesSteps is the pod's steps in order, "clone (init) -> agent (init) -> push" with sep " -> ".
+func planKubernetesSteps(kn *k8srender.NodeDocument, sep string) string {
 	parts := make([]string, len(kn.Steps))
 	for i, s := range kn.Steps {
 		parts[i] = s.Name
@@ -102,7 +102,7 @@ func planKubernetesSteps(kn *k8srender.NodeDocument) string {
 			parts[i] += " (init)"
 		}
 	}
-	return diffSafe(strings.Join(parts, " -> "))
+	return diffSafe(strings.Join(parts, sep))
 }
 
 // writePlanKubernetesTail lists the shared objects and every named difference from Docker.
@@ -146,7 +146,7 @@ func writePlanKubernetesMarkdown(ew *planWriter, doc *PlanJSON, k *k8srender.Pla
 			if kn.RuntimeClass != "" {
 				rc = kn.RuntimeClass
 			}
-			ew.printf("| %s | %s | %s | %s | %s | %s |\n", mdCode(n.Name), mdCode(job), mdText(planKubernetesSteps(kn)),
+			ew.printf("| %s | %s | %s | %s | %s | %s |\n", mdCode(n.Name), mdCode(job), mdText(planKubernetesSteps(kn, ", ")),
 				planMDCode(rc), mdCodeList(kn.Secrets), mdText(strings.Join(kn.WaitsFor, ", ")))
 		}
 	}
