@@ -1,6 +1,8 @@
 package k8srender_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -197,4 +199,42 @@ func TestRenderNoProxyImage(t *testing.T) {
 		}
 	}
 	t.Errorf("no %s difference in %v", k8srender.DiffEgressProxy, m.Differences)
+}
+
+// With every node's network open no pod goes through a proxy, so none is rendered, even with proxy_image.
+func TestRenderEgressProxyOpenNetwork(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "open.hcl")
+	src := `
+sandbox {
+  network = "open"
+  memory  = "4g"
+  images  = { "claude-code" = "ghcr.io/acme/agent@sha256:5a1b6c9a0d3e4f7081926354a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f70" }
+}
+
+node "fix" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = "https://github.com/acme/widgets.git"
+  prompt = "Fix the bug."
+}
+`
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := k8stest.TestEngine("agents")
+	e.ProxyImage = proxyImage
+	m := render(t, path, k8srender.Options{Engine: e})
+	if len(m.Shared) != 1 {
+		t.Errorf("shared objects %d, want the open NetworkPolicy only", len(m.Shared))
+	}
+	for _, d := range m.Differences {
+		if d.ID == k8srender.DiffProxyCreds || d.ID == k8srender.DiffEgressProxy {
+			t.Errorf("difference %s without a proxied node", d.ID)
+		}
+	}
+	for _, ev := range m.Nodes[0].Job.Spec.Template.Spec.InitContainers[1].Env {
+		if ev.Name == "HTTPS_PROXY" {
+			t.Error("an open node's agent has HTTPS_PROXY")
+		}
+	}
 }

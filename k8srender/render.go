@@ -147,7 +147,9 @@ func Render(p *planner.Plan, opts Options) (*Manifests, hcl.Diagnostics) {
 		if err != nil {
 			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Egress proxy not rendered", Detail: err.Error() + "."}}
 		}
-		r.proxy = kp
+		if len(kp.users) > 0 { // every node's network is open: no pod goes through a proxy
+			r.proxy = kp
+		}
 	}
 	m.Shared = append(m.Shared, r.networkPolicy(p))
 	if r.proxy != nil {
