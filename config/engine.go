@@ -42,6 +42,11 @@ type KubernetesEngine struct {
 	CredentialsSecret string // Secret whose keys are the runner credential names
 	// GitImage runs the clone and push steps; "" means each node's agent image (the contract's image has git).
 	GitImage string
+	// ProxyImage is kewplan's egress proxy image (`make proxy-image` builds it; the operator pushes it to a registry
+	// the cluster pulls from). When set, the rendered objects include the proxy's Deployment, Service, configuration
+	// and NetworkPolicy, named per run (proxy_selector, proxy_namespace and proxy_service cannot be set with it);
+	// when "", the operator runs a proxy behind ProxyService.
+	ProxyImage string
 	// The egress proxy the NetworkPolicy lets the agent reach (kewplan's Deployment by default, or the operator's).
 	ProxySelector  map[string]string
 	ProxyNamespace string // "" means Namespace
@@ -63,6 +68,7 @@ var kubernetesEngineSchema = &hcl.BodySchema{
 		{Name: "git_secret", Required: true},
 		{Name: "credentials_secret", Required: true},
 		{Name: "git_image"},
+		{Name: "proxy_image"},
 		{Name: "proxy_selector"},
 		{Name: "proxy_namespace"},
 		{Name: "proxy_service"},
@@ -145,6 +151,7 @@ func decodeKubernetesEngine(block *hcl.Block) (*KubernetesEngine, hcl.Diagnostic
 	str("git_secret", name("git_secret", "Secret", dns1123Subdomain, 253), &k.GitSecret)
 	str("credentials_secret", name("credentials_secret", "Secret", dns1123Subdomain, 253), &k.CredentialsSecret)
 	str("git_image", checkImageRef, &k.GitImage)
+	str("proxy_image", checkImageRef, &k.ProxyImage)
 	str("proxy_namespace", name("proxy_namespace", "namespace", dns1123Label, 63), &k.ProxyNamespace)
 	str("proxy_service", name("proxy_service", "Service", dns1123Label, 63), &k.ProxyService)
 	size := func(attr string) func(string) string {
@@ -189,6 +196,16 @@ func decodeKubernetesEngine(block *hcl.Block) (*KubernetesEngine, hcl.Diagnostic
 	}
 	if k.ProxyNamespace == "" {
 		k.ProxyNamespace = k.Namespace
+	}
+	if k.ProxyImage != "" {
+		// kewplan's own proxy runs beside the Jobs, under its own labels: an operator's selector or namespace would
+		// point the NetworkPolicy somewhere else than the proxy kewplan renders.
+		for _, other := range []string{"proxy_selector", "proxy_namespace", "proxy_service"} {
+			if r, ok := k.Ranges[other]; ok {
+				diags = append(diags, errorDiag("Conflicting proxy settings",
+					fmt.Sprintf("proxy_image runs kewplan's egress proxy in the Jobs' namespace under its own labels and name, so %s cannot be set with it. Remove %s to use kewplan's proxy, or remove proxy_image to use the operator's proxy that %s names.", other, other, other), r))
+			}
+		}
 	}
 	return k, diags
 }

@@ -29,13 +29,16 @@ const (
 	DiffCleanup        = "cleanup"
 	DiffOpenNetwork    = "open-network"
 	DiffRuntimeClass   = "runtime-class"
+	DiffEgressProxy    = "egress-proxy"
+	DiffProxyCreds     = "egress-proxy-credentials"
 )
 
 // Differences lists the differences that apply to the plan rendered with engine e, in a fixed order.
 func Differences(e *config.KubernetesEngine, p *planner.Plan) []Difference {
 	var pids int64
-	open, limited := false, false
+	open, limited, proxied := false, false, false
 	for _, np := range p.Nodes {
+		proxied = proxied || usesProxy(np)
 		if np.PidsLimit > pids {
 			pids = np.PidsLimit
 		}
@@ -76,6 +79,16 @@ func Differences(e *config.KubernetesEngine, p *planner.Plan) []Difference {
 		out = append(out, Difference{ID: DiffOpenNetwork,
 			Docker:     "network = \"open\" joins the default bridge: any host.",
 			Kubernetes: "The NetworkPolicy allows every egress destination, cluster-internal services included."})
+	}
+	switch {
+	case proxied && e.ProxyImage == "":
+		out = append(out, Difference{ID: DiffEgressProxy,
+			Docker:     "apply starts kewplan's egress proxy, which holds each node to its allowlist.",
+			Kubernetes: fmt.Sprintf("No proxy_image is set, so kewplan renders no proxy: the pods' HTTPS_PROXY is http://%s.%s.svc:%d and their NetworkPolicy lets them reach only that proxy's pods. The operator must run a proxy there that enforces the allowlists (without credentials in the URL); or set proxy_image to kewplan's proxy image (make proxy-image, pushed to a registry the cluster pulls from) and kewplan renders its own.", e.ProxyService, e.ProxyNamespace, e.ProxyPort)})
+	case proxied:
+		out = append(out, Difference{ID: DiffProxyCreds,
+			Docker:     "Each node's proxy secret is random per apply and passed to its container by value only.",
+			Kubernetes: "kewplan's proxy runs per run (a Deployment, Service, Secret and NetworkPolicy) and holds each node to its own allowlist by a per-node secret in the proxy's Secret, read by secretKeyRef; the git steps have a user of their own that reaches only the repository's host. apply passes random secrets; in manifests from render or plan --format yaml they are derived from the configuration digest and the run, so they keep mistakes apart, not an agent that knows the run's configuration. The proxy's NetworkPolicy allows egress to public addresses on the allowlisted ports; the host names are the proxy's to enforce."})
 	}
 	if e.RuntimeClass == "" {
 		out = append(out, Difference{ID: DiffRuntimeClass,

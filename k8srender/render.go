@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/egress"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -79,6 +80,10 @@ type Options struct {
 	RunID string
 	// NameSuffix is appended to every object name (apply uses the run id so runs do not collide); "" for render.
 	NameSuffix string
+	// ProxySecrets are the egress proxy users' secrets (ProxyUsers names them) when the engine names proxy_image:
+	// apply passes fresh random ones. nil derives them from the configuration digest and the run, so that render
+	// is deterministic (the egress-proxy-credentials difference says what that means).
+	ProxySecrets map[string]string
 }
 
 // Manifests are the objects of one plan.
@@ -86,7 +91,8 @@ type Manifests struct {
 	Namespace string
 	RunID     string
 	Nodes     []*NodeObjects // in plan order
-	// Shared are the objects every node's pod relies on (the egress NetworkPolicy).
+	// Shared are the objects every node's pod relies on: the egress NetworkPolicy, then, when the engine names
+	// proxy_image, kewplan's egress proxy (its Secret, Deployment, Service and NetworkPolicy).
 	Shared      []Object
 	Differences []Difference
 }
@@ -114,6 +120,10 @@ func (m *Manifests) All() []Object {
 	return out
 }
 
+// SummaryNodeNotRendered is the summary of Render's diagnostic for a node with errors: a caller that already shows
+// the node's own errors (plan) leaves it out.
+const SummaryNodeNotRendered = "Node not rendered"
+
 // Render turns the plan's nodes into Kubernetes objects. A node with an error diagnostic is not rendered; Render
 // reports it, so a caller that needs every node refuses the plan.
 func Render(p *planner.Plan, opts Options) (*Manifests, hcl.Diagnostics) {
@@ -132,10 +142,26 @@ func Render(p *planner.Plan, opts Options) (*Manifests, hcl.Diagnostics) {
 	}
 	r := &renderer{e: opts.Engine, run: run, suffix: opts.NameSuffix, digest: p.ConfigDigest, names: map[string]string{}}
 	m := &Manifests{Namespace: opts.Engine.Namespace, RunID: run}
+	if opts.Engine.ProxyImage != "" {
+		kp, err := r.newKewplanProxy(p, opts.ProxySecrets)
+		if err != nil {
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Egress proxy not rendered", Detail: err.Error() + "."}}
+		}
+		if len(kp.users) > 0 { // every node's network is open: no pod goes through a proxy
+			r.proxy = kp
+		}
+	}
 	m.Shared = append(m.Shared, r.networkPolicy(p))
+	if r.proxy != nil {
+		objs, err := r.proxyObjects(r.proxy)
+		if err != nil {
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Egress proxy not rendered", Detail: err.Error() + "."}}
+		}
+		m.Shared = append(m.Shared, objs...)
+	}
 	for _, np := range p.Nodes {
 		if np.Errors {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Node not rendered",
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: SummaryNodeNotRendered,
 				Detail:  fmt.Sprintf("Node %q has errors in the plan, so it has no Kubernetes objects. Fix the errors reported for it.", np.Name),
 				Subject: subject(np.DeclRange)})
 			continue
@@ -160,6 +186,7 @@ type renderer struct {
 	suffix string
 	digest string
 	names  map[string]string // object name -> node
+	proxy  *kewplanProxy     // kewplan's egress proxy; nil when the operator runs one
 }
 
 var (
@@ -350,9 +377,18 @@ func (r *renderer) proxyEnv() []corev1.EnvVar {
 	}
 }
 
-func (r *renderer) networkProxyEnv(np *planner.NodePlan) []corev1.EnvVar {
-	if np.Network == config.NetworkOpen {
+// networkProxyEnv is the proxy environment of a container of np's pod: the git steps' own proxy user when kewplan
+// runs the proxy (it reaches only the repository's host), the node's user for the agent.
+func (r *renderer) networkProxyEnv(np *planner.NodePlan, git bool) []corev1.EnvVar {
+	if !usesProxy(np) {
 		return nil
+	}
+	if r.proxy != nil {
+		user := r.proxy.users[np.Name]
+		if git {
+			user += "-git"
+		}
+		return r.proxy.env(user)
 	}
 	return r.proxyEnv()
 }
@@ -374,7 +410,7 @@ func (r *renderer) gitStep(name, image, script string, np *planner.NodePlan, wit
 		{Name: "KEW_GIT_USERNAME", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: r.e.GitSecret}, Key: GitUsernameKey, Optional: ptr(true)}}},
 	}
-	env = append(env, r.networkProxyEnv(np)...)
+	env = append(env, r.networkProxyEnv(np, true)...)
 	mounts := []corev1.VolumeMount{
 		{Name: "work", MountPath: workMount},
 		{Name: "tmp", MountPath: planner.ScratchTmpfs},
@@ -414,7 +450,7 @@ func (r *renderer) agent(np *planner.NodePlan) corev1.Container {
 		env = append(env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: r.e.CredentialsSecret}, Key: name, Optional: ptr(true)}}})
 	}
-	env = append(env, r.networkProxyEnv(np)...)
+	env = append(env, r.networkProxyEnv(np, false)...)
 	c := corev1.Container{
 		Name: StepAgent, Image: np.Image, ImagePullPolicy: corev1.PullIfNotPresent,
 		Args:       args,
@@ -478,6 +514,12 @@ func (r *renderer) networkPolicy(p *planner.Plan) *networkingv1.NetworkPolicy {
 	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
 	dns := intstr.FromInt32(53)
 	proxyPort := intstr.FromInt32(int32(r.e.ProxyPort))
+	proxyNamespace, proxySelector := r.e.ProxyNamespace, copyMap(r.e.ProxySelector)
+	if r.proxy != nil {
+		// A NetworkPolicy's ports are the pod's: kewplan's proxy listens on egress.DefaultPort behind its Service.
+		proxyPort = intstr.FromInt32(egress.DefaultPort)
+		proxyNamespace, proxySelector = r.e.Namespace, r.proxySelector()
+	}
 	np := &networkingv1.NetworkPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
 		ObjectMeta: r.meta(r.sharedName("egress"), ""),
@@ -494,8 +536,8 @@ func (r *renderer) networkPolicy(p *planner.Plan) *networkingv1.NetworkPolicy {
 	np.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{
 		{
 			To: []networkingv1.NetworkPolicyPeer{{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": r.e.ProxyNamespace}},
-				PodSelector:       &metav1.LabelSelector{MatchLabels: copyMap(r.e.ProxySelector)},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": proxyNamespace}},
+				PodSelector:       &metav1.LabelSelector{MatchLabels: proxySelector},
 			}},
 			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &proxyPort}},
 		},

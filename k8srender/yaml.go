@@ -19,7 +19,11 @@ type File struct {
 // "---"; every file says in a comment what it is. The output is deterministic for a given plan.
 func (m *Manifests) Files() ([]File, error) {
 	var files []File
-	shared, err := encode("Shared objects of run "+m.RunID+": the egress NetworkPolicy of every node's pod.", m.Shared)
+	head := "Shared objects of run " + m.RunID + ": the egress NetworkPolicy of every node's pod."
+	if len(m.Shared) > 1 {
+		head = "Shared objects of run " + m.RunID + ": the egress NetworkPolicy of every node's pod, then kewplan's egress proxy (Secret, Deployment, Service, NetworkPolicy)."
+	}
+	shared, err := encode(head, m.Shared)
 	if err != nil {
 		return nil, err
 	}

@@ -15,11 +15,17 @@ import (
 // FormatVersion; the document holds no timestamp and no absolute host path, so it is byte-identical across runs
 // and machines for the same configuration and inputs.
 type Document struct {
-	FormatVersion  string              `json:"format_version"`
-	KewplanVersion string              `json:"kewplan_version"`
-	ConfigDigest   string              `json:"config_digest"`
-	Nodes          []NodeDocument      `json:"nodes"`
-	Exposure       map[string][]string `json:"exposure"`
+	FormatVersion  string `json:"format_version"`
+	KewplanVersion string `json:"kewplan_version"`
+	ConfigDigest   string `json:"config_digest"`
+	// Engine is the engine the plan runs on, "docker" or "kubernetes"; absent in plans written before engines
+	// existed, which are Docker plans.
+	Engine string `json:"engine,omitempty"`
+	// Kubernetes is, on the kubernetes engine, the rendered objects and the engine block's settings in the shape
+	// k8srender.PlanDocument; raw like Diagnostics, so that shape has a single owner (k8srender imports planner).
+	Kubernetes json.RawMessage     `json:"kubernetes,omitempty"`
+	Nodes      []NodeDocument      `json:"nodes"`
+	Exposure   map[string][]string `json:"exposure"`
 	// Budget is the apply-wide cap and worst case; nil in a document written before budgets existed.
 	Budget *ApplyBudgetDocument `json:"budget"`
 	// Diagnostics are in the shape `kewplan validate --json` prints (views.DiagnosticsJSON writes them); the

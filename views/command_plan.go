@@ -34,6 +34,9 @@ func planFormat(format string, sarif SARIFOptions) (PlanRenderer, error) {
 type Plan interface {
 	Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte)
 	Plan(doc *PlanJSON) error
+	// Manifests writes the Kubernetes manifests of `plan --engine kubernetes --format yaml`, verbatim (as render's
+	// YAML: they are for kubectl, and escaping would change them).
+	Manifests(data []byte) error
 	// Saved says where the plan was saved and how to apply it; NotSaved why it was not.
 	Saved(path string)
 	NotSaved(path string)
@@ -43,6 +46,9 @@ type Plan interface {
 // was saved; any other format keeps stdout a single document and says it on stderr. sarif is used by the sarif
 // format only.
 func NewPlan(format string, s Streams, sarif SARIFOptions) (Plan, error) {
+	if format == PlanFormatYAML {
+		return &planView{View: NewView(s), notes: s.Stderr}, nil
+	}
 	render, err := planFormat(format, sarif)
 	if err != nil {
 		return nil, err
@@ -60,7 +66,21 @@ type planView struct {
 	notes  io.Writer
 }
 
-func (v *planView) Plan(doc *PlanJSON) error { return v.render(v.streams.Stdout, doc) }
+func (v *planView) Plan(doc *PlanJSON) error {
+	if v.render == nil {
+		return fmt.Errorf("--format %s prints manifests, not the plan document", PlanFormatYAML)
+	}
+	return v.render(v.streams.Stdout, doc)
+}
+
+func (v *planView) Manifests(data []byte) error {
+	_, err := v.streams.Stdout.Write(data)
+	return err
+}
+
+// PlanFormatYAML is plan's --format for the Kubernetes manifests themselves (not a format of show: a plan document
+// holds the objects' summary, not the objects).
+const PlanFormatYAML = "yaml"
 
 func (v *planView) Saved(path string) {
 	fmt.Fprintf(v.notes, "\nSaved the plan to %s. Review it, then run: kewplan apply %s\n", termsafe.String(path), termsafe.String(planner.ShellQuote(path)))

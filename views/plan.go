@@ -330,11 +330,22 @@ func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
 	} else {
 		ew.printf("kewplan plans %s, in dependency order. Config digest %s.\n", count(len(doc.Nodes), "node", "nodes"), doc.ConfigDigest)
 	}
+	k := planKubernetes(doc)
+	if k != nil {
+		writePlanKubernetesHead(ew, k)
+	}
 	for i := range doc.Nodes {
 		n := &doc.Nodes[i]
 		ew.printf("\nnode %s\n", NodeLabel(n.Name))
 		for _, f := range planNodeFacts(n) {
+			if k != nil && f[0] == "isolation" {
+				continue // Docker's runtime; the Job's runtime class is shown below
+			}
 			ew.printf("  %-12s %s\n", f[0], f[1])
+		}
+		if k != nil {
+			writePlanKubernetesNode(ew, n, k)
+			continue
 		}
 		if note := planArgvNote(n); note != "" {
 			ew.printf("  %-12s %s\n", "argv", note)
@@ -375,6 +386,9 @@ func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
 		}
 	}
 	writeBudgetHuman(ew, doc)
+	if k != nil {
+		writePlanKubernetesTail(ew, k)
+	}
 	if len(diags) > 0 && ew.err == nil {
 		ew.printf("\n")
 		ew.err = WriteDiagnosticJSONHuman(ew.w, diags, false)
@@ -390,6 +404,10 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 	diags := decodePlanDiagnostics(doc.Diagnostics)
 	counts := countPlan(doc, diags)
 	ew.printf("## kewplan plan\n\n%s\n\nConfig digest: `%s`\n", planSummaryLine(counts), doc.ConfigDigest)
+	k := planKubernetes(doc)
+	if k != nil {
+		ew.printf("\n%s\n", planKubernetesMarkdownHead(k))
+	}
 	if len(doc.Nodes) > 0 {
 		ew.printf("\n| Node | Runner | Role | Image | Network | Isolation | Model | Prompt | Credentials | Depends on |\n")
 		ew.printf("|---|---|---|---|---|---|---|---|---|---|\n")
@@ -448,6 +466,10 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 			}
 			ew.printf("\n")
 		}
+	}
+	if k != nil {
+		writePlanKubernetesMarkdown(ew, doc, k)
+		return ew.err
 	}
 	if len(doc.Nodes) > 0 {
 		ew.printf("\n### Container argv\n")

@@ -6,6 +6,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/k8srender"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
@@ -16,7 +17,8 @@ type PlanCmd struct {
 	Path     string   `arg:"" optional:"" default:"." help:"A .hcl file, or a directory whose *.hcl files (not recursive) form the configuration."`
 	Out      string   `name:"out" placeholder:"FILE" help:"Also save the plan to FILE, for kewplan apply FILE and kewplan show FILE."`
 	JSON     bool     `name:"json" help:"Print the plan as JSON (the same as --format json)."`
-	Format   string   `name:"format" default:"human" placeholder:"FORMAT" help:"Output format: human, json, markdown (a pull-request comment) or sarif (GitHub code scanning)."`
+	Format   string   `name:"format" default:"human" placeholder:"FORMAT" help:"Output format: human, json, markdown (a pull-request comment), sarif (GitHub code scanning), or yaml (the Kubernetes manifests; --engine kubernetes)."`
+	Engine   string   `name:"engine" placeholder:"ENGINE" help:"The engine the plan runs on: docker or kubernetes (default: the configuration's only engine block, else docker)."`
 	Targets  []string `name:"target" sep:"none" placeholder:"NODE" help:"Plan only NODE, or one instance such as 'fix[\"web\"]', and everything it depends on (repeatable)."`
 	Policy   string   `name:"policy" placeholder:"FILE" help:"Also enforce the organisation policy block in FILE (kept outside the repository under review)."`
 	VarFlags `embed:""`
@@ -24,7 +26,8 @@ type PlanCmd struct {
 
 // Help shows an example.
 func (PlanCmd) Help() string {
-	return "Example:\n  kewplan plan examples/review-pipeline.hcl --out review.plan\n  kewplan plan --format markdown > plan.md\n\n" +
+	return "Example:\n  kewplan plan examples/review-pipeline.hcl --out review.plan\n  kewplan plan --format markdown > plan.md\n" +
+		"  kewplan plan --engine kubernetes examples/kubernetes.hcl\n  kewplan plan --engine kubernetes --format yaml examples/kubernetes.hcl\n\n" +
 		"Exit status 0 when every node can run (warnings allowed), 1 when any node is refused."
 }
 
@@ -47,9 +50,28 @@ func (c *PlanCmd) Run(env *Env) error {
 	p, files := pl.plan, pl.files
 	paths.dir = pl.cfg.Dir
 	paths.isConfig = func(name string) bool { _, ok := pl.cfg.Files[name]; return ok }
+	engine, m := planEngine(pl, c.Engine, c.Format == views.PlanFormatYAML)
 	doc := views.NewPlanJSON(p, version, files...)
 	doc.ConfigDir = relConfigDir(pl.cfg.Dir)
-	if err := view.Plan(doc); err != nil {
+	var kube *config.KubernetesEngine
+	if e := pl.cfg.Engine(config.EngineKubernetes); e != nil {
+		kube = e.Kubernetes
+	}
+	if err := views.SetPlanEngine(doc, engine, m, kube); err != nil {
+		return err
+	}
+	if c.Format == views.PlanFormatYAML {
+		view.Diagnostics(p.Diagnostics, files...)
+		if m != nil && !p.HasErrors() {
+			data, err := m.YAML()
+			if err != nil {
+				return err
+			}
+			if err := view.Manifests(data); err != nil {
+				return err
+			}
+		}
+	} else if err := view.Plan(doc); err != nil {
 		return err
 	}
 	if c.Out != "" {
@@ -67,6 +89,35 @@ func (c *PlanCmd) Run(env *Env) error {
 		return ExitCode(1)
 	}
 	return nil
+}
+
+// planEngine selects the plan's engine (--engine, else the configuration's only engine block, else docker) and,
+// on kubernetes, renders the manifests with the default run id, the one `kewplan render` uses. What goes wrong is
+// added to the plan's diagnostics, so the plan fails and is not saved: an unknown or unconfigured engine, --format
+// yaml without kubernetes, a node that cannot become a Job (nodes with errors are already reported).
+func planEngine(pl *planned, flag string, yaml bool) (string, *k8srender.Manifests) {
+	p := pl.plan
+	engine, diags := pl.cfg.SelectEngine(flag)
+	var m *k8srender.Manifests
+	switch {
+	case diags.HasErrors():
+	case engine == config.EngineKubernetes:
+		var d hcl.Diagnostics
+		m, d = k8srender.Render(p, k8srender.Options{Engine: pl.cfg.Engine(config.EngineKubernetes).Kubernetes})
+		for _, x := range d {
+			if x.Summary != k8srender.SummaryNodeNotRendered {
+				diags = append(diags, x)
+			}
+		}
+	case yaml:
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No manifests on Docker",
+			Detail: "--format yaml prints the Kubernetes manifests of the plan, and the plan runs on Docker. Add --engine kubernetes (with an engine \"kubernetes\" block), or use --format human, json or markdown."})
+	}
+	if len(diags) > 0 {
+		p.Diagnostics = append(p.Diagnostics, diags...)
+		config.SortDiagnostics(p.Diagnostics)
+	}
+	return engine, m
 }
 
 // planned is a configuration planned from the command line: what plan, apply and the other commands that plan

@@ -16,6 +16,7 @@ import (
 type ValidateCmd struct {
 	Path     string `arg:"" optional:"" default:"." help:"A .hcl file, or a directory whose *.hcl files (not recursive) form the configuration."`
 	JSON     bool   `name:"json" help:"Print the result as JSON, in the shape of terraform validate -json."`
+	Engine   string `name:"engine" placeholder:"ENGINE" help:"Also check the configuration for this engine: docker or kubernetes (default: the configuration's only engine block, else docker)."`
 	VarFlags `embed:""`
 }
 
@@ -34,8 +35,14 @@ func (c *ValidateCmd) Run(env *Env) error {
 		diags = append(diags, evaluateAll(cfg, vals)...)
 	}
 	if !diags.HasErrors() {
-		_, d := planner.Build(cfg, planner.Inputs{Vars: vals, FS: config.DirFS(cfg.Dir)})
+		p, d := planner.Build(cfg, planner.Inputs{Vars: vals, FS: config.DirFS(cfg.Dir)})
 		diags = append(diags, d...)
+		if !diags.HasErrors() {
+			// The engine's own checks: its block is there, and every node becomes a distinct Job.
+			p.Diagnostics = diags
+			_, _ = planEngine(&planned{cfg: cfg, plan: p}, c.Engine, false)
+			diags = p.Diagnostics
+		}
 	}
 	diags = dedupeDiagnostics(diags)
 	config.SortDiagnostics(diags)

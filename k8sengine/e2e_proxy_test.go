@@ -1,0 +1,84 @@
+package k8sengine_test
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kewplan/kewplan/internal/k8stest"
+	"github.com/kewplan/kewplan/k8srender"
+)
+
+// TestE2EEgressProxyAccepted: with proxy_image, every rendered object (the Jobs, their Secrets, both
+// NetworkPolicies, and kewplan's egress proxy: its Secret, Deployment and Service) is accepted by the real API server
+// with server-side apply in a namespace enforcing Pod Security "restricted", and the proxy's pod is admitted too
+// (a server-side dry run, as for the Jobs' pods: there is no Deployment controller nor kubelet here). The objects
+// are applied through the typed clients here, since Cluster.Apply does not take Deployments and Services yet.
+func TestE2EEgressProxyAccepted(t *testing.T) {
+	cl := k8stest.Start(t)
+	ctx := e2eTimeout(t)
+	ns := cl.Namespace(t)
+	cfg, p, ok := k8stest.Plan(t, "../examples/kubernetes.hcl")
+	if !ok {
+		t.Fatal("examples/kubernetes.hcl does not plan")
+	}
+	e := k8stest.Engine(cfg, ns)
+	e.RuntimeClass = "" // no RuntimeClass is installed in the test control plane
+	e.ProxyImage = "registry.example.com/kewplan-egress-proxy:0123456789abcdef"
+	m, diags := k8srender.Render(p, k8srender.Options{Engine: e, RunID: "proxy", NameSuffix: "proxy"})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	force := true
+	opts := metav1.PatchOptions{FieldManager: "kewplan-e2e", Force: &force}
+	kinds := map[string]int{}
+	for _, o := range m.All() {
+		data, err := k8srender.MarshalObject(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := o.GetName()
+		switch o.(type) {
+		case *corev1.Secret:
+			_, err = cl.Client.CoreV1().Secrets(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
+		case *batchv1.Job:
+			_, err = cl.Client.BatchV1().Jobs(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
+		case *networkingv1.NetworkPolicy:
+			_, err = cl.Client.NetworkingV1().NetworkPolicies(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
+		case *appsv1.Deployment:
+			_, err = cl.Client.AppsV1().Deployments(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
+		case *corev1.Service:
+			_, err = cl.Client.CoreV1().Services(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
+		default:
+			t.Fatalf("rendered a %T, which this test does not apply", o)
+		}
+		if err != nil {
+			t.Errorf("apply %s %s: %v", o.GetObjectKind().GroupVersionKind().Kind, name, err)
+		}
+		kinds[o.GetObjectKind().GroupVersionKind().Kind]++
+	}
+	if kinds["Deployment"] != 1 || kinds["Service"] != 1 || kinds["NetworkPolicy"] != 2 {
+		t.Fatalf("rendered kinds %v: want kewplan's proxy among them", kinds)
+	}
+	for _, o := range m.Shared {
+		d, ok := o.(*appsv1.Deployment)
+		if !ok {
+			continue
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: d.Name + "-probe", Namespace: ns, Labels: d.Spec.Template.Labels},
+			Spec: *d.Spec.Template.Spec.DeepCopy()}
+		if _, err := cl.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Errorf("the egress proxy's pod is refused: %v", err)
+		}
+	}
+	for _, n := range m.Nodes {
+		if _, err := cl.Client.CoreV1().Pods(ns).Create(ctx, podOf(n.Job, ns), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Errorf("the pod of node %s is refused: %v", n.Node, err)
+		}
+	}
+}

@@ -1,0 +1,320 @@
+package k8srender
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/egress"
+	"github.com/kewplan/kewplan/planner"
+)
+
+// StepEgressProxy is the kewplan.step label of the egress proxy's pods.
+const StepEgressProxy = "egress-proxy"
+
+// ProxyConfigKey is the key of the egress proxy's configuration (egress.Config, JSON) in the proxy's Secret; a
+// node's proxy URL is under ProxyURLKey(user).
+const ProxyConfigKey = "config.json"
+
+// proxyConfigMount is where the proxy's pod mounts its Secret.
+const proxyConfigMount = "/etc/kewplan-egress"
+
+// ProxyURLKey is the key of one proxy user's URL (http://user:secret@service:port) in the proxy's Secret.
+func ProxyURLKey(user string) string { return "url-" + user }
+
+// proxyUserPattern is what the egress proxy accepts as a user (egress.NodeConfig.Name).
+var proxyUserPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,58}$`)
+
+// kewplanProxy is kewplan's own egress proxy of one run, rendered when the engine names proxy_image: as on Docker,
+// every proxied node has its own user and secret, so the proxy holds each node to its own allowlist; on Kubernetes
+// each node also has a "-git" user that may reach only its repository's host, for the clone and push steps.
+type kewplanProxy struct {
+	name    string // the Secret, Deployment, Service and NetworkPolicy name
+	users   map[string]string
+	cfg     egress.Config
+	urls    map[string]string // ProxyURLKey(user) -> URL
+	ports   map[int]bool      // the ports of the allowlisted hosts
+	secrets map[string]string // Options.ProxySecrets
+}
+
+// usesProxy says whether the node's pod goes through the egress proxy.
+func usesProxy(np *planner.NodePlan) bool { return np.Network != config.NetworkOpen }
+
+// newKewplanProxy gives every proxied node its users, secrets and allowlists.
+func (r *renderer) newKewplanProxy(p *planner.Plan, secrets map[string]string) (*kewplanProxy, error) {
+	kp := &kewplanProxy{name: r.sharedName("egress-proxy"), users: map[string]string{}, urls: map[string]string{},
+		ports: map[int]bool{}, secrets: secrets,
+		cfg: egress.Config{Listen: egress.DefaultListen, Nodes: []egress.NodeConfig{}}}
+	host := fmt.Sprintf("%s.%s.svc", kp.name, r.e.Namespace)
+	taken := map[string]bool{}
+	for i, np := range p.Nodes {
+		if np.Errors || !usesProxy(np) {
+			continue
+		}
+		user := np.Slug
+		if !proxyUserPattern.MatchString(user) || taken[user] {
+			user = "node" + strconv.Itoa(i+1)
+		}
+		taken[user] = true
+		kp.users[np.Name] = user
+		allow := make([]string, 0, len(np.Egress))
+		for _, h := range np.Egress {
+			allow = append(allow, h.String())
+			kp.ports[h.Port] = true
+		}
+		var gitAllow []string
+		if h, port, ok := repoHost(np); ok {
+			gitAllow = []string{config.HostPattern{Host: h, Port: port}.String()}
+			kp.ports[port] = true
+		}
+		for _, u := range []struct {
+			name  string
+			allow []string
+		}{{user, allow}, {user + "-git", gitAllow}} {
+			secret, err := r.proxySecret(secrets, u.name)
+			if err != nil {
+				return nil, err
+			}
+			kp.cfg.Nodes = append(kp.cfg.Nodes, egress.NodeConfig{Name: u.name, Secret: secret, Allow: nonNilStrings(u.allow)})
+			kp.urls[ProxyURLKey(u.name)] = egress.ProxyURL(host, int(r.e.ProxyPort), u.name, secret)
+		}
+	}
+	return kp, nil
+}
+
+// proxySecret is a proxy user's secret: the one apply passes in Options.ProxySecrets, or, for render, one derived
+// from the configuration digest, the run and the user, so that rendering twice yields the same manifests (the
+// proxy-credentials difference says what that means).
+func (r *renderer) proxySecret(secrets map[string]string, user string) (string, error) {
+	if secrets != nil {
+		s, ok := secrets[user]
+		if !ok || len(s) < 32 {
+			return "", fmt.Errorf("no proxy secret of at least 32 characters for the proxy user %q", user)
+		}
+		return s, nil
+	}
+	h := sha256.Sum256([]byte("kewplan-egress-proxy\x00" + r.digest + "\x00" + r.run + "\x00" + user))
+	return hex.EncodeToString(h[:]), nil
+}
+
+// ProxyUsers are the egress proxy users a plan's Jobs use when the engine names proxy_image, in plan order: each
+// proxied node's user and its "-git" user. Apply gives each a fresh secret in Options.ProxySecrets.
+func ProxyUsers(e *config.KubernetesEngine, p *planner.Plan) []string {
+	if e == nil || e.ProxyImage == "" {
+		return nil
+	}
+	r := &renderer{e: e, run: "x", digest: p.ConfigDigest}
+	kp, err := r.newKewplanProxy(p, nil)
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(kp.cfg.Nodes))
+	for _, n := range kp.cfg.Nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// repoHost is the host and port the git steps reach for an https repository; ok is false for another scheme
+// (ssh does not go through an HTTP proxy) or a repository known only after apply.
+func repoHost(np *planner.NodePlan) (string, int, bool) {
+	if contains(np.Unknown, "repo") {
+		return "", 0, false
+	}
+	u, err := url.Parse(np.Repo)
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" {
+		return "", 0, false
+	}
+	port := 443
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return "", 0, false
+		}
+		port = n
+	}
+	if _, why := config.ParseHostPattern(u.Hostname()); why != "" {
+		return "", 0, false
+	}
+	return u.Hostname(), port, true
+}
+
+// proxyEnvFrom is the proxy environment of a container whose proxy user is user: every variable reads the URL,
+// which holds the user's secret, from the proxy's Secret, so it is in no pod spec.
+func (kp *kewplanProxy) env(user string) []corev1.EnvVar {
+	ref := func(name string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: kp.name}, Key: ProxyURLKey(user)}}}
+	}
+	return []corev1.EnvVar{
+		ref("HTTPS_PROXY"), ref("HTTP_PROXY"), ref("https_proxy"), ref("http_proxy"),
+		{Name: "NO_PROXY", Value: "localhost,127.0.0.1"}, {Name: "no_proxy", Value: "localhost,127.0.0.1"},
+	}
+}
+
+// podLabels are the labels of the proxy's pods: the default proxy selector, so an agent NetworkPolicy written for
+// kewplan's proxy matches, and the run, so two runs' proxies stay apart.
+func (r *renderer) proxyPodLabels() map[string]string {
+	l := copyMap(config.DefaultProxySelector)
+	l[LabelManagedBy] = ManagedBy
+	l[LabelRun] = r.run
+	l[LabelStep] = StepEgressProxy
+	return l
+}
+
+// proxySelector selects the run's proxy pods.
+func (r *renderer) proxySelector() map[string]string {
+	l := copyMap(config.DefaultProxySelector)
+	l[LabelRun] = r.run
+	return l
+}
+
+// proxyObjects are kewplan's egress proxy of the run: the Secret with its configuration and the nodes' URLs, the
+// Deployment running `kewplan egress-proxy` with the contract's hardening, the Service the agents' HTTPS_PROXY names,
+// and the proxy's NetworkPolicy (in: the run's pods on the proxy port; out: DNS and the allowlisted ports of public
+// addresses, the proxy itself holding each node to its hosts).
+func (r *renderer) proxyObjects(kp *kewplanProxy) ([]Object, error) {
+	cfg, err := json.MarshalIndent(kp.cfg, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode the egress proxy configuration: %w", err)
+	}
+	data := map[string][]byte{ProxyConfigKey: append(cfg, '\n')}
+	for k, v := range kp.urls {
+		data[k] = []byte(v)
+	}
+	secret := &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: r.meta(kp.name, ""),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       data,
+	}
+	secret.Annotations[AnnotationRole] = StepEgressProxy
+
+	podLabels := r.proxyPodLabels()
+	tcp := corev1.ProtocolTCP
+	sc := hardened()
+	deploy := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: r.meta(kp.name, ""),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: r.proxySelector()},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels,
+					// A new configuration (other nodes, new secrets) rolls the pod.
+					Annotations: map[string]string{AnnotationDigest: r.digest, "kewplan.dev/proxy-config-sha256": planner.SHA256Hex(cfg)}},
+				Spec: corev1.PodSpec{
+					AutomountServiceAccountToken:  ptr(false),
+					EnableServiceLinks:            ptr(false),
+					TerminationGracePeriodSeconds: ptr(int64(10)),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr(true),
+						RunAsUser:      ptr(int64(planner.AgentUID)),
+						RunAsGroup:     ptr(int64(planner.AgentUID)),
+						FSGroup:        ptr(int64(planner.AgentUID)),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+						SecretName: kp.name, DefaultMode: ptr(int32(0o440)),
+						Items: []corev1.KeyToPath{{Key: ProxyConfigKey, Path: ProxyConfigKey}}}}}},
+					Containers: []corev1.Container{{
+						Name: StepEgressProxy, Image: r.e.ProxyImage, ImagePullPolicy: corev1.PullIfNotPresent,
+						Command:         []string{egress.BinaryPath, egress.Subcommand, "--config", proxyConfigMount + "/" + ProxyConfigKey},
+						Ports:           []corev1.ContainerPort{{Name: "proxy", ContainerPort: egress.DefaultPort, Protocol: tcp}},
+						VolumeMounts:    []corev1.VolumeMount{{Name: "config", MountPath: proxyConfigMount, ReadOnly: true}},
+						SecurityContext: sc,
+						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{
+							Port: intstr.FromInt32(egress.DefaultPort)}}, PeriodSeconds: 5},
+						Resources: corev1.ResourceRequirements{
+							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+					}},
+				},
+			},
+		},
+	}
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: r.meta(kp.name, ""),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: r.proxySelector(),
+			Ports: []corev1.ServicePort{{Name: "proxy", Protocol: tcp, Port: int32(r.e.ProxyPort),
+				TargetPort: intstr.FromInt32(egress.DefaultPort)}},
+		},
+	}
+	return []Object{secret, deploy, svc, r.proxyNetworkPolicy(kp)}, nil
+}
+
+// Addresses the proxy's NetworkPolicy keeps it from: private, shared, loopback and link-local ranges (cloud
+// metadata), which the proxy refuses too (egress.Config.AllowPrivateAddresses is false).
+var (
+	privateIPv4 = []string{"10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16"}
+	privateIPv6 = []string{"fc00::/7", "fe80::/10"}
+)
+
+func (r *renderer) proxyNetworkPolicy(kp *kewplanProxy) *networkingv1.NetworkPolicy {
+	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
+	dns := intstr.FromInt32(53)
+	listen := intstr.FromInt32(egress.DefaultPort)
+	ports := make([]int, 0, len(kp.ports))
+	for p := range kp.ports {
+		ports = append(ports, p)
+	}
+	sort.Ints(ports)
+	var out []networkingv1.NetworkPolicyPort
+	for _, p := range ports {
+		port := intstr.FromInt32(int32(p))
+		out = append(out, networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: &port})
+	}
+	np := &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: r.meta(kp.name, ""),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: r.proxySelector()},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelManagedBy: ManagedBy, LabelRun: r.run, LabelStep: StepAgent}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &listen}},
+			}},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{
+				To: []networkingv1.NetworkPolicyPeer{{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
+					PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+				}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}},
+			}},
+		},
+	}
+	if len(out) > 0 {
+		np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
+			To: []networkingv1.NetworkPolicyPeer{
+				{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: privateIPv4}},
+				{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: privateIPv6}},
+			},
+			Ports: out,
+		})
+	}
+	return np
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
