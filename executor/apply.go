@@ -135,6 +135,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 		outputs:  map[string]map[string]cty.Value{},
 		janitor:  opts.Janitor,
 		budget:   newApplyBudget(opts.Plan),
+		slots:    newSlotQueue(opts.Parallelism),
 	}
 	if a.janitor == nil {
 		a.janitor = NewJanitor()
@@ -263,6 +264,7 @@ type applier struct {
 	mu      sync.Mutex                      // guards outputs, imageIDs after preflight
 	outputs map[string]map[string]cty.Value // finished nodes' outputs, for re-planning
 	planMu  sync.Mutex                      // serialises re-plans
+	slots   *slotQueue                      // the Parallelism slots of running nodes (slots.go)
 }
 
 func (a *applier) warn(node, msg string) {
@@ -533,10 +535,11 @@ func (a *applier) runGraph(ctx context.Context) map[string]*ledger.NodeResult {
 				progressed = true
 				continue
 			}
-			if !ready || running >= a.opts.Parallelism {
+			if !ready || running >= a.opts.Parallelism+lookahead {
 				continue
 			}
 			started[np.Name] = true
+			a.slots.enqueue(np.Name)
 			running++
 			progressed = true
 			go func(np *planner.NodePlan) {

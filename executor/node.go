@@ -39,7 +39,6 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	if err := a.ledger.RecordNode(res); err != nil {
 		a.warn(planned.Name, err.Error())
 	}
-	a.hook.NodeStart(NodeStartEvent{RunID: a.runID, Node: planned.Name, Runner: planned.Runner, Image: res.Image, Model: planned.Model, Time: res.Started})
 
 	checkout := filepath.Join(a.stateDir, "checkouts", a.runID, nodePathName(planned))
 	defer func() {
@@ -53,7 +52,11 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 		if err := a.ledger.RecordNode(res); err != nil {
 			a.warn(planned.Name, err.Error())
 		}
+		if res.Status != ledger.StatusSkipped && res.Status != ledger.StatusCancelled {
+			a.announceStart(planned, res)
+		}
 		a.hook.NodeDone(*res)
+		a.slots.release(planned.Name)
 	}()
 	if f := a.driveNode(ctx, planned, checkout, res); f != nil {
 		res.Status, res.Reason = f.status, f.reason
@@ -80,6 +83,9 @@ func (a *applier) driveNode(ctx context.Context, planned *planner.NodePlan, chec
 func (a *applier) attemptNode(ctx context.Context, np *planner.NodePlan, checkout string, res *ledger.NodeResult) *nodeFailure {
 	repo, base, f := a.prepareCheckout(ctx, np, checkout, res)
 	if f != nil {
+		return f
+	}
+	if f := a.takeSlot(ctx, np, res); f != nil {
 		return f
 	}
 	if f := a.runAgent(ctx, np, checkout, res); f != nil {
