@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -28,6 +29,20 @@ const FieldManager = "kewplan"
 type Cluster struct {
 	Client    kubernetes.Interface
 	Namespace string
+	// logs replaces the API server's pods/log in tests (client-go's fake clientset answers every log request with
+	// "fake logs"); nil reads the API server's.
+	logs LogOpener
+}
+
+// LogOpener opens a step's log, followed: the reader ends when the step ends, or when ctx is cancelled.
+type LogOpener func(ctx context.Context, pod, step string) (io.ReadCloser, error)
+
+// WithLogs returns a copy of c that reads the steps' logs from open instead of the API server: for tests that
+// drive the apply loop against client-go's fake clientset, whose pods never write a log.
+func (c *Cluster) WithLogs(open LogOpener) *Cluster {
+	cp := *c
+	cp.logs = open
+	return &cp
 }
 
 // RESTConfig reads the kubeconfig (KUBECONFIG honoured) for the engine block's context ("" is the current one).
@@ -144,6 +159,38 @@ func (c *Cluster) DeleteRun(ctx context.Context, run string) error {
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete %s of run %s: %w", o, run, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Delete deletes the given objects (one node's prompt Secret and Job) with foreground propagation, so a Job's
+// pod goes before the Job: the apply loop calls it when a node's attempt ends, and at once when a budget, the
+// output limit or the local deadline stops the agent. An object already gone is no error.
+func (c *Cluster) Delete(ctx context.Context, objs []k8srender.Object) error {
+	fg := metav1.DeletePropagationForeground
+	del := metav1.DeleteOptions{PropagationPolicy: &fg}
+	var errs []error
+	for _, o := range objs {
+		ns, name := o.GetNamespace(), o.GetName()
+		if ns == "" {
+			ns = c.Namespace
+		}
+		var err error
+		switch o.(type) {
+		case *batchv1.Job:
+			err = c.Client.BatchV1().Jobs(ns).Delete(ctx, name, del)
+		case *corev1.Secret:
+			err = c.Client.CoreV1().Secrets(ns).Delete(ctx, name, del)
+		case *corev1.Pod:
+			err = c.Client.CoreV1().Pods(ns).Delete(ctx, name, del)
+		case *networkingv1.NetworkPolicy:
+			err = c.Client.NetworkingV1().NetworkPolicies(ns).Delete(ctx, name, del)
+		default:
+			err = fmt.Errorf("kewplan does not delete this kind")
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete %s %s/%s: %w", o.GetObjectKind().GroupVersionKind().Kind, ns, name, err))
 		}
 	}
 	return errors.Join(errs...)
