@@ -50,6 +50,9 @@ func RESTConfig(e *config.KubernetesEngine) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
 		&clientcmd.ConfigOverrides{CurrentContext: e.Context}).ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, errors.New("no kubeconfig was found (KUBECONFIG, else ~/.kube/config): point KUBECONFIG at the cluster's kubeconfig file, or run kewplan in a pod of the cluster")
+	}
 	if err != nil {
 		if e.Context != "" {
 			return nil, fmt.Errorf("kubeconfig context %q: %w", e.Context, err)
