@@ -250,6 +250,9 @@ func (a *applier) attemptKubernetes(ctx context.Context, np *planner.NodePlan, r
 	if np.Role == config.RoleReviewer {
 		return a.k8sReview(ctx, np, res, out.outcome.Pod)
 	}
+	if out.outcome.Commit == "" {
+		return failed(ledger.StatusFailed, "the agent succeeded but its commits may not be published: the push step ended without the commit it pushed in its termination message")
+	}
 	res.Commit, res.Branch, res.Pushed = out.outcome.Commit, out.outcome.Branch, true
 	res.Status = ledger.StatusSucceeded
 	return nil
@@ -356,7 +359,11 @@ func (a *applier) judgeKubernetes(ctx context.Context, np *planner.NodePlan, res
 	case ctx.Err() != nil:
 		return failed(ledger.StatusCancelled, "the apply was cancelled; the node's Job was deleted")
 	case out.outputOver:
-		return failed(ledger.StatusFailed, fmt.Sprintf("the agent wrote more than %d MiB on its log; its Job was deleted and the rest of its output discarded", out.maxOutput>>20))
+		limit := fmt.Sprintf("%d MiB", out.maxOutput>>20)
+		if out.maxOutput < 1<<20 {
+			limit = fmt.Sprintf("%d bytes", out.maxOutput)
+		}
+		return failed(ledger.StatusFailed, fmt.Sprintf("the agent wrote more than %s on its log; its Job was deleted and the rest of its output discarded", limit))
 	case out.timedOut || o.Reason == "DeadlineExceeded":
 		return failed(ledger.StatusTimedOut, fmt.Sprintf("killed at its %s timeout (the Job's activeDeadlineSeconds)", out.timeout))
 	case out.observeErr != nil:

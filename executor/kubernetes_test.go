@@ -614,3 +614,46 @@ func errorAs(err error, target **PreflightError) bool {
 	}
 	return ok
 }
+
+// TestKubernetesPushStep: the push step refusing a committed prompt file (exit 65) holds the node; a push step that
+// ends without reporting its commit fails it; neither records a push.
+func TestKubernetesPushStep(t *testing.T) {
+	text := stream(t, "claude-code", "text")
+	for name, tc := range map[string]struct {
+		sim            simRun
+		status, reason string
+	}{
+		"prompt committed": {simRun{agentLog: text, pushExit: 65}, ledger.StatusHeld, "held for a human: the agent committed .kew-prompt.txt, so the push step refused to push"},
+		"no commit":        {simRun{agentLog: text, commit: "not-a-commit"}, ledger.StatusFailed, "the agent succeeded but its commits may not be published: the push step ended without the commit it pushed in its termination message"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			k := newKubelet(t, func(string, int) simRun { return tc.sim })
+			r := applyK8s(context.Background(), t, k, fmt.Sprintf(k8sFixNode, ""))
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			fix := r.ledgerRow(t, "fix")
+			if fix.Status != tc.status || fix.Reason != tc.reason || fix.Pushed || fix.Commit != "" {
+				t.Errorf("fix: %s %q pushed %v commit %q; want %s %q", fix.Status, fix.Reason, fix.Pushed, fix.Commit, tc.status, tc.reason)
+			}
+		})
+	}
+}
+
+// TestKubernetesOutputLimit: an agent whose log passes the output limit has its Job deleted at once and fails; the
+// rest of its output is discarded.
+func TestKubernetesOutputLimit(t *testing.T) {
+	tool := stream(t, "claude-code", "tool")
+	k := newKubelet(t, func(string, int) simRun { return simRun{agentLog: tool, block: true} })
+	r := applyK8s(context.Background(), t, k, fmt.Sprintf(k8sFixNode, ""), func(o *ApplyOptions) { o.MaxOutputBytes = 1024 })
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	fix := r.ledgerRow(t, "fix")
+	if fix.Status != ledger.StatusFailed || fix.Reason != "the agent wrote more than 1024 bytes on its log; its Job was deleted and the rest of its output discarded" {
+		t.Errorf("fix: %s %q", fix.Status, fix.Reason)
+	}
+	if got, err := os.ReadFile(fix.StdoutLog); err != nil || len(got) > 1024 {
+		t.Errorf("transcript holds %d bytes (%v), want at most the 1024 of the limit", len(got), err)
+	}
+}
