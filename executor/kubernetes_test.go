@@ -657,3 +657,54 @@ func TestKubernetesOutputLimit(t *testing.T) {
 		t.Errorf("transcript holds %d bytes (%v), want at most the 1024 of the limit", len(got), err)
 	}
 }
+
+// TestKubernetesSweepsDeadRuns: objects of a run this state directory's ledger knows (kewplan was killed: the run
+// is still "running" there, and this apply holds the lock) are deleted before the first Job, with a warning;
+// objects of a run the ledger does not know (another state directory's) are left alone.
+func TestKubernetesSweepsDeadRuns(t *testing.T) {
+	const dead, stranger = "20260101T000000Z-dead00", "20260101T000000Z-other0"
+	stateDir := t.TempDir()
+	l, err := ledger.Open(filepath.Join(stateDir, ledger.Filename))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.StartRun(ledger.RunRecord{ID: dead, StartedAt: time.Now().Add(-time.Hour), PID: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	text := stream(t, "claude-code", "text")
+	k := newKubelet(t, func(string, int) simRun { return simRun{agentLog: text, commit: fixCommit} })
+	cl := &k8sengine.Cluster{Client: k.cs, Namespace: k8sNamespace}
+	cfg, p, ok := k8stest.Plan(t, "../examples/kubernetes.hcl")
+	if !ok {
+		t.Fatal("examples/kubernetes.hcl does not plan")
+	}
+	for _, run := range []string{dead, stranger} {
+		m, diags := k8srender.Render(p, k8srender.Options{Engine: k8stest.Engine(cfg, k8sNamespace), RunID: run, NameSuffix: strings.ToLower(run)})
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		if err := cl.Apply(context.Background(), m.All()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := applyK8s(context.Background(), t, k, fmt.Sprintf(k8sFixNode, ""), func(o *ApplyOptions) { o.StateDir = stateDir })
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if left, err := cl.Remaining(context.Background(), dead); err != nil || len(left) != 0 {
+		t.Errorf("the dead run still has %v (%v)", left, err)
+	}
+	if left, err := cl.Remaining(context.Background(), stranger); err != nil || len(left) != 5 {
+		t.Errorf("the other state directory's run has %v (%v), want its 5 objects untouched", left, err)
+	}
+	swept := 0
+	for _, w := range r.rec.warnings {
+		if strings.HasPrefix(w.Message, "removed "+dead+": ") {
+			swept++
+		}
+	}
+	if swept != 5 {
+		t.Errorf("warnings %+v, want one per swept object of %s", r.rec.warnings, dead)
+	}
+}
