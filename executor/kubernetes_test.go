@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zclconf/go-cty/cty"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,7 @@ import (
 	"github.com/kewplan/kewplan/internal/k8stest"
 	"github.com/kewplan/kewplan/k8sengine"
 	"github.com/kewplan/kewplan/k8srender"
+	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
 )
 
@@ -706,5 +708,60 @@ func TestKubernetesSweepsDeadRuns(t *testing.T) {
 	}
 	if swept != 5 {
 		t.Errorf("warnings %+v, want one per swept object of %s", r.rec.warnings, dead)
+	}
+}
+
+// TestKubernetesResume: the reviewer of a run was held; apply --resume reuses the worker (no Job for it) and runs
+// only the reviewer again, on the recorded commit.
+func TestKubernetesResume(t *testing.T) {
+	text := stream(t, "claude-code", "text")
+	k := newKubelet(t, func(node string, attempt int) simRun {
+		switch {
+		case node == "fix":
+			return simRun{agentLog: text, commit: fixCommit}
+		case attempt == 1:
+			return simRun{agentLog: text, verdictLog: k8srender.VerdictMissing + "\n"}
+		}
+		return simRun{agentLog: text, verdictLog: verdictLog(`{"verdict":"approve","summary":"Now it is there."}`)}
+	})
+	// An unreachable repository: resume's check of the pushed branch cannot look, and is skipped.
+	hcl := strings.ReplaceAll(fmt.Sprintf(k8sFixNode, "")+k8sReviewNode, "https://github.com/acme/widgets.git", "https://example.invalid/widgets.git")
+	stateDir := t.TempDir()
+	first := applyK8s(context.Background(), t, k, hcl, func(o *ApplyOptions) { o.StateDir = stateDir })
+	if first.err != nil {
+		t.Fatal(first.err)
+	}
+	if got := resultOf(t, first.sum, "review").Status; got != ledger.StatusHeld {
+		t.Fatalf("first run: review %s, want held", got)
+	}
+	jobsBefore := len(k.jobNames())
+	second := applyK8s(context.Background(), t, k, hcl, func(o *ApplyOptions) {
+		o.StateDir = stateDir
+		prev, err := LoadPreviousRun(context.Background(), stateDir, first.sum.RunID, o.Plan, o.Config.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := planner.Inputs{Vars: o.Vars, FS: config.DirFS(o.Config.Dir)}
+		o.Resume = planner.Resume(o.Plan, prev, func(name string, outs map[string]map[string]cty.Value) (*planner.NodePlan, error) {
+			np, diags := planner.RenderNode(o.Config, in, name, outs)
+			if diags.HasErrors() {
+				return nil, fmt.Errorf("%s", config.DiagnosticsText(diags))
+			}
+			return np, nil
+		})
+	})
+	if second.err != nil {
+		t.Fatal(second.err)
+	}
+	fix, review := resultOf(t, second.sum, "fix"), resultOf(t, second.sum, "review")
+	if fix.ReusedFrom != first.sum.RunID || fix.Commit != fixCommit {
+		t.Errorf("fix: %s reused from %q commit %q, want reused from %s", fix.Status, fix.ReusedFrom, fix.Commit, first.sum.RunID)
+	}
+	if review.Status != ledger.StatusApproved || review.Commit != fixCommit {
+		t.Errorf("review: %s %q commit %q, want approved on %s", review.Status, review.Reason, review.Commit, fixCommit)
+	}
+	jobs := k.jobNames()[jobsBefore:]
+	if len(jobs) != 1 || !strings.HasPrefix(jobs[0], "kew-review-") {
+		t.Errorf("Jobs of the resumed run %v, want only review's", jobs)
 	}
 }
