@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -152,19 +153,25 @@ func (a *applier) k8sNameSuffix(attempt int) string {
 }
 
 // k8sRender renders one re-planned node for this run and attempt.
-func (a *applier) k8sRender(np *planner.NodePlan, attempt int) (*k8srender.Manifests, *k8srender.NodeObjects, error) {
+func (a *applier) k8sRender(np *planner.NodePlan, attempt int) (*k8srender.NodeObjects, error) {
 	p := &planner.Plan{Nodes: []*planner.NodePlan{np}, ConfigDigest: a.opts.Plan.ConfigDigest}
 	m, diags := k8srender.Render(p, k8srender.Options{Engine: a.k8s.opts.Engine, RunID: a.runID, NameSuffix: a.k8sNameSuffix(attempt)})
 	if diags.HasErrors() || m == nil || len(m.Nodes) != 1 {
-		return nil, nil, fmt.Errorf("render the node's Kubernetes objects: %s", config.DiagnosticsText(diags))
+		return nil, fmt.Errorf("render the node's Kubernetes objects: %s", config.DiagnosticsText(diags))
 	}
-	return m, m.Nodes[0], nil
+	return m.Nodes[0], nil
 }
 
 // k8sShared applies the run's shared objects (the egress NetworkPolicy, the proxy's objects) once, before the
-// first node's Job; every node fails with the same reason when that did not work.
-func (a *applier) k8sShared(ctx context.Context, m *k8srender.Manifests) error {
+// first node's Job; every node fails with the same reason when that did not work. They are rendered from the
+// whole plan, not from the first node's: the NetworkPolicy is open only when every node's network is.
+func (a *applier) k8sShared(ctx context.Context) error {
 	a.k8s.sharedOnce.Do(func() {
+		m, _ := k8srender.Render(a.opts.Plan, k8srender.Options{Engine: a.k8s.opts.Engine, RunID: a.runID, NameSuffix: a.k8sNameSuffix(1)})
+		if m == nil {
+			a.k8s.sharedErr = errors.New("render the run's shared objects: the plan does not render")
+			return
+		}
 		if err := a.k8s.opts.Cluster.Apply(ctx, m.Shared); err != nil {
 			a.k8s.sharedErr = fmt.Errorf("apply the run's shared objects: %w", err)
 		}
@@ -193,11 +200,11 @@ type k8sRun struct {
 // path out of it.
 func (a *applier) attemptKubernetes(ctx context.Context, np *planner.NodePlan, res *ledger.NodeResult) *nodeFailure {
 	cl := a.k8s.opts.Cluster
-	m, node, err := a.k8sRender(np, res.Attempts)
+	node, err := a.k8sRender(np, res.Attempts)
 	if err != nil {
 		return failed(ledger.StatusFailed, err.Error())
 	}
-	if err := a.k8sShared(ctx, m); err != nil {
+	if err := a.k8sShared(ctx); err != nil {
 		if ctx.Err() != nil {
 			return failed(ledger.StatusCancelled, "the apply was cancelled before the node's Job was created")
 		}
