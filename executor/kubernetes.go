@@ -7,7 +7,6 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,7 +74,6 @@ func (a *applier) k8sPreflight(ctx context.Context, lockErr error) error {
 		problems = append(problems, `apply on Kubernetes needs the configuration's engine "kubernetes" block and a cluster to connect to`)
 		return &PreflightError{Problems: problems}
 	}
-	creds := map[string]bool{}
 	for _, np := range a.opts.Plan.Nodes {
 		if np.Errors || (np.Container == nil && len(np.Unknown) == 0) {
 			problems = append(problems, fmt.Sprintf("node %q has errors in the plan; run `kewplan plan` to see them", np.Name))
@@ -84,26 +82,42 @@ func (a *applier) k8sPreflight(ctx context.Context, lockErr error) error {
 		if len(np.Credentials) == 0 {
 			problems = append(problems, fmt.Sprintf("node %q: runner %q forwards no credential, so the agent could not authenticate; declare the runner's credentials", np.Name, np.Runner))
 		}
-		for _, c := range np.Credentials {
-			creds[c] = true
-		}
 	}
-	names := make([]string, 0, len(creds))
-	for c := range creds {
-		names = append(names, c)
-	}
-	sort.Strings(names)
-	rep, err := a.k8s.opts.Cluster.Preflight(ctx, a.k8s.opts.Engine, names)
+	// The credentials: like Docker's check of kewplan's environment, each node's runner needs at least one of its
+	// names as a key of the credentials Secret (a runner may accept either of two); the others stay unset.
+	rep, err := a.k8s.opts.Cluster.Preflight(ctx, a.k8s.opts.Engine, nil)
 	if err != nil {
 		problems = append(problems, err.Error())
 	} else {
 		problems = append(problems, rep.Errors...)
 		a.envWarnings = append(a.envWarnings, rep.Warnings...)
+		problems = append(problems, a.k8sCredentialProblems(ctx)...)
 	}
 	if len(problems) > 0 {
 		return &PreflightError{Problems: problems}
 	}
 	return nil
+}
+
+// k8sCredentialProblems names each node none of whose runner's credentials is a key of the credentials Secret.
+func (a *applier) k8sCredentialProblems(ctx context.Context) []string {
+	e := a.k8s.opts.Engine
+	keys, found, err := a.k8s.opts.Cluster.SecretKeys(ctx, e.CredentialsSecret)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if !found {
+		return nil // Preflight reported the missing Secret
+	}
+	var problems []string
+	for _, np := range a.opts.Plan.Nodes {
+		if len(np.Credentials) == 0 || slices.ContainsFunc(np.Credentials, func(c string) bool { return slices.Contains(keys, c) }) {
+			continue
+		}
+		problems = append(problems, fmt.Sprintf("node %q: none of runner %q's credentials is a key of the Secret %q (%s); add one, for example `kubectl -n %s create secret generic %s --from-literal=%s=…` (or patch the existing Secret)",
+			np.Name, np.Runner, e.CredentialsSecret, strings.Join(np.Credentials, ", "), e.Namespace, e.CredentialsSecret, np.Credentials[0]))
+	}
+	return problems
 }
 
 // k8sSweep deletes the objects of runs this state directory started and that are dead: a run this ledger records

@@ -765,3 +765,50 @@ func TestKubernetesResume(t *testing.T) {
 		t.Errorf("Jobs of the resumed run %v, want only review's", jobs)
 	}
 }
+
+// TestKubernetesPreflightWarning: a namespace that does not enforce Pod Security restricted does not stop the run;
+// the warning travels with its start, as Docker's environment warnings do.
+func TestKubernetesPreflightWarning(t *testing.T) {
+	text := stream(t, "claude-code", "text")
+	k := newKubelet(t, func(string, int) simRun { return simRun{agentLog: text, commit: fixCommit} })
+	ns, err := k.cs.CoreV1().Namespaces().Get(context.Background(), k8sNamespace, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(ns.Labels, "pod-security.kubernetes.io/enforce")
+	if _, err := k.cs.CoreV1().Namespaces().Update(context.Background(), ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sr := &startRecorder{}
+	r := applyK8s(context.Background(), t, k, fmt.Sprintf(k8sFixNode, ""), withStartRecorder(sr))
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.sum.Status != ledger.RunSucceeded {
+		t.Errorf("run %s, want succeeded", r.sum.Status)
+	}
+	if w := sr.text(); !strings.HasPrefix(w, `The namespace "agents" enforces Pod Security none (the cluster default), not restricted`) || strings.Contains(w, "\n") {
+		t.Errorf("start warnings %q, want the Pod Security one", w)
+	}
+}
+
+// TestKubernetesPreflightCredentials: a node whose runner finds none of its credentials in the credentials Secret
+// stops the run before any Job, naming the Secret and the keys it could hold, never a value.
+func TestKubernetesPreflightCredentials(t *testing.T) {
+	k := newKubelet(t, func(string, int) simRun { return simRun{} })
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "agent-keys", Namespace: k8sNamespace}, Data: map[string][]byte{"OPENROUTER_API_KEY": []byte("s3cret-other")}}
+	if _, err := k.cs.CoreV1().Secrets(k8sNamespace).Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := applyK8s(context.Background(), t, k, fmt.Sprintf(k8sFixNode, ""))
+	pe, ok := r.err.(*PreflightError)
+	if !ok || len(pe.Problems) != 1 || !strings.HasPrefix(pe.Problems[0], `node "fix": none of runner "claude-code"'s credentials is a key of the Secret "agent-keys" (ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN)`) {
+		t.Fatalf("Apply() error = %v, want the credentials problem", r.err)
+	}
+	if strings.Contains(pe.Error(), "s3cret") {
+		t.Errorf("the preflight error leaks a Secret value: %v", pe)
+	}
+	if jobs := k.jobNames(); len(jobs) != 0 {
+		t.Errorf("Jobs created before preflight passed: %v", jobs)
+	}
+}
