@@ -144,3 +144,4 @@ k8s-binaries:
 
 k8s-test: k8s-binaries
 	KEWPLAN_K8S_REQUIRE=1 $(GO) test -race -count=1 -timeout 20m ./k8srender ./k8sengine ./config ./cmd/kewplan -run 'Render|Kubernetes|JobOutcome|ReadVerdict|FollowLog|ApplyDelete|Preflight|E2E|ErrorFiles|TestScripts/render'
+	KEWPLAN_K8S_REQUIRE=1 $(GO) test -race -count=1 -timeout 10m ./executor -run 'TestKubernetes'

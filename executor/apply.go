@@ -78,6 +78,9 @@ type ApplyOptions struct {
 	// ProxyBinary is the static kewplan binary whose image runs the egress proxy; "" means the running executable
 	// (tests, whose executable is not kewplan, build one).
 	ProxyBinary string
+	// Kubernetes, when set, runs every node as a Job on that cluster (kubernetes.go) instead of a container on the
+	// Docker engine; the graph, budgets, retries, ledger and events are the same.
+	Kubernetes *KubernetesOptions
 	// EgressAllowPrivateAddresses lets the proxy connect to private addresses (a test's stub server); for tests
 	// only: a configuration cannot set it.
 	EgressAllowPrivateAddresses bool
@@ -136,6 +139,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 		janitor:  opts.Janitor,
 		budget:   newApplyBudget(opts.Plan),
 		slots:    newSlotQueue(opts.Parallelism),
+		k8s:      newK8sState(opts.Kubernetes),
 	}
 	if a.janitor == nil {
 		a.janitor = NewJanitor()
@@ -148,7 +152,9 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	if err := a.preflight(ctx, lockErr); err != nil {
 		return nil, err
 	}
-	defer a.engine.Close()
+	if a.engine != nil {
+		defer a.engine.Close()
+	}
 
 	a.ledger, err = ledger.Open(filepath.Join(stateDir, ledger.Filename))
 	if err != nil {
@@ -159,7 +165,9 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 
 	a.runID = newRunID(time.Now())
 	a.janitor.bind(a.engine, a.ledger, a.runID)
-	if err := a.startNetworking(ctx); err != nil {
+	if a.k8s != nil {
+		a.janitor.bindKubernetes(a.k8sDeleteRun)
+	} else if err := a.startNetworking(ctx); err != nil {
 		return nil, err
 	}
 	defer a.stopEgress()
@@ -180,6 +188,9 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 
 	results := a.runGraph(ctx)
 	a.stopEgress()
+	if a.k8s != nil {
+		a.k8sEnd()
+	}
 
 	sum := a.summarize(ctx, started, results)
 	a.egressSummary(&sum)
@@ -258,6 +269,7 @@ type applier struct {
 	janitor  *Janitor
 	budget   *applyBudget // the apply-wide spend and max_usd
 	egress   *egressState // the apply's egress proxy; nil when no node is proxied
+	k8s      *k8sState    // the Kubernetes engine; nil on Docker
 	// envWarnings are preflight's findings about the environment, reported with the run's start.
 	envWarnings []string
 
@@ -274,6 +286,9 @@ func (a *applier) warn(node, msg string) {
 // preflight checks everything a node needs before any container starts, collecting every problem so one apply
 // attempt tells the user all that is missing.
 func (a *applier) preflight(ctx context.Context, lockErr error) error {
+	if a.k8s != nil {
+		return a.k8sPreflight(ctx, lockErr)
+	}
 	var problems []string
 	if lockErr != nil {
 		problems = append(problems, lockErr.Error())
@@ -731,6 +746,8 @@ type Janitor struct {
 	containers map[string]bool
 	prompts    map[*promptFile]bool
 	finished   bool
+	// deleteRun deletes every Kubernetes object of the run (nil on Docker).
+	deleteRun func(context.Context) error
 }
 
 // NewJanitor returns an empty janitor; pass it in ApplyOptions.
@@ -742,6 +759,12 @@ func (j *Janitor) bind(e *engine.Engine, l *ledger.Ledger, runID string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.engine, j.ledger, j.runID = e, l, runID
+}
+
+func (j *Janitor) bindKubernetes(deleteRun func(context.Context) error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.deleteRun = deleteRun
 }
 
 func (j *Janitor) done() {
@@ -794,6 +817,22 @@ func (j *Janitor) Now(timeout time.Duration) []error {
 				}
 			}(id)
 		}
+	}
+	j.mu.Lock()
+	deleteRun := j.deleteRun
+	j.mu.Unlock()
+	if deleteRun != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			if err := deleteRun(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
 	}
 	doneCh := make(chan struct{})
 	go func() { wg.Wait(); close(doneCh) }()

@@ -5,4 +5,6 @@
 // executor/verdict reads a reviewer's sidecar, executor/broker publishes a worker's commits, and
 // executor/hostilefs reads what an agent left behind. executor/conform (smoke and conform) uses the engine but
 // not the apply loop. budget.go enforces the caps the budget package decides from each node's live stream.
+// kubernetes.go is the other engine: with ApplyOptions.Kubernetes set, each attempt of a node is a Job that k8srender
+// renders and k8sengine drives, and nothing of a node touches this host but its logs and the ledger.
 package executor

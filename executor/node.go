@@ -81,6 +81,12 @@ func (a *applier) driveNode(ctx context.Context, planned *planner.NodePlan, chec
 
 // attemptNode is one attempt: checkout, container, then the reviewer's verdict or the worker's push.
 func (a *applier) attemptNode(ctx context.Context, np *planner.NodePlan, checkout string, res *ledger.NodeResult) *nodeFailure {
+	if a.k8s != nil {
+		if f := a.takeSlot(ctx, np, res); f != nil {
+			return f
+		}
+		return a.attemptKubernetes(ctx, np, res) // the pod clones, runs and pushes; nothing on this host
+	}
 	repo, base, f := a.prepareCheckout(ctx, np, checkout, res)
 	if f != nil {
 		return f
@@ -112,7 +118,9 @@ func (a *applier) resolveNode(ctx context.Context, planned *planner.NodePlan, re
 		return nil, failed(ledger.StatusFailed, "the node's plan has errors; run `kewplan plan` to see them")
 	}
 	res.Image = np.Container.Image
-	if id, err := a.imageID(ctx, res.Image); err != nil {
+	if a.k8s != nil {
+		// The cluster pulls the image; its id is the pod's, not this host's.
+	} else if id, err := a.imageID(ctx, res.Image); err != nil {
 		return nil, failed(ledger.StatusFailed, err.Error())
 	} else {
 		res.ImageID = id
@@ -618,6 +626,10 @@ func (a *applier) sweep(ctx context.Context) {
 	}
 	for _, id := range abandoned {
 		a.warn("", fmt.Sprintf("run %s ended without recording an outcome (kewplan was killed?); it is marked abandoned", id))
+	}
+	if a.k8s != nil {
+		a.k8sSweep(ctx)
+		return
 	}
 	checkouts := filepath.Join(a.stateDir, "checkouts")
 	list, err := a.engine.ListContainers(ctx, planner.LabelRun)

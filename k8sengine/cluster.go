@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -28,6 +31,20 @@ const FieldManager = "kewplan"
 type Cluster struct {
 	Client    kubernetes.Interface
 	Namespace string
+	// logs replaces the API server's pods/log in tests (client-go's fake clientset answers every log request with
+	// "fake logs"); nil reads the API server's.
+	logs LogOpener
+}
+
+// LogOpener opens a step's log, followed: the reader ends when the step ends, or when ctx is cancelled.
+type LogOpener func(ctx context.Context, pod, step string) (io.ReadCloser, error)
+
+// WithLogs returns a copy of c that reads the steps' logs from open instead of the API server: for tests that
+// drive the apply loop against client-go's fake clientset, whose pods never write a log.
+func (c *Cluster) WithLogs(open LogOpener) *Cluster {
+	cp := *c
+	cp.logs = open
+	return &cp
 }
 
 // RESTConfig reads the kubeconfig (KUBECONFIG honoured) for the engine block's context ("" is the current one).
@@ -35,6 +52,9 @@ func RESTConfig(e *config.KubernetesEngine) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
 		&clientcmd.ConfigOverrides{CurrentContext: e.Context}).ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, errors.New("no kubeconfig was found (KUBECONFIG, else ~/.kube/config): point KUBECONFIG at the cluster's kubeconfig file, or run kewplan in a pod of the cluster")
+	}
 	if err != nil {
 		if e.Context != "" {
 			return nil, fmt.Errorf("kubeconfig context %q: %w", e.Context, err)
@@ -86,6 +106,12 @@ func (c *Cluster) applyOne(ctx context.Context, o k8srender.Object) error {
 		_, err = c.Client.NetworkingV1().NetworkPolicies(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
 	case *corev1.Pod:
 		_, err = c.Client.CoreV1().Pods(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
+	case *corev1.ConfigMap:
+		_, err = c.Client.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
+	case *corev1.Service:
+		_, err = c.Client.CoreV1().Services(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
+	case *appsv1.Deployment:
+		_, err = c.Client.AppsV1().Deployments(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
 	default:
 		return fmt.Errorf("apply %s %s: kewplan does not apply this kind", kind, name)
 	}
@@ -117,6 +143,82 @@ func runSelector(run string) string {
 	return k8srender.LabelManagedBy + "=" + k8srender.ManagedBy + "," + k8srender.LabelRun + "=" + run
 }
 
+// managedKind is one kind of object kewplan makes: how to list it by labels and delete it by name.
+type managedKind struct {
+	kind   string
+	list   func(ctx context.Context, c *Cluster, opts metav1.ListOptions) ([]metav1.Object, error)
+	delete func(ctx context.Context, c *Cluster, name string, opts metav1.DeleteOptions) error
+}
+
+// managedKinds are listed and deleted in this order: Jobs first (foreground: their pods go with them), then the
+// pods a crash left without an owner, the Secrets, and the run's shared objects (the egress NetworkPolicy and, when
+// kewplan runs the proxy, its Deployment, Service and ConfigMap).
+var managedKinds = []managedKind{
+	{"Job", func(ctx context.Context, c *Cluster, o metav1.ListOptions) ([]metav1.Object, error) {
+		l, err := c.Client.BatchV1().Jobs(c.Namespace).List(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		return metaList(l.Items), nil
+	}, func(ctx context.Context, c *Cluster, n string, o metav1.DeleteOptions) error {
+		return c.Client.BatchV1().Jobs(c.Namespace).Delete(ctx, n, o)
+	}},
+	{"Pod", func(ctx context.Context, c *Cluster, o metav1.ListOptions) ([]metav1.Object, error) {
+		l, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		return metaList(l.Items), nil
+	}, func(ctx context.Context, c *Cluster, n string, o metav1.DeleteOptions) error {
+		return c.Client.CoreV1().Pods(c.Namespace).Delete(ctx, n, o)
+	}},
+	{"Secret", func(ctx context.Context, c *Cluster, o metav1.ListOptions) ([]metav1.Object, error) {
+		l, err := c.Client.CoreV1().Secrets(c.Namespace).List(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		return metaList(l.Items), nil
+	}, func(ctx context.Context, c *Cluster, n string, o metav1.DeleteOptions) error {
+		return c.Client.CoreV1().Secrets(c.Namespace).Delete(ctx, n, o)
+	}},
+	{"NetworkPolicy", func(ctx context.Context, c *Cluster, o metav1.ListOptions) ([]metav1.Object, error) {
+		l, err := c.Client.NetworkingV1().NetworkPolicies(c.Namespace).List(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		return metaList(l.Items), nil
+	}, func(ctx context.Context, c *Cluster, n string, o metav1.DeleteOptions) error {
+		return c.Client.NetworkingV1().NetworkPolicies(c.Namespace).Delete(ctx, n, o)
+	}},
+	{"Deployment", func(ctx context.Context, c *Cluster, o metav1.ListOptions) ([]metav1.Object, error) {
+		l, err := c.Client.AppsV1().Deployments(c.Namespace).List(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		return metaList(l.Items), nil
+	}, func(ctx context.Context, c *Cluster, n string, o metav1.DeleteOptions) error {
+		return c.Client.AppsV1().Deployments(c.Namespace).Delete(ctx, n, o)
+	}},
+	{"Service", func(ctx context.Context, c *Cluster, o metav1.ListOptions) ([]metav1.Object, error) {
+		l, err := c.Client.CoreV1().Services(c.Namespace).List(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		return metaList(l.Items), nil
+	}, func(ctx context.Context, c *Cluster, n string, o metav1.DeleteOptions) error {
+		return c.Client.CoreV1().Services(c.Namespace).Delete(ctx, n, o)
+	}},
+	{"ConfigMap", func(ctx context.Context, c *Cluster, o metav1.ListOptions) ([]metav1.Object, error) {
+		l, err := c.Client.CoreV1().ConfigMaps(c.Namespace).List(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		return metaList(l.Items), nil
+	}, func(ctx context.Context, c *Cluster, n string, o metav1.DeleteOptions) error {
+		return c.Client.CoreV1().ConfigMaps(c.Namespace).Delete(ctx, n, o)
+	}},
+}
+
 // DeleteRun deletes every object of the run with foreground propagation: the garbage collector deletes a Job's
 // pods before the Job itself disappears. Pods are deleted too, in case the Job controller's owner reference never
 // made it (a crash between creation and adoption). Cancellation calls it; so does the orphan sweep. Objects are
@@ -124,26 +226,39 @@ func runSelector(run string) string {
 func (c *Cluster) DeleteRun(ctx context.Context, run string) error {
 	fg := metav1.DeletePropagationForeground
 	del := metav1.DeleteOptions{PropagationPolicy: &fg}
-	objs, err := c.listManaged(ctx, runSelector(run))
-	if err != nil {
-		return fmt.Errorf("delete run %s: %w", run, err)
+	opts := metav1.ListOptions{LabelSelector: runSelector(run)}
+	var errs []error
+	for _, k := range managedKinds {
+		items, err := k.list(ctx, c, opts)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("delete run %s: list %ss: %w", run, k.kind, err))
+			continue
+		}
+		for _, o := range items {
+			if err := k.delete(ctx, c, o.GetName(), del); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete %s/%s of run %s: %w", k.kind, o.GetName(), run, err))
+			}
+		}
 	}
+	return errors.Join(errs...)
+}
+
+// Delete deletes the given objects (one node's prompt Secret and Job) with foreground propagation, so a Job's
+// pod goes before the Job: the apply loop calls it when a node's attempt ends, and at once when a budget, the
+// output limit or the local deadline stops the agent. An object already gone is no error.
+func (c *Cluster) Delete(ctx context.Context, objs []k8srender.Object) error {
+	fg := metav1.DeletePropagationForeground
+	del := metav1.DeleteOptions{PropagationPolicy: &fg}
 	var errs []error
 	for _, o := range objs {
-		kind, name, _ := strings.Cut(o, "/")
-		var err error
-		switch kind {
-		case "Job":
-			err = c.Client.BatchV1().Jobs(c.Namespace).Delete(ctx, name, del)
-		case "Pod":
-			err = c.Client.CoreV1().Pods(c.Namespace).Delete(ctx, name, del)
-		case "Secret":
-			err = c.Client.CoreV1().Secrets(c.Namespace).Delete(ctx, name, del)
-		case "NetworkPolicy":
-			err = c.Client.NetworkingV1().NetworkPolicies(c.Namespace).Delete(ctx, name, del)
+		kind := o.GetObjectKind().GroupVersionKind().Kind
+		i := slices.IndexFunc(managedKinds, func(k managedKind) bool { return k.kind == kind })
+		if i < 0 {
+			errs = append(errs, fmt.Errorf("delete %s %s: kewplan does not delete this kind", kind, o.GetName()))
+			continue
 		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete %s of run %s: %w", o, run, err))
+		if err := managedKinds[i].delete(ctx, c, o.GetName(), del); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete %s %s/%s: %w", kind, c.Namespace, o.GetName(), err))
 		}
 	}
 	return errors.Join(errs...)
@@ -151,39 +266,16 @@ func (c *Cluster) DeleteRun(ctx context.Context, run string) error {
 
 // Remaining lists the objects of the run that still exist, as "Kind/name"; empty once DeleteRun has finished.
 func (c *Cluster) Remaining(ctx context.Context, run string) ([]string, error) {
-	return c.listManaged(ctx, runSelector(run))
-}
-
-func (c *Cluster) listManaged(ctx context.Context, selector string) ([]string, error) {
-	opts := metav1.ListOptions{LabelSelector: selector}
+	opts := metav1.ListOptions{LabelSelector: runSelector(run)}
 	var out []string
-	jobs, err := c.Client.BatchV1().Jobs(c.Namespace).List(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("list Jobs: %w", err)
-	}
-	for _, o := range jobs.Items {
-		out = append(out, "Job/"+o.Name)
-	}
-	pods, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("list pods: %w", err)
-	}
-	for _, o := range pods.Items {
-		out = append(out, "Pod/"+o.Name)
-	}
-	secrets, err := c.Client.CoreV1().Secrets(c.Namespace).List(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("list Secrets: %w", err)
-	}
-	for _, o := range secrets.Items {
-		out = append(out, "Secret/"+o.Name)
-	}
-	nps, err := c.Client.NetworkingV1().NetworkPolicies(c.Namespace).List(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("list NetworkPolicies: %w", err)
-	}
-	for _, o := range nps.Items {
-		out = append(out, "NetworkPolicy/"+o.Name)
+	for _, k := range managedKinds {
+		items, err := k.list(ctx, c, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list %ss: %w", k.kind, err)
+		}
+		for _, o := range items {
+			out = append(out, k.kind+"/"+o.GetName())
+		}
 	}
 	return out, nil
 }
@@ -193,32 +285,16 @@ func (c *Cluster) listManaged(ctx context.Context, selector string) ([]string, e
 func (c *Cluster) Orphans(ctx context.Context) (map[string][]string, error) {
 	opts := metav1.ListOptions{LabelSelector: k8srender.LabelManagedBy + "=" + k8srender.ManagedBy}
 	out := map[string][]string{}
-	add := func(kind string, items []metav1.Object) {
+	for _, k := range managedKinds {
+		items, err := k.list(ctx, c, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list %ss: %w", k.kind, err)
+		}
 		for _, o := range items {
 			run := o.GetLabels()[k8srender.LabelRun]
-			out[run] = append(out[run], kind+"/"+o.GetName())
+			out[run] = append(out[run], k.kind+"/"+o.GetName())
 		}
 	}
-	jobs, err := c.Client.BatchV1().Jobs(c.Namespace).List(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("list Jobs: %w", err)
-	}
-	add("Job", metaList(jobs.Items))
-	pods, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("list pods: %w", err)
-	}
-	add("Pod", metaList(pods.Items))
-	secrets, err := c.Client.CoreV1().Secrets(c.Namespace).List(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("list Secrets: %w", err)
-	}
-	add("Secret", metaList(secrets.Items))
-	nps, err := c.Client.NetworkingV1().NetworkPolicies(c.Namespace).List(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("list NetworkPolicies: %w", err)
-	}
-	add("NetworkPolicy", metaList(nps.Items))
 	return out, nil
 }
 

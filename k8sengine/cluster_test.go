@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,5 +120,38 @@ func TestPreflight(t *testing.T) {
 			check("Errors", r.Errors, tc.errors)
 			check("Warnings", r.Warnings, tc.warned)
 		})
+	}
+}
+
+// TestApplyDeleteSharedKinds: the kinds the run's shared objects may hold (the egress proxy's Deployment, Service
+// and ConfigMap) are applied, found by the run's labels and deleted with it.
+func TestApplyDeleteSharedKinds(t *testing.T) {
+	ctx := context.Background()
+	c := &k8sengine.Cluster{Client: fake.NewClientset(), Namespace: "agents"}
+	labels := map[string]string{k8srender.LabelManagedBy: k8srender.ManagedBy, k8srender.LabelRun: "r1"}
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: "agents", Labels: labels}
+	}
+	objs := []k8srender.Object{
+		&corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: meta("proxy-config"), Data: map[string]string{"allow": "api.anthropic.com"}},
+		&corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: meta("proxy")},
+		&appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}, ObjectMeta: meta("proxy")},
+	}
+	if err := c.Apply(ctx, objs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Remaining(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(got)
+	if diff := cmp.Diff([]string{"ConfigMap/proxy-config", "Deployment/proxy", "Service/proxy"}, got); diff != "" {
+		t.Errorf("Remaining() mismatch (-want +got):\n%s", diff)
+	}
+	if err := c.DeleteRun(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := c.Remaining(ctx, "r1"); len(left) != 0 {
+		t.Errorf("after DeleteRun: %v", left)
 	}
 }

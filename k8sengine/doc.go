@@ -5,8 +5,8 @@
 // the methods of Cluster.
 package k8sengine
 
-// How the apply loop drives a node on Kubernetes (to be wired to `kewplan apply --engine kubernetes` once the
-// executor split has landed; the loop keeps the graph, parallelism, budgets, ledger and events):
+// How the apply loop drives a node on Kubernetes (`kewplan apply --engine kubernetes`, in executor/kubernetes.go;
+// the loop keeps the graph, parallelism, budgets, ledger and events):
 //
 //	Preflight(ctx, engine, credentials)          once per run, before the first node; Errors stop the run
 //	k8srender.Render(plan, Options{RunID, NameSuffix: RunID})   re-rendered per node with the upstream outputs

@@ -91,3 +91,20 @@ func (c *Cluster) Preflight(ctx context.Context, e *config.KubernetesEngine, cre
 	}
 	return r, nil
 }
+
+// SecretKeys returns the names of a Secret's keys, sorted, never their values; found is false when the Secret
+// does not exist. Apply's preflight uses it to check that each node's runner finds at least one of its credentials.
+func (c *Cluster) SecretKeys(ctx context.Context, name string) (keys []string, found bool, err error) {
+	s, err := c.Client.CoreV1().Secrets(c.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read Secret %s: %w", name, err)
+	}
+	for k := range s.Data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys, true, nil
+}

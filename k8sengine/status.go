@@ -40,6 +40,10 @@ type Outcome struct {
 	Message string
 	// Commit and Branch come from the push step's termination message.
 	Commit, Branch string
+	// Pod is the newest pod of the Job ("" before the Job controller made one) and AgentExit the agent step's
+	// exit status once it ended (nil before): Observe fills them, JobOutcome does not.
+	Pod       string
+	AgentExit *int32
 }
 
 // JobOutcome reads a node's state from its Job, its pods (those the Job controller created) and the Job's events.
@@ -200,7 +204,18 @@ func (c *Cluster) Observe(ctx context.Context, jobName string) (Outcome, error) 
 	if err != nil {
 		return Outcome{}, fmt.Errorf("list events of Job %s: %w", jobName, err)
 	}
-	return JobOutcome(job, pods.Items, events.Items), nil
+	o := JobOutcome(job, pods.Items, events.Items)
+	if len(pods.Items) > 0 {
+		pod := newestPod(pods.Items)
+		o.Pod = pod.Name
+		for _, st := range pod.Status.InitContainerStatuses {
+			if st.Name == k8srender.StepAgent && st.State.Terminated != nil {
+				code := st.State.Terminated.ExitCode
+				o.AgentExit = &code
+			}
+		}
+	}
+	return o, nil
 }
 
 // FollowLog copies a step's log to w as it is written, until the step ends or ctx is cancelled. For the agent
@@ -222,6 +237,9 @@ func (c *Cluster) FollowLog(ctx context.Context, pod, step string, w io.Writer) 
 // OpenLog opens a step's log, followed: the reader ends when the step ends. The apply loop passes it to
 // runners.Feed with the node's meter and transcript.
 func (c *Cluster) OpenLog(ctx context.Context, pod, step string) (io.ReadCloser, error) {
+	if c.logs != nil {
+		return c.logs(ctx, pod, step)
+	}
 	req := c.Client.CoreV1().Pods(c.Namespace).GetLogs(pod, &corev1.PodLogOptions{Container: step, Follow: true})
 	rc, err := req.Stream(ctx)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/internal/safefile"
 	"github.com/kewplan/kewplan/internal/termsafe"
+	"github.com/kewplan/kewplan/k8sengine"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
@@ -38,6 +39,7 @@ type ApplyCmd struct {
 	MinFree     string   `name:"min-free" placeholder:"SIZE" help:"Free space to keep on the filesystem holding the checkouts (e.g. 10g); a node is killed when the agent's writes go below it. Default: the larger of 1 GiB and 5% of that filesystem."`
 	Policy      string   `name:"policy" placeholder:"FILE" help:"Also enforce the organisation policy block in FILE (a saved plan enforces the policy it was made with)."`
 	Resume      string   `name:"resume" placeholder:"RUN|latest" help:"Resume run RUN (or the latest run): reuse the outputs of every node that succeeded there with the same inputs, and run the others."`
+	Engine      string   `name:"engine" placeholder:"docker|kubernetes" help:"Run the nodes as containers on Docker or as Jobs on Kubernetes (default: the configuration's only engine block, else docker)."`
 	VarFlags    `embed:""`
 }
 
@@ -93,6 +95,8 @@ type toApply struct {
 	// decided against that run's records, shown with the plan and carried out by the executor.
 	resume     string
 	resumePlan *planner.ResumePlan
+	// engine is the engine the nodes run on (config.EngineDocker or config.EngineKubernetes).
+	engine string
 }
 
 // ResumeLatest is the --resume value naming the newest finished run.
@@ -119,6 +123,9 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 			return nil, ExitCode(1)
 		}
 		a := &toApply{cfg: pl.cfg, vars: pl.vars, plan: pl.plan, resume: c.Resume}
+		if !c.selectEngine(view, a, pl.files...) {
+			return nil, ExitCode(1)
+		}
 		if err := c.decideResume(a); err != nil {
 			return nil, err
 		}
@@ -145,7 +152,44 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 	}
 	view.SavedPlan(c.Path, len(p.Nodes), p.ConfigDigest)
 	a := &toApply{cfg: cfg, vars: vars, plan: p, saved: true, resume: c.Resume}
+	if !c.selectEngine(view, a) {
+		return nil, ExitCode(1)
+	}
 	return a, c.decideResume(a)
+}
+
+// selectEngine decides the engine: --engine, else the configuration's only engine block, else docker. A saved plan
+// runs on --engine or docker. A bad value or a missing engine block is a diagnostic.
+func (c *ApplyCmd) selectEngine(view views.Apply, a *toApply, files ...map[string][]byte) bool {
+	flag := c.Engine
+	if a.saved && flag == "" {
+		flag = config.EngineDocker
+	}
+	name, diags := a.cfg.SelectEngine(flag)
+	if diags.HasErrors() {
+		view.Diagnostics(diags, files...)
+		return false
+	}
+	a.engine = name
+	return true
+}
+
+// kubernetesOptions connects to the cluster of the configuration's engine "kubernetes" block (kubeconfig,
+// KUBECONFIG honoured, its context); nil when the nodes run on Docker.
+func kubernetesOptions(a *toApply) (*executor.KubernetesOptions, error) {
+	if a.engine != config.EngineKubernetes {
+		return nil, nil
+	}
+	e := a.cfg.Engine(config.EngineKubernetes).Kubernetes
+	rc, err := k8sengine.RESTConfig(e)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := k8sengine.New(rc, e.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return &executor.KubernetesOptions{Engine: e, Cluster: cl}, nil
 }
 
 // decideResume makes the resume decisions of --resume before approval, so the plan shows them; a plan with
@@ -192,12 +236,17 @@ func (c *ApplyCmd) approve(env *Env, view views.Apply, a *toApply) (ok bool, err
 // apply runs the plan with the view's hooks and turns its outcome into the exit status.
 func (c *ApplyCmd) apply(env *Env, view views.Apply, a *toApply, minFree int64) error {
 	stateDir := applyStateDir(c.StateDir, a.cfg)
+	k8s, err := kubernetesOptions(a)
+	if err != nil {
+		view.PreflightFailed([]string{err.Error()})
+		return ExitCode(1)
+	}
 	ctx, stopSignals, janitor := applySignals(view)
 	defer stopSignals()
 	sum, err := executor.Apply(ctx, executor.ApplyOptions{
 		Config: a.cfg, Vars: a.vars, Plan: a.plan, StateDir: stateDir, Parallelism: c.Parallelism, MinFreeBytes: minFree,
 		Environ: env.Environ, Hook: views.Hooks(view.Hooks()...), KewplanVersion: version, Janitor: janitor,
-		Resume: a.resumePlan,
+		Resume: a.resumePlan, Kubernetes: k8s,
 	})
 	if err != nil {
 		var pe *executor.PreflightError

@@ -511,3 +511,28 @@ func TestRemovePlantedVerdicts(t *testing.T) {
 		}
 	})
 }
+
+// TestFromSidecar: bytes handed over by another reader go through the same rules as Collect's: missing holds,
+// oversized is refused, hostile JSON is unparseable (stored, digested), a good verdict parses and is stored.
+func TestFromSidecar(t *testing.T) {
+	store := t.TempDir()
+	if _, err := FromSidecar(nil, false, store); !errors.Is(err, ErrNoVerdict) {
+		t.Errorf("missing: %v, want ErrNoVerdict", err)
+	}
+	if _, err := FromSidecar(make([]byte, MaxBytes+1), true, store); !errors.Is(err, ErrRefused) {
+		t.Errorf("oversized: %v, want ErrRefused", err)
+	}
+	hostile := []byte(`{"verdict":"reject","VERDICT":"approve","summary":""}`)
+	_, err := FromSidecar(hostile, true, store)
+	var ve *Error
+	if !errors.Is(err, ErrUnparseable) || !errors.As(err, &ve) || ve.StoredPath == "" || ve.SHA256 == "" {
+		t.Errorf("hostile: %v, want ErrUnparseable with the stored copy", err)
+	}
+	v, err := FromSidecar([]byte(`{"verdict":"approve","summary":"ok"}`), true, store)
+	if err != nil || v.Verdict != Approve || v.StoredPath == "" || v.SHA256 == "" {
+		t.Fatalf("good: %+v, %v", v, err)
+	}
+	if got, err := os.ReadFile(v.StoredPath); err != nil || string(got) != `{"verdict":"approve","summary":"ok"}` {
+		t.Errorf("stored copy %q, %v", got, err)
+	}
+}

@@ -1,0 +1,97 @@
+package executor
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/internal/k8stest"
+	"github.com/kewplan/kewplan/k8sengine"
+	"github.com/kewplan/kewplan/k8srender"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	k8stest.Stop() // the control plane k8stest.Start started, if any
+	os.Exit(code)
+}
+
+// TestKubernetesE2EApplyCancel: `apply` on a real API server (the binaries of `make k8s-test`, or the cluster of
+// KEWPLAN_K8S_E2E_CONTEXT; skipped without either): preflight passes, the node's Secret and Job are created by
+// server-side apply, the Job controller creates its pod (admitted under Pod Security restricted; no kubelet runs it),
+// and cancelling the apply records the node cancelled and leaves no object of the run.
+func TestKubernetesE2EApplyCancel(t *testing.T) {
+	cl := k8stest.Start(t)
+	ctx, stop := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer stop()
+	ns := cl.Namespace(t)
+	for name, key := range map[string]string{"kewplan-git": "token", "agent-keys": "ANTHROPIC_API_KEY"} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string][]byte{key: []byte("s3cret")}}
+		if _, err := cl.Client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	hcl := strings.Replace(k8sConfigHead, `namespace          = "agents"`, `namespace          = "`+ns+`"`, 1) + strings.Replace(k8sFixNode, "%s", "  timeout = \"2m\"\n", 1)
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(hcl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, p, ok := k8stest.Plan(t, dir)
+	if !ok {
+		t.Fatal("the test configuration does not plan")
+	}
+	c := &k8sengine.Cluster{Client: cl.Client, Namespace: ns}
+	applyCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		sum *ApplySummary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sum, err := Apply(applyCtx, ApplyOptions{Config: cfg, Plan: p, StateDir: filepath.Join(dir, ".kewplan"), Hook: &recorder{},
+			Kubernetes: &KubernetesOptions{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: c, PollInterval: 100 * time.Millisecond}})
+		done <- result{sum, err}
+	}()
+	managed := metav1.ListOptions{LabelSelector: k8srender.LabelManagedBy + "=" + k8srender.ManagedBy}
+	poll := func(what string, cond func() (bool, error)) {
+		t.Helper()
+		if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) { return cond() }); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	poll("the node's Job is created", func() (bool, error) {
+		jobs, err := cl.Client.BatchV1().Jobs(ns).List(ctx, managed)
+		return err == nil && len(jobs.Items) == 1, err
+	})
+	if cl.Controllers {
+		poll("the Job controller creates the pod", func() (bool, error) {
+			pods, err := cl.Client.CoreV1().Pods(ns).List(ctx, managed)
+			return err == nil && len(pods.Items) == 1, err
+		})
+	}
+	cancel()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.sum.Status != ledger.RunCancelled || len(r.sum.Nodes) != 1 || r.sum.Nodes[0].Status != ledger.StatusCancelled {
+		t.Errorf("run %s, nodes %+v; want cancelled", r.sum.Status, r.sum.Nodes)
+	}
+	if cl.Controllers {
+		// Foreground deletion finishes when the garbage collector has removed the pods.
+		poll("nothing of the run left", func() (bool, error) {
+			left, err := c.Remaining(ctx, r.sum.RunID)
+			return len(left) == 0, err
+		})
+	}
+}
