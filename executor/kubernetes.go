@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/egress"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/executor/verdict"
 	"github.com/kewplan/kewplan/k8sengine"
@@ -181,7 +182,18 @@ func (a *applier) k8sRender(np *planner.NodePlan, attempt int) (*k8srender.NodeO
 // whole plan, not from the first node's: the NetworkPolicy is open only when every node's network is.
 func (a *applier) k8sShared(ctx context.Context) error {
 	a.k8s.sharedOnce.Do(func() {
-		m, _ := k8srender.Render(a.opts.Plan, k8srender.Options{Engine: a.k8s.opts.Engine, RunID: a.runID, NameSuffix: a.k8sNameSuffix(1)})
+		// kewplan's egress proxy (proxy_image) gets a fresh secret per user and run; render's derived ones are
+		// only for manifests that must not change between renders.
+		secrets := map[string]string{}
+		for _, user := range k8srender.ProxyUsers(a.k8s.opts.Engine, a.opts.Plan) {
+			secret, err := egress.NewSecret()
+			if err != nil {
+				a.k8s.sharedErr = fmt.Errorf("egress proxy secret: %w", err)
+				return
+			}
+			secrets[user] = secret
+		}
+		m, _ := k8srender.Render(a.opts.Plan, k8srender.Options{Engine: a.k8s.opts.Engine, RunID: a.runID, NameSuffix: a.k8sNameSuffix(1), ProxySecrets: secrets})
 		if m == nil {
 			a.k8s.sharedErr = errors.New("render the run's shared objects: the plan does not render")
 			return

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/docker/go-units"
+	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
@@ -95,8 +96,9 @@ type toApply struct {
 	// decided against that run's records, shown with the plan and carried out by the executor.
 	resume     string
 	resumePlan *planner.ResumePlan
-	// engine is the engine the nodes run on (config.EngineDocker or config.EngineKubernetes).
-	engine string
+	// engine is the engine the nodes run on (config.EngineDocker or config.EngineKubernetes); savedEngine the one
+	// a saved plan was made for.
+	engine, savedEngine string
 }
 
 // ResumeLatest is the --resume value naming the newest finished run.
@@ -151,7 +153,7 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 		return nil, fmt.Errorf("saved plan variables: %w", err)
 	}
 	view.SavedPlan(c.Path, len(p.Nodes), p.ConfigDigest)
-	a := &toApply{cfg: cfg, vars: vars, plan: p, saved: true, resume: c.Resume}
+	a := &toApply{cfg: cfg, vars: vars, plan: p, saved: true, savedEngine: f.Engine(), resume: c.Resume}
 	if !c.selectEngine(view, a) {
 		return nil, ExitCode(1)
 	}
@@ -159,11 +161,18 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 }
 
 // selectEngine decides the engine: --engine, else the configuration's only engine block, else docker. A saved plan
-// runs on --engine or docker. A bad value or a missing engine block is a diagnostic.
+// runs on the engine it was made for: what was reviewed is what runs, so a different --engine is refused. A bad
+// value or a missing engine block is a diagnostic.
 func (c *ApplyCmd) selectEngine(view views.Apply, a *toApply, files ...map[string][]byte) bool {
 	flag := c.Engine
-	if a.saved && flag == "" {
-		flag = config.EngineDocker
+	if a.saved {
+		if flag != "" && flag != a.savedEngine {
+			view.Diagnostics(hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Engine differs from the saved plan",
+				Detail: fmt.Sprintf("The plan file was made for the engine %q, and --engine asks for %q. A saved plan runs where it was reviewed: drop --engine, or run kewplan plan --engine %s --out FILE again.",
+					a.savedEngine, termsafe.String(flag), termsafe.String(flag))}})
+			return false
+		}
+		flag = a.savedEngine
 	}
 	name, diags := a.cfg.SelectEngine(flag)
 	if diags.HasErrors() {
