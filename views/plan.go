@@ -417,13 +417,21 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 			for _, f := range planNodeFacts(n) {
 				facts[f[0]] = f[1]
 			}
+			isolation := facts["isolation"]
+			if k != nil {
+				// On Kubernetes the isolation is the pod's runtime class, not a Docker runtime.
+				isolation = "cluster default runtime"
+				if nd := k.Node(n.Name); nd != nil && nd.RuntimeClass != "" {
+					isolation = "runtimeClassName " + nd.RuntimeClass
+				}
+			}
 			prompt := mdText(facts["prompt"])
 			if n.Prompt.SHA256 != "" {
 				prompt = fmt.Sprintf("%s (%s)", mdCode(n.Prompt.SHA256[:min(12, len(n.Prompt.SHA256))]+"…"),
 					count(n.Prompt.Bytes, "byte", "bytes"))
 			}
 			ew.printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", mdCode(n.Name), mdText(facts["runner"]),
-				mdText(facts["role"]), planMDCode(facts["image"]), mdText(facts["network"]), mdText(facts["isolation"]), planMDCode(facts["model"]),
+				mdText(facts["role"]), planMDCode(facts["image"]), mdText(facts["network"]), mdText(isolation), planMDCode(facts["model"]),
 				prompt, mdCodeList(n.Credentials), mdText(strings.Join(n.DependsOn, ", ")))
 		}
 	}

@@ -59,6 +59,25 @@ func TestPlanKubernetesHuman(t *testing.T) {
 	}
 }
 
+// TestPlanKubernetesMarkdown: the pull-request comment names the engine, shows the pod's runtime class where the
+// Docker plan shows its runtime, and lists the differences.
+func TestPlanKubernetesMarkdown(t *testing.T) {
+	doc := kubernetesPlanDoc(t)
+	var b bytes.Buffer
+	if err := WritePlanMarkdown(&b, doc); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"Engine: kubernetes, namespace `agents`", "| allowlist | runtimeClassName gvisor |", "Differences from Docker"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown plan lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "runc (engine default)") {
+		t.Errorf("markdown plan on kubernetes names a Docker runtime:\n%s", out)
+	}
+}
+
 func TestPlanKubernetesJSONRoundTrip(t *testing.T) {
 	doc := kubernetesPlanDoc(t)
 	var b bytes.Buffer
