@@ -213,11 +213,17 @@ func (c *Config) checkStaticValues() hcl.Diagnostics {
 		obj[name] = cty.DynamicVal
 		ctx.Variables[root] = cty.ObjectVal(obj)
 	}
-	for _, name := range slices.Sorted(maps.Keys(c.Nodes)) {
-		n := c.Nodes[name]
+	// Nodes are evaluated independently of each other in the shared, read-only context, so in parallel; their
+	// diagnostics are kept in name order.
+	names := slices.Sorted(maps.Keys(c.Nodes))
+	perNode := make([]hcl.Diagnostics, len(names))
+	inParallel(len(names), func(i int) {
+		n := c.Nodes[names[i]]
 		_, d := evalExpansion(n, ctx, true)
-		diags = append(diags, d...)
-		_, d = EvalNode(n, ctx)
+		_, d2 := EvalNode(n, ctx)
+		perNode[i] = append(d, d2...)
+	})
+	for _, d := range perNode {
 		diags = append(diags, d...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Runners)) {

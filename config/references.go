@@ -289,6 +289,16 @@ func (c *Config) checkDependsOn(n *Node) hcl.Diagnostics {
 	return diags
 }
 
+// refersToNodeOrLocal reports whether a traversal starts at node or local.
+func refersToNodeOrLocal(vars []hcl.Traversal) bool {
+	for _, t := range vars {
+		if r := t.RootName(); r == "node" || r == "local" {
+			return true
+		}
+	}
+	return false
+}
+
 // traversalString renders a traversal as written, e.g. "var.model" or `node["fix"].commit`.
 func traversalString(t hcl.Traversal) string {
 	var b strings.Builder
@@ -532,9 +542,11 @@ func (c *Config) exprNodeRefs(e hcl.Expression, nodesOfLocal func(string, map[st
 			}
 		}
 	}
+	vars := e.Variables()
 	syn, ok := e.(hclsyntax.Expression)
-	if !ok {
-		for _, t := range e.Variables() {
+	if !ok || !refersToNodeOrLocal(vars) {
+		// Without a node or local reference, add finds nothing to add, and the walks below would find nothing.
+		for _, t := range vars {
 			add(t)
 		}
 		return refs
@@ -560,7 +572,7 @@ func (c *Config) exprNodeRefs(e hcl.Expression, nodesOfLocal func(string, map[st
 	})
 	// Variables() honours for-expression scopes: a walk's traversal counts only if its root is free.
 	bound := map[string]bool{}
-	for _, t := range e.Variables() {
+	for _, t := range vars {
 		bound[t.RootName()] = true
 	}
 	hclsyntax.VisitAll(syn, func(n hclsyntax.Node) hcl.Diagnostics {
