@@ -220,7 +220,7 @@ func (c *Config) checkStaticValues() hcl.Diagnostics {
 	inParallel(len(names), func(i int) {
 		n := c.Nodes[names[i]]
 		_, d := evalExpansion(n, ctx, true)
-		_, d2 := EvalNode(n, ctx)
+		_, d2 := evalNode(n, ctx, true)
 		perNode[i] = append(d, d2...)
 	})
 	for _, d := range perNode {
