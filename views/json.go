@@ -55,15 +55,24 @@ func writeIndentedJSONList(w io.Writer, v any, key string, n int, elem func(i in
 }
 
 // writeListElements writes elements 0..n-1 as they appear inside a depth-one array of an indented document,
-// separated by commas, encoding batches in parallel and writing them in order.
+// separated by commas, encoding batches in parallel and writing them in order. The few buffers in flight are
+// reused, so the text of a long list costs a few batches' worth of memory, not its whole length.
 func writeListElements(w io.Writer, n int, elem func(i int) any) error {
 	type result struct {
-		buf []byte
+		buf *bytes.Buffer
 		err error
 	}
+	workers := runtime.GOMAXPROCS(0)
+	free := make(chan *bytes.Buffer, workers+1)
 	encode := func(start, end int) result {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
+		var buf *bytes.Buffer
+		select {
+		case buf = <-free:
+			buf.Reset()
+		default:
+			buf = new(bytes.Buffer)
+		}
+		enc := json.NewEncoder(buf)
 		enc.SetIndent("    ", "  ")
 		enc.SetEscapeHTML(false)
 		for i := start; i < end; i++ {
@@ -76,10 +85,9 @@ func writeListElements(w io.Writer, n int, elem func(i int) any) error {
 				buf.WriteByte(',')
 			}
 		}
-		return result{buf: buf.Bytes()}
+		return result{buf: buf}
 	}
 	// pending holds the batches in flight in list order; its capacity bounds how many are encoded ahead.
-	workers := runtime.GOMAXPROCS(0)
 	pending := make(chan chan result, workers)
 	go func() {
 		defer close(pending)
@@ -99,8 +107,12 @@ func writeListElements(w io.Writer, n int, elem func(i int) any) error {
 			firstErr = r.err
 			continue
 		}
-		if _, err := w.Write(r.buf); err != nil {
+		if _, err := w.Write(r.buf.Bytes()); err != nil {
 			firstErr = err
+		}
+		select {
+		case free <- r.buf:
+		default:
 		}
 	}
 	return firstErr

@@ -45,10 +45,14 @@ func (c *PlanCmd) Run(env *Env) error {
 		return ExitCode(1)
 	}
 	p, files := pl.plan, pl.files
-	paths.dir = pl.cfg.Dir
-	paths.isConfig = func(name string) bool { _, ok := pl.cfg.Files[name]; return ok }
+	dir, cfgFiles := pl.cfg.Dir, pl.cfg.Files
+	// The parse tree is not needed past planning: let it go before the document is built and written, which
+	// lowers a large plan's peak memory.
+	pl.cfg = nil
+	paths.dir = dir
+	paths.isConfig = func(name string) bool { _, ok := cfgFiles[name]; return ok }
 	doc := views.NewPlanJSON(p, version, files...)
-	doc.ConfigDir = relConfigDir(pl.cfg.Dir)
+	doc.ConfigDir = relConfigDir(dir)
 	if err := view.Plan(doc); err != nil {
 		return err
 	}
