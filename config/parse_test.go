@@ -1,14 +1,18 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/kewplan/kewplan/internal/benchplan"
 )
 
 // TestParsePiecesSameBody: a file parsed in pieces, cut at every possible place, gives the body a whole parse
@@ -65,5 +69,46 @@ func TestParsePiecesSameBody(t *testing.T) {
 	}
 	if pieced < 10 {
 		t.Errorf("only %d files were parsed in pieces; the test compares too little", pieced)
+	}
+}
+
+// TestLoadLargeConfiguration loads configurations large enough to be parsed in pieces and checked in parallel
+// (run it with -race), and checks what the parallel steps produce: every node, with its dependencies.
+func TestLoadLargeConfiguration(t *testing.T) {
+	for _, shape := range []string{"chain", "fanout"} {
+		dir := t.TempDir()
+		if err := benchplan.Write(dir, shape, 1000); err != nil {
+			t.Fatal(err)
+		}
+		cfg, diags := Load(dir)
+		if len(diags) > 0 {
+			t.Fatalf("%s: %s", shape, diags.Error())
+		}
+		if len(cfg.Nodes) != 1000 {
+			t.Fatalf("%s: %d nodes, want 1000", shape, len(cfg.Nodes))
+		}
+		for name, n := range cfg.Nodes {
+			var want []string
+			switch {
+			case shape == "chain" && name != "n00000":
+				var i int
+				fmt.Sscanf(name, "n%05d", &i)
+				want = []string{fmt.Sprintf("n%05d", i-1)}
+			case shape == "fanout" && name == "review":
+				want = make([]string, 0, 998)
+				for i := 1; i < 999; i++ {
+					want = append(want, fmt.Sprintf("n%05d", i))
+				}
+			case shape == "fanout" && name != "root":
+				want = []string{"root"}
+			}
+			var got []string
+			for _, d := range n.DependsOn {
+				got = append(got, d.Name)
+			}
+			if !slices.Equal(want, got) {
+				t.Errorf("%s: node %s depends on %v, want %v", shape, name, got, want)
+			}
+		}
 	}
 }

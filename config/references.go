@@ -26,28 +26,12 @@ type refScope struct {
 // names, dependencies, and the types and values of node attributes that do not depend on variables.
 func (c *Config) checkStatic() hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	for _, name := range slices.Sorted(maps.Keys(c.Nodes)) {
-		n := c.Nodes[name]
-		nodeScope := refScope{where: "a node", node: true, local: true, each: n.ForEach != nil, count: n.Count != nil}
-		for _, an := range slices.Sorted(maps.Keys(n.Attrs)) {
-			switch an {
-			case "depends_on":
-				diags = append(diags, c.checkDependsOn(n)...)
-				continue
-			case "for_each", "count":
-				// The instances are what each and count describe, so the argument that makes them cannot use them.
-				diags = append(diags, c.checkExpr(n.Attrs[an].Expr, refScope{where: "the " + an + " argument", node: true, local: true})...)
-				continue
-			}
-			diags = append(diags, c.checkExpr(n.Attrs[an].Expr, nodeScope)...)
-		}
-		if pr := n.PullRequest; pr != nil {
-			for _, e := range []hcl.Expression{pr.Base, pr.Title} {
-				if e != nil {
-					diags = append(diags, c.checkExpr(e, nodeScope)...)
-				}
-			}
-		}
+	// Each node's references are checked on their own, so in parallel; the diagnostics keep name order.
+	names := slices.Sorted(maps.Keys(c.Nodes))
+	perNode := make([]hcl.Diagnostics, len(names))
+	inParallel(len(names), func(i int) { perNode[i] = c.checkNodeReferences(c.Nodes[names[i]]) })
+	for _, d := range perNode {
+		diags = append(diags, d...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Locals)) {
 		diags = append(diags, c.checkExpr(c.Locals[name].Expr, refScope{where: "a local value", node: true, local: true})...)
@@ -68,6 +52,32 @@ func (c *Config) checkStatic() hcl.Diagnostics {
 	if !diags.HasErrors() {
 		// Evaluating with unresolved references would only repeat them as evaluation errors.
 		diags = append(diags, c.checkStaticValues()...)
+	}
+	return diags
+}
+
+// checkNodeReferences checks the references and function calls of a node's attributes, by attribute name.
+func (c *Config) checkNodeReferences(n *Node) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	nodeScope := refScope{where: "a node", node: true, local: true, each: n.ForEach != nil, count: n.Count != nil}
+	for _, an := range slices.Sorted(maps.Keys(n.Attrs)) {
+		switch an {
+		case "depends_on":
+			diags = append(diags, c.checkDependsOn(n)...)
+			continue
+		case "for_each", "count":
+			// The instances are what each and count describe, so the argument that makes them cannot use them.
+			diags = append(diags, c.checkExpr(n.Attrs[an].Expr, refScope{where: "the " + an + " argument", node: true, local: true})...)
+			continue
+		}
+		diags = append(diags, c.checkExpr(n.Attrs[an].Expr, nodeScope)...)
+	}
+	if pr := n.PullRequest; pr != nil {
+		for _, e := range []hcl.Expression{pr.Base, pr.Title} {
+			if e != nil {
+				diags = append(diags, c.checkExpr(e, nodeScope)...)
+			}
+		}
 	}
 	return diags
 }
@@ -462,55 +472,63 @@ func (c *Config) collectDependencies() {
 		localNodes[name] = out
 		return out
 	}
+	// Every local is resolved first, so that the nodes, each on its own, only read localNodes and can be done in
+	// parallel.
+	for _, name := range slices.Sorted(maps.Keys(c.Locals)) {
+		nodesOfLocal(name, map[string]bool{})
+	}
+	nodes := slices.Collect(maps.Values(c.Nodes))
+	inParallel(len(nodes), func(i int) { c.collectNodeDependencies(nodes[i], nodesOfLocal) })
+}
 
-	for _, n := range c.Nodes {
-		refs := append([]NodeRef(nil), n.DependsOn...)
-		var exprs []hcl.Expression
-		for name, a := range n.Attrs {
-			if name != "depends_on" {
-				exprs = append(exprs, a.Expr)
+// collectNodeDependencies fills one node's DependsOn (see collectDependencies).
+func (c *Config) collectNodeDependencies(n *Node, nodesOfLocal func(string, map[string]bool) []string) {
+	refs := append([]NodeRef(nil), n.DependsOn...)
+	var exprs []hcl.Expression
+	for name, a := range n.Attrs {
+		if name != "depends_on" {
+			exprs = append(exprs, a.Expr)
+		}
+	}
+	if pr := n.PullRequest; pr != nil {
+		for _, e := range []hcl.Expression{pr.Base, pr.Title} {
+			if e != nil {
+				exprs = append(exprs, e)
 			}
 		}
-		if pr := n.PullRequest; pr != nil {
-			for _, e := range []hcl.Expression{pr.Base, pr.Title} {
-				if e != nil {
-					exprs = append(exprs, e)
-				}
-			}
+	}
+	for _, e := range exprs {
+		if name, ok := isWholeNodeTraversal(e); ok && e == n.ForEach {
+			// for_each = node.fix pairs the instances key by key.
+			refs = append(refs, NodeRef{Name: name, Range: e.Range(), ForEach: true})
+			continue
 		}
-		for _, e := range exprs {
-			if name, ok := isWholeNodeTraversal(e); ok && e == n.ForEach {
-				// for_each = node.fix pairs the instances key by key.
-				refs = append(refs, NodeRef{Name: name, Range: e.Range(), ForEach: true})
-				continue
-			}
-			refs = append(refs, c.exprNodeRefs(e, nodesOfLocal)...)
+		refs = append(refs, c.exprNodeRefs(e, nodesOfLocal)...)
+	}
+	sort.SliceStable(refs, func(i, j int) bool {
+		a, b := refs[i].Range, refs[j].Range
+		if a.Filename != b.Filename {
+			return a.Filename < b.Filename
 		}
-		sort.SliceStable(refs, func(i, j int) bool {
-			a, b := refs[i].Range, refs[j].Range
-			if a.Filename != b.Filename {
-				return a.Filename < b.Filename
-			}
-			return a.Start.Byte < b.Start.Byte
-		})
-		index := map[string]int{}
-		n.DependsOn = n.DependsOn[:0]
-		for _, r := range refs {
-			if i, ok := index[r.Name]; ok {
-				d := &n.DependsOn[i]
-				d.Explicit = d.Explicit || r.Explicit
-				d.Whole = d.Whole || r.Whole
-				d.ForEach = d.ForEach || r.ForEach
-				d.Keys = append(d.Keys, r.Keys...)
-				d.KeyExprs = append(d.KeyExprs, r.KeyExprs...)
-				continue
-			}
-			index[r.Name] = len(n.DependsOn)
-			n.DependsOn = append(n.DependsOn, r)
+		return a.Start.Byte < b.Start.Byte
+	})
+	index := map[string]int{}
+	n.DependsOn = n.DependsOn[:0]
+	for _, r := range refs {
+		if i, ok := index[r.Name]; ok {
+			d := &n.DependsOn[i]
+			d.Explicit = d.Explicit || r.Explicit
+			d.Whole = d.Whole || r.Whole
+			d.ForEach = d.ForEach || r.ForEach
+			d.Keys = append(d.Keys, r.Keys...)
+			d.KeyExprs = append(d.KeyExprs, r.KeyExprs...)
+			continue
 		}
-		if len(n.DependsOn) == 0 {
-			n.DependsOn = nil
-		}
+		index[r.Name] = len(n.DependsOn)
+		n.DependsOn = append(n.DependsOn, r)
+	}
+	if len(n.DependsOn) == 0 {
+		n.DependsOn = nil
 	}
 }
 
