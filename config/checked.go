@@ -13,6 +13,7 @@ import (
 // the check's, no diagnostics. That is how a node is evaluated once, not twice, when its attributes are literals
 // or refer only to what is still unknown at plan time, such as another node's commit.
 type checkedValue struct {
+	expr hcl.Expression // native syntax, so a pointer: compared by identity
 	val  cty.Value
 	refs []hcl.Traversal
 	at   []cty.Value // the values of refs where the check evaluated
@@ -21,7 +22,7 @@ type checkedValue struct {
 // evalAttribute evaluates one attribute of n, or reuses the load-time check's value of it (see checkedValue).
 // With record, it keeps the value for later evaluations when it can be reused.
 func (n *Node) evalAttribute(name string, expr hcl.Expression, ctx *hcl.EvalContext, record bool) (cty.Value, hcl.Diagnostics) {
-	if cv := n.checked[name]; cv != nil && !record && cv.sameReferences(ctx) {
+	if cv := n.checked[name]; cv != nil && !record && cv.expr == expr && cv.sameReferences(ctx) {
 		return cv.val, nil
 	}
 	v, diags := expr.Value(ctx)
@@ -40,7 +41,7 @@ func (n *Node) evalAttribute(name string, expr hcl.Expression, ctx *hcl.EvalCont
 // (as inside try()), which leaves nothing to compare.
 func newCheckedValue(v cty.Value, expr hcl.Expression, ctx *hcl.EvalContext) *checkedValue {
 	refs := expr.Variables()
-	cv := &checkedValue{val: v, refs: refs, at: make([]cty.Value, len(refs))}
+	cv := &checkedValue{expr: expr, val: v, refs: refs, at: make([]cty.Value, len(refs))}
 	for i, t := range refs {
 		rv, diags := t.TraverseAbs(ctx)
 		if diags.HasErrors() {
@@ -63,7 +64,8 @@ func (cv *checkedValue) sameReferences(ctx *hcl.EvalContext) bool {
 }
 
 // callsFileFunction reports whether expr calls file() or templatefile(), which read files at plan time but
-// return unknown values in the load-time check.
+// return unknown values in the load-time check. An expression that is not native syntax counts as calling them,
+// so that every expression kept is a pointer (see checkedValue.expr).
 func callsFileFunction(expr hcl.Expression) bool {
 	syn, ok := expr.(hclsyntax.Expression)
 	if !ok {

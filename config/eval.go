@@ -110,13 +110,18 @@ func (c *Config) evalContext(s *Scope, funcs map[string]function.Function) (*hcl
 		}
 	}
 	nodes := make(map[string]cty.Value, len(c.Nodes))
+	// Values are immutable, so every node with no output known yet shares one object.
+	notRun := InstanceObject(nil, nil)
 	for name, n := range c.Nodes {
-		if n.Expanded() {
+		switch {
+		case n.Expanded():
 			// Its instances are known once its for_each or count is evaluated (the planner's SetNodeValues).
 			nodes[name] = cty.DynamicVal
-			continue
+		case len(s.Outputs[name]) == 0:
+			nodes[name] = notRun
+		default:
+			nodes[name] = InstanceObject(s.Outputs[name], nil)
 		}
-		nodes[name] = InstanceObject(s.Outputs[name], nil)
 	}
 	ctx := &hcl.EvalContext{
 		Variables: map[string]cty.Value{
