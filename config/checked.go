@@ -71,6 +71,9 @@ func callsFileFunction(expr hcl.Expression) bool {
 	if !ok {
 		return true // not native syntax: no walk to tell, so never reused
 	}
+	if isPlainExpr(syn) {
+		return false
+	}
 	found := false
 	hclsyntax.VisitAll(syn, func(node hclsyntax.Node) hcl.Diagnostics {
 		if call, ok := node.(*hclsyntax.FunctionCallExpr); ok && (call.Name == "file" || call.Name == "templatefile") {

@@ -90,7 +90,7 @@ func (c *Config) checkExpr(expr hcl.Expression, scope refScope) hcl.Diagnostics 
 			diags = append(diags, d)
 		}
 	}
-	if syn, ok := expr.(hclsyntax.Expression); ok {
+	if syn, ok := expr.(hclsyntax.Expression); ok && !isPlainExpr(syn) {
 		hclsyntax.VisitAll(syn, func(n hclsyntax.Node) hcl.Diagnostics {
 			call, ok := n.(*hclsyntax.FunctionCallExpr)
 			if !ok {
@@ -297,6 +297,27 @@ func (c *Config) checkDependsOn(n *Node) hcl.Diagnostics {
 		}
 	}
 	return diags
+}
+
+// isPlainExpr reports whether e is a literal, a reference, or a template of literals and references: what most
+// attributes are, and what holds no function call, index expression or scope of its own to walk for.
+func isPlainExpr(e hclsyntax.Expression) bool {
+	switch e := e.(type) {
+	case *hclsyntax.LiteralValueExpr, *hclsyntax.ScopeTraversalExpr:
+		return true
+	case *hclsyntax.TemplateWrapExpr:
+		return isPlainExpr(e.Wrapped)
+	case *hclsyntax.TemplateExpr:
+		for _, part := range e.Parts {
+			switch part.(type) {
+			case *hclsyntax.LiteralValueExpr, *hclsyntax.ScopeTraversalExpr:
+			default:
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // refersToNodeOrLocal reports whether a traversal starts at node or local.
@@ -562,8 +583,9 @@ func (c *Config) exprNodeRefs(e hcl.Expression, nodesOfLocal func(string, map[st
 	}
 	vars := e.Variables()
 	syn, ok := e.(hclsyntax.Expression)
-	if !ok || !refersToNodeOrLocal(vars) {
-		// Without a node or local reference, add finds nothing to add, and the walks below would find nothing.
+	if !ok || !refersToNodeOrLocal(vars) || isPlainExpr(syn) {
+		// Without a node or local reference, add finds nothing to add; in a plain expression every reference is
+		// one of vars, in order, and there is no index expression: either way the walks below would add the same.
 		for _, t := range vars {
 			add(t)
 		}
