@@ -12,6 +12,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/kewplan/kewplan/internal/parallel"
 )
 
 // VariableInputs are the raw variable values from outside the configuration, in Terraform's precedence order:
@@ -222,7 +224,7 @@ func (c *Config) checkStaticValues() hcl.Diagnostics {
 	// diagnostics are kept in name order.
 	names := slices.Sorted(maps.Keys(c.Nodes))
 	perNode := make([]hcl.Diagnostics, len(names))
-	inParallel(len(names), func(i int) {
+	parallel.For(len(names), func(i int) {
 		n := c.Nodes[names[i]]
 		_, d := evalExpansion(n, ctx, true)
 		_, d2 := evalNode(n, ctx, true)

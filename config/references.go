@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/kewplan/kewplan/internal/parallel"
 )
 
 // refScope says which reference roots an expression may use.
@@ -29,7 +31,7 @@ func (c *Config) checkStatic() hcl.Diagnostics {
 	// Each node's references are checked on their own, so in parallel; the diagnostics keep name order.
 	names := slices.Sorted(maps.Keys(c.Nodes))
 	perNode := make([]hcl.Diagnostics, len(names))
-	inParallel(len(names), func(i int) { perNode[i] = c.checkNodeReferences(c.Nodes[names[i]]) })
+	parallel.For(len(names), func(i int) { perNode[i] = c.checkNodeReferences(c.Nodes[names[i]]) })
 	for _, d := range perNode {
 		diags = append(diags, d...)
 	}
@@ -499,7 +501,7 @@ func (c *Config) collectDependencies() {
 		nodesOfLocal(name, map[string]bool{})
 	}
 	nodes := slices.Collect(maps.Values(c.Nodes))
-	inParallel(len(nodes), func(i int) { c.collectNodeDependencies(nodes[i], nodesOfLocal) })
+	parallel.For(len(nodes), func(i int) { c.collectNodeDependencies(nodes[i], nodesOfLocal) })
 }
 
 // collectNodeDependencies fills one node's DependsOn (see collectDependencies).

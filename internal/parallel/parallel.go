@@ -1,14 +1,14 @@
-package config
+package parallel
 
 import (
 	"runtime"
 	"sync"
 )
 
-// inParallel calls fn(i) for every i in [0, n), spread over GOMAXPROCS goroutines in contiguous runs, and
+// For calls fn(i) for every i in [0, n), spread over GOMAXPROCS goroutines in runs of consecutive indexes, and
 // returns when all are done. fn must be safe to call concurrently; callers keep their output in order by
-// writing to the i-th slot of a slice.
-func inParallel(n int, fn func(i int)) {
+// writing to the i-th element of a slice.
+func For(n int, fn func(i int)) {
 	workers := min(runtime.GOMAXPROCS(0), n)
 	if workers <= 1 {
 		for i := 0; i < n; i++ {
