@@ -12,6 +12,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/kewplan/kewplan/internal/parallel"
 )
 
 // VariableInputs are the raw variable values from outside the configuration, in Terraform's precedence order:
@@ -110,13 +112,18 @@ func (c *Config) evalContext(s *Scope, funcs map[string]function.Function) (*hcl
 		}
 	}
 	nodes := make(map[string]cty.Value, len(c.Nodes))
+	// Values are immutable, so every node with no output known yet shares one object.
+	notRun := InstanceObject(nil, nil)
 	for name, n := range c.Nodes {
-		if n.Expanded() {
+		switch {
+		case n.Expanded():
 			// Its instances are known once its for_each or count is evaluated (the planner's SetNodeValues).
 			nodes[name] = cty.DynamicVal
-			continue
+		case len(s.Outputs[name]) == 0:
+			nodes[name] = notRun
+		default:
+			nodes[name] = InstanceObject(s.Outputs[name], nil)
 		}
-		nodes[name] = InstanceObject(s.Outputs[name], nil)
 	}
 	ctx := &hcl.EvalContext{
 		Variables: map[string]cty.Value{
@@ -213,11 +220,17 @@ func (c *Config) checkStaticValues() hcl.Diagnostics {
 		obj[name] = cty.DynamicVal
 		ctx.Variables[root] = cty.ObjectVal(obj)
 	}
-	for _, name := range slices.Sorted(maps.Keys(c.Nodes)) {
-		n := c.Nodes[name]
+	// Nodes are evaluated independently of each other in the shared, read-only context, so in parallel; their
+	// diagnostics are kept in name order.
+	names := slices.Sorted(maps.Keys(c.Nodes))
+	perNode := make([]hcl.Diagnostics, len(names))
+	parallel.For(len(names), func(i int) {
+		n := c.Nodes[names[i]]
 		_, d := evalExpansion(n, ctx, true)
-		diags = append(diags, d...)
-		_, d = EvalNode(n, ctx)
+		_, d2 := evalNode(n, ctx, true)
+		perNode[i] = append(d, d2...)
+	})
+	for _, d := range perNode {
 		diags = append(diags, d...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Runners)) {

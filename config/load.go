@@ -223,12 +223,7 @@ func parseConfigSource(name string, src []byte) (*hclsyntax.Body, hcl.Diagnostic
 	if d := CheckNesting(name, src); d != nil {
 		return nil, hcl.Diagnostics{d}
 	}
-	f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
-	if f == nil {
-		return nil, diags
-	}
-	body, _ := f.Body.(*hclsyntax.Body)
-	return body, diags
+	return parseBody(name, src)
 }
 
 // checkUTF8 reports the first byte of src that is not valid UTF-8.

@@ -185,6 +185,9 @@ type Node struct {
 	DeclRange hcl.Range
 	// Attrs keeps every attribute's full range by name, for diagnostics that point at an attribute.
 	Attrs map[string]*hcl.Attribute
+	// checked are the attribute values the load-time check found, by attribute name, for evaluations that can
+	// reuse them (see checkedValue).
+	checked map[string]*checkedValue
 }
 
 // NodeRef names another node, with the range where it was named.

@@ -212,15 +212,28 @@ type PullRequestValues struct {
 // A node with for_each or count is evaluated per instance with EvalInstance; EvalNode evaluates it with each and
 // count unknown.
 func EvalNode(n *Node, ctx *hcl.EvalContext) (*NodeValues, hcl.Diagnostics) {
+	return evalNode(n, ctx, false)
+}
+
+// evalNode is EvalNode; with record, it keeps the values it finds for later evaluations to reuse (the load-time
+// check records, in a context where every variable, node output and file is unknown).
+func evalNode(n *Node, ctx *hcl.EvalContext, record bool) (*NodeValues, hcl.Diagnostics) {
 	if n.ForEach != nil || n.Count != nil {
-		return EvalInstance(n, unknownInstance(n), ctx)
+		return evalInstance(n, unknownInstance(n), ctx, record)
 	}
-	return EvalInstance(n, &Instance{Address: n.Name, Slug: n.Name}, ctx)
+	return evalInstance(n, &Instance{Address: n.Name, Slug: n.Name}, ctx, record)
 }
 
 // EvalInstance evaluates one instance of n (see EvalExpansion) in ctx, with each or count bound to the instance.
 // Its default branch is "kew/<slug>", and diagnostics name it by its address.
+//
+// An attribute whose references have the same values as in the load-time check is not evaluated again: its
+// value is the one the check found (see checkedValue).
 func EvalInstance(n *Node, inst *Instance, ctx *hcl.EvalContext) (*NodeValues, hcl.Diagnostics) {
+	return evalInstance(n, inst, ctx, false)
+}
+
+func evalInstance(n *Node, inst *Instance, ctx *hcl.EvalContext, record bool) (*NodeValues, hcl.Diagnostics) {
 	ctx = InstanceContext(ctx, n, inst)
 	nv := &NodeValues{Role: RoleWorker, Branch: DefaultBranchPrefix + inst.Slug, Timeout: DefaultTimeout}
 	var diags hcl.Diagnostics
@@ -233,7 +246,7 @@ func EvalInstance(n *Node, inst *Instance, ctx *hcl.EvalContext) (*NodeValues, h
 		if attr == nil {
 			attr = &hcl.Attribute{Name: name, Expr: expr, Range: expr.Range(), NameRange: expr.Range()}
 		}
-		v, d := expr.Value(ctx)
+		v, d := n.evalAttribute(name, expr, ctx, record)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			return

@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/kewplan/kewplan/internal/parallel"
 )
 
 // refScope says which reference roots an expression may use.
@@ -26,28 +28,12 @@ type refScope struct {
 // names, dependencies, and the types and values of node attributes that do not depend on variables.
 func (c *Config) checkStatic() hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	for _, name := range slices.Sorted(maps.Keys(c.Nodes)) {
-		n := c.Nodes[name]
-		nodeScope := refScope{where: "a node", node: true, local: true, each: n.ForEach != nil, count: n.Count != nil}
-		for _, an := range slices.Sorted(maps.Keys(n.Attrs)) {
-			switch an {
-			case "depends_on":
-				diags = append(diags, c.checkDependsOn(n)...)
-				continue
-			case "for_each", "count":
-				// The instances are what each and count describe, so the argument that makes them cannot use them.
-				diags = append(diags, c.checkExpr(n.Attrs[an].Expr, refScope{where: "the " + an + " argument", node: true, local: true})...)
-				continue
-			}
-			diags = append(diags, c.checkExpr(n.Attrs[an].Expr, nodeScope)...)
-		}
-		if pr := n.PullRequest; pr != nil {
-			for _, e := range []hcl.Expression{pr.Base, pr.Title} {
-				if e != nil {
-					diags = append(diags, c.checkExpr(e, nodeScope)...)
-				}
-			}
-		}
+	// Each node's references are checked on their own, so in parallel; the diagnostics keep name order.
+	names := slices.Sorted(maps.Keys(c.Nodes))
+	perNode := make([]hcl.Diagnostics, len(names))
+	parallel.For(len(names), func(i int) { perNode[i] = c.checkNodeReferences(c.Nodes[names[i]]) })
+	for _, d := range perNode {
+		diags = append(diags, d...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Locals)) {
 		diags = append(diags, c.checkExpr(c.Locals[name].Expr, refScope{where: "a local value", node: true, local: true})...)
@@ -72,6 +58,32 @@ func (c *Config) checkStatic() hcl.Diagnostics {
 	return diags
 }
 
+// checkNodeReferences checks the references and function calls of a node's attributes, by attribute name.
+func (c *Config) checkNodeReferences(n *Node) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	nodeScope := refScope{where: "a node", node: true, local: true, each: n.ForEach != nil, count: n.Count != nil}
+	for _, an := range slices.Sorted(maps.Keys(n.Attrs)) {
+		switch an {
+		case "depends_on":
+			diags = append(diags, c.checkDependsOn(n)...)
+			continue
+		case "for_each", "count":
+			// The instances are what each and count describe, so the argument that makes them cannot use them.
+			diags = append(diags, c.checkExpr(n.Attrs[an].Expr, refScope{where: "the " + an + " argument", node: true, local: true})...)
+			continue
+		}
+		diags = append(diags, c.checkExpr(n.Attrs[an].Expr, nodeScope)...)
+	}
+	if pr := n.PullRequest; pr != nil {
+		for _, e := range []hcl.Expression{pr.Base, pr.Title} {
+			if e != nil {
+				diags = append(diags, c.checkExpr(e, nodeScope)...)
+			}
+		}
+	}
+	return diags
+}
+
 // checkExpr reports references and function calls that cannot resolve.
 func (c *Config) checkExpr(expr hcl.Expression, scope refScope) hcl.Diagnostics {
 	var diags hcl.Diagnostics
@@ -80,7 +92,7 @@ func (c *Config) checkExpr(expr hcl.Expression, scope refScope) hcl.Diagnostics 
 			diags = append(diags, d)
 		}
 	}
-	if syn, ok := expr.(hclsyntax.Expression); ok {
+	if syn, ok := expr.(hclsyntax.Expression); ok && !isPlainExpr(syn) {
 		hclsyntax.VisitAll(syn, func(n hclsyntax.Node) hcl.Diagnostics {
 			call, ok := n.(*hclsyntax.FunctionCallExpr)
 			if !ok {
@@ -289,6 +301,37 @@ func (c *Config) checkDependsOn(n *Node) hcl.Diagnostics {
 	return diags
 }
 
+// isPlainExpr reports whether e is a literal, a reference, or a template of literals and references: what most
+// attributes are, and what holds no function call, index expression or scope of its own to walk for.
+func isPlainExpr(e hclsyntax.Expression) bool {
+	switch e := e.(type) {
+	case *hclsyntax.LiteralValueExpr, *hclsyntax.ScopeTraversalExpr:
+		return true
+	case *hclsyntax.TemplateWrapExpr:
+		return isPlainExpr(e.Wrapped)
+	case *hclsyntax.TemplateExpr:
+		for _, part := range e.Parts {
+			switch part.(type) {
+			case *hclsyntax.LiteralValueExpr, *hclsyntax.ScopeTraversalExpr:
+			default:
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// refersToNodeOrLocal reports whether a traversal starts at node or local.
+func refersToNodeOrLocal(vars []hcl.Traversal) bool {
+	for _, t := range vars {
+		if r := t.RootName(); r == "node" || r == "local" {
+			return true
+		}
+	}
+	return false
+}
+
 // traversalString renders a traversal as written, e.g. "var.model" or `node["fix"].commit`.
 func traversalString(t hcl.Traversal) string {
 	var b strings.Builder
@@ -452,55 +495,63 @@ func (c *Config) collectDependencies() {
 		localNodes[name] = out
 		return out
 	}
+	// Every local is resolved first, so that the nodes, each on its own, only read localNodes and can be done in
+	// parallel.
+	for _, name := range slices.Sorted(maps.Keys(c.Locals)) {
+		nodesOfLocal(name, map[string]bool{})
+	}
+	nodes := slices.Collect(maps.Values(c.Nodes))
+	parallel.For(len(nodes), func(i int) { c.collectNodeDependencies(nodes[i], nodesOfLocal) })
+}
 
-	for _, n := range c.Nodes {
-		refs := append([]NodeRef(nil), n.DependsOn...)
-		var exprs []hcl.Expression
-		for name, a := range n.Attrs {
-			if name != "depends_on" {
-				exprs = append(exprs, a.Expr)
+// collectNodeDependencies fills one node's DependsOn (see collectDependencies).
+func (c *Config) collectNodeDependencies(n *Node, nodesOfLocal func(string, map[string]bool) []string) {
+	refs := append([]NodeRef(nil), n.DependsOn...)
+	var exprs []hcl.Expression
+	for name, a := range n.Attrs {
+		if name != "depends_on" {
+			exprs = append(exprs, a.Expr)
+		}
+	}
+	if pr := n.PullRequest; pr != nil {
+		for _, e := range []hcl.Expression{pr.Base, pr.Title} {
+			if e != nil {
+				exprs = append(exprs, e)
 			}
 		}
-		if pr := n.PullRequest; pr != nil {
-			for _, e := range []hcl.Expression{pr.Base, pr.Title} {
-				if e != nil {
-					exprs = append(exprs, e)
-				}
-			}
+	}
+	for _, e := range exprs {
+		if name, ok := isWholeNodeTraversal(e); ok && e == n.ForEach {
+			// for_each = node.fix pairs the instances key by key.
+			refs = append(refs, NodeRef{Name: name, Range: e.Range(), ForEach: true})
+			continue
 		}
-		for _, e := range exprs {
-			if name, ok := isWholeNodeTraversal(e); ok && e == n.ForEach {
-				// for_each = node.fix pairs the instances key by key.
-				refs = append(refs, NodeRef{Name: name, Range: e.Range(), ForEach: true})
-				continue
-			}
-			refs = append(refs, c.exprNodeRefs(e, nodesOfLocal)...)
+		refs = append(refs, c.exprNodeRefs(e, nodesOfLocal)...)
+	}
+	sort.SliceStable(refs, func(i, j int) bool {
+		a, b := refs[i].Range, refs[j].Range
+		if a.Filename != b.Filename {
+			return a.Filename < b.Filename
 		}
-		sort.SliceStable(refs, func(i, j int) bool {
-			a, b := refs[i].Range, refs[j].Range
-			if a.Filename != b.Filename {
-				return a.Filename < b.Filename
-			}
-			return a.Start.Byte < b.Start.Byte
-		})
-		index := map[string]int{}
-		n.DependsOn = n.DependsOn[:0]
-		for _, r := range refs {
-			if i, ok := index[r.Name]; ok {
-				d := &n.DependsOn[i]
-				d.Explicit = d.Explicit || r.Explicit
-				d.Whole = d.Whole || r.Whole
-				d.ForEach = d.ForEach || r.ForEach
-				d.Keys = append(d.Keys, r.Keys...)
-				d.KeyExprs = append(d.KeyExprs, r.KeyExprs...)
-				continue
-			}
-			index[r.Name] = len(n.DependsOn)
-			n.DependsOn = append(n.DependsOn, r)
+		return a.Start.Byte < b.Start.Byte
+	})
+	index := map[string]int{}
+	n.DependsOn = n.DependsOn[:0]
+	for _, r := range refs {
+		if i, ok := index[r.Name]; ok {
+			d := &n.DependsOn[i]
+			d.Explicit = d.Explicit || r.Explicit
+			d.Whole = d.Whole || r.Whole
+			d.ForEach = d.ForEach || r.ForEach
+			d.Keys = append(d.Keys, r.Keys...)
+			d.KeyExprs = append(d.KeyExprs, r.KeyExprs...)
+			continue
 		}
-		if len(n.DependsOn) == 0 {
-			n.DependsOn = nil
-		}
+		index[r.Name] = len(n.DependsOn)
+		n.DependsOn = append(n.DependsOn, r)
+	}
+	if len(n.DependsOn) == 0 {
+		n.DependsOn = nil
 	}
 }
 
@@ -532,9 +583,12 @@ func (c *Config) exprNodeRefs(e hcl.Expression, nodesOfLocal func(string, map[st
 			}
 		}
 	}
+	vars := e.Variables()
 	syn, ok := e.(hclsyntax.Expression)
-	if !ok {
-		for _, t := range e.Variables() {
+	if !ok || !refersToNodeOrLocal(vars) || isPlainExpr(syn) {
+		// Without a node or local reference, add finds nothing to add; in a plain expression every reference is
+		// one of vars, in order, and there is no index expression: either way the walks below would add the same.
+		for _, t := range vars {
 			add(t)
 		}
 		return refs
@@ -560,7 +614,7 @@ func (c *Config) exprNodeRefs(e hcl.Expression, nodesOfLocal func(string, map[st
 	})
 	// Variables() honours for-expression scopes: a walk's traversal counts only if its root is free.
 	bound := map[string]bool{}
-	for _, t := range e.Variables() {
+	for _, t := range vars {
 		bound[t.RootName()] = true
 	}
 	hclsyntax.VisitAll(syn, func(n hclsyntax.Node) hcl.Diagnostics {

@@ -7,11 +7,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/parallel"
 	"github.com/kewplan/kewplan/runners"
 )
 
@@ -27,10 +29,12 @@ var credentialName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // builder holds what every node's planning shares: the evaluation context is built once, each runner is
 // resolved once, and each per-configuration warning is raised once.
 type builder struct {
-	cfg     *config.Config
-	in      Inputs
-	ctx     *hcl.EvalContext
-	reads   *config.ReadLog
+	cfg   *config.Config
+	in    Inputs
+	ctx   *hcl.EvalContext
+	reads *config.ReadLog
+	// runners are resolved as nodes name them, by nodes planned in parallel: mu guards the map.
+	mu      sync.Mutex
 	runners map[string]*resolvedRunner
 	// badRunners are declared runners with a credential-by-value error, already reported once.
 	badRunners map[string]bool
@@ -113,17 +117,22 @@ func (b *builder) build(p *Plan) {
 		}
 	}
 
+	// Every instance is evaluated by now, so each is planned on its own, in parallel; nodes and their
+	// diagnostics keep the plan's order.
 	order := x.order(sel)
-	p.Nodes = make([]*NodePlan, 0, len(order))
-	for _, a := range order {
-		in := x.insts[a]
+	p.Nodes = make([]*NodePlan, len(order))
+	nodeDiags := make([]hcl.Diagnostics, len(order))
+	parallel.For(len(order), func(k int) {
+		in := x.insts[order[k]]
 		np, nDiags := b.planNode(g, x, in)
 		if cyclic[in.block] || g.missing[in.block] || x.failed[in.block] {
 			np.Errors = true
 			np.Container = nil
 		}
-		diags = append(diags, nDiags...)
-		p.Nodes = append(p.Nodes, np)
+		p.Nodes[k], nodeDiags[k] = np, nDiags
+	})
+	for _, d := range nodeDiags {
+		diags = append(diags, d...)
 	}
 	diags = append(diags, checkSlugs(p.Nodes)...)
 	diags = append(diags, checkSharedBranches(b.cfg, p.Nodes)...)
@@ -211,6 +220,8 @@ func validCredentials(creds, origins []string) ([]string, []string) {
 
 // resolveRunner finds the effective runner of a name, once per name; nil when it is neither built in nor declared.
 func (b *builder) resolveRunner(name string) *resolvedRunner {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if r, ok := b.runners[name]; ok {
 		return r
 	}

@@ -1,8 +1,11 @@
 package views
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"runtime"
 )
 
 // writeIndentedJSON writes v as one indented JSON document with a newline, HTML characters unescaped, and
@@ -13,4 +16,110 @@ func writeIndentedJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// listBatch is how many elements of a streamed list one worker encodes into one buffer: large enough that a
+// write and a hand-over are rare, small enough that the buffers in flight stay a few megabytes.
+const listBatch = 256
+
+// writeIndentedJSONList writes what writeIndentedJSON(w, v) writes when v's top-level array named key held the
+// n elements elem returns, byte for byte, without holding the whole document: v must carry that array empty,
+// and the elements are encoded in batches by GOMAXPROCS workers and written in order as each batch is ready.
+// The document around the list is encoded before anything is written, so nothing at all is written when it
+// does not encode; an element that does not encode stops the output there.
+func writeIndentedJSONList(w io.Writer, v any, key string, n int, elem func(i int) any) error {
+	var doc bytes.Buffer
+	if err := writeIndentedJSON(&doc, v); err != nil {
+		return err
+	}
+	// At depth one, and only there, a key starts a line indented by two spaces; string values never hold a
+	// raw newline, so this finds the list's own (empty) place.
+	marker := []byte("\n  " + jsonString(key) + ": []")
+	at := bytes.Index(doc.Bytes(), marker)
+	if at < 0 {
+		return fmt.Errorf("encoding JSON: the document has no empty top-level %q list to stream into", key)
+	}
+	head, tail := doc.Bytes()[:at+len(marker)-1], doc.Bytes()[at+len(marker)-1:] // split before the "]"
+	if n == 0 {
+		_, err := w.Write(doc.Bytes())
+		return err
+	}
+	if _, err := w.Write(head); err != nil {
+		return err
+	}
+	if err := writeListElements(w, n, elem); err != nil {
+		return err
+	}
+	_, err := w.Write(append([]byte("\n  "), tail...))
+	return err
+}
+
+// writeListElements writes elements 0..n-1 as they appear inside a depth-one array of an indented document,
+// separated by commas, encoding batches in parallel and writing them in order. The few buffers in flight are
+// reused, so the text of a long list costs a few batches' worth of memory, not its whole length.
+func writeListElements(w io.Writer, n int, elem func(i int) any) error {
+	type result struct {
+		buf *bytes.Buffer
+		err error
+	}
+	workers := runtime.GOMAXPROCS(0)
+	free := make(chan *bytes.Buffer, workers+1)
+	encode := func(start, end int) result {
+		var buf *bytes.Buffer
+		select {
+		case buf = <-free:
+			buf.Reset()
+		default:
+			buf = new(bytes.Buffer)
+		}
+		enc := json.NewEncoder(buf)
+		enc.SetIndent("    ", "  ")
+		enc.SetEscapeHTML(false)
+		for i := start; i < end; i++ {
+			buf.WriteString("\n    ")
+			if err := enc.Encode(elem(i)); err != nil {
+				return result{err: err}
+			}
+			buf.Truncate(buf.Len() - 1) // the encoder's newline
+			if i < n-1 {
+				buf.WriteByte(',')
+			}
+		}
+		return result{buf: buf}
+	}
+	// pending holds the batches in flight in list order; its capacity bounds how many are encoded ahead.
+	pending := make(chan chan result, workers)
+	go func() {
+		defer close(pending)
+		for start := 0; start < n; start += listBatch {
+			done := make(chan result, 1)
+			pending <- done
+			go func() { done <- encode(start, min(start+listBatch, n)) }()
+		}
+	}()
+	var firstErr error
+	for done := range pending {
+		r := <-done
+		if firstErr != nil {
+			continue // drain, so that no encoder is left blocked
+		}
+		if r.err != nil {
+			firstErr = r.err
+			continue
+		}
+		if _, err := w.Write(r.buf.Bytes()); err != nil {
+			firstErr = err
+		}
+		select {
+		case free <- r.buf:
+		default:
+		}
+	}
+	return firstErr
+}
+
+// jsonString is s as a JSON string literal.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -48,11 +48,14 @@ func PlanFormatNames() []string {
 }
 
 // WritePlanJSON writes the document as indented JSON. Map keys are sorted by encoding/json, so the bytes are
-// deterministic. The saved object is left out: `plan --json` prints only the plan.
+// deterministic. The saved object is left out: `plan --json` prints only the plan. The nodes are encoded in
+// parallel and streamed in order, so a plan of many nodes is never held twice, as a document and as text.
 func WritePlanJSON(w io.Writer, doc *PlanJSON) error {
 	c := *doc
 	c.Saved = nil
-	return writeIndentedJSON(w, &c)
+	nodes := c.Nodes
+	c.Nodes = []NodeJSON{}
+	return writeIndentedJSONList(w, &c, "nodes", len(nodes), func(i int) any { return &nodes[i] })
 }
 
 // planRawDiagnostics encodes diagnostics in the validate shape, snippets included (a credential written by

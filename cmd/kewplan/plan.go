@@ -48,15 +48,19 @@ func (c *PlanCmd) Run(env *Env) error {
 		return ExitCode(1)
 	}
 	p, files := pl.plan, pl.files
-	paths.dir = pl.cfg.Dir
-	paths.isConfig = func(name string) bool { _, ok := pl.cfg.Files[name]; return ok }
 	engine, m := planEngine(pl, c.Engine, c.Format == views.PlanFormatYAML)
-	doc := views.NewPlanJSON(p, version, files...)
-	doc.ConfigDir = relConfigDir(pl.cfg.Dir)
 	var kube *config.KubernetesEngine
 	if e := pl.cfg.Engine(config.EngineKubernetes); e != nil {
 		kube = e.Kubernetes
 	}
+	dir, cfgFiles := pl.cfg.Dir, pl.cfg.Files
+	// The parse tree is not needed past planning: let it go before the document is built and written, which
+	// lowers a large plan's peak memory.
+	pl.cfg = nil
+	paths.dir = dir
+	paths.isConfig = func(name string) bool { _, ok := cfgFiles[name]; return ok }
+	doc := views.NewPlanJSON(p, version, files...)
+	doc.ConfigDir = relConfigDir(dir)
 	if err := views.SetPlanEngine(doc, engine, m, kube); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/parallel"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
 )
@@ -62,8 +63,11 @@ func (c *ValidateCmd) Run(env *Env) error {
 // variable, a function failing on its arguments.
 func evaluateAll(cfg *config.Config, vals map[string]cty.Value) hcl.Diagnostics {
 	ctx, diags := cfg.EvalContext(&config.Scope{Vars: vals, FS: config.DirFS(cfg.Dir)})
-	for _, name := range slices.Sorted(maps.Keys(cfg.Nodes)) {
-		_, d := config.EvalNode(cfg.Nodes[name], ctx)
+	// Nodes evaluate independently in the shared context: in parallel, diagnostics in name order.
+	names := slices.Sorted(maps.Keys(cfg.Nodes))
+	perNode := make([]hcl.Diagnostics, len(names))
+	parallel.For(len(names), func(i int) { _, perNode[i] = config.EvalNode(cfg.Nodes[names[i]], ctx) })
+	for _, d := range perNode {
 		diags = append(diags, d...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Runners)) {
