@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -322,42 +321,6 @@ func (a *applier) egressStderr() string {
 		return "(none)"
 	}
 	return s
-}
-
-// egressImage is the proxy image of kewplan's binary (ApplyOptions.ProxyBinary, else the running executable),
-// built when the engine does not have it yet. The binary must be static: the image is FROM scratch.
-func (a *applier) egressImage(ctx context.Context) (string, error) {
-	path := a.opts.ProxyBinary
-	if path == "" {
-		self, _, err := egress.StaticSelf()
-		if err != nil {
-			return "", err
-		}
-		path = self
-	}
-	static, err := egress.StaticBinary(path)
-	if err != nil {
-		return "", fmt.Errorf("kewplan's egress proxy runs kewplan's own binary in an image FROM scratch, but %v; build kewplan with `make build` (CGO_ENABLED=0), or set sandbox.egress.proxy to an existing proxy", err)
-	}
-	if !static {
-		return "", fmt.Errorf("kewplan's egress proxy runs kewplan's own binary in an image FROM scratch, but %s is dynamically linked; build it with `make build` (CGO_ENABLED=0 go build ./cmd/kewplan), or set sandbox.egress.proxy to an existing proxy", path)
-	}
-	bin, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("read kewplan's binary for the egress proxy image: %w", err)
-	}
-	tag, err := egress.ImageTag(bytes.NewReader(bin))
-	if err != nil {
-		return "", err
-	}
-	if _, err := a.engine.InspectImage(ctx, tag); err == nil {
-		return tag, nil
-	}
-	files := map[string][]byte{"Dockerfile": []byte(egress.Dockerfile), "kewplan": bin}
-	if err := a.engine.BuildImage(ctx, tag, files, map[string]bool{"kewplan": true}); err != nil {
-		return "", fmt.Errorf("build the egress proxy image %s: %v", tag, err)
-	}
-	return tag, nil
 }
 
 // egressDecision reads one line of the proxy's decision log: a denial is recorded in the ledger, then reported.

@@ -1,0 +1,60 @@
+package executor
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestEgressImageTagCache: the proxy image's tag is remembered for exactly the binary it was computed from; a
+// rebuilt binary, or a record naming anything but a proxy image, is a miss (the binary is hashed again).
+func TestEgressImageTagCache(t *testing.T) {
+	dir := t.TempDir()
+	a := &applier{stateDir: dir}
+	bin := filepath.Join(dir, "kewplan")
+	if err := os.WriteFile(bin, []byte("binary one"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id, err := identify(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.readImageTagCache(id); ok {
+		t.Fatal("hit before anything was recorded")
+	}
+	const tag = "kewplan-egress-proxy:0123456789abcdef"
+	a.writeImageTagCache(id, tag)
+	if got, ok := a.readImageTagCache(id); !ok || got != tag {
+		t.Fatalf("readImageTagCache = %q, %v; want %q", got, ok, tag)
+	}
+
+	// The binary rebuilt in place: another size and modification time.
+	if err := os.WriteFile(bin, []byte("binary two, longer"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(bin, time.Now().Add(time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	id2, err := identify(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := a.readImageTagCache(id2); ok {
+		t.Fatalf("a rebuilt binary hit the record of the old one: %q", got)
+	}
+
+	// A record edited to name another image is not trusted.
+	for _, bad := range []string{"alpine:latest", "kewplan-egress-proxy:latest", "kewplan-egress-proxy:0123456789ABCDEF", ""} {
+		a.writeImageTagCache(id2, bad)
+		if got, ok := a.readImageTagCache(id2); ok {
+			t.Errorf("a record naming %q was trusted: %q", bad, got)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, imageTagCacheFile), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.readImageTagCache(id2); ok {
+		t.Error("a record that does not parse was trusted")
+	}
+}
