@@ -29,7 +29,7 @@ type CLI struct {
 	Graph     GraphCmd     `cmd:"" help:"Print the dispatch graph as Graphviz DOT."`
 	Runners   RunnersCmd   `cmd:"" help:"List built-in and declared runners with their credentials and protocol."`
 	Pricing   PricingCmd   `cmd:"" help:"Show the price table (USD per million tokens) that estimates costs, with a configuration's overrides."`
-	Apply     ApplyCmd     `cmd:"" help:"Run the dispatch graph on the Docker engine."`
+	Apply     ApplyCmd     `cmd:"" help:"Run the dispatch graph: containers on the Docker engine, or Jobs on Kubernetes (--engine kubernetes)."`
 	Runs      RunsCmd      `cmd:"" help:"List recorded runs, or show one."`
 	Telemetry TelemetryCmd `cmd:"" help:"Meter a recorded agent stream offline and print its totals."`
 	Logs      LogsCmd      `cmd:"" help:"Show a readable transcript of what an agent did: a run's nodes, or a recorded stream."`
