@@ -508,6 +508,38 @@ func TestKubernetesBudgetKillDeletesTheJob(t *testing.T) {
 	}
 }
 
+// TestKubernetesApplyBudgetStopsTheGraph: the apply-wide max_usd on Kubernetes. Two agents spend until the run's
+// total crosses the cap; both Jobs are deleted, both nodes end budget_exceeded by the apply's cap, the node waiting
+// for one of them is skipped, the run fails with the stop recorded, and nothing of the run is left (applyK8s).
+func TestKubernetesApplyBudgetStopsTheGraph(t *testing.T) {
+	tool := stream(t, "claude-code", "tool")
+	k := newKubelet(t, func(node string, attempt int) simRun { return simRun{agentLog: tool, block: true} })
+	hcl := "budget {\n  max_usd = 0.005\n}\n" + fmt.Sprintf(k8sFixNode, "") +
+		strings.ReplaceAll(fmt.Sprintf(k8sFixNode, ""), `node "fix"`, `node "docs"`) +
+		strings.ReplaceAll(strings.ReplaceAll(fmt.Sprintf(k8sFixNode, ""), `node "fix"`, `node "after"`), `ref    = "main"`, `ref    = node.fix.branch`)
+	r := applyK8s(context.Background(), t, k, hcl)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for _, n := range []string{"fix", "docs"} {
+		row := r.ledgerRow(t, n)
+		if row.Status != ledger.StatusBudgetExceeded || !strings.Contains(row.Reason, "max_usd") {
+			t.Errorf("%s: %s %q, want budget_exceeded by the apply's max_usd", n, row.Status, row.Reason)
+		}
+	}
+	if after := r.ledgerRow(t, "after"); after.Status != ledger.StatusSkipped {
+		t.Errorf("after: %s %q, want skipped", after.Status, after.Reason)
+	}
+	if r.sum.Status != ledger.RunFailed || r.sum.BudgetStop == nil || r.sum.BudgetStop.Scope != "apply" {
+		t.Errorf("summary: %s, stop %+v; want failed with the apply's budget stop", r.sum.Status, r.sum.BudgetStop)
+	}
+	for _, e := range r.rec.events {
+		if strings.HasPrefix(e, "start after") {
+			t.Errorf("%s: a node started after the apply-wide cap was crossed", e)
+		}
+	}
+}
+
 // TestKubernetesCancelDeletesEverything: two agents run; the apply is cancelled; both nodes are recorded cancelled
 // and every Job, pod, Secret and NetworkPolicy of the run is gone (applyK8s checks the cluster).
 func TestKubernetesCancelDeletesEverything(t *testing.T) {
