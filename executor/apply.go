@@ -283,6 +283,18 @@ func (a *applier) warn(node, msg string) {
 	a.hook.Warning(WarningEvent{RunID: a.runID, Node: node, Message: a.maskString(msg, a.nodeCredentials(node)), Time: time.Now()})
 }
 
+// nodePlanProblem is what makes a node unrunnable on any engine, read from its plan: errors, or a runner that
+// forwards no credential. "" when there is none.
+func nodePlanProblem(np *planner.NodePlan) string {
+	if np.Errors || (np.Container == nil && len(np.Unknown) == 0) {
+		return fmt.Sprintf("node %q has errors in the plan; run `kewplan plan` to see them", np.Name)
+	}
+	if len(np.Credentials) == 0 {
+		return fmt.Sprintf("node %q: runner %q forwards no credential, so the agent could not authenticate; declare the runner's credentials", np.Name, np.Runner)
+	}
+	return ""
+}
+
 // preflight checks everything a node needs before any container starts, collecting every problem so one apply
 // attempt tells the user all that is missing.
 func (a *applier) preflight(ctx context.Context, lockErr error) error {
@@ -297,12 +309,8 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 		problems = append(problems, "git is not installed or not on PATH: kewplan clones each node's repository with the system git; install git")
 	}
 	for _, np := range a.opts.Plan.Nodes {
-		if np.Errors || (np.Container == nil && len(np.Unknown) == 0) {
-			problems = append(problems, fmt.Sprintf("node %q has errors in the plan; run `kewplan plan` to see them", np.Name))
-			continue
-		}
-		if len(np.Credentials) == 0 {
-			problems = append(problems, fmt.Sprintf("node %q: runner %q forwards no credential, so the agent could not authenticate; declare the runner's credentials", np.Name, np.Runner))
+		if p := nodePlanProblem(np); p != "" {
+			problems = append(problems, p)
 			continue
 		}
 		set := false

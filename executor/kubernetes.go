@@ -76,12 +76,8 @@ func (a *applier) k8sPreflight(ctx context.Context, lockErr error) error {
 		return &PreflightError{Problems: problems}
 	}
 	for _, np := range a.opts.Plan.Nodes {
-		if np.Errors || (np.Container == nil && len(np.Unknown) == 0) {
-			problems = append(problems, fmt.Sprintf("node %q has errors in the plan; run `kewplan plan` to see them", np.Name))
-			continue
-		}
-		if len(np.Credentials) == 0 {
-			problems = append(problems, fmt.Sprintf("node %q: runner %q forwards no credential, so the agent could not authenticate; declare the runner's credentials", np.Name, np.Runner))
+		if p := nodePlanProblem(np); p != "" {
+			problems = append(problems, p)
 		}
 	}
 	// The credentials: like Docker's check of kewplan's environment, each node's runner needs at least one of its

@@ -4,13 +4,11 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kewplan/kewplan/internal/k8stest"
+	"github.com/kewplan/kewplan/k8sengine"
 	"github.com/kewplan/kewplan/k8srender"
 )
 
@@ -18,7 +16,7 @@ import (
 // NetworkPolicies, and kewplan's egress proxy: its Secret, Deployment and Service) is accepted by the real API server
 // with server-side apply in a namespace enforcing Pod Security "restricted", and the proxy's pod is admitted too
 // (a server-side dry run, as for the Jobs' pods: there is no Deployment controller nor kubelet here). The objects
-// are applied through the typed clients here, since Cluster.Apply does not take Deployments and Services yet.
+// are applied one by one with Cluster.Apply, so a refusal names its object.
 func TestE2EEgressProxyAccepted(t *testing.T) {
 	cl := k8stest.Start(t)
 	ctx := e2eTimeout(t)
@@ -34,33 +32,14 @@ func TestE2EEgressProxyAccepted(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	force := true
-	opts := metav1.PatchOptions{FieldManager: "kewplan-e2e", Force: &force}
+	c := &k8sengine.Cluster{Client: cl.Client, Namespace: ns}
 	kinds := map[string]int{}
 	for _, o := range m.All() {
-		data, err := k8srender.MarshalObject(o)
-		if err != nil {
-			t.Fatal(err)
+		kind := o.GetObjectKind().GroupVersionKind().Kind
+		if err := c.Apply(ctx, []k8srender.Object{o}); err != nil {
+			t.Errorf("apply %s %s: %v", kind, o.GetName(), err)
 		}
-		name := o.GetName()
-		switch o.(type) {
-		case *corev1.Secret:
-			_, err = cl.Client.CoreV1().Secrets(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
-		case *batchv1.Job:
-			_, err = cl.Client.BatchV1().Jobs(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
-		case *networkingv1.NetworkPolicy:
-			_, err = cl.Client.NetworkingV1().NetworkPolicies(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
-		case *appsv1.Deployment:
-			_, err = cl.Client.AppsV1().Deployments(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
-		case *corev1.Service:
-			_, err = cl.Client.CoreV1().Services(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
-		default:
-			t.Fatalf("rendered a %T, which this test does not apply", o)
-		}
-		if err != nil {
-			t.Errorf("apply %s %s: %v", o.GetObjectKind().GroupVersionKind().Kind, name, err)
-		}
-		kinds[o.GetObjectKind().GroupVersionKind().Kind]++
+		kinds[kind]++
 	}
 	if kinds["Deployment"] != 1 || kinds["Service"] != 1 || kinds["NetworkPolicy"] != 2 {
 		t.Fatalf("rendered kinds %v: want kewplan's proxy among them", kinds)

@@ -220,13 +220,7 @@ func (r *renderer) proxyObjects(kp *kewplanProxy) ([]Object, error) {
 					AutomountServiceAccountToken:  ptr(false),
 					EnableServiceLinks:            ptr(false),
 					TerminationGracePeriodSeconds: ptr(int64(10)),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   ptr(true),
-						RunAsUser:      ptr(int64(planner.AgentUID)),
-						RunAsGroup:     ptr(int64(planner.AgentUID)),
-						FSGroup:        ptr(int64(planner.AgentUID)),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
+					SecurityContext:               hardenedPod(),
 					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 						SecretName: kp.name, DefaultMode: ptr(int32(0o440)),
 						Items: []corev1.KeyToPath{{Key: ProxyConfigKey, Path: ProxyConfigKey}}}}}},

@@ -312,13 +312,7 @@ func (r *renderer) podTemplate(np *planner.NodePlan, promptSecret string) corev1
 		AutomountServiceAccountToken:  ptr(false),
 		EnableServiceLinks:            ptr(false),
 		TerminationGracePeriodSeconds: ptr(int64(10)),
-		SecurityContext: &corev1.PodSecurityContext{
-			RunAsNonRoot:   ptr(true),
-			RunAsUser:      ptr(int64(planner.AgentUID)),
-			RunAsGroup:     ptr(int64(planner.AgentUID)),
-			FSGroup:        ptr(int64(planner.AgentUID)),
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
+		SecurityContext:               hardenedPod(),
 		Volumes: []corev1.Volume{
 			{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			memoryDir("tmp", r.e.ScratchSize),
@@ -352,6 +346,18 @@ func memoryDir(name, size string) corev1.Volume {
 }
 
 // hardened is the container-level half of the contract's hardening; the pod-level half is in podTemplate.
+// hardenedPod is the pod-level security context of every pod kewplan renders (a node's and its egress proxy's):
+// non-root as the contract's uid and gid, volumes owned by that group, seccomp RuntimeDefault.
+func hardenedPod() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr(true),
+		RunAsUser:      ptr(int64(planner.AgentUID)),
+		RunAsGroup:     ptr(int64(planner.AgentUID)),
+		FSGroup:        ptr(int64(planner.AgentUID)),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
 func hardened() *corev1.SecurityContext {
 	return &corev1.SecurityContext{
 		RunAsNonRoot:             ptr(true),
