@@ -33,7 +33,7 @@ import (
 type KubernetesOptions struct {
 	// Engine is the configuration's engine "kubernetes" block: namespace, Secrets, runtime class, proxy.
 	Engine *config.KubernetesEngine
-	// Cluster is the namespace the Jobs go to (k8sengine.New, or a fake clientset in tests).
+	// Cluster is the namespace the Jobs go to (k8sengine.New, or k8stest.FakeAPI over a fake clientset in tests).
 	Cluster *k8sengine.Cluster
 	// PollInterval is how often a node's Job, pod and events are read while it waits or runs; 0 means 1s.
 	PollInterval time.Duration

@@ -15,7 +15,6 @@ import (
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/internal/k8stest"
-	"github.com/kewplan/kewplan/k8sengine"
 	"github.com/kewplan/kewplan/k8srender"
 )
 
@@ -49,7 +48,7 @@ func TestKubernetesE2EApplyCancel(t *testing.T) {
 	if !ok {
 		t.Fatal("the test configuration does not plan")
 	}
-	c := &k8sengine.Cluster{Client: cl.Client, Namespace: ns}
+	c := cl.Kewplan(t, ns)
 	applyCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {

@@ -316,7 +316,7 @@ func applyK8s(ctx context.Context, t *testing.T, k *kubelet, hcl string, tweak .
 		}
 		t.Fatal("the test configuration does not load")
 	}
-	cl := (&k8sengine.Cluster{Client: k.cs, Namespace: k8sNamespace}).WithLogs(k.logs)
+	cl := (&k8sengine.Cluster{API: k8stest.FakeAPI{CS: k.cs}, Namespace: k8sNamespace}).WithLogs(k.logs)
 	out := &k8sApply{cluster: cl, stateDir: filepath.Join(dir, ".kewplan"), rec: &recorder{}}
 	opts := ApplyOptions{Config: cfg, Plan: p, StateDir: out.stateDir, Hook: out.rec, Parallelism: 4,
 		Kubernetes: &KubernetesOptions{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: cl, PollInterval: time.Millisecond}}
@@ -553,7 +553,7 @@ func TestKubernetesCancelDeletesEverything(t *testing.T) {
 		<-k.opened
 		<-k.opened
 		// Both agents run: their objects exist now.
-		cl := &k8sengine.Cluster{Client: k.cs, Namespace: k8sNamespace}
+		cl := &k8sengine.Cluster{API: k8stest.FakeAPI{CS: k.cs}, Namespace: k8sNamespace}
 		orphans, err := cl.Orphans(context.Background())
 		if err == nil {
 			for _, objs := range orphans {
@@ -708,7 +708,7 @@ func TestKubernetesSweepsDeadRuns(t *testing.T) {
 	l.Close()
 	text := stream(t, "claude-code", "text")
 	k := newKubelet(t, func(string, int) simRun { return simRun{agentLog: text, commit: fixCommit} })
-	cl := &k8sengine.Cluster{Client: k.cs, Namespace: k8sNamespace}
+	cl := &k8sengine.Cluster{API: k8stest.FakeAPI{CS: k.cs}, Namespace: k8sNamespace}
 	cfg, p, ok := k8stest.Plan(t, "../examples/kubernetes.hcl")
 	if !ok {
 		t.Fatal("examples/kubernetes.hcl does not plan")

@@ -6,17 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -29,7 +22,7 @@ const FieldManager = "kewplan"
 
 // Cluster is one namespace of one cluster, as kewplan uses it.
 type Cluster struct {
-	Client    kubernetes.Interface
+	API       API
 	Namespace string
 	// logs replaces the API server's pods/log in tests (client-go's fake clientset answers every log request with
 	// "fake logs"); nil reads the API server's.
@@ -67,11 +60,11 @@ func RESTConfig(e *config.KubernetesEngine) (*rest.Config, error) {
 
 // New connects to the cluster of cfg.
 func New(cfg *rest.Config, namespace string) (*Cluster, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
+	api, err := NewAPI(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return &Cluster{Client: cs, Namespace: namespace}, nil
+	return &Cluster{API: api, Namespace: namespace}, nil
 }
 
 // Apply sends every object with server-side apply, in order (shared objects, then each node's prompt Secret
@@ -87,35 +80,20 @@ func (c *Cluster) Apply(ctx context.Context, objs []k8srender.Object) error {
 }
 
 func (c *Cluster) applyOne(ctx context.Context, o k8srender.Object) error {
-	data, err := applyBody(o)
-	if err != nil {
-		return err
-	}
-	opts := metav1.PatchOptions{FieldManager: FieldManager, Force: ptr(true)}
 	ns, name := o.GetNamespace(), o.GetName()
 	if ns == "" {
 		ns = c.Namespace
 	}
 	kind := o.GetObjectKind().GroupVersionKind().Kind
-	switch o.(type) {
-	case *corev1.Secret:
-		_, err = c.Client.CoreV1().Secrets(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
-	case *batchv1.Job:
-		_, err = c.Client.BatchV1().Jobs(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
-	case *networkingv1.NetworkPolicy:
-		_, err = c.Client.NetworkingV1().NetworkPolicies(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
-	case *corev1.Pod:
-		_, err = c.Client.CoreV1().Pods(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
-	case *corev1.ConfigMap:
-		_, err = c.Client.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
-	case *corev1.Service:
-		_, err = c.Client.CoreV1().Services(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
-	case *appsv1.Deployment:
-		_, err = c.Client.AppsV1().Deployments(ns).Patch(ctx, name, types.ApplyPatchType, data, opts)
-	default:
+	r, ok := resourceOf(kind)
+	if !ok {
 		return fmt.Errorf("apply %s %s: kewplan does not apply this kind", kind, name)
 	}
+	data, err := applyBody(o)
 	if err != nil {
+		return err
+	}
+	if err := c.API.Apply(ctx, r, ns, name, data); err != nil {
 		return fmt.Errorf("apply %s %s/%s: %w", kind, ns, name, err)
 	}
 	return nil
@@ -143,80 +121,18 @@ func runSelector(run string) string {
 	return k8srender.LabelManagedBy + "=" + k8srender.ManagedBy + "," + k8srender.LabelRun + "=" + run
 }
 
-// managedKind is one kind of object kewplan makes: how to list it by labels and delete it by name.
-type managedKind struct {
-	kind   string
-	list   func(ctx context.Context, c *Cluster, opts metav1.ListOptions) ([]metav1.Object, error)
-	delete func(ctx context.Context, c *Cluster, name string, opts metav1.DeleteOptions) error
-}
-
 // managedKinds are listed and deleted in this order: Jobs first (foreground: their pods go with them), then the
 // pods a crash left without an owner, the Secrets, and the run's shared objects (the egress NetworkPolicy and, when
 // kewplan runs the proxy, its Deployment, Service and ConfigMap).
-var managedKinds = []managedKind{
-	{"Job", func(ctx context.Context, c *Cluster, o metav1.ListOptions) ([]metav1.Object, error) {
-		l, err := c.Client.BatchV1().Jobs(c.Namespace).List(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		return metaList(l.Items), nil
-	}, func(ctx context.Context, c *Cluster, n string, o metav1.DeleteOptions) error {
-		return c.Client.BatchV1().Jobs(c.Namespace).Delete(ctx, n, o)
-	}},
-	{"Pod", func(ctx context.Context, c *Cluster, o metav1.ListOptions) ([]metav1.Object, error) {
-		l, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		return metaList(l.Items), nil
-	}, func(ctx context.Context, c *Cluster, n string, o metav1.DeleteOptions) error {
-		return c.Client.CoreV1().Pods(c.Namespace).Delete(ctx, n, o)
-	}},
-	{"Secret", func(ctx context.Context, c *Cluster, o metav1.ListOptions) ([]metav1.Object, error) {
-		l, err := c.Client.CoreV1().Secrets(c.Namespace).List(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		return metaList(l.Items), nil
-	}, func(ctx context.Context, c *Cluster, n string, o metav1.DeleteOptions) error {
-		return c.Client.CoreV1().Secrets(c.Namespace).Delete(ctx, n, o)
-	}},
-	{"NetworkPolicy", func(ctx context.Context, c *Cluster, o metav1.ListOptions) ([]metav1.Object, error) {
-		l, err := c.Client.NetworkingV1().NetworkPolicies(c.Namespace).List(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		return metaList(l.Items), nil
-	}, func(ctx context.Context, c *Cluster, n string, o metav1.DeleteOptions) error {
-		return c.Client.NetworkingV1().NetworkPolicies(c.Namespace).Delete(ctx, n, o)
-	}},
-	{"Deployment", func(ctx context.Context, c *Cluster, o metav1.ListOptions) ([]metav1.Object, error) {
-		l, err := c.Client.AppsV1().Deployments(c.Namespace).List(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		return metaList(l.Items), nil
-	}, func(ctx context.Context, c *Cluster, n string, o metav1.DeleteOptions) error {
-		return c.Client.AppsV1().Deployments(c.Namespace).Delete(ctx, n, o)
-	}},
-	{"Service", func(ctx context.Context, c *Cluster, o metav1.ListOptions) ([]metav1.Object, error) {
-		l, err := c.Client.CoreV1().Services(c.Namespace).List(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		return metaList(l.Items), nil
-	}, func(ctx context.Context, c *Cluster, n string, o metav1.DeleteOptions) error {
-		return c.Client.CoreV1().Services(c.Namespace).Delete(ctx, n, o)
-	}},
-	{"ConfigMap", func(ctx context.Context, c *Cluster, o metav1.ListOptions) ([]metav1.Object, error) {
-		l, err := c.Client.CoreV1().ConfigMaps(c.Namespace).List(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		return metaList(l.Items), nil
-	}, func(ctx context.Context, c *Cluster, n string, o metav1.DeleteOptions) error {
-		return c.Client.CoreV1().ConfigMaps(c.Namespace).Delete(ctx, n, o)
-	}},
+var managedKinds = []Resource{Jobs, Pods, Secrets, NetworkPolicies, Deployments, Services, ConfigMaps}
+
+// list returns the names and labels of the objects of one kind that opts selects.
+func (c *Cluster) list(ctx context.Context, r Resource, opts metav1.ListOptions) ([]metav1.PartialObjectMetadata, error) {
+	var l metav1.PartialObjectMetadataList
+	if err := c.API.List(ctx, r, c.Namespace, opts, &l); err != nil {
+		return nil, err
+	}
+	return l.Items, nil
 }
 
 // DeleteRun deletes every object of the run with foreground propagation: the garbage collector deletes a Job's
@@ -229,14 +145,14 @@ func (c *Cluster) DeleteRun(ctx context.Context, run string) error {
 	opts := metav1.ListOptions{LabelSelector: runSelector(run)}
 	var errs []error
 	for _, k := range managedKinds {
-		items, err := k.list(ctx, c, opts)
+		items, err := c.list(ctx, k, opts)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("delete run %s: list %ss: %w", run, k.kind, err))
+			errs = append(errs, fmt.Errorf("delete run %s: list %ss: %w", run, k.Kind, err))
 			continue
 		}
 		for _, o := range items {
-			if err := k.delete(ctx, c, o.GetName(), del); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("delete %s/%s of run %s: %w", k.kind, o.GetName(), run, err))
+			if err := c.API.Delete(ctx, k, c.Namespace, o.Name, del); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete %s/%s of run %s: %w", k.Kind, o.Name, run, err))
 			}
 		}
 	}
@@ -252,12 +168,12 @@ func (c *Cluster) Delete(ctx context.Context, objs []k8srender.Object) error {
 	var errs []error
 	for _, o := range objs {
 		kind := o.GetObjectKind().GroupVersionKind().Kind
-		i := slices.IndexFunc(managedKinds, func(k managedKind) bool { return k.kind == kind })
-		if i < 0 {
+		r, ok := resourceOf(kind)
+		if !ok {
 			errs = append(errs, fmt.Errorf("delete %s %s: kewplan does not delete this kind", kind, o.GetName()))
 			continue
 		}
-		if err := managedKinds[i].delete(ctx, c, o.GetName(), del); err != nil && !apierrors.IsNotFound(err) {
+		if err := c.API.Delete(ctx, r, c.Namespace, o.GetName(), del); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete %s %s/%s: %w", kind, c.Namespace, o.GetName(), err))
 		}
 	}
@@ -269,12 +185,12 @@ func (c *Cluster) Remaining(ctx context.Context, run string) ([]string, error) {
 	opts := metav1.ListOptions{LabelSelector: runSelector(run)}
 	var out []string
 	for _, k := range managedKinds {
-		items, err := k.list(ctx, c, opts)
+		items, err := c.list(ctx, k, opts)
 		if err != nil {
-			return nil, fmt.Errorf("list %ss: %w", k.kind, err)
+			return nil, fmt.Errorf("list %ss: %w", k.Kind, err)
 		}
 		for _, o := range items {
-			out = append(out, k.kind+"/"+o.GetName())
+			out = append(out, k.Kind+"/"+o.Name)
 		}
 	}
 	return out, nil
@@ -286,13 +202,13 @@ func (c *Cluster) Orphans(ctx context.Context) (map[string][]string, error) {
 	opts := metav1.ListOptions{LabelSelector: k8srender.LabelManagedBy + "=" + k8srender.ManagedBy}
 	out := map[string][]string{}
 	for _, k := range managedKinds {
-		items, err := k.list(ctx, c, opts)
+		items, err := c.list(ctx, k, opts)
 		if err != nil {
-			return nil, fmt.Errorf("list %ss: %w", k.kind, err)
+			return nil, fmt.Errorf("list %ss: %w", k.Kind, err)
 		}
 		for _, o := range items {
-			run := o.GetLabels()[k8srender.LabelRun]
-			out[run] = append(out[run], k.kind+"/"+o.GetName())
+			run := o.Labels[k8srender.LabelRun]
+			out[run] = append(out[run], k.Kind+"/"+o.Name)
 		}
 	}
 	return out, nil
@@ -320,19 +236,6 @@ func (c *Cluster) Sweep(ctx context.Context, live func(run string) bool) ([]stri
 	}
 	return swept, errors.Join(errs...)
 }
-
-func metaList[T any, P interface {
-	*T
-	metav1.Object
-}](items []T) []metav1.Object {
-	out := make([]metav1.Object, len(items))
-	for i := range items {
-		out[i] = P(&items[i])
-	}
-	return out
-}
-
-func ptr[T any](v T) *T { return &v }
 
 // quoteKeys renders names for messages.
 func quoteKeys(keys []string) string {

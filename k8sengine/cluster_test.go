@@ -12,7 +12,6 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kewplan/kewplan/internal/k8stest"
 	"github.com/kewplan/kewplan/k8sengine"
@@ -36,7 +35,7 @@ func manifests(t *testing.T, run string) *k8srender.Manifests {
 // run that leaves the other alone (against the fake clientset, which keeps objects and field managers).
 func TestApplyDeleteSweep(t *testing.T) {
 	ctx := context.Background()
-	c := &k8sengine.Cluster{Client: fake.NewClientset(), Namespace: "agents"}
+	c := &k8sengine.Cluster{API: k8stest.Fake(), Namespace: "agents"}
 	for _, run := range []string{"r1", "r2"} {
 		if err := c.Apply(ctx, manifests(t, run).All()); err != nil {
 			t.Fatal(err)
@@ -94,7 +93,7 @@ func TestPreflight(t *testing.T) {
 			warned: []string{`enforces Pod Security baseline, not restricted`, `no key "OPENROUTER_API_KEY"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &k8sengine.Cluster{Client: fake.NewClientset(tc.objs...), Namespace: "agents"}
+			c := &k8sengine.Cluster{API: k8stest.Fake(tc.objs...), Namespace: "agents"}
 			e := k8stest.TestEngine("agents")
 			e.RuntimeClass = tc.runtimeClass
 			r, err := c.Preflight(context.Background(), e, creds)
@@ -127,7 +126,7 @@ func TestPreflight(t *testing.T) {
 // and ConfigMap) are applied, found by the run's labels and deleted with it.
 func TestApplyDeleteSharedKinds(t *testing.T) {
 	ctx := context.Background()
-	c := &k8sengine.Cluster{Client: fake.NewClientset(), Namespace: "agents"}
+	c := &k8sengine.Cluster{API: k8stest.Fake(), Namespace: "agents"}
 	labels := map[string]string{k8srender.LabelManagedBy: k8srender.ManagedBy, k8srender.LabelRun: "r1"}
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: "agents", Labels: labels}

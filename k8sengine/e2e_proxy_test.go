@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kewplan/kewplan/internal/k8stest"
-	"github.com/kewplan/kewplan/k8sengine"
 	"github.com/kewplan/kewplan/k8srender"
 )
 
@@ -32,7 +31,7 @@ func TestE2EEgressProxyAccepted(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	c := &k8sengine.Cluster{Client: cl.Client, Namespace: ns}
+	c := cl.Kewplan(t, ns)
 	kinds := map[string]int{}
 	for _, o := range m.All() {
 		kind := o.GetObjectKind().GroupVersionKind().Kind

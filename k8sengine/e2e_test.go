@@ -44,7 +44,7 @@ func TestE2EExamplesAccepted(t *testing.T) {
 	cl := k8stest.Start(t)
 	ctx := e2eTimeout(t)
 	ns := cl.Namespace(t)
-	c := &k8sengine.Cluster{Client: cl.Client, Namespace: ns}
+	c := cl.Kewplan(t, ns)
 	rendered := 0
 	for _, ex := range k8stest.Examples(t, "..") {
 		cfg, p, ok := k8stest.Plan(t, ex)
@@ -154,7 +154,7 @@ func TestE2EJobControllerAndCancel(t *testing.T) {
 	}
 	ctx := e2eTimeout(t)
 	ns := cl.Namespace(t)
-	c := &k8sengine.Cluster{Client: cl.Client, Namespace: ns}
+	c := cl.Kewplan(t, ns)
 	m := renderExample(t, ns, "good")
 	if err := c.Apply(ctx, m.All()); err != nil {
 		t.Fatal(err)

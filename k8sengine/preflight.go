@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -25,13 +26,14 @@ type PreflightReport struct {
 // class exists when one is named. It never reads a Secret's values into a message.
 func (c *Cluster) Preflight(ctx context.Context, e *config.KubernetesEngine, credentials []string) (*PreflightReport, error) {
 	r := &PreflightReport{}
-	v, err := c.Client.Discovery().ServerVersion()
+	v, err := c.API.Version(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("the Kubernetes API does not answer: %w", err)
 	}
-	r.ServerVersion = v.GitVersion
+	r.ServerVersion = v
 
-	ns, err := c.Client.CoreV1().Namespaces().Get(ctx, e.Namespace, metav1.GetOptions{})
+	var ns metav1.PartialObjectMetadata
+	err = c.API.Get(ctx, Namespaces, "", e.Namespace, &ns)
 	switch {
 	case apierrors.IsNotFound(err):
 		r.Errors = append(r.Errors, fmt.Sprintf("The namespace %q does not exist. Create it with the label pod-security.kubernetes.io/enforce=restricted (see README, Kubernetes).", e.Namespace))
@@ -47,7 +49,8 @@ func (c *Cluster) Preflight(ctx context.Context, e *config.KubernetesEngine, cre
 	}
 
 	check := func(secret string, keys []string, missingIsError bool) error {
-		s, err := c.Client.CoreV1().Secrets(e.Namespace).Get(ctx, secret, metav1.GetOptions{})
+		var s corev1.Secret
+		err := c.API.Get(ctx, Secrets, e.Namespace, secret, &s)
 		if apierrors.IsNotFound(err) {
 			r.Errors = append(r.Errors, fmt.Sprintf("The Secret %q does not exist in the namespace %q. Create it (see README, Kubernetes).", secret, e.Namespace))
 			return nil
@@ -79,7 +82,7 @@ func (c *Cluster) Preflight(ctx context.Context, e *config.KubernetesEngine, cre
 		return nil, err
 	}
 	if e.RuntimeClass != "" {
-		_, err := c.Client.NodeV1().RuntimeClasses().Get(ctx, e.RuntimeClass, metav1.GetOptions{})
+		err := c.API.Get(ctx, RuntimeClasses, "", e.RuntimeClass, &metav1.PartialObjectMetadata{})
 		switch {
 		case apierrors.IsNotFound(err):
 			r.Errors = append(r.Errors, fmt.Sprintf("The RuntimeClass %q does not exist, so every pod would be refused. Install it (e.g. gVisor's runsc handler) or remove runtime_class.", e.RuntimeClass))
@@ -95,7 +98,8 @@ func (c *Cluster) Preflight(ctx context.Context, e *config.KubernetesEngine, cre
 // SecretKeys returns the names of a Secret's keys, sorted, never their values; found is false when the Secret
 // does not exist. Apply's preflight uses it to check that each node's runner finds at least one of its credentials.
 func (c *Cluster) SecretKeys(ctx context.Context, name string) (keys []string, found bool, err error) {
-	s, err := c.Client.CoreV1().Secrets(c.Namespace).Get(ctx, name, metav1.GetOptions{})
+	var s corev1.Secret
+	err = c.API.Get(ctx, Secrets, c.Namespace, name, &s)
 	if apierrors.IsNotFound(err) {
 		return nil, false, nil
 	}

@@ -191,20 +191,20 @@ func isHex(s string) bool {
 
 // Observe fetches what JobOutcome reads for one node's Job.
 func (c *Cluster) Observe(ctx context.Context, jobName string) (Outcome, error) {
-	job, err := c.Client.BatchV1().Jobs(c.Namespace).Get(ctx, jobName, metav1.GetOptions{})
-	if err != nil {
+	var job batchv1.Job
+	if err := c.API.Get(ctx, Jobs, c.Namespace, jobName, &job); err != nil {
 		return Outcome{}, fmt.Errorf("read Job %s: %w", jobName, err)
 	}
-	pods, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + jobName})
-	if err != nil {
+	var pods corev1.PodList
+	if err := c.API.List(ctx, Pods, c.Namespace, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + jobName}, &pods); err != nil {
 		return Outcome{}, fmt.Errorf("list pods of Job %s: %w", jobName, err)
 	}
-	events, err := c.Client.CoreV1().Events(c.Namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: "involvedObject.kind=Job,involvedObject.name=" + jobName})
-	if err != nil {
+	var events corev1.EventList
+	if err := c.API.List(ctx, Events, c.Namespace, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=Job,involvedObject.name=" + jobName}, &events); err != nil {
 		return Outcome{}, fmt.Errorf("list events of Job %s: %w", jobName, err)
 	}
-	o := JobOutcome(job, pods.Items, events.Items)
+	o := JobOutcome(&job, pods.Items, events.Items)
 	if len(pods.Items) > 0 {
 		pod := newestPod(pods.Items)
 		o.Pod = pod.Name
@@ -240,8 +240,7 @@ func (c *Cluster) OpenLog(ctx context.Context, pod, step string) (io.ReadCloser,
 	if c.logs != nil {
 		return c.logs(ctx, pod, step)
 	}
-	req := c.Client.CoreV1().Pods(c.Namespace).GetLogs(pod, &corev1.PodLogOptions{Container: step, Follow: true})
-	rc, err := req.Stream(ctx)
+	rc, err := c.API.Log(ctx, c.Namespace, pod, step)
 	if err != nil {
 		return nil, fmt.Errorf("follow the log of %s/%s: %w", pod, step, err)
 	}

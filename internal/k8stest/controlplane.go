@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kewplan/kewplan/k8sengine"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -208,4 +209,14 @@ func (c *Cluster) Namespace(t testing.TB) string {
 		_ = c.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	return name
+}
+
+// Kewplan is kewplan's own client of namespace ns (k8sengine.New: client-go's dynamic client, as apply uses it).
+func (c *Cluster) Kewplan(t testing.TB, ns string) *k8sengine.Cluster {
+	t.Helper()
+	cl, err := k8sengine.New(c.Config, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }

@@ -1,0 +1,106 @@
+package k8stest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kewplan/kewplan/k8sengine"
+)
+
+// FakeAPI serves k8sengine.API from client-go's fake clientset: its object tracker keeps objects and server-side
+// apply's field managers, and every call goes through the clientset's reactors, so a test's PrependReactor sees
+// k8sengine's requests as it would see a typed client's. Like the typed fake, List filters by labels and ignores
+// field selectors.
+type FakeAPI struct {
+	CS *fake.Clientset
+}
+
+var _ k8sengine.API = FakeAPI{}
+
+// Fake returns a FakeAPI over a new fake clientset holding objs.
+func Fake(objs ...runtime.Object) FakeAPI { return FakeAPI{CS: fake.NewClientset(objs...)} }
+
+func (f FakeAPI) Version(context.Context) (string, error) {
+	v, err := f.CS.Discovery().ServerVersion()
+	if err != nil {
+		return "", err
+	}
+	return v.GitVersion, nil
+}
+
+func (f FakeAPI) Apply(_ context.Context, r k8sengine.Resource, ns, name string, body []byte) error {
+	force := true
+	_, err := f.CS.Invokes(k8stesting.NewPatchActionWithOptions(r.GroupVersionResource, ns, name, types.ApplyPatchType, body,
+		metav1.PatchOptions{FieldManager: k8sengine.FieldManager, Force: &force}), nil)
+	return err
+}
+
+func (f FakeAPI) Get(_ context.Context, r k8sengine.Resource, ns, name string, into runtime.Object) error {
+	obj, err := f.CS.Invokes(k8stesting.NewGetAction(r.GroupVersionResource, ns, name), nil)
+	if err != nil {
+		return err
+	}
+	return convert(obj, into)
+}
+
+func (f FakeAPI) List(_ context.Context, r k8sengine.Resource, ns string, opts metav1.ListOptions, into runtime.Object) error {
+	obj, err := f.CS.Invokes(k8stesting.NewListActionWithOptions(r.GroupVersionResource, r.GroupVersion().WithKind(r.Kind), ns, opts), nil)
+	if err != nil {
+		return err
+	}
+	sel, err := labels.Parse(opts.LabelSelector)
+	if err != nil {
+		return err
+	}
+	items, err := meta.ExtractList(obj)
+	if err != nil {
+		return err
+	}
+	var kept []runtime.Object
+	for _, it := range items {
+		m, err := meta.Accessor(it)
+		if err != nil {
+			return err
+		}
+		if sel.Matches(labels.Set(m.GetLabels())) {
+			kept = append(kept, it)
+		}
+	}
+	if err := meta.SetList(obj, kept); err != nil {
+		return err
+	}
+	return convert(obj, into)
+}
+
+func (f FakeAPI) Delete(_ context.Context, r k8sengine.Resource, ns, name string, opts metav1.DeleteOptions) error {
+	_, err := f.CS.Invokes(k8stesting.NewDeleteActionWithOptions(r.GroupVersionResource, ns, name, opts), nil)
+	return err
+}
+
+func (f FakeAPI) Log(ctx context.Context, ns, pod, container string) (io.ReadCloser, error) {
+	return f.CS.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true}).Stream(ctx)
+}
+
+// convert copies a typed object into what the caller asked for (the same type, or its metadata) through JSON,
+// as the API server's answer would arrive.
+func convert(from, into runtime.Object) error {
+	data, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, into); err != nil {
+		return fmt.Errorf("decode %T as %T: %w", from, into, err)
+	}
+	return nil
+}
