@@ -27,7 +27,7 @@ func (n *Node) evalAttribute(name string, expr hcl.Expression, ctx *hcl.EvalCont
 	}
 	v, diags := expr.Value(ctx)
 	if record && len(diags) == 0 && !callsFileFunction(expr) {
-		if cv := newCheckedValue(v, expr, ctx); cv != nil {
+		if cv := newCheckedValue(v, expr, n.variables(expr), ctx); cv != nil {
 			if n.checked == nil {
 				n.checked = map[string]*checkedValue{}
 			}
@@ -39,8 +39,7 @@ func (n *Node) evalAttribute(name string, expr hcl.Expression, ctx *hcl.EvalCont
 
 // newCheckedValue keeps v with its references' values in ctx; nil when a reference does not evaluate on its own
 // (as inside try()), which leaves nothing to compare.
-func newCheckedValue(v cty.Value, expr hcl.Expression, ctx *hcl.EvalContext) *checkedValue {
-	refs := expr.Variables()
+func newCheckedValue(v cty.Value, expr hcl.Expression, refs []hcl.Traversal, ctx *hcl.EvalContext) *checkedValue {
 	cv := &checkedValue{expr: expr, val: v, refs: refs, at: make([]cty.Value, len(refs))}
 	for i, t := range refs {
 		rv, diags := t.TraverseAbs(ctx)

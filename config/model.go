@@ -188,6 +188,8 @@ type Node struct {
 	// checked are the attribute values the load-time check found, by attribute name, for evaluations that can
 	// reuse them (see checkedValue).
 	checked map[string]*checkedValue
+	// vars are the references of the node's own expressions, computed once (see variables).
+	vars map[hcl.Expression][]hcl.Traversal
 }
 
 // NodeRef names another node, with the range where it was named.

@@ -69,15 +69,17 @@ func (c *Config) checkNodeReferences(n *Node) hcl.Diagnostics {
 			continue
 		case "for_each", "count":
 			// The instances are what each and count describe, so the argument that makes them cannot use them.
-			diags = append(diags, c.checkExpr(n.Attrs[an].Expr, refScope{where: "the " + an + " argument", node: true, local: true})...)
+			e := n.Attrs[an].Expr
+			diags = append(diags, c.checkExprRefs(e, n.variables(e), refScope{where: "the " + an + " argument", node: true, local: true})...)
 			continue
 		}
-		diags = append(diags, c.checkExpr(n.Attrs[an].Expr, nodeScope)...)
+		e := n.Attrs[an].Expr
+		diags = append(diags, c.checkExprRefs(e, n.variables(e), nodeScope)...)
 	}
 	if pr := n.PullRequest; pr != nil {
 		for _, e := range []hcl.Expression{pr.Base, pr.Title} {
 			if e != nil {
-				diags = append(diags, c.checkExpr(e, nodeScope)...)
+				diags = append(diags, c.checkExprRefs(e, n.variables(e), nodeScope)...)
 			}
 		}
 	}
@@ -86,8 +88,13 @@ func (c *Config) checkNodeReferences(n *Node) hcl.Diagnostics {
 
 // checkExpr reports references and function calls that cannot resolve.
 func (c *Config) checkExpr(expr hcl.Expression, scope refScope) hcl.Diagnostics {
+	return c.checkExprRefs(expr, expr.Variables(), scope)
+}
+
+// checkExprRefs is checkExpr with expr's references already known (Node.variables).
+func (c *Config) checkExprRefs(expr hcl.Expression, vars []hcl.Traversal, scope refScope) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	for _, trav := range expr.Variables() {
+	for _, trav := range vars {
 		if d := c.checkTraversal(trav, scope); d != nil {
 			diags = append(diags, d)
 		}
@@ -507,26 +514,16 @@ func (c *Config) collectDependencies() {
 // collectNodeDependencies fills one node's DependsOn (see collectDependencies).
 func (c *Config) collectNodeDependencies(n *Node, nodesOfLocal func(string, map[string]bool) []string) {
 	refs := append([]NodeRef(nil), n.DependsOn...)
-	var exprs []hcl.Expression
-	for name, a := range n.Attrs {
-		if name != "depends_on" {
-			exprs = append(exprs, a.Expr)
+	for _, e := range n.expressions() {
+		if a := n.Attrs["depends_on"]; a != nil && e == a.Expr {
+			continue
 		}
-	}
-	if pr := n.PullRequest; pr != nil {
-		for _, e := range []hcl.Expression{pr.Base, pr.Title} {
-			if e != nil {
-				exprs = append(exprs, e)
-			}
-		}
-	}
-	for _, e := range exprs {
 		if name, ok := isWholeNodeTraversal(e); ok && e == n.ForEach {
 			// for_each = node.fix pairs the instances key by key.
 			refs = append(refs, NodeRef{Name: name, Range: e.Range(), ForEach: true})
 			continue
 		}
-		refs = append(refs, c.exprNodeRefs(e, nodesOfLocal)...)
+		refs = append(refs, c.exprNodeRefs(e, n.variables(e), nodesOfLocal)...)
 	}
 	sort.SliceStable(refs, func(i, j int) bool {
 		a, b := refs[i].Range, refs[j].Range
@@ -558,7 +555,7 @@ func (c *Config) collectNodeDependencies(n *Node, nodesOfLocal func(string, map[
 // exprNodeRefs returns the nodes an expression refers to: by instance when the reference names one (a literal key,
 // or an index expression that does not itself refer to a node), as a whole otherwise. Nodes reached through local
 // values are referred to as a whole.
-func (c *Config) exprNodeRefs(e hcl.Expression, nodesOfLocal func(string, map[string]bool) []string) []NodeRef {
+func (c *Config) exprNodeRefs(e hcl.Expression, vars []hcl.Traversal, nodesOfLocal func(string, map[string]bool) []string) []NodeRef {
 	var refs []NodeRef
 	add := func(t hcl.Traversal) {
 		if len(t) < 2 {
@@ -583,7 +580,6 @@ func (c *Config) exprNodeRefs(e hcl.Expression, nodesOfLocal func(string, map[st
 			}
 		}
 	}
-	vars := e.Variables()
 	syn, ok := e.(hclsyntax.Expression)
 	if !ok || !refersToNodeOrLocal(vars) || isPlainExpr(syn) {
 		// Without a node or local reference, add finds nothing to add; in a plain expression every reference is
