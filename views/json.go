@@ -11,11 +11,16 @@ import (
 // writeIndentedJSON writes v as one indented JSON document with a newline, HTML characters unescaped, and
 // nothing at all when v does not encode.
 func writeIndentedJSON(w io.Writer, v any) error {
-	// The encoder encodes all of v before it writes, in one Write: no copy of a large plan is kept here.
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+	var compact bytes.Buffer
+	enc := json.NewEncoder(&compact)
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	// All of v is encoded before anything is written, in one Write.
+	out := appendIndent(make([]byte, 0, compact.Len()*2), bytes.TrimSuffix(compact.Bytes(), []byte("\n")), "", "  ")
+	_, err := w.Write(append(out, '\n'))
+	return err
 }
 
 // listBatch is how many elements of a streamed list one worker encodes into one buffer: large enough that a
@@ -72,20 +77,22 @@ func writeListElements(w io.Writer, n int, elem func(i int) any) error {
 		default:
 			buf = new(bytes.Buffer)
 		}
-		enc := json.NewEncoder(buf)
-		enc.SetIndent("    ", "  ")
+		var compact bytes.Buffer
+		enc := json.NewEncoder(&compact)
 		enc.SetEscapeHTML(false)
+		out := buf.Bytes()
 		for i := start; i < end; i++ {
-			buf.WriteString("\n    ")
+			compact.Reset()
 			if err := enc.Encode(elem(i)); err != nil {
 				return result{err: err}
 			}
-			buf.Truncate(buf.Len() - 1) // the encoder's newline
+			out = append(out, "\n    "...)
+			out = appendIndent(out, compact.Bytes()[:compact.Len()-1], "    ", "  ") // without the encoder's newline
 			if i < n-1 {
-				buf.WriteByte(',')
+				out = append(out, ',')
 			}
 		}
-		return result{buf: buf}
+		return result{buf: bytes.NewBuffer(out)}
 	}
 	// pending holds the batches in flight in list order; its capacity bounds how many are encoded ahead.
 	pending := make(chan chan result, workers)
