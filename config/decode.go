@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/kewplan/kewplan/internal/parallel"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 	"golang.org/x/text/unicode/norm"
@@ -41,7 +42,19 @@ const maxNameLength = 59
 // decodeFile decodes one file's body into c, reporting duplicates against what earlier files declared.
 func (c *Config) decodeFile(body hcl.Body) hcl.Diagnostics {
 	content, diags := bodyContent(body, rootSchema, "the top level of a configuration file")
-	for _, block := range content.Blocks {
+	// Node blocks are most of a large configuration, and each decodes on its own: decode them side by side,
+	// then register them below in file order, so that duplicates and diagnostics come out as from one pass.
+	type decodedNode struct {
+		n     *Node
+		diags hcl.Diagnostics
+	}
+	nodes := make([]decodedNode, len(content.Blocks))
+	parallel.For(len(content.Blocks), func(i int) {
+		if b := content.Blocks[i]; b.Type == "node" {
+			nodes[i].n, nodes[i].diags = decodeNodeBlock(b)
+		}
+	})
+	for i, block := range content.Blocks {
 		switch block.Type {
 		case "variable":
 			v, d := decodeVariableBlock(block)
@@ -89,7 +102,7 @@ func (c *Config) decodeFile(body hcl.Body) hcl.Diagnostics {
 			}
 			c.Runners[r.Name] = r
 		case "node":
-			n, d := decodeNodeBlock(block)
+			n, d := nodes[i].n, nodes[i].diags
 			diags = append(diags, d...)
 			if n == nil {
 				c.rejected["node."+block.Labels[0]] = true

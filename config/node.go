@@ -267,13 +267,26 @@ func EvalInstance(n *Node, inst *Instance, ctx *hcl.EvalContext) (*NodeValues, h
 	return evalInstance(n, inst, ctx, false)
 }
 
+// EvalInstanceRepo is EvalInstance's Repo alone ("" when it is unknown or not valid; EvalInstance reports why):
+// what the nodes that depend on this one see of it at plan time besides their outputs, so the planner can walk
+// the graph in dependency order with it and evaluate every instance in full afterwards, side by side.
+func EvalInstanceRepo(n *Node, inst *Instance, ctx *hcl.EvalContext) string {
+	nv, _ := evalInstanceOnly(n, inst, ctx, false, "repo")
+	return nv.Repo
+}
+
 func evalInstance(n *Node, inst *Instance, ctx *hcl.EvalContext, record bool) (*NodeValues, hcl.Diagnostics) {
+	return evalInstanceOnly(n, inst, ctx, record, "")
+}
+
+// evalInstanceOnly evaluates the attribute named only, or every attribute when only is "".
+func evalInstanceOnly(n *Node, inst *Instance, ctx *hcl.EvalContext, record bool, only string) (*NodeValues, hcl.Diagnostics) {
 	ctx = InstanceContext(ctx, n, inst)
 	nv := &NodeValues{Role: RoleWorker, Branch: DefaultBranchPrefix + inst.Slug, Timeout: DefaultTimeout}
 	var diags hcl.Diagnostics
 	where := describeAddress(inst.Address)
 	str := func(name string, expr hcl.Expression, dst *string, check func(string) string) {
-		if expr == nil {
+		if expr == nil || (only != "" && name != only) {
 			return
 		}
 		attr := n.Attrs[name]

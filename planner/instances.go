@@ -10,6 +10,7 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/parallel"
 )
 
 // instance is one node instance being planned: a node block without for_each or count has exactly one.
@@ -79,6 +80,11 @@ func (b *builder) expand(g *graph, blockOrder []int, sel, cyclic []bool) (*expan
 	}
 	localsOnNodes := b.localsReferToNodes()
 	perBlock := make([][]*instance, len(g.names))
+	// Without locals that refer to nodes, a node's dependents see of it only its instances and their repositories
+	// (node.<name>.repo; its outputs are the apply's). So the walk in dependency order evaluates just those, and
+	// every instance is evaluated in full afterwards, in parallel, in the context its block had in the walk. With
+	// such locals, the context changes as nodes are expanded, and each instance is evaluated in full in the walk.
+	ctxs := make([]*hcl.EvalContext, len(g.names))
 	for _, i := range blockOrder {
 		if !sel[i] {
 			continue
@@ -101,15 +107,21 @@ func (b *builder) expand(g *graph, blockOrder []int, sel, cyclic []bool) (*expan
 		list := make([]*instance, len(insts))
 		objects := make([]cty.Value, len(insts))
 		for k, inst := range insts {
-			nv, d := config.EvalInstance(n, inst, ctx)
-			list[k] = &instance{block: i, inst: inst, nv: nv, diags: d}
+			list[k] = &instance{block: i, inst: inst}
+			var repo string
+			if localsOnNodes {
+				list[k].nv, list[k].diags = config.EvalInstance(n, inst, ctx)
+				repo = list[k].nv.Repo
+			} else {
+				repo = config.EvalInstanceRepo(n, inst, ctx)
+			}
 			planned := map[string]cty.Value{}
-			if nv.Repo != "" {
-				planned["repo"] = cty.StringVal(nv.Repo)
+			if repo != "" {
+				planned["repo"] = cty.StringVal(repo)
 			}
 			objects[k] = config.InstanceObject(b.in.Outputs[inst.Address], planned)
 		}
-		perBlock[i] = list
+		perBlock[i], ctxs[i] = list, ctx
 		values[n.Name] = config.NodeValue(n, insts, objects)
 		if localsOnNodes {
 			// Reported once below, from the last evaluation, which sees every node.
@@ -118,6 +130,17 @@ func (b *builder) expand(g *graph, blockOrder []int, sel, cyclic []bool) (*expan
 	}
 	if localsOnNodes {
 		diags = append(diags, b.cfg.SetNodeValues(b.ctx, values)...)
+	} else {
+		var todo []*instance
+		for _, i := range blockOrder {
+			if ctxs[i] != nil {
+				todo = append(todo, perBlock[i]...)
+			}
+		}
+		parallel.For(len(todo), func(k int) {
+			in := todo[k]
+			in.nv, in.diags = config.EvalInstance(g.nodes[in.block], in.inst, ctxs[in.block])
+		})
 	}
 	x.byAddr = map[string]int{}
 	for i := range g.names {
