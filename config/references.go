@@ -55,6 +55,11 @@ func (c *Config) checkStatic() hcl.Diagnostics {
 		// Evaluating with unresolved references would only repeat them as evaluation errors.
 		diags = append(diags, c.checkStaticValues()...)
 	}
+	// The references were walked for these checks; planning reads few of them again, and a large plan needs the
+	// memory more.
+	for _, n := range c.Nodes {
+		n.vars = nil
+	}
 	return diags
 }
 

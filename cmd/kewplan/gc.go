@@ -64,15 +64,15 @@ func retuneGC() {
 }
 
 // gcSettingsFor is the GOGC that makes the next collection start at heapTarget after one that left live bytes,
-// within [gcPercentMin, gcPercentMax], and the memory limit: memoryLimit, or, once the live heap takes two thirds
-// of it (where the limit would soon force collections back to back), above GOGC's heap goal.
+// within [gcPercentMin, gcPercentMax], and the memory limit: memoryLimit, or, once the live heap takes three
+// quarters of it (where the limit would soon force collections back to back), above GOGC's heap goal.
 func gcSettingsFor(live uint64) (percent int, limit int64) {
 	if live == 0 {
 		return gcPercentMax, memoryLimit
 	}
 	l := int64(live)
 	percent = int(min(max((heapTarget-l)*100/l, gcPercentMin), gcPercentMax))
-	if l > memoryLimit*2/3 {
+	if l > memoryLimit*3/4 {
 		return percent, max(memoryLimit, l+l*int64(percent)/100+limitSlack)
 	}
 	return percent, memoryLimit

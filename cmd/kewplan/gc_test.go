@@ -22,11 +22,11 @@ func TestGCSettings(t *testing.T) {
 			t.Errorf("live %d MiB: GOGC %d, want %d", tc.live>>20, percent, tc.percent)
 		}
 		goal := int64(tc.live) + int64(tc.live)*int64(percent)/100
-		if limit < memoryLimit || (int64(tc.live) > memoryLimit*2/3 && limit < goal+limitSlack) {
+		if limit < memoryLimit || (int64(tc.live) > memoryLimit*3/4 && limit < goal+limitSlack) {
 			t.Errorf("live %d MiB: limit %d MiB, want at least %d MiB (the base) and the heap goal %d MiB plus slack",
 				tc.live>>20, limit>>20, memoryLimit>>20, goal>>20)
 		}
-		if int64(tc.live) <= memoryLimit*2/3 && limit != memoryLimit {
+		if int64(tc.live) <= memoryLimit*3/4 && limit != memoryLimit {
 			t.Errorf("live %d MiB: limit %d MiB, want the base %d MiB", tc.live>>20, limit>>20, memoryLimit>>20)
 		}
 	}
