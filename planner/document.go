@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/kewplan/kewplan/internal/parallel"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -202,7 +203,7 @@ func NewDocument(p *Plan, kewplanVersion string) *Document {
 		FormatVersion:  p.FormatVersion,
 		KewplanVersion: kewplanVersion,
 		ConfigDigest:   p.ConfigDigest,
-		Nodes:          make([]NodeDocument, 0, len(p.Nodes)),
+		Nodes:          make([]NodeDocument, len(p.Nodes)),
 		Exposure:       map[string][]string{},
 		Diagnostics:    []json.RawMessage{},
 	}
@@ -210,55 +211,59 @@ func NewDocument(p *Plan, kewplanVersion string) *Document {
 	for c, nodes := range p.Exposure {
 		d.Exposure[c] = append([]string{}, nodes...)
 	}
-	for _, np := range p.Nodes {
-		nd := NodeDocument{
-			Name:              np.Name,
-			Runner:            np.Runner,
-			Protocol:          np.Protocol,
-			Role:              np.Role,
-			Image:             np.Image,
-			Network:           np.Network,
-			Runtime:           np.Runtime,
-			Isolation:         IsolationTier(np.Runtime),
-			Model:             np.Model,
-			Credentials:       nonNil(np.Credentials),
-			CredentialOrigins: nonNil(np.CredentialOrigins),
-			DependsOn:         nonNil(np.DependsOn),
-			Prompt:            PromptDocument{SHA256: np.Prompt.SHA256, Bytes: np.Prompt.Bytes},
-			Argv:              []string{},
-			Unknown:           nonNil(np.Unknown),
-			PidsLimit:         np.PidsLimit,
-			Memory:            np.Memory,
-			CPUs:              np.CPUs,
-			TmpfsSize:         np.TmpfsSize,
-			Egress:            egressDocuments(np.Egress),
-			Range:             NewRangeDocument(np.DeclRange),
-			Errors:            np.Errors,
-			Retry:             NewRetryDocument(np.Retry),
-		}
-		if contains(np.Unknown, "runtime") {
-			nd.Isolation = UnknownValue
-		}
-		if np.PullRequest != nil {
-			nd.PullRequest = &PullRequestDoc{Base: np.PullRequest.Base, Title: np.PullRequest.Title}
-		}
-		if c := np.Container; c != nil {
-			nd.Argv = c.Argv()
-		}
-		if np.Key != cty.NilVal && np.Key.IsKnown() {
-			inst := &InstanceDoc{Node: np.Block, Slug: np.Slug}
-			if np.Key.Type() == cty.Number {
-				i, _ := np.Key.AsBigFloat().Int64()
-				inst.Key = i
-			} else {
-				inst.Key = np.Key.AsString()
-			}
-			nd.Instance = inst
-		}
-		nd.Budget = newBudgetDocument(np.Budget)
-		d.Nodes = append(d.Nodes, nd)
-	}
+	// Each node's document is its own: they are built side by side.
+	parallel.For(len(p.Nodes), func(i int) { d.Nodes[i] = newNodeDocument(p.Nodes[i]) })
 	return d
+}
+
+// newNodeDocument is one node of the plan document.
+func newNodeDocument(np *NodePlan) NodeDocument {
+	nd := NodeDocument{
+		Name:              np.Name,
+		Runner:            np.Runner,
+		Protocol:          np.Protocol,
+		Role:              np.Role,
+		Image:             np.Image,
+		Network:           np.Network,
+		Runtime:           np.Runtime,
+		Isolation:         IsolationTier(np.Runtime),
+		Model:             np.Model,
+		Credentials:       nonNil(np.Credentials),
+		CredentialOrigins: nonNil(np.CredentialOrigins),
+		DependsOn:         nonNil(np.DependsOn),
+		Prompt:            PromptDocument{SHA256: np.Prompt.SHA256, Bytes: np.Prompt.Bytes},
+		Argv:              []string{},
+		Unknown:           nonNil(np.Unknown),
+		PidsLimit:         np.PidsLimit,
+		Memory:            np.Memory,
+		CPUs:              np.CPUs,
+		TmpfsSize:         np.TmpfsSize,
+		Egress:            egressDocuments(np.Egress),
+		Range:             NewRangeDocument(np.DeclRange),
+		Errors:            np.Errors,
+		Retry:             NewRetryDocument(np.Retry),
+	}
+	if contains(np.Unknown, "runtime") {
+		nd.Isolation = UnknownValue
+	}
+	if np.PullRequest != nil {
+		nd.PullRequest = &PullRequestDoc{Base: np.PullRequest.Base, Title: np.PullRequest.Title}
+	}
+	if c := np.Container; c != nil {
+		nd.Argv = c.Argv()
+	}
+	if np.Key != cty.NilVal && np.Key.IsKnown() {
+		inst := &InstanceDoc{Node: np.Block, Slug: np.Slug}
+		if np.Key.Type() == cty.Number {
+			i, _ := np.Key.AsBigFloat().Int64()
+			inst.Key = i
+		} else {
+			inst.Key = np.Key.AsString()
+		}
+		nd.Instance = inst
+	}
+	nd.Budget = newBudgetDocument(np.Budget)
+	return nd
 }
 
 func egressDocuments(hosts []EgressHost) []EgressHostDocument {
