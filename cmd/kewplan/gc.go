@@ -15,8 +15,8 @@ import (
 // heapTarget, but never before the heap has doubled (gcPercentMin, Go's default) nor after it has grown five times
 // (gcPercentMax); and a memory limit of memoryLimit, raised with the live heap so that it never binds before
 // GOGC's goal, makes the runtime return freed pages to the system rather than keep them resident. A plan of
-// 10,000 nodes (about 60 MB live at most) peaks at 140 MB resident with half the collections of GOGC=200 under a
-// 112 MiB limit (README, Performance); a larger plan grows past the target at a bounded cost in collections.
+// 10,000 nodes (60–80 MB live at most) peaks at 137–139 MB resident after 11 collections, where GOGC=200 under a
+// fixed 112 MiB limit made 16 (README, Performance); a larger plan grows past the target at a bounded cost.
 // A GOGC or GOMEMLIMIT set in the environment wins.
 const (
 	heapTarget   = 110 << 20
