@@ -13,8 +13,8 @@ import (
 // took 2.5 times as long under a 112 MiB limit as without one). So kewplan steers the collector after each
 // collection, as TiDB's gctuner does: GOGC is set so that the next collection starts when the heap reaches
 // heapTarget, but never before the heap has doubled (gcPercentMin, Go's default) nor after it has grown five times
-// (gcPercentMax); and a memory limit of memoryLimit, raised with the live heap so that it never binds before
-// GOGC's goal, makes the runtime return freed pages to the system rather than keep them resident. A plan of
+// (gcPercentMax); and a memory limit of memoryLimit makes the runtime return freed pages to the system rather
+// than keep them resident, raised above GOGC's goal once the live heap takes three quarters of it. A plan of
 // 10,000 nodes (60–80 MB live at most) peaks at 137–139 MB resident after 11 collections, where GOGC=200 under a
 // fixed 112 MiB limit made 16 (README, Performance); a larger plan grows past the target at a bounded cost.
 // A GOGC or GOMEMLIMIT set in the environment wins.
