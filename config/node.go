@@ -270,8 +270,17 @@ func EvalInstance(n *Node, inst *Instance, ctx *hcl.EvalContext) (*NodeValues, h
 // EvalInstanceRepo is EvalInstance's Repo alone ("" when it is unknown or not valid; EvalInstance reports why):
 // what the nodes that depend on this one see of it at plan time besides their outputs, so the planner can walk
 // the graph in dependency order with it and evaluate every instance in full afterwards, side by side.
-func EvalInstanceRepo(n *Node, inst *Instance, ctx *hcl.EvalContext) string {
-	nv, _ := evalInstanceOnly(n, inst, ctx, false, "repo")
+//
+// ctx is called for the context only when the repository's expression refers to something: most are literals,
+// whose value the load-time check kept.
+func EvalInstanceRepo(n *Node, inst *Instance, ctx func() *hcl.EvalContext) string {
+	var c *hcl.EvalContext
+	if cv := n.checked["repo"]; n.Repo == nil || (cv != nil && cv.expr == n.Repo && len(cv.refs) == 0) {
+		c = &hcl.EvalContext{} // evaluation reuses the kept value and reads nothing from it
+	} else {
+		c = ctx()
+	}
+	nv, _ := evalInstanceOnly(n, inst, c, false, "repo")
 	return nv.Repo
 }
 

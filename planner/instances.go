@@ -82,9 +82,14 @@ func (b *builder) expand(g *graph, blockOrder []int, sel, cyclic []bool) (*expan
 	perBlock := make([][]*instance, len(g.names))
 	// Without locals that refer to nodes, a node's dependents see of it only its instances and their repositories
 	// (node.<name>.repo; its outputs are the apply's). So the walk in dependency order evaluates just those, and
-	// every instance is evaluated in full afterwards, in parallel, in the context its block had in the walk. With
-	// such locals, the context changes as nodes are expanded, and each instance is evaluated in full in the walk.
+	// builds a block's context only when its expansion or repository needs one; afterwards each block gets its
+	// context and every instance is evaluated in full, in parallel. With such locals, the context changes as nodes
+	// are expanded, and each instance is evaluated in full in the walk.
 	ctxs := make([]*hcl.EvalContext, len(g.names))
+	evaluate := make([]bool, len(g.names))
+	// Instances whose outputs are all unknown look the same to their dependents when their repositories are the
+	// same: one object serves them all.
+	unknownOutputs := map[string]cty.Value{}
 	for _, i := range blockOrder {
 		if !sel[i] {
 			continue
@@ -96,8 +101,19 @@ func (b *builder) expand(g *graph, blockOrder []int, sel, cyclic []bool) (*expan
 			perBlock[i] = []*instance{{block: i, inst: &config.Instance{Address: n.Name, Slug: n.Name}}}
 			continue
 		}
-		ctx := b.blockContext(g, i, values)
-		insts, d := config.EvalExpansion(n, ctx)
+		ctx := func() *hcl.EvalContext {
+			if ctxs[i] == nil {
+				ctxs[i] = b.blockContext(g, i, values)
+			}
+			return ctxs[i]
+		}
+		var insts []*config.Instance
+		var d hcl.Diagnostics
+		if n.Expanded() {
+			insts, d = config.EvalExpansion(n, ctx())
+		} else {
+			insts = []*config.Instance{{Address: n.Name, Slug: n.Name}}
+		}
 		if d.HasErrors() {
 			x.failed[i] = true
 			perBlock[i] = []*instance{{block: i, inst: &config.Instance{Address: n.Name, Slug: n.Name}, diags: d}}
@@ -110,18 +126,26 @@ func (b *builder) expand(g *graph, blockOrder []int, sel, cyclic []bool) (*expan
 			list[k] = &instance{block: i, inst: inst}
 			var repo string
 			if localsOnNodes {
-				list[k].nv, list[k].diags = config.EvalInstance(n, inst, ctx)
+				list[k].nv, list[k].diags = config.EvalInstance(n, inst, ctx())
 				repo = list[k].nv.Repo
 			} else {
 				repo = config.EvalInstanceRepo(n, inst, ctx)
+			}
+			outputs := b.in.Outputs[inst.Address]
+			if obj, ok := unknownOutputs[repo]; ok && len(outputs) == 0 {
+				objects[k] = obj
+				continue
 			}
 			planned := map[string]cty.Value{}
 			if repo != "" {
 				planned["repo"] = cty.StringVal(repo)
 			}
-			objects[k] = config.InstanceObject(b.in.Outputs[inst.Address], planned)
+			objects[k] = config.InstanceObject(outputs, planned)
+			if len(outputs) == 0 {
+				unknownOutputs[repo] = objects[k]
+			}
 		}
-		perBlock[i], ctxs[i] = list, ctx
+		perBlock[i], evaluate[i] = list, true
 		values[n.Name] = config.NodeValue(n, insts, objects)
 		if localsOnNodes {
 			// Reported once below, from the last evaluation, which sees every node.
@@ -131,9 +155,15 @@ func (b *builder) expand(g *graph, blockOrder []int, sel, cyclic []bool) (*expan
 	if localsOnNodes {
 		diags = append(diags, b.cfg.SetNodeValues(b.ctx, values)...)
 	} else {
+		// values is complete and only read from here on.
+		parallel.For(len(blockOrder), func(k int) {
+			if i := blockOrder[k]; evaluate[i] && ctxs[i] == nil {
+				ctxs[i] = b.blockContext(g, i, values)
+			}
+		})
 		var todo []*instance
 		for _, i := range blockOrder {
-			if ctxs[i] != nil {
+			if evaluate[i] {
 				todo = append(todo, perBlock[i]...)
 			}
 		}
