@@ -64,6 +64,9 @@ func bodyContent(body hcl.Body, schema *hcl.BodySchema, where string) (*hcl.Body
 		return body.Content(schema)
 	}
 	content, _, diags := syn.PartialContent(schema)
+	if len(content.Attributes) == len(syn.Attributes) && len(content.Blocks) == len(syn.Blocks) {
+		return content, diags // every argument and block is one the schema knows
+	}
 
 	var attrNames, blockNames []string
 	for _, a := range schema.Attributes {

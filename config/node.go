@@ -60,11 +60,12 @@ func decodeNodeBlock(block *hcl.Block) (*Node, hcl.Diagnostics) {
 	if d := checkName("node", name, block.LabelRanges[0]); d != nil {
 		return nil, hcl.Diagnostics{d}
 	}
-	n := &Node{Name: name, DeclRange: block.DefRange, Attrs: map[string]*hcl.Attribute{}}
+	n := &Node{Name: name, DeclRange: block.DefRange}
 	where := fmt.Sprintf("node %q", name)
 	content, diags := bodyContent(block.Body, nodeSchema, "a node block")
-	for k, a := range content.Attributes {
-		n.Attrs[k] = a
+	n.Attrs = content.Attributes // the node's own map: nothing else keeps the content
+	if n.Attrs == nil {
+		n.Attrs = map[string]*hcl.Attribute{}
 	}
 	for _, req := range requiredNodeAttributes {
 		if _, ok := content.Attributes[req.name]; !ok {
