@@ -11,10 +11,11 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
-	"github.com/kewplan/kewplan/internal/parallel"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/kewplan/kewplan/internal/parallel"
 )
 
 // rootSchema is the top level of a configuration file.

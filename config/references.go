@@ -519,8 +519,9 @@ func (c *Config) collectDependencies() {
 // collectNodeDependencies fills one node's DependsOn (see collectDependencies).
 func (c *Config) collectNodeDependencies(n *Node, nodesOfLocal func(string, map[string]bool) []string) {
 	refs := append([]NodeRef(nil), n.DependsOn...)
+	dependsOn := n.Attrs["depends_on"]
 	for _, e := range n.expressions() {
-		if a := n.Attrs["depends_on"]; a != nil && e == a.Expr {
+		if dependsOn != nil && e == dependsOn.Expr {
 			continue
 		}
 		if name, ok := isWholeNodeTraversal(e); ok && e == n.ForEach {

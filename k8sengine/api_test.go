@@ -115,7 +115,7 @@ func (s *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				items = append(items, obj)
 			}
 		}
-		if len(items) == 0 && !strings.HasSuffix(path, "s") {
+		if !collections[path[strings.LastIndex(path, "/")+1:]] {
 			s.status(w, http.StatusNotFound, "NotFound", path+" not found")
 			return
 		}
@@ -131,6 +131,10 @@ func (s *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.status(w, http.StatusMethodNotAllowed, "MethodNotAllowed", r.Method)
 	}
 }
+
+// collections are the resources kewplan lists: a GET of a path ending in one is a list, any other a single object.
+var collections = map[string]bool{"jobs": true, "pods": true, "secrets": true, "events": true, "networkpolicies": true,
+	"deployments": true, "services": true, "configmaps": true}
 
 func object(kind, name string, extra map[string]any) map[string]any {
 	o := map[string]any{"kind": kind, "metadata": map[string]any{"name": name, "namespace": "agents"}}

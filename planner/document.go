@@ -7,8 +7,9 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/kewplan/kewplan/internal/parallel"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/kewplan/kewplan/internal/parallel"
 )
 
 // Document is the JSON plan (`kewplan plan --json`) and, with Saved set, a saved plan (`--out FILE`): the saved

@@ -107,13 +107,11 @@ func (b *builder) expand(g *graph, blockOrder []int, sel, cyclic []bool) (*expan
 			}
 			return ctxs[i]
 		}
-		var insts []*config.Instance
-		var d hcl.Diagnostics
+		var expansionCtx *hcl.EvalContext // a node without for_each or count has its one instance without evaluating
 		if n.Expanded() {
-			insts, d = config.EvalExpansion(n, ctx())
-		} else {
-			insts = []*config.Instance{{Address: n.Name, Slug: n.Name}}
+			expansionCtx = ctx()
 		}
+		insts, d := config.EvalExpansion(n, expansionCtx)
 		if d.HasErrors() {
 			x.failed[i] = true
 			perBlock[i] = []*instance{{block: i, inst: &config.Instance{Address: n.Name, Slug: n.Name}, diags: d}}
