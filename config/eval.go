@@ -205,9 +205,26 @@ func argsList(r *Runner, val cty.Value) ([]string, hcl.Diagnostics) {
 	return out, nil
 }
 
-// checkStaticValues evaluates what can be checked before variables are known: node attributes and runner args,
-// with every variable, node output and file unknown. It catches wrong types and invalid literal values early.
-func (c *Config) checkStaticValues() hcl.Diagnostics {
+// CheckValues evaluates what can be checked before variables are known: node attributes and runner args, with
+// every variable, node output and file unknown. It catches wrong types and invalid literal values early, and
+// Load makes it its last check.
+//
+// LoadForPlanning leaves it to the caller, to call after planning with planned reporting the nodes the plan
+// evaluated, every instance without error. With known values an expression reports every error it reports with
+// unknown ones: an unknown value only hides errors (a function is not called on it, an attribute or index of it
+// is not looked up, a conditional on it reports neither result's errors). So the check is repeated only for the
+// nodes the plan did not evaluate, and, as a precaution, for those holding a construct that reports errors by
+// value (see valueDependent); with planned nil, every node is checked. Locals and runner args always are.
+func (c *Config) CheckValues(planned func(node string) bool) hcl.Diagnostics {
+	var nodes []*Node
+	for _, n := range c.Nodes {
+		if planned == nil || n.valueDependent || !planned(n.Name) {
+			nodes = append(nodes, n)
+		}
+	}
+	if len(nodes) == 0 && len(c.Locals) == 0 && !c.anyRunnerArgs() {
+		return nil
+	}
 	ctx, diags := c.evalContext(&Scope{}, staticFunctions())
 	// Blocks whose label was refused are missing from the model; references to them evaluate as unknown
 	// rather than fail a second time.
@@ -222,12 +239,12 @@ func (c *Config) checkStaticValues() hcl.Diagnostics {
 	}
 	// Nodes are evaluated independently of each other in the shared, read-only context, so in parallel; their
 	// diagnostics are kept in name order.
-	names := slices.Sorted(maps.Keys(c.Nodes))
-	perNode := make([]hcl.Diagnostics, len(names))
-	parallel.For(len(names), func(i int) {
-		n := c.Nodes[names[i]]
+	slices.SortFunc(nodes, func(a, b *Node) int { return strings.Compare(a.Name, b.Name) })
+	perNode := make([]hcl.Diagnostics, len(nodes))
+	parallel.For(len(nodes), func(i int) {
+		n := nodes[i]
 		_, d := evalExpansion(n, ctx, true)
-		_, d2 := evalNode(n, ctx, true)
+		_, d2 := evalNode(n, ctx)
 		perNode[i] = append(d, d2...)
 	})
 	for _, d := range perNode {
@@ -265,4 +282,13 @@ func (c *Config) checkStaticValues() hcl.Diagnostics {
 		}
 	}
 	return diags
+}
+
+func (c *Config) anyRunnerArgs() bool {
+	for _, r := range c.Runners {
+		if r.Args != nil {
+			return true
+		}
+	}
+	return false
 }

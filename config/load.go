@@ -28,6 +28,19 @@ const maxConfigFileBytes = 8 << 20
 // The returned Config is never nil: even when the diagnostics hold errors it carries the sources read so far
 // (Files), so that diagnostics can be rendered with snippets. Its contents are only meaningful without errors.
 func Load(path string) (*Config, hcl.Diagnostics) {
+	return load(path, false)
+}
+
+// LoadForPlanning is Load for a caller that plans the configuration next. Load's last check evaluates every
+// node's attributes with all variables, node outputs and files unknown; planning evaluates them again with the
+// variables' values, and where it does, the first evaluation finds no error that the second misses (see
+// CheckValues). So when the configuration loads without error, that check is left to the caller, who must call
+// CheckValues after planning. When the load fails, the check has been made: the diagnostics are Load's.
+func LoadForPlanning(path string) (*Config, hcl.Diagnostics) {
+	return load(path, true)
+}
+
+func load(path string, deferValues bool) (*Config, hcl.Diagnostics) {
 	cfg := newConfig(path)
 	names, diags := configFileNames(path)
 	if diags.HasErrors() {
@@ -76,8 +89,12 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 	}
 	if parsed {
 		// Whole-configuration checks need every file; with one missing they would report its declarations as
-		// undeclared.
-		diags = append(diags, cfg.checkStatic()...)
+		// undeclared. Evaluating with unresolved references would only repeat them as evaluation errors.
+		refs := cfg.checkStatic()
+		diags = append(diags, refs...)
+		if !refs.HasErrors() && (!deferValues || diags.HasErrors()) {
+			diags = append(diags, cfg.CheckValues(nil)...)
+		}
 	}
 	SortDiagnostics(diags)
 	return cfg, diags

@@ -185,9 +185,9 @@ type Node struct {
 	DeclRange hcl.Range
 	// Attrs keeps every attribute's full range by name, for diagnostics that point at an attribute.
 	Attrs map[string]*hcl.Attribute
-	// checked are the attribute values the load-time check found, by attribute name, for evaluations that can
-	// reuse them (see checkedValue).
-	checked map[string]*checkedValue
+	// valueDependent is true when an expression of the node reports different errors depending on which values
+	// are known (see valueDependent): Config.CheckValues evaluates it even after planning.
+	valueDependent bool
 	// vars are the references of the node's own expressions, computed once (see variables).
 	vars map[hcl.Expression][]hcl.Traversal
 }

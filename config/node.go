@@ -131,6 +131,7 @@ func decodeNodeBlock(block *hcl.Block) (*Node, hcl.Diagnostics) {
 		if _, native := e.(hclsyntax.Expression); native { // a pointer, so a map key by identity
 			n.vars[e] = e.Variables()
 		}
+		n.valueDependent = n.valueDependent || valueDependent(e)
 	}
 	return n, diags
 }
@@ -247,50 +248,42 @@ type PullRequestValues struct {
 // A node with for_each or count is evaluated per instance with EvalInstance; EvalNode evaluates it with each and
 // count unknown.
 func EvalNode(n *Node, ctx *hcl.EvalContext) (*NodeValues, hcl.Diagnostics) {
-	return evalNode(n, ctx, false)
+	return evalNode(n, ctx)
 }
 
-// evalNode is EvalNode; with record, it keeps the values it finds for later evaluations to reuse (the load-time
-// check records, in a context where every variable, node output and file is unknown).
-func evalNode(n *Node, ctx *hcl.EvalContext, record bool) (*NodeValues, hcl.Diagnostics) {
+func evalNode(n *Node, ctx *hcl.EvalContext) (*NodeValues, hcl.Diagnostics) {
 	if n.ForEach != nil || n.Count != nil {
-		return evalInstance(n, unknownInstance(n), ctx, record)
+		return evalInstance(n, unknownInstance(n), ctx)
 	}
-	return evalInstance(n, &Instance{Address: n.Name, Slug: n.Name}, ctx, record)
+	return evalInstance(n, &Instance{Address: n.Name, Slug: n.Name}, ctx)
 }
 
 // EvalInstance evaluates one instance of n (see EvalExpansion) in ctx, with each or count bound to the instance.
 // Its default branch is "kew/<slug>", and diagnostics name it by its address.
-//
-// An attribute whose references have the same values as in the load-time check is not evaluated again: its
-// value is the one the check found (see checkedValue).
 func EvalInstance(n *Node, inst *Instance, ctx *hcl.EvalContext) (*NodeValues, hcl.Diagnostics) {
-	return evalInstance(n, inst, ctx, false)
+	return evalInstance(n, inst, ctx)
 }
 
 // EvalInstanceRepo is EvalInstance's Repo alone ("" when it is unknown or not valid; EvalInstance reports why):
 // what the nodes that depend on this one see of it at plan time besides their outputs, so the planner can walk
 // the graph in dependency order with it and evaluate every instance in full afterwards, side by side.
 //
-// ctx is called for the context only when the repository's expression refers to something: most are literals,
-// whose value the load-time check kept.
+// ctx is called for the context only when the repository's expression is not a literal: most are.
 func EvalInstanceRepo(n *Node, inst *Instance, ctx func() *hcl.EvalContext) string {
-	var c *hcl.EvalContext
-	if cv := n.checked["repo"]; n.Repo == nil || (cv != nil && cv.expr == n.Repo && len(cv.refs) == 0) {
-		c = &hcl.EvalContext{} // evaluation reuses the kept value and reads nothing from it
-	} else {
+	c := &hcl.EvalContext{} // a literal reads nothing from its context
+	if n.Repo != nil && !isLiteral(n.Repo) {
 		c = ctx()
 	}
-	nv, _ := evalInstanceOnly(n, inst, c, false, "repo")
+	nv, _ := evalInstanceOnly(n, inst, c, "repo")
 	return nv.Repo
 }
 
-func evalInstance(n *Node, inst *Instance, ctx *hcl.EvalContext, record bool) (*NodeValues, hcl.Diagnostics) {
-	return evalInstanceOnly(n, inst, ctx, record, "")
+func evalInstance(n *Node, inst *Instance, ctx *hcl.EvalContext) (*NodeValues, hcl.Diagnostics) {
+	return evalInstanceOnly(n, inst, ctx, "")
 }
 
 // evalInstanceOnly evaluates the attribute named only, or every attribute when only is "".
-func evalInstanceOnly(n *Node, inst *Instance, ctx *hcl.EvalContext, record bool, only string) (*NodeValues, hcl.Diagnostics) {
+func evalInstanceOnly(n *Node, inst *Instance, ctx *hcl.EvalContext, only string) (*NodeValues, hcl.Diagnostics) {
 	ctx = InstanceContext(ctx, n, inst)
 	nv := &NodeValues{Role: RoleWorker, Branch: DefaultBranchPrefix + inst.Slug, Timeout: DefaultTimeout}
 	var diags hcl.Diagnostics
@@ -303,7 +296,7 @@ func evalInstanceOnly(n *Node, inst *Instance, ctx *hcl.EvalContext, record bool
 		if attr == nil {
 			attr = &hcl.Attribute{Name: name, Expr: expr, Range: expr.Range(), NameRange: expr.Range()}
 		}
-		v, d := n.evalAttribute(name, expr, ctx, record)
+		v, d := expr.Value(ctx)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			return

@@ -25,7 +25,7 @@ type refScope struct {
 }
 
 // checkStatic runs the checks that need the whole configuration: references, local value cycles, function
-// names, dependencies, and the types and values of node attributes that do not depend on variables.
+// names and dependencies. CheckValues, Load's last check, evaluates what references resolve to.
 func (c *Config) checkStatic() hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	// Each node's references are checked on their own, so in parallel; the diagnostics keep name order.
@@ -51,10 +51,6 @@ func (c *Config) checkStatic() hcl.Diagnostics {
 	}
 	diags = append(diags, c.checkLocalCycles()...)
 	c.collectDependencies()
-	if !diags.HasErrors() {
-		// Evaluating with unresolved references would only repeat them as evaluation errors.
-		diags = append(diags, c.checkStaticValues()...)
-	}
 	// The references were walked for these checks; planning reads few of them again, and a large plan needs the
 	// memory more.
 	for _, n := range c.Nodes {

@@ -5,6 +5,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
 )
 
@@ -29,6 +30,64 @@ func loadConfig(env *Env, path string, vf VarFlags) (*config.Config, map[string]
 	vals, d := cfg.ResolveVariables(config.VariableInputs{Env: env.Environ, VarFiles: vf.VarFiles, Vars: vf.Vars})
 	diags = append(diags, d...)
 	return cfg, vals, diags
+}
+
+// loadedToPlan is a configuration loaded by loadToPlan, whose load-time value check is still to be finished.
+type loadedToPlan struct {
+	cfg   *config.Config
+	vals  map[string]cty.Value
+	load  hcl.Diagnostics // the load's own, before the variables'
+	diags hcl.Diagnostics // the load's and the variables'
+	// deferred is true until the value check config.LoadForPlanning left out has been made.
+	deferred bool
+}
+
+// loadToPlan is loadConfig for a command that plans the configuration next: it loads with
+// config.LoadForPlanning, so that a large configuration's node attributes are evaluated once, by the planner,
+// rather than first with every variable unknown as well. The command must then call finishLoad.
+func loadToPlan(env *Env, path string, vf VarFlags) *loadedToPlan {
+	if path == "" {
+		path = "."
+	}
+	cfg, diags := config.LoadForPlanning(path)
+	l := &loadedToPlan{cfg: cfg, load: diags, diags: diags, deferred: !diags.HasErrors()}
+	if !diags.HasErrors() {
+		var d hcl.Diagnostics
+		l.vals, d = cfg.ResolveVariables(config.VariableInputs{Env: env.Environ, VarFiles: vf.VarFiles, Vars: vf.Vars})
+		l.diags = append(l.diags, d...)
+	}
+	return l
+}
+
+// finishLoad makes the value check the load deferred (config.Config.CheckValues, with evaluated reporting the
+// nodes the command evaluated without error; nil after a failure) and, when it fails, returns ok false and
+// config.Load's diagnostics: the command shows those alone, as it did when the load itself failed, whatever
+// failed later. Otherwise it returns the check's other diagnostics, if any, for the command to add to its own.
+func (l *loadedToPlan) finishLoad(evaluated func(node string) bool) (hcl.Diagnostics, bool) {
+	if !l.deferred {
+		return nil, true
+	}
+	l.deferred = false
+	d := l.cfg.CheckValues(evaluated)
+	if d.HasErrors() && evaluated != nil {
+		d = l.cfg.CheckValues(nil) // every node's, as config.Load reports them
+	}
+	if !d.HasErrors() {
+		return d, true
+	}
+	all := append(append(hcl.Diagnostics{}, l.load...), d...)
+	config.SortDiagnostics(all)
+	return all, false
+}
+
+// plannedBlocks reports the node blocks of which p holds an instance: after a plan without errors, the blocks
+// whose every instance was evaluated without error.
+func plannedBlocks(p *planner.Plan) func(string) bool {
+	blocks := make(map[string]bool, len(p.Nodes))
+	for _, np := range p.Nodes {
+		blocks[np.Block] = true
+	}
+	return func(name string) bool { return blocks[name] }
 }
 
 // configSources returns the sources diagnostics of cfg may point into: the configuration and its variable files.

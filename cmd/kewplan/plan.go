@@ -137,27 +137,42 @@ type planned struct {
 // planFromFlags loads, resolves and plans, enforcing the --policy file when one is given. When the configuration
 // or the policy does not load it shows the diagnostics on view and returns ok false.
 func planFromFlags(env *Env, view diagnosticsView, path string, vf VarFlags, targets []string, policy string) (*planned, bool) {
-	cfg, vals, diags := loadConfig(env, path, vf)
-	out := &planned{cfg: cfg, vars: vals, files: configSources(cfg)}
-	if diags.HasErrors() {
+	l := loadToPlan(env, path, vf)
+	cfg, diags := l.cfg, l.diags
+	out := &planned{cfg: cfg, vars: l.vals, files: configSources(cfg)}
+	fail := func(diags hcl.Diagnostics) (*planned, bool) {
+		if d, ok := l.finishLoad(nil); !ok {
+			diags = d
+		}
 		view.Diagnostics(diags, out.files...)
 		return nil, false
 	}
-	in := planner.Inputs{Vars: vals, FS: config.DirFS(cfg.Dir), Targets: targets}
+	if diags.HasErrors() {
+		return fail(diags)
+	}
+	in := planner.Inputs{Vars: l.vals, FS: config.DirFS(cfg.Dir), Targets: targets}
 	if policy != "" {
 		pol, polFiles, d := config.LoadPolicyFile(policy)
 		out.files = append(out.files, polFiles)
 		out.policySrc = polFiles[policy]
 		if d.HasErrors() {
-			view.Diagnostics(append(diags, d...), out.files...)
-			return nil, false
+			return fail(append(diags, d...))
 		}
 		diags = append(diags, d...)
 		in.Policy = pol
 	}
 	p, planDiags := planner.Build(cfg, in)
+	var evaluated func(string) bool // nil after a failed plan: every node is checked
+	if !planDiags.HasErrors() {
+		evaluated = plannedBlocks(p)
+	}
+	d, ok := l.finishLoad(evaluated)
+	if !ok {
+		view.Diagnostics(d, out.files...)
+		return nil, false
+	}
 	// The configuration's own warnings belong to the plan too.
-	p.Diagnostics = dedupeDiagnostics(append(append(hcl.Diagnostics{}, diags...), planDiags...))
+	p.Diagnostics = dedupeDiagnostics(append(append(append(hcl.Diagnostics{}, diags...), d...), planDiags...))
 	config.SortDiagnostics(p.Diagnostics)
 	out.plan = p
 	return out, true

@@ -31,9 +31,16 @@ func (ValidateCmd) Help() string {
 // is reported once, where it was made: syntax and schema, references and literal values, variables, every
 // node's evaluated attributes (function calls such as file()), then the planner's fail-closed rules.
 func (c *ValidateCmd) Run(env *Env) error {
-	cfg, vals, diags := loadConfig(env, c.Path, c.VarFlags)
+	l := loadToPlan(env, c.Path, c.VarFlags)
+	cfg, vals, diags := l.cfg, l.vals, l.diags
 	if !diags.HasErrors() {
 		diags = append(diags, evaluateAll(cfg, vals)...)
+	}
+	// evaluateAll evaluated every node, with the variables' values: the load's deferred check is left only what
+	// that cannot stand for, unless something failed.
+	var evaluated func(string) bool
+	if !diags.HasErrors() {
+		evaluated = func(string) bool { return true }
 	}
 	if !diags.HasErrors() {
 		p, d := planner.Build(cfg, planner.Inputs{Vars: vals, FS: config.DirFS(cfg.Dir)})
@@ -44,6 +51,14 @@ func (c *ValidateCmd) Run(env *Env) error {
 			_, _ = planEngine(&planned{cfg: cfg, plan: p}, c.Engine, false)
 			diags = p.Diagnostics
 		}
+	}
+	if diags.HasErrors() {
+		evaluated = nil
+	}
+	if d, ok := l.finishLoad(evaluated); ok {
+		diags = append(diags, d...)
+	} else {
+		diags = d
 	}
 	diags = dedupeDiagnostics(diags)
 	config.SortDiagnostics(diags)

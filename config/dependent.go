@@ -1,0 +1,55 @@
+package config
+
+import (
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// valueDependent reports whether expr holds a construct whose errors HCL reports or leaves out by value: a
+// conditional reports the errors of the result its condition chooses, none while the condition is unknown; &&
+// and || leave out an operand's errors by the other's value; try() and can() keep their arguments' errors only
+// when every argument fails. By HCL's rules each of them reports no fewer errors with known values than with
+// unknown ones, like any other expression, but CheckValues evaluates a node holding one again after planning
+// anyway, so that deferring the check never rests on that reading. An expression that is not native syntax
+// counts as value-dependent, having no syntax to walk.
+func valueDependent(expr hcl.Expression) bool {
+	syn, ok := expr.(hclsyntax.Expression)
+	if !ok {
+		return true
+	}
+	if isPlainExpr(syn) {
+		return false
+	}
+	found := false
+	hclsyntax.VisitAll(syn, func(node hclsyntax.Node) hcl.Diagnostics {
+		switch e := node.(type) {
+		case *hclsyntax.ConditionalExpr:
+			found = true
+		case *hclsyntax.BinaryOpExpr:
+			found = found || e.Op == hclsyntax.OpLogicalAnd || e.Op == hclsyntax.OpLogicalOr
+		case *hclsyntax.FunctionCallExpr:
+			found = found || e.Name == "try" || e.Name == "can"
+		}
+		return nil
+	})
+	return found
+}
+
+// isLiteral reports whether expr is a literal value or a template of literal text: what evaluates the same in
+// any context, an empty one included.
+func isLiteral(expr hcl.Expression) bool {
+	switch e := expr.(type) {
+	case *hclsyntax.LiteralValueExpr:
+		return true
+	case *hclsyntax.TemplateWrapExpr:
+		return isLiteral(e.Wrapped)
+	case *hclsyntax.TemplateExpr:
+		for _, part := range e.Parts {
+			if _, ok := part.(*hclsyntax.LiteralValueExpr); !ok {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
