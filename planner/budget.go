@@ -28,6 +28,7 @@ type NodeBudget struct {
 	WarnAt    *float64
 	Timeout   time.Duration
 	// Origins says where each cap came from, by attribute name (max_usd, max_tokens, max_turns, warn_at, timeout).
+	// Nodes may share one map: never modify it.
 	Origins map[string]string
 	// CostSource is how the cost will be known while the node runs: "reported" (its runner reports cost live),
 	// "estimated" (tokens × a known price) or "unknown".
@@ -72,9 +73,10 @@ func planBudgets(cfg *config.Config, _ Inputs, p *Plan) hcl.Diagnostics {
 		ab.MaxUSD = cfg.Budget.MaxUSD
 	}
 	worst := 0.0
+	origins := map[bool]map[string]string{}
 	for _, np := range p.Nodes {
-		n := cfg.Nodes[np.Name]
-		nb := effectiveBudget(cfg.Sandbox.Budget, n, np)
+		n := cfg.Nodes[np.Block] // an instance's caps are its block's
+		nb := effectiveBudget(cfg.Sandbox.Budget, n, np, origins)
 		np.Budget = nb
 		if nb.MaxUSD == nil {
 			ab.Unbounded = append(ab.Unbounded, np.Name)
@@ -117,32 +119,55 @@ func planBudgets(cfg *config.Config, _ Inputs, p *Plan) hcl.Diagnostics {
 	return diags
 }
 
-// effectiveBudget applies the node's budget block over the sandbox's, attribute by attribute.
-func effectiveBudget(sandbox *config.Budget, n *config.Node, np *NodePlan) *NodeBudget {
-	nb := &NodeBudget{Timeout: np.Timeout, Origins: map[string]string{"timeout": BudgetOriginDefault}}
-	if n != nil && n.Timeout != nil {
-		nb.Origins["timeout"] = BudgetOriginNode
+// effectiveBudget applies the node's budget block over the sandbox's, attribute by attribute. The Origins of
+// nodes without a budget block differ only in where their timeout comes from, so such nodes share one map per
+// case, kept in shared (by whether the node sets its timeout): a large plan holds two maps, not one per node.
+// Origins maps are never modified once made.
+func effectiveBudget(sandbox *config.Budget, n *config.Node, np *NodePlan, shared map[bool]map[string]string) *NodeBudget {
+	nodeTimeout := n != nil && n.Timeout != nil
+	var own *config.Budget
+	if n != nil {
+		own = n.Budget
+	}
+	nb := &NodeBudget{Timeout: np.Timeout}
+	nb.Origins = shared[nodeTimeout]
+	record := own != nil || nb.Origins == nil
+	if record {
+		nb.Origins = map[string]string{"timeout": BudgetOriginDefault}
+		if nodeTimeout {
+			nb.Origins["timeout"] = BudgetOriginNode
+		}
 	}
 	apply := func(b *config.Budget, origin string) {
 		if b == nil {
 			return
 		}
+		set := func(name string) {
+			if record {
+				nb.Origins[name] = origin
+			}
+		}
 		if b.MaxUSD != nil {
-			nb.MaxUSD, nb.maxUSDRange, nb.Origins["max_usd"] = b.MaxUSD, b.MaxUSDRange, origin
+			nb.MaxUSD, nb.maxUSDRange = b.MaxUSD, b.MaxUSDRange
+			set("max_usd")
 		}
 		if b.MaxTokens != nil {
-			nb.MaxTokens, nb.Origins["max_tokens"] = b.MaxTokens, origin
+			nb.MaxTokens = b.MaxTokens
+			set("max_tokens")
 		}
 		if b.MaxTurns != nil {
-			nb.MaxTurns, nb.maxTurnsRange, nb.Origins["max_turns"] = b.MaxTurns, b.MaxTurnsRange, origin
+			nb.MaxTurns, nb.maxTurnsRange = b.MaxTurns, b.MaxTurnsRange
+			set("max_turns")
 		}
 		if b.WarnAt != nil {
-			nb.WarnAt, nb.Origins["warn_at"] = b.WarnAt, origin
+			nb.WarnAt = b.WarnAt
+			set("warn_at")
 		}
 	}
 	apply(sandbox, BudgetOriginSandbox)
-	if n != nil {
-		apply(n.Budget, BudgetOriginNode)
+	apply(own, BudgetOriginNode)
+	if own == nil {
+		shared[nodeTimeout] = nb.Origins
 	}
 	return nb
 }

@@ -109,6 +109,33 @@ node "b" {
   repo   = "https://github.com/acme/widgets.git"
   prompt = "Do it."
 }
+
+node "c" {
+  runner  = "claude-code"
+  model   = "claude-sonnet-4-5"
+  repo    = "https://github.com/acme/widgets.git"
+  prompt  = "Do it."
+  timeout = "10m"
+}
+
+node "d" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = "https://github.com/acme/widgets.git"
+  prompt = "Do it."
+}
+
+node "fix" {
+  for_each = toset(["api", "web"])
+  runner   = "claude-code"
+  model    = "claude-sonnet-4-5"
+  repo     = "https://github.com/acme/widgets.git"
+  prompt   = "Do it."
+  timeout  = "5m"
+  budget {
+    max_usd = 0.5
+  }
+}
 `, map[string]cty.Value{"model": cty.StringVal("x")})
 	doc := NewDocument(p, "test")
 	type caps struct {
@@ -126,11 +153,16 @@ node "b" {
 	want := map[string]caps{
 		"a": {1.5, &thousand, 200, "45m", map[string]string{"max_usd": "node", "max_tokens": "node", "max_turns": "sandbox", "timeout": "node"}},
 		"b": {2, nil, 200, "1h", map[string]string{"max_usd": "sandbox", "max_turns": "sandbox", "timeout": "default"}},
+		"c": {2, nil, 200, "10m", map[string]string{"max_usd": "sandbox", "max_turns": "sandbox", "timeout": "node"}},
+		"d": {2, nil, 200, "1h", map[string]string{"max_usd": "sandbox", "max_turns": "sandbox", "timeout": "default"}},
+		// An instance's caps are its block's.
+		`fix["api"]`: {0.5, nil, 200, "5m", map[string]string{"max_usd": "node", "max_turns": "sandbox", "timeout": "node"}},
+		`fix["web"]`: {0.5, nil, 200, "5m", map[string]string{"max_usd": "node", "max_turns": "sandbox", "timeout": "node"}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("caps mismatch (-want +got):\n%s", diff)
 	}
-	if doc.Budget.WorstCaseUSD == nil || *doc.Budget.WorstCaseUSD != 3.5 || *doc.Budget.MaxUSD != 3 || len(doc.Budget.Unbounded) != 0 {
-		t.Errorf("apply budget = %+v, want worst case 3.5 against max_usd 3", doc.Budget)
+	if doc.Budget.WorstCaseUSD == nil || *doc.Budget.WorstCaseUSD != 8.5 || *doc.Budget.MaxUSD != 3 || len(doc.Budget.Unbounded) != 0 {
+		t.Errorf("apply budget = %+v, want worst case 8.5 against max_usd 3", doc.Budget)
 	}
 }
