@@ -38,6 +38,8 @@ type builder struct {
 	runners map[string]*resolvedRunner
 	// badRunners are declared runners with a credential-by-value error, already reported once.
 	badRunners map[string]bool
+	// sandboxRetry is the retry policy of every node without a retry block of its own: one policy, shared.
+	sandboxRetry RetryPolicy
 }
 
 // resolvedRunner is a node's effective runner: a built-in, a custom runner block, or a block overriding a
@@ -64,11 +66,12 @@ func (r *resolvedRunner) args(ctx *hcl.EvalContext, model string) ([]string, hcl
 
 func newBuilder(cfg *config.Config, in Inputs) *builder {
 	return &builder{
-		cfg:        cfg,
-		in:         in,
-		reads:      &config.ReadLog{Files: map[string]string{}},
-		runners:    map[string]*resolvedRunner{},
-		badRunners: map[string]bool{},
+		cfg:          cfg,
+		in:           in,
+		reads:        &config.ReadLog{Files: map[string]string{}},
+		runners:      map[string]*resolvedRunner{},
+		badRunners:   map[string]bool{},
+		sandboxRetry: effectiveRetry(cfg.Sandbox.Retry, nil),
 	}
 }
 
@@ -325,7 +328,10 @@ func (b *builder) planNode(g *graph, x *expansion, in *instance) (*NodePlan, hcl
 	sb := b.cfg.Sandbox
 	np := &NodePlan{Name: in.inst.Address, Block: n.Name, Key: in.inst.Key, Slug: in.inst.Slug, DeclRange: n.DeclRange,
 		Network: sb.Network, PidsLimit: sb.PidsLimit, Memory: sb.Memory, CPUs: sb.CPUs, TmpfsSize: sb.TmpfsSize,
-		Retry: effectiveRetry(sb.Retry, n.Retry)}
+		Retry: b.sandboxRetry}
+	if n.Retry != nil {
+		np.Retry = effectiveRetry(sb.Retry, n.Retry)
+	}
 	for _, d := range in.deps {
 		np.DependsOn = append(np.DependsOn, x.insts[d].inst.Address)
 	}

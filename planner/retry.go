@@ -20,7 +20,8 @@ const (
 )
 
 // RetryPolicy is a node's effective retry policy: its own retry block's attributes, else the sandbox's, else the
-// defaults. Each attribute says where it came from.
+// defaults. Each attribute says where it came from. The nodes without a retry block share one policy's On and
+// Origins: never modify them.
 type RetryPolicy struct {
 	Attempts int           // total attempts, the first included; 1 means no retry
 	Backoff  time.Duration // the first wait; doubled each attempt, jittered, capped at config.MaxRetryBackoff
