@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -55,6 +56,41 @@ func quotedList(names []string) string {
 	return strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1]
 }
 
+// fastContent is what syn.PartialContent(schema) returns when every argument and block of syn is one the schema
+// names, no argument is required and every block has the labels the schema names: the content alone, without
+// the maps PartialContent builds for the body it also returns, which hides what it decoded from a later decode
+// (a configuration's bodies are each decoded once, and bodyContent drops that body). ok is false in every
+// other case, for PartialContent to decode and word. Half the allocations of decoding a large configuration
+// were those maps.
+func fastContent(syn *hclsyntax.Body, schema *hcl.BodySchema) (*hcl.BodyContent, bool) {
+	if len(syn.Attributes) > len(schema.Attributes) {
+		return nil, false
+	}
+	attrs := make(hcl.Attributes, len(syn.Attributes))
+	for _, s := range schema.Attributes {
+		a, ok := syn.Attributes[s.Name]
+		if !ok {
+			if s.Required {
+				return nil, false
+			}
+			continue
+		}
+		attrs[s.Name] = a.AsHCLAttribute()
+	}
+	if len(attrs) != len(syn.Attributes) {
+		return nil, false
+	}
+	var blocks hcl.Blocks
+	for _, b := range syn.Blocks {
+		i := slices.IndexFunc(schema.Blocks, func(s hcl.BlockHeaderSchema) bool { return s.Type == b.Type })
+		if i < 0 || len(b.Labels) != len(schema.Blocks[i].LabelNames) {
+			return nil, false
+		}
+		blocks = append(blocks, b.AsHCLBlock())
+	}
+	return &hcl.BodyContent{Attributes: attrs, Blocks: blocks, MissingItemRange: syn.MissingItemRange()}, true
+}
+
 // bodyContent decodes body on schema like hcl.Body.Content, but words the diagnostics for an unsupported
 // argument or block with the list of what the block accepts and a "did you mean" suggestion. where names the
 // block for the reader, e.g. `a node block`.
@@ -62,6 +98,9 @@ func bodyContent(body hcl.Body, schema *hcl.BodySchema, where string) (*hcl.Body
 	syn, ok := body.(*hclsyntax.Body)
 	if !ok {
 		return body.Content(schema)
+	}
+	if content, ok := fastContent(syn, schema); ok {
+		return content, nil
 	}
 	content, _, diags := syn.PartialContent(schema)
 	if len(content.Attributes) == len(syn.Attributes) && len(content.Blocks) == len(syn.Blocks) {

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"slices"
 	"strconv"
 )
 
@@ -53,13 +54,22 @@ type Container struct {
 // rw,noexec,nosuid,nodev and both mounts are bounded; without one (a container built by hand, as smoke does) the
 // engine's defaults apply, as before sizes existed.
 func (c *Container) TmpfsMounts() map[string]string {
+	return map[string]string{ScratchTmpfs: c.tmpfsOptions(ScratchTmpfs), AgentHomeTmpfs: c.tmpfsOptions(AgentHomeTmpfs)}
+}
+
+// tmpfsOptions are the mount options of one of TmpfsMounts.
+func (c *Container) tmpfsOptions(path string) string {
+	opt := AgentHomeTmpfsOpt
+	if path == ScratchTmpfs {
+		if c.TmpfsSize == "" {
+			return ""
+		}
+		opt = ScratchTmpfsOpt
+	}
 	if c.TmpfsSize == "" {
-		return map[string]string{ScratchTmpfs: "", AgentHomeTmpfs: AgentHomeTmpfsOpt}
+		return opt
 	}
-	return map[string]string{
-		ScratchTmpfs:   ScratchTmpfsOpt + ",size=" + c.TmpfsSize,
-		AgentHomeTmpfs: AgentHomeTmpfsOpt + ",size=" + c.TmpfsSize,
-	}
+	return opt + ",size=" + c.TmpfsSize
 }
 
 // FixedEnv are the environment entries whose values the plan knows and shows (NAME=value, never a secret):
@@ -68,8 +78,10 @@ func (c *Container) FixedEnv() []string {
 	if !c.Proxied {
 		return nil
 	}
-	return []string{NoProxyVariable + "=" + NoProxyValue}
+	return slices.Clone(fixedEnv)
 }
+
+var fixedEnv = []string{NoProxyVariable + "=" + NoProxyValue}
 
 // ProxyEnv are the names forwarded by name whose values apply takes from the egress proxy it starts (not from
 // kewplan's environment); nil when the container is not proxied.
@@ -77,19 +89,23 @@ func (c *Container) ProxyEnv() []string {
 	if !c.Proxied {
 		return nil
 	}
-	return append([]string(nil), ProxyVariables...)
+	return slices.Clone(ProxyVariables)
 }
 
 // Argv is the exact `docker run` argv, one element per word. The prompt never appears in it (the entrypoint reads
 // /work/.kew-prompt.txt), and credentials are forwarded by name only, so the argv can be shown and logged.
 func (c *Container) Argv() []string {
-	argv := make([]string, 0, 32+2*len(c.Env)+len(c.Args))
-	tmpfs := c.TmpfsMounts()
+	var proxy, fixed []string
+	if c.Proxied {
+		proxy, fixed = ProxyVariables, fixedEnv
+	}
+	// 33 words at most besides the repeated ones: a large plan builds an argv per node, in one allocation each.
+	argv := make([]string, 0, 33+2*(len(c.DNS)+len(c.Env)+len(proxy)+len(fixed))+len(c.Args))
 	mount := func(path string) string {
-		if tmpfs[path] == "" {
-			return path
+		if opt := c.tmpfsOptions(path); opt != "" {
+			return path + ":" + opt
 		}
-		return path + ":" + tmpfs[path]
+		return path
 	}
 	argv = append(argv,
 		"docker", "run", "--rm", "--name", c.Name)
@@ -111,14 +127,10 @@ func (c *Container) Argv() []string {
 	argv = append(argv,
 		"--label", LabelNode+"="+c.Node, "--label", LabelRun+"="+c.RunID,
 		"-v", c.Checkout+":"+WorkDir, "-w", WorkDir)
-	for _, name := range c.Env {
-		argv = append(argv, "-e", name)
-	}
-	for _, name := range c.ProxyEnv() {
-		argv = append(argv, "-e", name)
-	}
-	for _, kv := range c.FixedEnv() {
-		argv = append(argv, "-e", kv)
+	for _, names := range [][]string{c.Env, proxy, fixed} {
+		for _, name := range names {
+			argv = append(argv, "-e", name)
+		}
 	}
 	argv = append(argv, c.Image)
 	return append(argv, c.Args...)
