@@ -296,7 +296,7 @@ func evalInstanceOnly(n *Node, inst *Instance, ctx *hcl.EvalContext, only string
 		if attr == nil {
 			attr = &hcl.Attribute{Name: name, Expr: expr, Range: expr.Range(), NameRange: expr.Range()}
 		}
-		v, d := expr.Value(ctx)
+		v, d := exprValue(expr, ctx)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			return

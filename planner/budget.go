@@ -220,10 +220,11 @@ func newBudgetDocument(nb *NodeBudget) *BudgetDocument {
 	if nb == nil {
 		return nil
 	}
+	// Origins maps are never modified (see NodeBudget), so the document shares the plan's.
 	d := &BudgetDocument{MaxUSD: nb.MaxUSD, MaxTokens: nb.MaxTokens, MaxTurns: nb.MaxTurns, WarnAt: nb.WarnAt,
-		Timeout: FormatTimeout(nb.Timeout), Origins: map[string]string{}, CostSource: nb.CostSource, Price: nb.Price}
-	for k, v := range nb.Origins {
-		d.Origins[k] = v
+		Timeout: FormatTimeout(nb.Timeout), Origins: nb.Origins, CostSource: nb.CostSource, Price: nb.Price}
+	if d.Origins == nil {
+		d.Origins = map[string]string{}
 	}
 	return d
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 )
 
 // valueDependent reports whether expr holds a construct whose errors HCL reports or leaves out by value: a
@@ -52,4 +53,17 @@ func isLiteral(expr hcl.Expression) bool {
 		return true
 	}
 	return false
+}
+
+// exprValue is expr.Value(ctx), without the work HCL's template evaluation does for a quoted string with no
+// interpolation (a buffer, a copy of the text and its normalization, each time): most attributes are such
+// strings, whose value is their one literal part's.
+func exprValue(expr hcl.Expression, ctx *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
+	if t, ok := expr.(*hclsyntax.TemplateExpr); ok && len(t.Parts) == 1 {
+		if lit, ok := t.Parts[0].(*hclsyntax.LiteralValueExpr); ok && lit.Val.Type() == cty.String &&
+			lit.Val.IsKnown() && !lit.Val.IsNull() && !lit.Val.IsMarked() {
+			return lit.Val, nil
+		}
+	}
+	return expr.Value(ctx)
 }

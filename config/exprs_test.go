@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 )
 
 func TestValueDependent(t *testing.T) {
@@ -128,4 +129,26 @@ func writeConfig(t *testing.T, src string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestExprValue: exprValue's value and diagnostics are HCL's own, for the quoted strings it evaluates itself and
+// for everything it leaves to HCL.
+func TestExprValue(t *testing.T) {
+	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{"var": cty.ObjectVal(map[string]cty.Value{
+		"s": cty.StringVal("x"), "u": cty.UnknownVal(cty.String), "n": cty.NullVal(cty.String)})}}
+	for _, src := range []string{`"https://github.com/acme/a.git"`, `""`, `"e\u0301"`, `"a${var.s}"`, `"${var.s}"`,
+		`"a${var.u}"`, `"a${var.n}"`, `var.s`, `5`, `"%{if true}y%{endif}"`, `<<EOT
+heredoc
+EOT
+`} {
+		expr, diags := hclsyntax.ParseExpression([]byte(src), "t.hcl", hcl.InitialPos)
+		if diags.HasErrors() {
+			t.Fatalf("%s: %s", src, diags)
+		}
+		want, wantDiags := expr.Value(ctx)
+		got, gotDiags := exprValue(expr, ctx)
+		if !got.RawEquals(want) || len(gotDiags) != len(wantDiags) {
+			t.Errorf("exprValue(%s) = %#v, %s; want %#v, %s", src, got, gotDiags, want, wantDiags)
+		}
+	}
 }
