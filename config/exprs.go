@@ -67,3 +67,33 @@ func exprValue(expr hcl.Expression, ctx *hcl.EvalContext) (cty.Value, hcl.Diagno
 	}
 	return expr.Value(ctx)
 }
+
+// expressionVariables is expr.Variables(): the traversals expr refers to, in source order. Literals, references,
+// templates and tuples, which most attributes are made of, are read directly; every other kind of expression (a
+// for expression opens a scope of its own) is left to hclsyntax.Variables' walk, which allocates a visitor and
+// scope bookkeeping for every node it visits.
+func expressionVariables(expr hcl.Expression) []hcl.Traversal {
+	var out []hcl.Traversal
+	var walk func(e hcl.Expression)
+	walk = func(e hcl.Expression) {
+		switch e := e.(type) {
+		case *hclsyntax.LiteralValueExpr:
+		case *hclsyntax.ScopeTraversalExpr:
+			out = append(out, e.Traversal)
+		case *hclsyntax.TemplateWrapExpr:
+			walk(e.Wrapped)
+		case *hclsyntax.TemplateExpr:
+			for _, part := range e.Parts {
+				walk(part)
+			}
+		case *hclsyntax.TupleConsExpr:
+			for _, el := range e.Exprs {
+				walk(el)
+			}
+		default:
+			out = append(out, e.Variables()...)
+		}
+	}
+	walk(expr)
+	return out
+}

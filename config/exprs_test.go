@@ -152,3 +152,25 @@ EOT
 		}
 	}
 }
+
+// TestExpressionVariables: expressionVariables finds what hclsyntax's walk finds, in the same order.
+func TestExpressionVariables(t *testing.T) {
+	for _, src := range []string{`"text"`, `var.model`, `"After ${node.a.commit} and ${var.b[0]}."`, `[node.a, node.b["k"]]`,
+		`[for s in var.l : "${s}-${var.suffix}"]`, `upper("${var.a}") == local.b ? [node.x] : []`, `{ k = var.v }`,
+		`"%{for x in var.xs}${x}${local.sep}%{endfor}"`, `[["${var.a}"], [node.b.commit, 5]]`, `5`} {
+		expr, diags := hclsyntax.ParseExpression([]byte(src), "t.hcl", hcl.InitialPos)
+		if diags.HasErrors() {
+			t.Fatalf("%s: %s", src, diags)
+		}
+		want, got := expr.Variables(), expressionVariables(expr)
+		if len(got) != len(want) {
+			t.Errorf("%s: %d traversals, want %d", src, len(got), len(want))
+			continue
+		}
+		for i := range want {
+			if got[i].RootName() != want[i].RootName() || got[i].SourceRange() != want[i].SourceRange() {
+				t.Errorf("%s: traversal %d at %s, want %s", src, i, got[i].SourceRange(), want[i].SourceRange())
+			}
+		}
+	}
+}

@@ -129,7 +129,7 @@ func decodeNodeBlock(block *hcl.Block) (*Node, hcl.Diagnostics) {
 	n.vars = make(map[hcl.Expression][]hcl.Traversal, len(n.Attrs)+2)
 	for _, e := range n.expressions() {
 		if _, native := e.(hclsyntax.Expression); native { // a pointer, so a map key by identity
-			n.vars[e] = e.Variables()
+			n.vars[e] = expressionVariables(e)
 		}
 		n.valueDependent = n.valueDependent || valueDependent(e)
 	}
