@@ -59,13 +59,29 @@ func isLiteral(expr hcl.Expression) bool {
 // interpolation (a buffer, a copy of the text and its normalization, each time): most attributes are such
 // strings, whose value is their one literal part's.
 func exprValue(expr hcl.Expression, ctx *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
+	if lit := quotedLiteral(expr); lit != nil {
+		return lit.Val, nil
+	}
+	return expr.Value(ctx)
+}
+
+// quotedLiteral is the one literal part of a quoted string without interpolation; nil for any other expression.
+func quotedLiteral(expr hcl.Expression) *hclsyntax.LiteralValueExpr {
 	if t, ok := expr.(*hclsyntax.TemplateExpr); ok && len(t.Parts) == 1 {
 		if lit, ok := t.Parts[0].(*hclsyntax.LiteralValueExpr); ok && lit.Val.Type() == cty.String &&
 			lit.Val.IsKnown() && !lit.Val.IsNull() && !lit.Val.IsMarked() {
-			return lit.Val, nil
+			return lit
 		}
 	}
-	return expr.Value(ctx)
+	return nil
+}
+
+// quotedString is the text of a quoted string without interpolation.
+func quotedString(expr hcl.Expression) (string, bool) {
+	if lit := quotedLiteral(expr); lit != nil {
+		return lit.Val.AsString(), true
+	}
+	return "", false
 }
 
 // expressionVariables is expr.Variables(): the traversals expr refers to, in source order. Literals, references,

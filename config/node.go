@@ -268,8 +268,15 @@ func EvalInstance(n *Node, inst *Instance, ctx *hcl.EvalContext) (*NodeValues, h
 // what the nodes that depend on this one see of it at plan time besides their outputs, so the planner can walk
 // the graph in dependency order with it and evaluate every instance in full afterwards, side by side.
 //
-// ctx is called for the context only when the repository's expression is not a literal: most are.
+// ctx is called for the context only when the repository's expression is not a literal: most are, and a quoted
+// string's value is read without evaluating anything.
 func EvalInstanceRepo(n *Node, inst *Instance, ctx func() *hcl.EvalContext) string {
+	if s, ok := quotedString(n.Repo); ok {
+		if checkRepo(s) != "" {
+			return ""
+		}
+		return s
+	}
 	c := &hcl.EvalContext{} // a literal reads nothing from its context
 	if n.Repo != nil && !isLiteral(n.Repo) {
 		c = ctx()

@@ -74,6 +74,7 @@ func planBudgets(cfg *config.Config, _ Inputs, p *Plan) hcl.Diagnostics {
 	}
 	worst := 0.0
 	origins := map[bool]map[string]string{}
+	priced := map[string]*runners.PriceEntry{} // by model: a plan has a few models and many nodes
 	for _, np := range p.Nodes {
 		n := cfg.Nodes[np.Block] // an instance's caps are its block's
 		nb := effectiveBudget(cfg.Sandbox.Budget, n, np, origins)
@@ -86,8 +87,15 @@ func planBudgets(cfg *config.Config, _ Inputs, p *Plan) hcl.Diagnostics {
 		nb.CostSource = "unknown"
 		modelKnown := np.Model != "" && !contains(np.Unknown, "model")
 		if modelKnown {
-			if e, ok := prices.Lookup(np.Model); ok {
-				nb.Price = &e
+			e, seen := priced[np.Model]
+			if !seen {
+				if found, ok := prices.Lookup(np.Model); ok {
+					e = &found
+				}
+				priced[np.Model] = e // nodes of a model share its price entry
+			}
+			if e != nil {
+				nb.Price = e
 				nb.CostSource = "estimated"
 			}
 		}

@@ -40,8 +40,8 @@ func newGraph(cfg *config.Config) (*graph, hcl.Diagnostics) {
 	g.users = make([][]int, len(g.names))
 	g.missing = make([]bool, len(g.names))
 	var diags hcl.Diagnostics
+	// A node's DependsOn names each node once (config deduplicates it), so each dependency is added once.
 	for i, n := range g.nodes {
-		seen := map[int]bool{}
 		for _, ref := range n.DependsOn {
 			j, ok := g.index[ref.Name]
 			if !ok {
@@ -53,10 +53,6 @@ func newGraph(cfg *config.Config) (*graph, hcl.Diagnostics) {
 				g.missing[i] = true
 				continue
 			}
-			if seen[j] {
-				continue
-			}
-			seen[j] = true
 			g.deps[i] = append(g.deps[i], j)
 			g.refs[i] = append(g.refs[i], ref)
 			g.users[j] = append(g.users[j], i)
