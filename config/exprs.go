@@ -14,26 +14,40 @@ import (
 // anyway, so that deferring the check never rests on that reading. An expression that is not native syntax
 // counts as value-dependent, having no syntax to walk.
 func valueDependent(expr hcl.Expression) bool {
-	syn, ok := expr.(hclsyntax.Expression)
-	if !ok {
-		return true
-	}
-	if isPlainExpr(syn) {
+	switch e := expr.(type) {
+	case *hclsyntax.LiteralValueExpr, *hclsyntax.ScopeTraversalExpr:
 		return false
+	case *hclsyntax.TemplateWrapExpr:
+		return valueDependent(e.Wrapped)
+	case *hclsyntax.TemplateExpr:
+		return anyValueDependent(e.Parts)
+	case *hclsyntax.TupleConsExpr:
+		return anyValueDependent(e.Exprs)
+	case hclsyntax.Expression:
+		found := false
+		hclsyntax.VisitAll(e, func(node hclsyntax.Node) hcl.Diagnostics {
+			switch e := node.(type) {
+			case *hclsyntax.ConditionalExpr:
+				found = true
+			case *hclsyntax.BinaryOpExpr:
+				found = found || e.Op == hclsyntax.OpLogicalAnd || e.Op == hclsyntax.OpLogicalOr
+			case *hclsyntax.FunctionCallExpr:
+				found = found || e.Name == "try" || e.Name == "can"
+			}
+			return nil
+		})
+		return found
 	}
-	found := false
-	hclsyntax.VisitAll(syn, func(node hclsyntax.Node) hcl.Diagnostics {
-		switch e := node.(type) {
-		case *hclsyntax.ConditionalExpr:
-			found = true
-		case *hclsyntax.BinaryOpExpr:
-			found = found || e.Op == hclsyntax.OpLogicalAnd || e.Op == hclsyntax.OpLogicalOr
-		case *hclsyntax.FunctionCallExpr:
-			found = found || e.Name == "try" || e.Name == "can"
+	return true
+}
+
+func anyValueDependent(exprs []hclsyntax.Expression) bool {
+	for _, e := range exprs {
+		if valueDependent(e) {
+			return true
 		}
-		return nil
-	})
-	return found
+	}
+	return false
 }
 
 // isLiteral reports whether expr is a literal value or a template of literal text: what evaluates the same in

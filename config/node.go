@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +40,17 @@ var nodeSchema = &hcl.BodySchema{
 		{Type: "budget"},
 	},
 }
+
+// nodeArguments are nodeSchema's attributes in name order: a node's Attrs holds no others, so walking this
+// list visits them in a fixed order without sorting the map's keys for each node.
+var nodeArguments = func() []string {
+	var names []string
+	for _, a := range nodeSchema.Attributes {
+		names = append(names, a.Name)
+	}
+	slices.Sort(names)
+	return names
+}()
 
 var pullRequestSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
@@ -140,8 +152,10 @@ func decodeNodeBlock(block *hcl.Block) (*Node, hcl.Diagnostics) {
 // read references from.
 func (n *Node) expressions() []hcl.Expression {
 	out := make([]hcl.Expression, 0, len(n.Attrs)+2)
-	for _, a := range n.Attrs {
-		out = append(out, a.Expr)
+	for _, name := range nodeArguments {
+		if a := n.Attrs[name]; a != nil {
+			out = append(out, a.Expr)
+		}
 	}
 	if pr := n.PullRequest; pr != nil {
 		for _, e := range []hcl.Expression{pr.Base, pr.Title} {

@@ -63,7 +63,10 @@ func (c *Config) checkStatic() hcl.Diagnostics {
 func (c *Config) checkNodeReferences(n *Node) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	nodeScope := refScope{where: "a node", node: true, local: true, each: n.ForEach != nil, count: n.Count != nil}
-	for _, an := range slices.Sorted(maps.Keys(n.Attrs)) {
+	for _, an := range nodeArguments {
+		if n.Attrs[an] == nil {
+			continue
+		}
 		switch an {
 		case "depends_on":
 			diags = append(diags, c.checkDependsOn(n)...)
