@@ -198,7 +198,7 @@ func decodeDependsOn(attr *hcl.Attribute) ([]NodeRef, hcl.Diagnostics) {
 			"depends_on must be a list of nodes written in brackets, for example depends_on = [node.fix].",
 			attr.Expr.Range())}
 	}
-	var refs []NodeRef
+	refs := make([]NodeRef, 0, len(exprs))
 	for _, e := range exprs {
 		trav, d := hcl.AbsTraversalForExpr(e)
 		ok := !d.HasErrors() && (len(trav) == 2 || len(trav) == 3) && trav.RootName() == "node"
@@ -227,6 +227,9 @@ func decodeDependsOn(attr *hcl.Attribute) ([]NodeRef, hcl.Diagnostics) {
 			ref.Keys = []cty.Value{key}
 		}
 		refs = append(refs, ref)
+	}
+	if len(refs) == 0 {
+		refs = nil
 	}
 	return refs, diags
 }
