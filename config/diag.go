@@ -60,8 +60,8 @@ func quotedList(names []string) string {
 // names, no argument is required and every block has the labels the schema names: the content alone, without
 // the maps PartialContent builds for the body it also returns, which hides what it decoded from a later decode
 // (a configuration's bodies are each decoded once, and bodyContent drops that body). ok is false in every
-// other case, for PartialContent to decode and word. Half the allocations of decoding a large configuration
-// were those maps.
+// other case, for PartialContent to decode and word. Those maps were a sixth of what decoding a large
+// configuration allocated.
 func fastContent(syn *hclsyntax.Body, schema *hcl.BodySchema) (*hcl.BodyContent, bool) {
 	if len(syn.Attributes) > len(schema.Attributes) {
 		return nil, false

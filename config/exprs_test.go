@@ -11,8 +11,28 @@ import (
 	"github.com/zclconf/go-cty/cty"
 )
 
+// parseExpr parses src as a native-syntax expression.
+func parseExpr(t *testing.T, src string) hclsyntax.Expression {
+	t.Helper()
+	expr, diags := hclsyntax.ParseExpression([]byte(src), "t.hcl", hcl.InitialPos)
+	if diags.HasErrors() {
+		t.Fatalf("%s: %s", src, diags)
+	}
+	return expr
+}
+
+// checkPredicate checks a predicate on expressions against a table of sources.
+func checkPredicate(t *testing.T, name string, pred func(hcl.Expression) bool, table map[string]bool) {
+	t.Helper()
+	for src, want := range table {
+		if got := pred(parseExpr(t, src)); got != want {
+			t.Errorf("%s(%s) = %v, want %v", name, src, got, want)
+		}
+	}
+}
+
 func TestValueDependent(t *testing.T) {
-	for src, want := range map[string]bool{
+	checkPredicate(t, "valueDependent", valueDependent, map[string]bool{
 		`"text"`:                           false,
 		`var.model`:                        false,
 		`"After ${node.a.commit}."`:        false,
@@ -28,33 +48,18 @@ func TestValueDependent(t *testing.T) {
 		`[for s in var.l : try(s.x, "")]`:  true,
 		`{ for k, v in var.m : k => v }`:   false,
 		`length(var.l) > 0 && var.enabled`: true,
-	} {
-		expr, diags := hclsyntax.ParseExpression([]byte(src), "t.hcl", hcl.InitialPos)
-		if diags.HasErrors() {
-			t.Fatalf("%s: %s", src, diags)
-		}
-		if got := valueDependent(expr); got != want {
-			t.Errorf("valueDependent(%s) = %v, want %v", src, got, want)
-		}
-	}
+		`[node.a, node.b["k"]]`:            false,
+	})
 }
 
 func TestIsLiteral(t *testing.T) {
-	for src, want := range map[string]bool{
+	checkPredicate(t, "isLiteral", isLiteral, map[string]bool{
 		`"https://github.com/acme/a.git"`: true,
 		`5`:                               true,
 		`"a${var.b}"`:                     false,
 		`var.b`:                           false,
 		`lower("A")`:                      false,
-	} {
-		expr, diags := hclsyntax.ParseExpression([]byte(src), "t.hcl", hcl.InitialPos)
-		if diags.HasErrors() {
-			t.Fatalf("%s: %s", src, diags)
-		}
-		if got := isLiteral(expr); got != want {
-			t.Errorf("isLiteral(%s) = %v, want %v", src, got, want)
-		}
-	}
+	})
 }
 
 // TestLoadForPlanningDefersValueCheck: LoadForPlanning leaves out exactly Load's evaluation of node attributes
@@ -141,10 +146,7 @@ func TestExprValue(t *testing.T) {
 heredoc
 EOT
 `} {
-		expr, diags := hclsyntax.ParseExpression([]byte(src), "t.hcl", hcl.InitialPos)
-		if diags.HasErrors() {
-			t.Fatalf("%s: %s", src, diags)
-		}
+		expr := parseExpr(t, src)
 		want, wantDiags := expr.Value(ctx)
 		got, gotDiags := exprValue(expr, ctx)
 		if !got.RawEquals(want) || len(gotDiags) != len(wantDiags) {
@@ -158,10 +160,7 @@ func TestExpressionVariables(t *testing.T) {
 	for _, src := range []string{`"text"`, `var.model`, `"After ${node.a.commit} and ${var.b[0]}."`, `[node.a, node.b["k"]]`,
 		`[for s in var.l : "${s}-${var.suffix}"]`, `upper("${var.a}") == local.b ? [node.x] : []`, `{ k = var.v }`,
 		`"%{for x in var.xs}${x}${local.sep}%{endfor}"`, `[["${var.a}"], [node.b.commit, 5]]`, `5`} {
-		expr, diags := hclsyntax.ParseExpression([]byte(src), "t.hcl", hcl.InitialPos)
-		if diags.HasErrors() {
-			t.Fatalf("%s: %s", src, diags)
-		}
+		expr := parseExpr(t, src)
 		want, got := expr.Variables(), expressionVariables(expr)
 		if len(got) != len(want) {
 			t.Errorf("%s: %d traversals, want %d", src, len(got), len(want))
