@@ -229,10 +229,7 @@ func checkPolicyEgress(cfg *config.Config, np *NodePlan, pol *config.Policy, add
 			config.NetworkOpen, np.Name)
 		return
 	}
-	var node *config.Node
-	if cfg != nil {
-		node = cfg.Nodes[np.Name]
-	}
+	node := nodeBlock(cfg, np)
 	for _, h := range np.Egress {
 		covered := false
 		for _, p := range pol.AllowedEgress {
@@ -314,11 +311,7 @@ func policyCredentialRange(cfg *config.Config, np *NodePlan, i int) hcl.Range {
 			return r.CredentialsRange
 		}
 	}
-	block := np.Block
-	if block == "" {
-		block = np.Name
-	}
-	if n, ok := cfg.Nodes[block]; ok {
+	if n := nodeBlock(cfg, np); n != nil {
 		if a, ok := n.Attrs["runner"]; ok && a != nil {
 			return a.Range
 		}
@@ -329,11 +322,9 @@ func policyCredentialRange(cfg *config.Config, np *NodePlan, i int) hcl.Range {
 // policyRuntimeRange is where the node's runtime is chosen: its own runtime attribute, else the sandbox's, else the
 // sandbox block, else the node's block (the engine's default, which nobody wrote, is best fixed where the node is).
 func policyRuntimeRange(cfg *config.Config, np *NodePlan) hcl.Range {
-	if cfg != nil {
-		if n, ok := cfg.Nodes[np.Name]; ok {
-			if a, ok := n.Attrs["runtime"]; ok && a != nil {
-				return a.Expr.Range()
-			}
+	if n := nodeBlock(cfg, np); n != nil {
+		if a, ok := n.Attrs["runtime"]; ok && a != nil {
+			return a.Expr.Range()
 		}
 	}
 	return policySandboxRange(cfg, np, func(s *config.Sandbox) hcl.Range { return s.RuntimeRange })
@@ -342,11 +333,24 @@ func policyRuntimeRange(cfg *config.Config, np *NodePlan) hcl.Range {
 // policyRuntimeUndecided is true for a node whose runtime attribute could not be evaluated (an error already refuses
 // the node): a written runtime is never "", so "" there is not the engine's default.
 func policyRuntimeUndecided(cfg *config.Config, np *NodePlan) bool {
-	if cfg == nil || np.Runtime != "" {
+	if np.Runtime != "" {
 		return false
 	}
-	n, ok := cfg.Nodes[np.Name]
-	return ok && n.Runtime != nil
+	n := nodeBlock(cfg, np)
+	return n != nil && n.Runtime != nil
+}
+
+// nodeBlock is the node block np was planned from (an instance's is its for_each or count block); nil without a
+// configuration.
+func nodeBlock(cfg *config.Config, np *NodePlan) *config.Node {
+	if cfg == nil {
+		return nil
+	}
+	block := np.Block
+	if block == "" {
+		block = np.Name
+	}
+	return cfg.Nodes[block]
 }
 
 // pidsLimit is the node's --pids-limit: from its container, else from the sandbox.

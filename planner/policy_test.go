@@ -90,6 +90,7 @@ func TestPolicyGolden(t *testing.T) {
 		{"policy-runtime", []string{"crun", "optout"}},
 		{"policy-runtime-default", []string{"a", "b"}},
 		{"policy-egress", []string{"docs", "fix"}},
+		{"policy-instances", []string{`fix["api"]`, `fix["web"]`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
