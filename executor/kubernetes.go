@@ -271,6 +271,9 @@ func (a *applier) attemptKubernetes(ctx context.Context, np *planner.NodePlan, r
 		code := int64(*out.outcome.AgentExit)
 		res.ExitCode = &code
 	}
+	if id := out.outcome.AgentImageID; id != "" && res.ImageID == "" {
+		res.ImageID = id // the host cannot inspect a cluster's images: the pod's status says what ran
+	}
 	f := a.judgeKubernetes(ctx, np, res, out)
 	if f != nil {
 		f.class = k8sRetryClass(ctx, f, res, out)

@@ -120,16 +120,28 @@ func (k *kubelet) run(name string) {
 	for key, v := range job.Spec.Template.Labels {
 		pod.Labels[key] = v
 	}
+	// A kubelet reports the image a started container runs as the runtime resolved it: its digest reference here.
+	imageID := func(step string) string {
+		spec := job.Spec.Template.Spec
+		for _, c := range append(append([]corev1.Container(nil), spec.InitContainers...), spec.Containers...) {
+			if c.Name == step {
+				return "resolved://" + c.Image
+			}
+		}
+		return ""
+	}
 	terminated := func(step string, code int32, msg string) corev1.ContainerStatus {
 		reason := "Completed"
 		if code != 0 {
 			reason = "Error"
 		}
-		return corev1.ContainerStatus{Name: step, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg}}}
+		return corev1.ContainerStatus{Name: step, ImageID: imageID(step),
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg}}}
 	}
 	last := job.Spec.Template.Spec.Containers[0].Name
 	running := func(step string) corev1.ContainerStatus {
-		return corev1.ContainerStatus{Name: step, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}
+		return corev1.ContainerStatus{Name: step, ImageID: imageID(step),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}
 	}
 	waiting := corev1.ContainerStatus{Name: last, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}
 	st := &pod.Status
@@ -385,6 +397,10 @@ func TestKubernetesWorkerAndReviewer(t *testing.T) {
 	}
 	if fix.SessionID != want.SessionID || fix.ExitCode == nil || *fix.ExitCode != 0 {
 		t.Errorf("fix: session %q exit %v, want %q and 0", fix.SessionID, fix.ExitCode, want.SessionID)
+	}
+	// The host cannot inspect the cluster's images: the image id is the one the pod's status reports for the agent.
+	if wantID := "resolved://" + fix.Image; fix.Image == "" || fix.ImageID != wantID {
+		t.Errorf("fix: image %q, image id %q; want the pod's %q", fix.Image, fix.ImageID, wantID)
 	}
 	if got, err := os.ReadFile(fix.StdoutLog); err != nil || string(got) != tool {
 		t.Errorf("fix: transcript %s differs from the agent's log (%v)", fix.StdoutLog, err)

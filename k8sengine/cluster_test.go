@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -152,5 +153,38 @@ func TestApplyDeleteSharedKinds(t *testing.T) {
 	}
 	if left, _ := c.Remaining(ctx, "r1"); len(left) != 0 {
 		t.Errorf("after DeleteRun: %v", left)
+	}
+}
+
+// TestObserveAgentStep: Observe reads, besides the outcome, the newest pod's agent step: its exit status once it
+// ended and the image the runtime resolved for it, which apply records as the node's image id.
+func TestObserveAgentStep(t *testing.T) {
+	const imageID = "docker.io/acme/kew-agent@sha256:0b7d5c8e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4"
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "kew-fix-r1", Namespace: "agents"}}
+	running := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "kew-fix-r1-abcde", Namespace: "agents",
+			Labels: map[string]string{"batch.kubernetes.io/job-name": "kew-fix-r1"}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{
+			{Name: k8srender.StepClone, ImageID: "sha256:clone", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}},
+			{Name: k8srender.StepAgent, ImageID: imageID, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+		}},
+	}
+	c := &k8sengine.Cluster{API: k8stest.Fake(job, running), Namespace: "agents"}
+	o, err := c.Observe(context.Background(), "kew-fix-r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Pod != running.Name || o.AgentImageID != imageID || o.AgentExit != nil {
+		t.Errorf("running agent: pod %q, image id %q, exit %v; want %q, %q, none", o.Pod, o.AgentImageID, o.AgentExit, running.Name, imageID)
+	}
+
+	ended := running.DeepCopy()
+	ended.Status.InitContainerStatuses[1].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3}}
+	c = &k8sengine.Cluster{API: k8stest.Fake(job, ended), Namespace: "agents"}
+	if o, err = c.Observe(context.Background(), "kew-fix-r1"); err != nil {
+		t.Fatal(err)
+	}
+	if o.AgentImageID != imageID || o.AgentExit == nil || *o.AgentExit != 3 {
+		t.Errorf("ended agent: image id %q, exit %v; want %q, 3", o.AgentImageID, o.AgentExit, imageID)
 	}
 }

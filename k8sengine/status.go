@@ -41,9 +41,12 @@ type Outcome struct {
 	// Commit and Branch come from the push step's termination message.
 	Commit, Branch string
 	// Pod is the newest pod of the Job ("" before the Job controller made one) and AgentExit the agent step's
-	// exit status once it ended (nil before): Observe fills them, JobOutcome does not.
+	// exit status once it ended (nil before): Observe fills them and AgentImageID, JobOutcome does not.
 	Pod       string
 	AgentExit *int32
+	// AgentImageID is the image the agent step ran, as the container runtime resolved it ("" before it started):
+	// what the ledger records as the node's image id, which on Docker is read from the engine before the run.
+	AgentImageID string
 }
 
 // JobOutcome reads a node's state from its Job, its pods (those the Job controller created) and the Job's events.
@@ -209,7 +212,11 @@ func (c *Cluster) Observe(ctx context.Context, jobName string) (Outcome, error) 
 		pod := newestPod(pods.Items)
 		o.Pod = pod.Name
 		for _, st := range pod.Status.InitContainerStatuses {
-			if st.Name == k8srender.StepAgent && st.State.Terminated != nil {
+			if st.Name != k8srender.StepAgent {
+				continue
+			}
+			o.AgentImageID = st.ImageID
+			if st.State.Terminated != nil {
 				code := st.State.Terminated.ExitCode
 				o.AgentExit = &code
 			}
