@@ -1,11 +1,29 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/hashicorp/hcl/v2"
 )
+
+// diagnosticLines is each diagnostic as severity, range, summary and detail, in order.
+func diagnosticLines(diags hcl.Diagnostics) []string {
+	out := make([]string, len(diags))
+	for i, d := range diags {
+		rng := "(no range)"
+		if d.Subject != nil {
+			rng = d.Subject.String()
+		}
+		out[i] = fmt.Sprintf("%d %s %s: %s", d.Severity, rng, d.Summary, d.Detail)
+	}
+	return out
+}
 
 // FuzzLoad feeds arbitrary bytes to Load and to everything validate does after it: it must never panic, and
 // every error must be a diagnostic. Seeds live in testdata/fuzz/FuzzLoad; the fixtures and examples are added
@@ -34,6 +52,15 @@ func FuzzLoad(f *testing.F) {
 		cfg, diags := Load(name)
 		if cfg == nil {
 			t.Fatal("Load returned a nil Config")
+		}
+		// Loading for planning and finishing the value check afterwards reports exactly what Load reports.
+		deferred, ddiags := LoadForPlanning(name)
+		if !ddiags.HasErrors() {
+			ddiags = append(ddiags, deferred.CheckValues(nil)...)
+			SortDiagnostics(ddiags)
+		}
+		if got, want := diagnosticLines(ddiags), diagnosticLines(diags); !slices.Equal(got, want) {
+			t.Fatalf("LoadForPlanning then CheckValues(nil) reported\n%s\nLoad reported\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 		if diags.HasErrors() {
 			return
