@@ -1,13 +1,15 @@
 package planfile
 
 import (
-	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -15,17 +17,29 @@ import (
 // what it records or what its configuration plans, so it was edited after kewplan plan wrote it.
 var ErrMismatch = errors.New("this plan file does not match")
 
-// nodesDigest hashes the document without its saved object, in the encoding Write uses.
+// nodesDigest hashes the document without its saved object, in encoding/json's compact encoding (HTML
+// characters unescaped) with the encoder's newline. The nodes are streamed, indented then compacted, into the
+// hash (jsonstream.Compacting gives the same bytes), so that a large plan's text is never held whole.
 func nodesDigest(doc *planner.Document) (string, error) {
 	c := *doc
 	c.Saved = nil
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&c); err != nil {
+	h := sha256.New()
+	if len(c.Nodes) == 0 {
+		// A document without nodes is small; its nil list encodes as null, which the stream cannot splice.
+		enc := json.NewEncoder(h)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(&c); err != nil {
+			return "", err
+		}
+		return hex.EncodeToString(h.Sum(nil)), nil
+	}
+	nodes := c.Nodes
+	c.Nodes = []planner.NodeDocument{}
+	if err := jsonstream.IndentedList(jsonstream.Compacting(h), &c, "nodes", len(nodes), func(i int) any { return &nodes[i] }); err != nil {
 		return "", err
 	}
-	return planner.SHA256Hex(buf.Bytes()), nil
+	h.Write([]byte("\n"))
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // CheckIntegrity checks a saved plan against itself, without its configuration: the config digest against the

@@ -1,6 +1,7 @@
 package planfile
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/jsonlimit"
+	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/safefile"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -69,27 +71,32 @@ func Write(path string, doc *planner.Document, p *planner.Plan, o Origin) error 
 	saved.NodesDigest = sum
 	doc.Saved = saved
 
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // the level is valid
-	enc := json.NewEncoder(zw)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(doc); err != nil {
-		return fmt.Errorf("write saved plan: %w", err)
-	}
-	if err := zw.Close(); err != nil {
-		return fmt.Errorf("write saved plan: %w", err)
-	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".kewplan-plan-*")
 	if err != nil {
 		return fmt.Errorf("write saved plan: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write saved plan %s: %w", path, err)
+	// The indented document is streamed through gzip into the file, its nodes encoded in parallel batches: the
+	// bytes of encoding it whole, without holding a large plan's text (tens of megabytes) at once.
+	bw := bufio.NewWriter(tmp)
+	zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed) // the level is valid
+	if doc.Nodes == nil {
+		err = jsonstream.Indented(zw, doc)
+	} else {
+		c := *doc
+		c.Nodes = []planner.NodeDocument{}
+		err = jsonstream.IndentedList(zw, &c, "nodes", len(doc.Nodes), func(i int) any { return &doc.Nodes[i] })
 	}
-	if err := tmp.Close(); err != nil {
+	if err == nil {
+		err = zw.Close()
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Errorf("write saved plan %s: %w", path, err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {

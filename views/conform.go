@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"strings"
@@ -94,12 +95,12 @@ func NewSmokeJSON(r *conform.SmokeReport) SmokeJSON {
 
 // ConformReportJSON writes the report as one indented JSON document.
 func ConformReportJSON(w io.Writer, r *conform.Report) error {
-	return writeIndentedJSON(w, NewConformJSON(r))
+	return jsonstream.Indented(w, NewConformJSON(r))
 }
 
 // SmokeReportJSON writes the report as one indented JSON document.
 func SmokeReportJSON(w io.Writer, r *conform.SmokeReport) error {
-	return writeIndentedJSON(w, NewSmokeJSON(r))
+	return jsonstream.Indented(w, NewSmokeJSON(r))
 }
 
 // ConformReportHuman writes the checklist for people: one block per row, the verdict first, the evidence

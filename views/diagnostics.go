@@ -15,6 +15,7 @@ import (
 	"github.com/mitchellh/go-wordwrap"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -278,7 +279,7 @@ func NewValidateJSON(diags hcl.Diagnostics, files ...map[string][]byte) *Validat
 
 // WriteValidateJSON writes doc as indented JSON with a stable key order.
 func WriteValidateJSON(w io.Writer, doc *ValidateJSON) error {
-	return writeIndentedJSON(w, doc)
+	return jsonstream.Indented(w, doc)
 }
 
 // ANSI styles for human diagnostics.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
@@ -201,7 +202,7 @@ func nonNilStrings(s []string) []string {
 
 // WriteDiffJSON writes the diff as indented JSON.
 func WriteDiffJSON(w io.Writer, d *plandiff.Diff) error {
-	return writeIndentedJSON(w, NewDiffJSON(d))
+	return jsonstream.Indented(w, NewDiffJSON(d))
 }
 
 // DiffRenderer writes a diff in one format.

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -55,7 +56,7 @@ func WritePlanJSON(w io.Writer, doc *PlanJSON) error {
 	c.Saved = nil
 	nodes := c.Nodes
 	c.Nodes = []NodeJSON{}
-	return writeIndentedJSONList(w, &c, "nodes", len(nodes), func(i int) any { return &nodes[i] })
+	return jsonstream.IndentedList(w, &c, "nodes", len(nodes), func(i int) any { return &nodes[i] })
 }
 
 // planRawDiagnostics encodes diagnostics in the validate shape, snippets included (a credential written by

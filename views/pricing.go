@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/runners"
 )
 
@@ -25,7 +26,7 @@ type pricingView struct {
 
 func (v *pricingView) Pricing(doc *PricingJSON) error {
 	if v.vt == ViewJSON {
-		return writeIndentedJSON(v.streams.Stdout, doc)
+		return jsonstream.Indented(v.streams.Stdout, doc)
 	}
 	return WritePricingHuman(v.streams.Stdout, doc)
 }

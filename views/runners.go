@@ -1,6 +1,7 @@
 package views
 
 import (
+	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"strings"
@@ -18,7 +19,7 @@ func WriteRunnersJSON(w io.Writer, list []planner.RunnerInfo) error {
 	if list == nil {
 		list = []planner.RunnerInfo{}
 	}
-	return writeIndentedJSON(w, RunnersJSON{Runners: list})
+	return jsonstream.Indented(w, RunnersJSON{Runners: list})
 }
 
 // WriteRunnersHuman writes a table: name, protocol, where the runner comes from, its image, its model endpoints,

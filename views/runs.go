@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"strings"
@@ -112,7 +113,7 @@ func WriteRunsJSON(w io.Writer, runs []ledger.RunRecord) error {
 	for i, r := range runs {
 		clean[i] = runRecordJSON(r)
 	}
-	return writeIndentedJSON(w, RunsJSON{Runs: clean})
+	return jsonstream.Indented(w, RunsJSON{Runs: clean})
 }
 
 // runRecordJSON gives a run's cost lists as arrays, never null.
@@ -144,7 +145,7 @@ func WriteRunEgressJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeR
 			clean[i].VerdictFindings = []verdict.Finding{}
 		}
 	}
-	return writeIndentedJSON(w, RunJSON{Run: runRecordJSON(*run), Nodes: runNodes(clean, hist), EgressDenials: egressDenialsJSON(denials)})
+	return jsonstream.Indented(w, RunJSON{Run: runRecordJSON(*run), Nodes: runNodes(clean, hist), EgressDenials: egressDenialsJSON(denials)})
 }
 
 // sanitizeNode cleans every field of a node row that an agent could have influenced.

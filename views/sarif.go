@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -253,7 +254,7 @@ func init() {
 
 // WritePlanSARIF writes a plan's diagnostics as SARIF.
 func WritePlanSARIF(w io.Writer, doc *PlanJSON, opts SARIFOptions) error {
-	return writeIndentedJSON(w, NewPlanSARIF(doc, opts))
+	return jsonstream.Indented(w, NewPlanSARIF(doc, opts))
 }
 
 // NewDiffSARIF converts a diff's widening findings into a SARIF log. Narrowing is not an alert; a diff without
@@ -275,7 +276,7 @@ func NewDiffSARIF(d *plandiff.Diff, opts SARIFOptions) *SARIFLog {
 
 // WriteDiffSARIF writes a diff's widening findings as SARIF.
 func WriteDiffSARIF(w io.Writer, d *plandiff.Diff, opts DiffOptions) error {
-	return writeIndentedJSON(w, NewDiffSARIF(d, SARIFOptions{KewplanVersion: opts.KewplanVersion, Source: opts.Source, URI: opts.URI}))
+	return jsonstream.Indented(w, NewDiffSARIF(d, SARIFOptions{KewplanVersion: opts.KewplanVersion, Source: opts.Source, URI: opts.URI}))
 }
 
 func configurationRules() []planner.Rule {

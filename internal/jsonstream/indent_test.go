@@ -1,4 +1,4 @@
-package views
+package jsonstream
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ func TestAppendIndentMatchesEncodingJSON(t *testing.T) {
 	}
 	var goldens []string
 	for _, pattern := range []string{"*/testdata/*.json", "*/testdata/*/*.json", "*/*/testdata/*.json"} {
-		m, _ := filepath.Glob(filepath.Join("..", pattern))
+		m, _ := filepath.Glob(filepath.Join("..", "..", pattern))
 		goldens = append(goldens, m...)
 	}
 	for _, name := range goldens {

@@ -1,4 +1,4 @@
-package views
+package jsonstream
 
 // appendIndent appends src, one compact JSON value as encoding/json marshals it (no whitespace outside strings),
 // to dst, indented exactly as json.Indent(dst, src, prefix, indent) would: each element and member on its own

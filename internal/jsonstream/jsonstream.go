@@ -1,4 +1,8 @@
-package views
+// Package jsonstream writes indented JSON documents the way encoding/json with json.Indent does, byte for byte,
+// without holding a long top-level list's text whole: its elements are encoded in parallel batches and written in
+// order. plan --json and saved plans use it for their nodes; every other JSON output of kewplan is one Indented
+// call.
+package jsonstream
 
 import (
 	"bytes"
@@ -8,9 +12,9 @@ import (
 	"runtime"
 )
 
-// writeIndentedJSON writes v as one indented JSON document with a newline, HTML characters unescaped, and
+// Indented writes v as one indented JSON document with a newline, HTML characters unescaped, and
 // nothing at all when v does not encode.
-func writeIndentedJSON(w io.Writer, v any) error {
+func Indented(w io.Writer, v any) error {
 	var compact bytes.Buffer
 	enc := json.NewEncoder(&compact)
 	enc.SetEscapeHTML(false)
@@ -23,18 +27,18 @@ func writeIndentedJSON(w io.Writer, v any) error {
 	return err
 }
 
-// listBatch is how many elements of a streamed list one worker encodes into one buffer: large enough that a
+// ListBatch is how many elements of a streamed list one worker encodes into one buffer: large enough that a
 // write and a hand-over are rare, small enough that the buffers in flight stay a few megabytes.
-const listBatch = 256
+const ListBatch = 256
 
-// writeIndentedJSONList writes what writeIndentedJSON(w, v) writes when v's top-level array named key held the
+// IndentedList writes what Indented(w, v) writes when v's top-level array named key held the
 // n elements elem returns, byte for byte, without holding the whole document: v must carry that array empty,
 // and the elements are encoded in batches by GOMAXPROCS workers and written in order as each batch is ready.
 // The document around the list is encoded before anything is written, so nothing at all is written when it
 // does not encode; an element that does not encode stops the output there.
-func writeIndentedJSONList(w io.Writer, v any, key string, n int, elem func(i int) any) error {
+func IndentedList(w io.Writer, v any, key string, n int, elem func(i int) any) error {
 	var doc bytes.Buffer
-	if err := writeIndentedJSON(&doc, v); err != nil {
+	if err := Indented(&doc, v); err != nil {
 		return err
 	}
 	// At depth one, and only there, a key starts a line indented by two spaces; string values never hold a
@@ -98,10 +102,10 @@ func writeListElements(w io.Writer, n int, elem func(i int) any) error {
 	pending := make(chan chan result, workers)
 	go func() {
 		defer close(pending)
-		for start := 0; start < n; start += listBatch {
+		for start := 0; start < n; start += ListBatch {
 			done := make(chan result, 1)
 			pending <- done
-			go func() { done <- encode(start, min(start+listBatch, n)) }()
+			go func() { done <- encode(start, min(start+ListBatch, n)) }()
 		}
 	}()
 	var firstErr error
@@ -129,4 +133,42 @@ func writeListElements(w io.Writer, n int, elem func(i int) any) error {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// Compacting returns a writer that passes what is written to w without the white space outside strings: what
+// Indented writes becomes what encoding/json marshals, byte for byte (indenting only adds such white space, and
+// a marshalled value has none). A digest of the compact encoding can so be computed from the streamed indented one.
+func Compacting(w io.Writer) io.Writer { return &compactor{w: w} }
+
+type compactor struct {
+	w        io.Writer
+	inString bool
+	escaped  bool
+	buf      []byte
+}
+
+func (c *compactor) Write(p []byte) (int, error) {
+	c.buf = c.buf[:0]
+	for _, b := range p {
+		switch {
+		case c.inString:
+			switch {
+			case c.escaped:
+				c.escaped = false
+			case b == '\\':
+				c.escaped = true
+			case b == '"':
+				c.inString = false
+			}
+		case b == '"':
+			c.inString = true
+		case b == ' ' || b == '\t' || b == '\n' || b == '\r':
+			continue
+		}
+		c.buf = append(c.buf, b)
+	}
+	if _, err := c.w.Write(c.buf); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
