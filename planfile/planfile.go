@@ -201,15 +201,32 @@ var ErrStale = errors.New("Saved plan is stale")
 // CheckStale recomputes the config digest from the configuration and the recorded variable values and compares
 // it with the plan's. The error wraps ErrStale and names every file that changed, appeared or disappeared.
 func (f *File) CheckStale() error {
-	doc, s := f.Doc, f.Doc.Saved
-	if s == nil {
-		return fmt.Errorf("%w: the plan has no saved state to check", ErrStale)
+	cfg, err := f.loadConfig(config.Load)
+	if err != nil {
+		return err
+	}
+	return f.checkStale(cfg, false)
+}
+
+// loadConfig loads the configuration the plan was made from with load (config.Load or config.LoadForPlanning);
+// one that no longer loads makes the plan stale.
+func (f *File) loadConfig(load func(string) (*config.Config, hcl.Diagnostics)) (*config.Config, error) {
+	if f.Doc.Saved == nil {
+		return nil, fmt.Errorf("%w: the plan has no saved state to check", ErrStale)
 	}
 	loc := f.ConfigLocation()
-	cfg, diags := config.Load(loc)
+	cfg, diags := load(loc)
 	if diags.HasErrors() || cfg == nil {
-		return fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, loc, firstError(diags))
+		return nil, fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, loc, firstError(diags))
 	}
+	return cfg, nil
+}
+
+// checkStale is CheckStale on a loaded configuration. With deferred (cfg from config.LoadForPlanning) the load's
+// value check is made only when something changed: that check reads nothing but the configuration's files, so
+// with them unchanged it passes as it did when the plan was saved.
+func (f *File) checkStale(cfg *config.Config, deferred bool) error {
+	doc, s := f.Doc, f.Doc.Saved
 	current := currentFiles(cfg, s.Files)
 	changes := diffFiles(s.Files, current)
 	if s.Policy != nil {
@@ -229,6 +246,12 @@ func (f *File) CheckStale() error {
 	for _, name := range slices.Sorted(maps.Keys(s.Variables)) {
 		if _, ok := cfg.Variables[name]; !ok {
 			changes = append(changes, fmt.Sprintf("variable %q was removed", name))
+		}
+	}
+	if len(changes) > 0 && deferred {
+		if d := cfg.CheckValues(nil); d.HasErrors() {
+			config.SortDiagnostics(d)
+			return fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, f.ConfigLocation(), firstError(d))
 		}
 	}
 	recomputed := (&planner.DigestInputs{Files: current, Variables: s.Variables}).Digest()
@@ -308,27 +331,33 @@ func diffFiles(saved, current []planner.FileDigest) []string {
 // Load loads what a saved plan was made from, for apply to re-plan it after CheckStale passed: the configuration
 // and the planner Inputs (recorded variables, targets, policy, and file access rooted at the configuration).
 func (f *File) Load() (*config.Config, planner.Inputs, error) {
-	s := f.Doc.Saved
-	if s == nil {
+	if f.Doc.Saved == nil {
 		return nil, planner.Inputs{}, errors.New("the plan has no saved state")
 	}
 	cfg, diags := config.Load(f.ConfigLocation())
 	if diags.HasErrors() || cfg == nil {
 		return nil, planner.Inputs{}, fmt.Errorf("%w: the configuration no longer loads", ErrStale)
 	}
+	in, err := f.inputs(cfg)
+	return cfg, in, err
+}
+
+// inputs are the planner Inputs the plan was made with, for cfg.
+func (f *File) inputs(cfg *config.Config) (planner.Inputs, error) {
+	s := f.Doc.Saved
 	vars, err := s.Vars()
 	if err != nil {
-		return nil, planner.Inputs{}, fmt.Errorf("saved plan variables: %w", err)
+		return planner.Inputs{}, fmt.Errorf("saved plan variables: %w", err)
 	}
 	in := planner.Inputs{Vars: vars, FS: config.DirFS(cfg.Dir), Targets: s.Targets}
 	if loc := f.PolicyLocation(); loc != "" {
 		pol, _, diags := config.LoadPolicyFile(loc)
 		if diags.HasErrors() {
-			return nil, planner.Inputs{}, fmt.Errorf("%w: the policy file %s no longer loads", ErrStale, loc)
+			return planner.Inputs{}, fmt.Errorf("%w: the policy file %s no longer loads", ErrStale, loc)
 		}
 		in.Policy = pol
 	}
-	return cfg, in, nil
+	return in, nil
 }
 
 // Reload is what `apply PLANFILE` runs: it refuses a stale plan (CheckStale), re-plans from the recorded
@@ -339,16 +368,31 @@ func (f *File) Reload() (*config.Config, *planner.Plan, error) {
 	if err := f.CheckIntegrity(); err != nil {
 		return nil, nil, err
 	}
-	if err := f.CheckStale(); err != nil {
+	// The configuration is loaded once, for the staleness check and the re-plan, without the load's value check
+	// (config.LoadForPlanning): unchanged files pass it as they did when the plan was saved (see checkStale).
+	cfg, err := f.loadConfig(config.LoadForPlanning)
+	if err != nil {
 		return nil, nil, err
 	}
-	cfg, in, err := f.Load()
+	if err := f.checkStale(cfg, true); err != nil {
+		return nil, nil, err
+	}
+	in, err := f.inputs(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	p, diags := planner.Build(cfg, in)
 	if diags.HasErrors() {
 		return nil, nil, fmt.Errorf("%w: the configuration no longer plans cleanly. Run kewplan plan again", ErrStale)
+	}
+	// What the plan did not evaluate is checked as plan checks it (a kewplan newer than the plan may check more).
+	planned := make(map[string]bool, len(p.Nodes))
+	for _, np := range p.Nodes {
+		planned[np.Block] = true
+	}
+	if d := cfg.CheckValues(func(name string) bool { return planned[name] }); d.HasErrors() {
+		config.SortDiagnostics(d)
+		return nil, nil, fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, f.ConfigLocation(), firstError(d))
 	}
 	if err := compareNodes(f.Doc, planner.NewDocument(p, f.Doc.KewplanVersion)); err != nil {
 		return nil, nil, err
