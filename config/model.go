@@ -192,6 +192,11 @@ type Node struct {
 	vars map[hcl.Expression][]hcl.Traversal
 }
 
+// ValueDependent reports whether an expression of the node holds a construct whose errors HCL reports or leaves
+// out by value (a conditional, && or ||, try() or can()): what callers that let planning's evaluation stand for
+// an evaluation with other values still evaluate (see Config.CheckValues).
+func (n *Node) ValueDependent() bool { return n.valueDependent }
+
 // NodeRef names another node, with the range where it was named.
 type NodeRef struct {
 	Name     string

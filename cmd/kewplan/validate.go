@@ -33,23 +33,33 @@ func (ValidateCmd) Help() string {
 func (c *ValidateCmd) Run(env *Env) error {
 	l := loadToPlan(env, c.Path, c.VarFlags)
 	cfg, vals, diags := l.cfg, l.vals, l.diags
-	if !diags.HasErrors() {
-		diags = append(diags, evaluateAll(cfg, vals)...)
-	}
-	// evaluateAll evaluated every node, with the variables' values: the load's deferred check is left only what
-	// that cannot stand for, unless something failed.
 	var evaluated func(string) bool
 	if !diags.HasErrors() {
-		evaluated = func(string) bool { return true }
-	}
-	if !diags.HasErrors() {
-		p, d := planner.Build(cfg, planner.Inputs{Vars: vals, FS: config.DirFS(cfg.Dir)})
-		diags = append(diags, d...)
-		if !diags.HasErrors() {
-			// The engine's own checks: its block is there, and every node becomes a distinct Job.
-			p.Diagnostics = diags
-			_, _ = planEngine(&planned{cfg: cfg, plan: p}, c.Engine, false)
-			diags = p.Diagnostics
+		// Planning evaluates every instance of every node with the variables' values, which finds every error that
+		// evaluating each node on its own finds (an unknown each or output only hides errors; see
+		// config.Config.CheckValues), except for nodes planning does not evaluate (no instance) and, as a
+		// precaution, nodes whose errors depend on values. So validate plans first and evaluates only those on
+		// their own; when planning fails, every node is, so that an evaluation error is reported alone, before the
+		// planner's rules, as the layers promise.
+		p, planDiags := planner.Build(cfg, planner.Inputs{Vars: vals, FS: config.DirFS(cfg.Dir)})
+		var only func(*config.Node) bool
+		if !planDiags.HasErrors() {
+			planned := plannedBlocks(p)
+			only = func(n *config.Node) bool { return !planned(n.Name) || n.ValueDependent() }
+		}
+		evalDiags := evaluateAll(cfg, vals, only)
+		diags = append(diags, evalDiags...)
+		if !evalDiags.HasErrors() {
+			// Every node was evaluated with the variables' values, by planning or on its own: the load's deferred
+			// check is left only what that cannot stand for, unless something failed.
+			evaluated = func(string) bool { return true }
+			diags = append(diags, planDiags...)
+			if !diags.HasErrors() {
+				// The engine's own checks: its block is there, and every node becomes a distinct Job.
+				p.Diagnostics = diags
+				_, _ = planEngine(&planned{cfg: cfg, plan: p}, c.Engine, false)
+				diags = p.Diagnostics
+			}
 		}
 	}
 	if diags.HasErrors() {
@@ -73,13 +83,19 @@ func (c *ValidateCmd) Run(env *Env) error {
 	return nil
 }
 
-// evaluateAll evaluates every node's attributes and every runner's args once, with the resolved variables and
-// unknown node outputs, to catch what only evaluation shows: a file() of a missing file, a wrong type from a
-// variable, a function failing on its arguments.
-func evaluateAll(cfg *config.Config, vals map[string]cty.Value) hcl.Diagnostics {
+// evaluateAll evaluates every node's attributes (those only selects, when not nil) and every runner's args once,
+// with the resolved variables and unknown node outputs, to catch what only evaluation shows: a file() of a
+// missing file, a wrong type from a variable, a function failing on its arguments.
+func evaluateAll(cfg *config.Config, vals map[string]cty.Value, only func(*config.Node) bool) hcl.Diagnostics {
 	ctx, diags := cfg.EvalContext(&config.Scope{Vars: vals, FS: config.DirFS(cfg.Dir)})
 	// Nodes evaluate independently in the shared context: in parallel, diagnostics in name order.
-	names := slices.Sorted(maps.Keys(cfg.Nodes))
+	var names []string
+	for name, n := range cfg.Nodes {
+		if only == nil || only(n) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
 	perNode := make([]hcl.Diagnostics, len(names))
 	parallel.For(len(names), func(i int) { _, perNode[i] = config.EvalNode(cfg.Nodes[names[i]], ctx) })
 	for _, d := range perNode {
