@@ -1,6 +1,7 @@
 package views
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"strings"
@@ -70,7 +71,19 @@ func (v *planView) Plan(doc *PlanJSON) error {
 	if v.render == nil {
 		return fmt.Errorf("--format %s prints manifests, not the plan document", PlanFormatYAML)
 	}
-	return v.render(v.streams.Stdout, doc)
+	return buffered(v.streams.Stdout, func(w io.Writer) error { return v.render(w, doc) })
+}
+
+// buffered runs write on a buffer in front of w and flushes it, even after an error (what was written before
+// it stays written). A plan document of 10,000 nodes is hundreds of thousands of short writes, each a system
+// call on an unbuffered stream.
+func buffered(w io.Writer, write func(io.Writer) error) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	err := write(bw)
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
+	return err
 }
 
 func (v *planView) Manifests(data []byte) error {
@@ -110,8 +123,10 @@ type showView struct {
 	render PlanRenderer
 }
 
-func (v *showView) Plan(doc *PlanJSON) error { return v.render(v.streams.Stdout, doc) }
-func (v *showView) Stale(err error)          { v.Error(err) }
+func (v *showView) Plan(doc *PlanJSON) error {
+	return buffered(v.streams.Stdout, func(w io.Writer) error { return v.render(w, doc) })
+}
+func (v *showView) Stale(err error) { v.Error(err) }
 
 // Graph is the view of `kewplan graph`: the dispatch graph as Graphviz DOT, the errors beside it.
 type Graph interface {
@@ -124,7 +139,9 @@ func NewGraph(s Streams) Graph { return &graphView{NewView(s)} }
 
 type graphView struct{ *View }
 
-func (v *graphView) Graph(doc *PlanJSON) error { return WriteGraphDOT(v.streams.Stdout, doc) }
+func (v *graphView) Graph(doc *PlanJSON) error {
+	return buffered(v.streams.Stdout, func(w io.Writer) error { return WriteGraphDOT(w, doc) })
+}
 
 // Validate is the view of `kewplan validate`.
 type Validate interface {
