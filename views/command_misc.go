@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -115,7 +116,9 @@ type diffView struct {
 	opts   DiffOptions
 }
 
-func (v *diffView) Diff(d *plandiff.Diff) error { return v.render(v.streams.Stdout, d, v.opts) }
+func (v *diffView) Diff(d *plandiff.Diff) error {
+	return buffered(v.streams.Stdout, func(w io.Writer) error { return v.render(w, d, v.opts) })
+}
 
 // Fmt is the view of `kewplan fmt`.
 type Fmt interface {
