@@ -3,7 +3,6 @@ package planfile
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,24 +17,13 @@ import (
 var ErrMismatch = errors.New("this plan file does not match")
 
 // nodesDigest hashes the document without its saved object, in encoding/json's compact encoding (HTML
-// characters unescaped) with the encoder's newline. The nodes are streamed, indented then compacted, into the
-// hash (jsonstream.Compacting gives the same bytes), so that a large plan's text is never held whole.
+// characters unescaped) with the encoder's newline: the indented stream Write writes, compacted on its way into
+// the hash (jsonstream.Compacting gives the same bytes), so that a large plan's text is never held whole.
 func nodesDigest(doc *planner.Document) (string, error) {
 	c := *doc
 	c.Saved = nil
 	h := sha256.New()
-	if len(c.Nodes) == 0 {
-		// A document without nodes is small; its nil list encodes as null, which the stream cannot splice.
-		enc := json.NewEncoder(h)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(&c); err != nil {
-			return "", err
-		}
-		return hex.EncodeToString(h.Sum(nil)), nil
-	}
-	nodes := c.Nodes
-	c.Nodes = []planner.NodeDocument{}
-	if err := jsonstream.IndentedList(jsonstream.Compacting(h), &c, "nodes", len(nodes), func(i int) any { return &nodes[i] }); err != nil {
+	if err := c.WriteIndented(jsonstream.Compacting(h)); err != nil {
 		return "", err
 	}
 	h.Write([]byte("\n"))

@@ -20,7 +20,6 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/jsonlimit"
-	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/safefile"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -76,17 +75,11 @@ func Write(path string, doc *planner.Document, p *planner.Plan, o Origin) error 
 		return fmt.Errorf("write saved plan: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
-	// The indented document is streamed through gzip into the file, its nodes encoded in parallel batches: the
-	// bytes of encoding it whole, without holding a large plan's text (tens of megabytes) at once.
+	// The indented document is streamed through gzip into the file: the bytes of encoding it whole, without
+	// holding a large plan's text (tens of megabytes) at once.
 	bw := bufio.NewWriter(tmp)
 	zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed) // the level is valid
-	if doc.Nodes == nil {
-		err = jsonstream.Indented(zw, doc)
-	} else {
-		c := *doc
-		c.Nodes = []planner.NodeDocument{}
-		err = jsonstream.IndentedList(zw, &c, "nodes", len(doc.Nodes), func(i int) any { return &doc.Nodes[i] })
-	}
+	err = doc.WriteIndented(zw)
 	if err == nil {
 		err = zw.Close()
 	}
@@ -386,11 +379,7 @@ func (f *File) Reload() (*config.Config, *planner.Plan, error) {
 		return nil, nil, fmt.Errorf("%w: the configuration no longer plans cleanly. Run kewplan plan again", ErrStale)
 	}
 	// What the plan did not evaluate is checked as plan checks it (a kewplan newer than the plan may check more).
-	planned := make(map[string]bool, len(p.Nodes))
-	for _, np := range p.Nodes {
-		planned[np.Block] = true
-	}
-	if d := cfg.CheckValues(func(name string) bool { return planned[name] }); d.HasErrors() {
+	if d := cfg.CheckValues(p.PlannedBlocks()); d.HasErrors() {
 		config.SortDiagnostics(d)
 		return nil, nil, fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, f.ConfigLocation(), firstError(d))
 	}

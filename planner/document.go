@@ -3,12 +3,14 @@ package planner
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/parallel"
 )
 
@@ -195,6 +197,18 @@ func NewRangeDocument(r hcl.Range) *RangeDocument {
 		Start:    PosDocument{Line: r.Start.Line, Column: r.Start.Column, Byte: r.Start.Byte},
 		End:      PosDocument{Line: r.End.Line, Column: r.End.Column, Byte: r.End.Byte},
 	}
+}
+
+// WriteIndented writes d as encoding/json encodes it indented by two spaces, HTML characters unescaped, with a
+// final newline; the nodes are encoded in parallel batches and streamed in order (jsonstream.IndentedList), so a
+// large plan's text is never held whole. plan --json, saved plans and their nodes digest all write it so.
+func (d *Document) WriteIndented(w io.Writer) error {
+	if d.Nodes == nil {
+		return jsonstream.Indented(w, d) // "nodes": null, which the stream has no empty list to splice into
+	}
+	c := *d
+	c.Nodes = []NodeDocument{}
+	return jsonstream.IndentedList(w, &c, "nodes", len(d.Nodes), func(i int) any { return &d.Nodes[i] })
 }
 
 // NewDocument converts a plan into its JSON document, without diagnostics (the caller adds them in the validate

@@ -134,6 +134,16 @@ var planChecks []PlanCheck
 
 func registerPlanCheck(c PlanCheck) { planChecks = append(planChecks, c) }
 
+// PlannedBlocks reports the node blocks of which p holds an instance: after a plan without errors, the blocks
+// whose every instance was evaluated without error (what config.Config.CheckValues need not evaluate again).
+func (p *Plan) PlannedBlocks() func(block string) bool {
+	blocks := make(map[string]bool, len(p.Nodes))
+	for _, np := range p.Nodes {
+		blocks[np.Block] = true
+	}
+	return func(block string) bool { return blocks[block] }
+}
+
 // Build plans every node of cfg. It never reads the environment, Docker or git.
 func Build(cfg *config.Config, in Inputs) (*Plan, hcl.Diagnostics) {
 	p := &Plan{FormatVersion: FormatVersion, Exposure: map[string][]string{}}

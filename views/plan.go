@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/kewplan/kewplan/config"
-	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -54,9 +53,7 @@ func PlanFormatNames() []string {
 func WritePlanJSON(w io.Writer, doc *PlanJSON) error {
 	c := *doc
 	c.Saved = nil
-	nodes := c.Nodes
-	c.Nodes = []NodeJSON{}
-	return jsonstream.IndentedList(w, &c, "nodes", len(nodes), func(i int) any { return &nodes[i] })
+	return c.WriteIndented(w)
 }
 
 // planRawDiagnostics encodes diagnostics in the validate shape, snippets included (a credential written by

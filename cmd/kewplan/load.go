@@ -5,7 +5,6 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
-	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
 )
 
@@ -78,16 +77,6 @@ func (l *loadedToPlan) finishLoad(evaluated func(node string) bool) (hcl.Diagnos
 	all := append(append(hcl.Diagnostics{}, l.load...), d...)
 	config.SortDiagnostics(all)
 	return all, false
-}
-
-// plannedBlocks reports the node blocks of which p holds an instance: after a plan without errors, the blocks
-// whose every instance was evaluated without error.
-func plannedBlocks(p *planner.Plan) func(string) bool {
-	blocks := make(map[string]bool, len(p.Nodes))
-	for _, np := range p.Nodes {
-		blocks[np.Block] = true
-	}
-	return func(name string) bool { return blocks[name] }
 }
 
 // configSources returns the sources diagnostics of cfg may point into: the configuration and its variable files.

@@ -164,7 +164,7 @@ func planFromFlags(env *Env, view diagnosticsView, path string, vf VarFlags, tar
 	p, planDiags := planner.Build(cfg, in)
 	var evaluated func(string) bool // nil after a failed plan: every node is checked
 	if !planDiags.HasErrors() {
-		evaluated = plannedBlocks(p)
+		evaluated = p.PlannedBlocks()
 	}
 	d, ok := l.finishLoad(evaluated)
 	if !ok {

@@ -44,7 +44,7 @@ func (c *ValidateCmd) Run(env *Env) error {
 		p, planDiags := planner.Build(cfg, planner.Inputs{Vars: vals, FS: config.DirFS(cfg.Dir)})
 		var only func(*config.Node) bool
 		if !planDiags.HasErrors() {
-			planned := plannedBlocks(p)
+			planned := p.PlannedBlocks()
 			only = func(n *config.Node) bool { return !planned(n.Name) || n.ValueDependent() }
 		}
 		evalDiags := evaluateAll(cfg, vals, only)
