@@ -319,7 +319,7 @@ func TestAdvPromptEveryExitPath(t *testing.T) {
 	recovered := func() (r any) {
 		defer func() { r = recover() }()
 		_, _, _ = f2.apply(context.Background(), cfg2, func(o *ApplyOptions) {
-			o.Hook.(*recorder).onProg = func(e NodeProgressEvent) {
+			o.Hooks[0].(*recorder).onProg = func(e NodeProgressEvent) {
 				if e.Totals.SessionID != "" {
 					once.Do(func() { runID = e.RunID })
 					panic("adversarial: a bug in a hook")

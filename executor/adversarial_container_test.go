@@ -70,7 +70,7 @@ func TestAdvContainerInspect(t *testing.T) {
 	var got inspectJSON
 	inspected := false
 	sum, _, err := f.apply(context.Background(), cfg, func(o *ApplyOptions) {
-		o.Hook.(*recorder).onProg = func(e NodeProgressEvent) {
+		o.Hooks[0].(*recorder).onProg = func(e NodeProgressEvent) {
 			if e.Totals.SessionID == "" {
 				return
 			}

@@ -323,8 +323,8 @@ func (s *startRecorder) text() string {
 // withStartRecorder is an apply tweak installing a startRecorder around the fixture's recorder.
 func withStartRecorder(sr *startRecorder) func(*ApplyOptions) {
 	return func(o *ApplyOptions) {
-		sr.recorder = o.Hook.(*recorder)
-		o.Hook = sr
+		sr.recorder = o.Hooks[0].(*recorder)
+		o.Hooks = []Hook{sr}
 	}
 }
 

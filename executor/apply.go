@@ -49,8 +49,8 @@ type ApplyOptions struct {
 	// Environ is kewplan's environment (os.Environ() shape): the only source of credential values and of
 	// DOCKER_HOST.
 	Environ []string
-	// Hook receives progress; nil means NilHook.
-	Hook Hook
+	// Hooks receive progress, each event to every hook in order (Terraform's ContextOpts.Hooks); none is fine.
+	Hooks []Hook
 	// KewplanVersion is recorded on the run.
 	KewplanVersion string
 	// ProgressInterval throttles NodeProgress events per node; 0 means 500ms.
@@ -110,16 +110,12 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	if err := checkOptions(&opts); err != nil {
 		return nil, err
 	}
-	hook := opts.Hook
-	if hook == nil {
-		hook = NilHook{}
-	}
 	// A panic in a hook (kewplan's own code, called from the goroutines that run and meter the nodes) must not
 	// kill the process with containers running and prompt files on disk: the hook recovers it, cancels the
 	// apply, and Apply panics again once everything is cleaned up.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sh := &syncHook{h: hook, cancel: cancel}
+	sh := &syncHook{hooks: opts.Hooks, cancel: cancel}
 	defer sh.repanic()
 	stateDir, err := filepath.Abs(opts.StateDir)
 	if err != nil {
@@ -690,11 +686,11 @@ func (a *applier) replan(np *planner.NodePlan) (*planner.NodePlan, error) {
 	return nil, fmt.Errorf("re-planning with the upstream outputs did not produce node %q", np.Name)
 }
 
-// syncHook serialises hook calls and recovers a hook's panic: the first one cancels the apply and is raised again
-// by repanic when Apply returns, after its cleanup.
+// syncHook delivers each event to every hook of the options in order, serialises the calls and recovers a hook's
+// panic: the first one cancels the apply and is raised again by repanic when Apply returns, after its cleanup.
 type syncHook struct {
 	mu     sync.Mutex
-	h      Hook
+	hooks  []Hook
 	cancel context.CancelFunc
 	panic  *hookPanic
 }
@@ -709,9 +705,15 @@ func (p *hookPanic) Error() string {
 	return fmt.Sprintf("a kewplan hook panicked (the apply was cancelled and cleaned up first): %v\n\n%s", p.Value, p.Stack)
 }
 
-func (s *syncHook) call(fn func()) {
+func (s *syncHook) call(fn func(Hook)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, h := range s.hooks {
+		s.callOne(h, fn)
+	}
+}
+
+func (s *syncHook) callOne(h Hook, fn func(Hook)) {
 	defer func() {
 		if r := recover(); r != nil && s.panic == nil {
 			s.panic = &hookPanic{Value: r, Stack: debug.Stack()}
@@ -720,7 +722,7 @@ func (s *syncHook) call(fn func()) {
 			}
 		}
 	}()
-	fn()
+	fn(h)
 }
 
 func (s *syncHook) repanic() {
@@ -732,16 +734,16 @@ func (s *syncHook) repanic() {
 	}
 }
 
-func (s *syncHook) ApplyStart(e ApplyStartEvent)       { s.call(func() { s.h.ApplyStart(e) }) }
-func (s *syncHook) NodeStart(e NodeStartEvent)         { s.call(func() { s.h.NodeStart(e) }) }
-func (s *syncHook) NodeProgress(e NodeProgressEvent)   { s.call(func() { s.h.NodeProgress(e) }) }
-func (s *syncHook) NodeDone(e ledger.NodeResult)       { s.call(func() { s.h.NodeDone(e) }) }
-func (s *syncHook) NodeRetry(e NodeRetryEvent)         { s.call(func() { s.h.NodeRetry(e) }) }
-func (s *syncHook) Warning(e WarningEvent)             { s.call(func() { s.h.Warning(e) }) }
-func (s *syncHook) ApplyDone(e ApplySummary)           { s.call(func() { s.h.ApplyDone(e) }) }
-func (s *syncHook) EgressDenied(e ledger.EgressDenial) { s.call(func() { s.h.EgressDenied(e) }) }
+func (s *syncHook) ApplyStart(e ApplyStartEvent)       { s.call(func(h Hook) { h.ApplyStart(e) }) }
+func (s *syncHook) NodeStart(e NodeStartEvent)         { s.call(func(h Hook) { h.NodeStart(e) }) }
+func (s *syncHook) NodeProgress(e NodeProgressEvent)   { s.call(func(h Hook) { h.NodeProgress(e) }) }
+func (s *syncHook) NodeDone(e ledger.NodeResult)       { s.call(func(h Hook) { h.NodeDone(e) }) }
+func (s *syncHook) NodeRetry(e NodeRetryEvent)         { s.call(func(h Hook) { h.NodeRetry(e) }) }
+func (s *syncHook) Warning(e WarningEvent)             { s.call(func(h Hook) { h.Warning(e) }) }
+func (s *syncHook) ApplyDone(e ApplySummary)           { s.call(func(h Hook) { h.ApplyDone(e) }) }
+func (s *syncHook) EgressDenied(e ledger.EgressDenial) { s.call(func(h Hook) { h.EgressDenied(e) }) }
 
-func (s *syncHook) BudgetWarning(e BudgetWarningEvent) { s.call(func() { s.h.BudgetWarning(e) }) }
+func (s *syncHook) BudgetWarning(e BudgetWarningEvent) { s.call(func(h Hook) { h.BudgetWarning(e) }) }
 
 // Janitor remembers what a running apply must clean up, so that a second interrupt can make one last, bounded
 // attempt (kill and remove the containers, delete the prompt files, mark the run cancelled) before the process

@@ -223,7 +223,7 @@ node "%[1]safter" {
 	defer cancel()
 	var once sync.Once
 	sum, _, err := f.apply(ctx, cfg, func(o *ApplyOptions) {
-		o.Hook.(*recorder).onProg = func(e NodeProgressEvent) {
+		o.Hooks[0].(*recorder).onProg = func(e NodeProgressEvent) {
 			// The init event arrived: the container runs. Cancel as a signal would.
 			if e.Totals.SessionID != "" {
 				once.Do(cancel)
@@ -334,7 +334,7 @@ node "%[1]sx" {
 }
 `)
 	sum, _, err := f.apply(ctx, cfg, func(o *ApplyOptions) {
-		o.Hook.(*recorder).onStart = func(NodeStartEvent) {
+		o.Hooks[0].(*recorder).onStart = func(NodeStartEvent) {
 			if err := f.eng.RemoveImage(context.Background(), doomed); err != nil {
 				t.Error(err)
 			}
@@ -475,7 +475,7 @@ node "%[1]s` + n + `" {
 		running--
 		mu.Unlock()
 	}}
-	sum, _, err := f.apply(context.Background(), cfg, func(o *ApplyOptions) { o.Parallelism = 2; o.Hook = rec })
+	sum, _, err := f.apply(context.Background(), cfg, func(o *ApplyOptions) { o.Parallelism = 2; o.Hooks = []Hook{rec} })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -644,7 +644,7 @@ node "%[1]shang" {
 	cleaned := make(chan []error, 1)
 	sum, _, err := f.apply(ctx, cfg, func(o *ApplyOptions) {
 		o.Janitor = janitor
-		o.Hook.(*recorder).onProg = func(e NodeProgressEvent) {
+		o.Hooks[0].(*recorder).onProg = func(e NodeProgressEvent) {
 			if e.Totals.SessionID != "" {
 				once.Do(func() {
 					// Called from apply's goroutine: run it aside, as the signal handler would.

@@ -44,7 +44,7 @@ func BenchmarkApplyEgressOverhead(b *testing.B) {
 	run := func(cfg any) time.Duration {
 		start := time.Now()
 		sum, _, err := f.apply(ctx, withEgress, func(o *ApplyOptions) {
-			o.Parallelism, o.Hook = 1, NilHook{}
+			o.Parallelism, o.Hooks = 1, nil
 			if cfg != nil {
 				o.Config, o.Plan = withoutEgress, f.plan(withoutEgress)
 			}

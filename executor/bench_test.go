@@ -64,7 +64,7 @@ node "%%[1]s%s" {
 		sum, _, err := f.apply(ctx, cfg, func(o *ApplyOptions) {
 			o.Parallelism = par
 			o.Environ = env
-			o.Hook = NilHook{}
+			o.Hooks = nil
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -244,7 +244,7 @@ node "%%[1]s%s%02d" {
 			start := time.Now()
 			sum, _, err := f.apply(ctx, cfgs[rt], func(o *ApplyOptions) {
 				o.Parallelism = 1
-				o.Hook = NilHook{}
+				o.Hooks = nil
 			})
 			if err != nil {
 				b.Fatal(err)

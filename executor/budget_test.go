@@ -41,7 +41,7 @@ node "%[1]sdocs" {
 `)
 	var warnings []BudgetWarningEvent
 	sum, _, err := f.apply(context.Background(), cfg, func(o *ApplyOptions) {
-		o.Hook = &budgetRecorder{recorder: &recorder{}, warnings: &warnings}
+		o.Hooks = []Hook{&budgetRecorder{recorder: &recorder{}, warnings: &warnings}}
 	})
 	if err != nil {
 		t.Fatal(err)

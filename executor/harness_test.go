@@ -222,7 +222,7 @@ func (f *fixture) apply(ctx context.Context, cfg *config.Config, tweak ...func(*
 	f.t.Helper()
 	rec := &recorder{}
 	opts := ApplyOptions{
-		Config: cfg, Vars: map[string]cty.Value{}, Plan: f.plan(cfg), StateDir: f.stateDir, Hook: rec,
+		Config: cfg, Vars: map[string]cty.Value{}, Plan: f.plan(cfg), StateDir: f.stateDir, Hooks: []Hook{rec},
 		Environ: append(os.Environ(), "ANTHROPIC_API_KEY=sk-test-dummy-value"), KewplanVersion: "test",
 		ProgressInterval: time.Millisecond, ProxyBinary: kewplanBin(f.t),
 	}

@@ -57,7 +57,7 @@ func TestKubernetesE2EApplyCancel(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		sum, err := Apply(applyCtx, ApplyOptions{Config: cfg, Plan: p, StateDir: filepath.Join(dir, ".kewplan"), Hook: &recorder{},
+		sum, err := Apply(applyCtx, ApplyOptions{Config: cfg, Plan: p, StateDir: filepath.Join(dir, ".kewplan"), Hooks: []Hook{&recorder{}},
 			Kubernetes: &KubernetesOptions{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: c, PollInterval: 100 * time.Millisecond}})
 		done <- result{sum, err}
 	}()

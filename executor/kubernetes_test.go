@@ -330,7 +330,7 @@ func applyK8s(ctx context.Context, t *testing.T, k *kubelet, hcl string, tweak .
 	}
 	cl := (&k8sengine.Cluster{API: k8stest.FakeAPI{CS: k.cs}, Namespace: k8sNamespace}).WithLogs(k.logs)
 	out := &k8sApply{cluster: cl, stateDir: filepath.Join(dir, ".kewplan"), rec: &recorder{}}
-	opts := ApplyOptions{Config: cfg, Plan: p, StateDir: out.stateDir, Hook: out.rec, Parallelism: 4,
+	opts := ApplyOptions{Config: cfg, Plan: p, StateDir: out.stateDir, Hooks: []Hook{out.rec}, Parallelism: 4,
 		Kubernetes: &KubernetesOptions{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: cl, PollInterval: time.Millisecond}}
 	for _, f := range tweak {
 		f(&opts)

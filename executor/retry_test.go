@@ -90,7 +90,7 @@ node "%[1]sflaky" {
 `)
 	waits := &fakeWaits{}
 	rr := &retryRecorder{recorder: &recorder{}}
-	sum, _, err := f.apply(context.Background(), cfg, waits.tweak, func(o *ApplyOptions) { o.Hook = rr })
+	sum, _, err := f.apply(context.Background(), cfg, waits.tweak, func(o *ApplyOptions) { o.Hooks = []Hook{rr} })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ node "%[1]sflaky" {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rr := &retryRecorder{recorder: &recorder{}, onRetry: func(NodeRetryEvent) { cancel() }}
-	sum, _, err := f.apply(ctx, cfg, func(o *ApplyOptions) { o.Hook = rr })
+	sum, _, err := f.apply(ctx, cfg, func(o *ApplyOptions) { o.Hooks = []Hook{rr} })
 	if err != nil {
 		t.Fatal(err)
 	}

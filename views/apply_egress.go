@@ -27,12 +27,6 @@ func (v *ApplyDisplay) EgressDenied(d ledger.EgressDenial) {
 	v.drawLocked()
 }
 
-func (m multiHook) EgressDenied(d ledger.EgressDenial) {
-	for _, h := range m {
-		h.EgressDenied(d)
-	}
-}
-
 // egressDenialJSON is one denial as the stream and `runs show --json` write it.
 func egressDenialJSON(d ledger.EgressDenial, typ string) map[string]any {
 	obj := map[string]any{"time": d.Time.UTC().Format(time.RFC3339Nano), "node": Sanitize(d.Node), "method": Sanitize(d.Method),

@@ -18,7 +18,7 @@ var retryEvent = executor.NodeRetryEvent{RunID: "r1", Node: "fix", Attempt: 1, N
 // A retry is one node_retry NDJSON event with the attempt, the class, the reason (sanitised) and the wait.
 func TestApplyStreamNodeRetry(t *testing.T) {
 	var b bytes.Buffer
-	Hooks(NewApplyStream(&b)).NodeRetry(retryEvent)
+	NewApplyStream(&b).NodeRetry(retryEvent)
 	want := `{"attempt":1,"class":"api_error","max_attempts":3,"next_attempt":2,"node":"fix","reason":"api_error: HTTP 529 overloaded[2J","run_id":"r1","time":"2026-11-30T10:00:00Z","type":"node_retry","wait_ms":1500}` + "\n"
 	if diff := cmp.Diff(want, b.String()); diff != "" {
 		t.Errorf("node_retry (-want +got):\n%s", diff)

@@ -6,7 +6,7 @@
 // (human or JSON) or a --format and the Streams: NewApply, NewPlan, NewShow, NewValidate, NewGraph, NewRunners, NewPricing,
 // NewRuns, NewTelemetry, NewDiff, NewCheck (smoke and conform), NewFmt, and View for what every command shares
 // (diagnostics, errors, the version). Apply's view returns its progress as hooks (the live or plain ApplyDisplay,
-// or the NDJSON ApplyStream), which Hooks combines into the one executor.Hook apply takes; the executor records to
+// or the NDJSON ApplyStream), which apply takes as its list of executor.Hooks; the executor records to
 // the ledger itself, whatever the hooks do.
 //
 // Every string that came from an agent or a plan under review is sanitised or escaped before it is written. The

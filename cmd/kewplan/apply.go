@@ -254,7 +254,7 @@ func (c *ApplyCmd) apply(env *Env, view views.Apply, a *toApply, minFree int64) 
 	defer stopSignals()
 	sum, err := executor.Apply(ctx, executor.ApplyOptions{
 		Config: a.cfg, Vars: a.vars, Plan: a.plan, StateDir: stateDir, Parallelism: c.Parallelism, MinFreeBytes: minFree,
-		Environ: env.Environ, Hook: views.Hooks(view.Hooks()...), KewplanVersion: version, Janitor: janitor,
+		Environ: env.Environ, Hooks: view.Hooks(), KewplanVersion: version, Janitor: janitor,
 		Resume: a.resumePlan, Kubernetes: k8s,
 	})
 	if err != nil {
