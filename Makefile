@@ -39,7 +39,7 @@ test-deps:
 	  echo "make test: gVisor's runsc is not registered with the engine (scripts/runsc-setup.sh failed above); the runsc tests need it." >&2; \
 	  [ -z "$$CI" ] || exit 1; }; fi
 
-# gVisor's runsc as the engine's extra runtime "runsc" (README: Isolation tiers). Idempotent; needs root.
+# gVisor's runsc as the engine's extra runtime "runsc" (docs/security.md: Isolation tiers). Idempotent; needs root.
 runsc-setup:
 	@scripts/runsc-setup.sh
 

@@ -1,6 +1,6 @@
 # kewplan's demo: a contained "agent" commits a file to a local repository, then a contained reviewer checks it.
 # Nothing here talks to a model: the image runs examples/demo/agent, a tiny static program that speaks the
-# container entrypoint contract and claude-code's NDJSON. See "Run the demo" in the README.
+# container entrypoint contract and claude-code's NDJSON. See "Run the demo" in docs/getting-started.md.
 #
 #   make demo-image && examples/demo/setup.sh
 #   ANTHROPIC_API_KEY=dummy kewplan apply examples/demo --auto-approve
