@@ -244,6 +244,7 @@ func testDocCommands(t *testing.T, root string, pages []docPage) {
 					}
 				}
 				ran++
+				t.Logf("run  %s: %s", c.where, c.shell)
 				got, out := runDocCommand(t, dir, c.shell)
 				if got != c.want {
 					t.Errorf("%s: %s\nexit status %d, the docs say %d (mark another status with a trailing `# exit N`)\n%s",
