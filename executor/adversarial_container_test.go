@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kewplan/kewplan/executor/docker"
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
@@ -167,7 +168,7 @@ func probeRun(t *testing.T, f *fixture, prompt string, mutate func(*engine.Conta
 	if err := os.WriteFile(filepath.Join(checkout, planner.PromptFilename), []byte(prompt), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := engine.ContainerConfig(FillContainer(np.Container, "adv-control-"+randomSuffix(), checkout), map[string]string{})
+	spec, err := engine.ContainerConfig(docker.FillContainer(np.Container, "adv-control-"+randomSuffix(), checkout), map[string]string{})
 	if err != nil {
 		t.Fatal(err)
 	}

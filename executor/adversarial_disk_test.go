@@ -19,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/kewplan/kewplan/executor/docker"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -31,11 +34,11 @@ func availableBytes(t testing.TB, path string) int64 {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	avail, _, err := diskSpace(d)
-	if err != nil {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(d.Fd()), &st); err != nil {
 		t.Fatal(err)
 	}
-	return avail
+	return int64(st.Bavail) * int64(st.Bsize)
 }
 
 // TestAdvDiskFill (C10): the agent writes into /work without end; the watchdog kills it at the headroom.
@@ -56,7 +59,7 @@ func TestAdvDiskFill(t *testing.T) {
 	name := f.node("fill")
 	res := resultOf(t, sum, name)
 	c.check(res.Status == ledger.StatusFailed && strings.Contains(res.Reason, "killed by kewplan's disk watchdog") &&
-		strings.Contains(res.Reason, "below the "+formatBytes(minFree)) && strings.Contains(res.Reason, "available") &&
+		strings.Contains(res.Reason, "below the "+docker.FormatBytes(minFree)) && strings.Contains(res.Reason, "available") &&
 		strings.Contains(res.Reason, "free space on that filesystem"),
 		"node %s: %s", res.Status, res.Reason)
 	c.check(res.ExitCode != nil && *res.ExitCode == 137, "the container was killed (SIGKILL, exit %v), not left to finish", deref(res.ExitCode))
@@ -93,7 +96,7 @@ func TestAdvDiskHeadroomUnmet(t *testing.T) {
 	name := f.node("short")
 	res := resultOf(t, sum, name)
 	c.check(res.Status == ledger.StatusFailed && strings.HasPrefix(res.Reason, "not started: ") &&
-		strings.Contains(res.Reason, "below the "+formatBytes(minFree)) && strings.Contains(res.Reason, "apply again"),
+		strings.Contains(res.Reason, "below the "+docker.FormatBytes(minFree)) && strings.Contains(res.Reason, "apply again"),
 		"node %s: %s", res.Status, res.Reason)
 	c.check(res.ExitCode == nil && res.StdoutLog == "" && len(res.Argv) == 0, "no container ran: no exit code, no log, no argv")
 	events, err := containerEventsOfRun(t, sum.RunID, since, time.Now().Add(time.Second))
@@ -140,49 +143,4 @@ func mib(bytes string) string {
 		return "?"
 	}
 	return fmt.Sprint(int64(n) >> 20)
-}
-
-// TestDiskWatch: the watchdog refuses an unmet headroom up front, and kills (once, with its reason) when the free
-// space falls below it while running.
-func TestDiskWatch(t *testing.T) {
-	dir := t.TempDir()
-	avail := availableBytes(t, dir)
-	if _, err := openDiskWatch(dir, avail+1<<30); err == nil || !strings.HasPrefix(err.Error(), "not started: ") {
-		t.Fatalf("openDiskWatch above the free space = %v, want a not-started error", err)
-	}
-	w, err := openDiskWatch(dir, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if reason := w.check(); reason != "" {
-		t.Fatalf("check with a 1-byte headroom = %q, want none", reason)
-	}
-	// The free space "falls" below the headroom: raise the headroom over it before the polling starts.
-	w.min, w.interval = avail+1<<40, time.Millisecond
-	killed := make(chan struct{})
-	w.start(func() { close(killed) })
-	select {
-	case <-killed:
-	case <-time.After(time.Minute):
-		t.Fatal("the watchdog did not kill within a minute (backstop)")
-	}
-	reason := w.stopWatch()
-	if !strings.Contains(reason, "killed by kewplan's disk watchdog") || !strings.Contains(reason, formatBytes(w.min)) {
-		t.Errorf("reason = %q", reason)
-	}
-	if again := w.stopWatch(); again != reason {
-		t.Errorf("a second stopWatch = %q, want the same reason", again)
-	}
-
-	if _, err := Apply(context.Background(), ApplyOptions{Plan: &planner.Plan{}, StateDir: dir, MinFreeBytes: -1}); err == nil || !strings.Contains(err.Error(), "MinFreeBytes") {
-		t.Errorf("Apply with a negative MinFreeBytes = %v, want an error naming it", err)
-	}
-}
-
-func TestFormatBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 bytes", 1023: "1023 bytes", 1 << 30: "1073741824 bytes (1.0 GiB)", 3 << 19: "1572864 bytes (1.5 MiB)"} {
-		if got := formatBytes(n); got != want {
-			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
 }

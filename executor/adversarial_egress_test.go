@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kewplan/kewplan/executor/docker"
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -83,10 +84,10 @@ node "%[1]sdns" {
 
 	// First the planned container, then the control: the stub's log is ordered, so once the control's query is
 	// in it, a query of the planned container would be too.
-	planned := FillContainer(np.Container, "run-dns-"+suffix, t.TempDir())
+	planned := docker.FillContainer(np.Container, "run-dns-"+suffix, t.TempDir())
 	planned.Name += "-closed-" + suffix
 	closed := resolveIn(planned, closedName)
-	control := FillContainer(np.Container, "run-dns-"+suffix, t.TempDir())
+	control := docker.FillContainer(np.Container, "run-dns-"+suffix, t.TempDir())
 	control.Name += "-control-" + suffix
 	control.DNS = []string{stubIP.String()}
 	opened := resolveIn(control, controlName)

@@ -15,6 +15,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kewplan/kewplan/executor/docker"
+	"github.com/kewplan/kewplan/executor/statedir"
 )
 
 // requirePreflightRefusal checks that apply refused with a preflight error containing every want, and made no
@@ -77,7 +80,7 @@ func TestAdvEngineUnavailable(t *testing.T) {
 		"fails closed before anything runs, with a clear message; no checkout, no prompt file")
 	for _, host := range []string{"unix://" + filepath.Join(t.TempDir(), "no-engine.sock"), "tcp://127.0.0.1:1"} {
 		f := &fixture{t: t, dir: t.TempDir(), image: "kewplan-test/never-inspected:1", network: "kewplan-never", repo: testRepo(t), prefix: "t" + randomSuffix() + "-"}
-		f.stateDir = filepath.Join(f.dir, DefaultStateDir)
+		f.stateDir = filepath.Join(f.dir, statedir.DefaultName)
 		cfg := f.config(advNode("x", "reviewer", "mode=succeed", ""))
 		sum, _, err := f.apply(context.Background(), cfg, func(o *ApplyOptions) {
 			o.Environ = append(o.Environ, "DOCKER_HOST="+host)
@@ -126,8 +129,8 @@ func TestAdvRuntimeVersions(t *testing.T) {
 		{map[string]string{"Engine": "28.2.2", "runc": "1.4.0"}, 0},
 		{map[string]string{"Engine": "dev", "runc": ""}, 0},
 	} {
-		if got := versionFloorWarnings(tc.versions); len(got) != tc.want {
-			t.Errorf("versionFloorWarnings(%v) = %q, want %d warnings", tc.versions, got, tc.want)
+		if got := docker.VersionFloorWarnings(tc.versions); len(got) != tc.want {
+			t.Errorf("docker.VersionFloorWarnings(%v) = %q, want %d warnings", tc.versions, got, tc.want)
 		}
 	}
 	f := advFixture(t)
@@ -144,7 +147,7 @@ func TestAdvRuntimeVersions(t *testing.T) {
 		}
 	}
 	c.observe("engine %s, runc %s, containerd %s", versions["Engine"], versions["runc"], versions["containerd"])
-	below := versionFloorWarnings(versions)
+	below := docker.VersionFloorWarnings(versions)
 	cfg := f.config(advNode("v", "reviewer", "mode=succeed\nverdict=approve", ""))
 	sr := &startRecorder{}
 	sum, _, err := f.apply(context.Background(), cfg, withStartRecorder(sr))

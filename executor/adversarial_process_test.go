@@ -25,8 +25,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kewplan/kewplan/executor/docker"
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -325,7 +327,7 @@ func controlBytes(s string) string {
 // nodeResultFromLedger reads one node's log paths from a state directory's ledger.
 func nodeResultFromLedger(t *testing.T, state, runID, node string) ledger.NodeResult {
 	t.Helper()
-	l, err := ledger.Open(filepath.Join(state, ledger.Filename))
+	l, err := ledger.Open(statedir.Dir{Root: state}.Ledger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +394,7 @@ func TestAdvSIGTERM(t *testing.T) {
 	left, err := f.eng.ListContainers(context.Background(), planner.LabelRun+"="+runID)
 	c.check(err == nil && len(left) == 0, "containers of the run left: %d", len(left))
 	c.check(len(promptFilesUnder(state)) == 0, "prompt files left: %v", promptFilesUnder(state))
-	l, err := ledger.Open(filepath.Join(state, ledger.Filename))
+	l, err := ledger.Open(statedir.Dir{Root: state}.Ledger())
 	must(t, err)
 	defer l.Close()
 	run, _, err := l.Run(runID)
@@ -415,7 +417,7 @@ func TestAdvSIGKILL(t *testing.T) {
 		switch {
 		case c.Labels[planner.LabelNode] != "":
 			agents++
-		case c.Labels[LabelRole] == RoleEgressProxy:
+		case c.Labels[docker.LabelRole] == docker.RoleEgressProxy:
 			proxies++
 		}
 	}
@@ -436,7 +438,7 @@ func TestAdvSIGKILL(t *testing.T) {
 	left, err = f.eng.ListContainers(ctx, planner.LabelRun+"="+runID)
 	f9.check(err == nil && len(left) == 0, "after the fresh apply: %d container(s) of the killed run", len(left))
 	f9.check(strings.Contains(out, "removed container"), "the fresh apply said it removed the orphan")
-	l, err := ledger.Open(filepath.Join(state, ledger.Filename))
+	l, err := ledger.Open(statedir.Dir{Root: state}.Ledger())
 	must(t, err)
 	defer l.Close()
 	run, _, err := l.Run(runID)
@@ -448,5 +450,5 @@ func pidLabel(cs []engine.ContainerSummary) string {
 	if len(cs) == 0 {
 		return "-"
 	}
-	return cs[0].Labels[LabelPID]
+	return cs[0].Labels[docker.LabelPID]
 }

@@ -6,13 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime/debug"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,8 +15,11 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/adapter"
+	"github.com/kewplan/kewplan/executor/docker"
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -29,10 +27,7 @@ import (
 const DefaultParallelism = 4
 
 // DefaultTimeout applies to a node without a timeout.
-const DefaultTimeout = 60 * time.Minute
-
-// DefaultStateDir is the state directory's name beside the configuration.
-const DefaultStateDir = ".kewplan"
+const DefaultTimeout = adapter.DefaultTimeout
 
 // ApplyOptions configure one apply.
 type ApplyOptions struct {
@@ -78,9 +73,9 @@ type ApplyOptions struct {
 	// ProxyBinary is the static kewplan binary whose image runs the egress proxy; "" means the running executable
 	// (tests, whose executable is not kewplan, build one).
 	ProxyBinary string
-	// Kubernetes, when set, runs every node as a Job on that cluster (kubernetes.go) instead of a container on the
-	// Docker engine; the graph, budgets, retries, ledger and events are the same.
-	Kubernetes *KubernetesOptions
+	// Engine runs the nodes (adapter.Engine): nil is the Docker engine of Environ's DOCKER_HOST; executor/kubernetes
+	// runs them as Jobs on a cluster. The graph, budgets, retries, ledger and events are the same on every engine.
+	Engine adapter.Engine
 	// EgressAllowPrivateAddresses lets the proxy connect to private addresses (a test's stub server); for tests
 	// only: a configuration cannot set it.
 	EgressAllowPrivateAddresses bool
@@ -91,16 +86,7 @@ type ApplyOptions struct {
 const DefaultMaxOutputBytes = 1 << 30
 
 // PreflightError lists every reason apply refused to start; nothing ran.
-type PreflightError struct {
-	Problems []string
-}
-
-func (e *PreflightError) Error() string {
-	if len(e.Problems) == 1 {
-		return "preflight: " + e.Problems[0]
-	}
-	return fmt.Sprintf("preflight found %d problems:\n  - %s", len(e.Problems), strings.Join(e.Problems, "\n  - "))
-}
+type PreflightError = adapter.PreflightError
 
 // Apply runs a plan: preflight (engine, images, networks, credentials, lock), then every node in dependency order
 // with at most Parallelism at once, recording each in the ledger and reporting through the hook. It returns an
@@ -117,42 +103,43 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	defer cancel()
 	sh := &syncHook{hooks: opts.Hooks, cancel: cancel}
 	defer sh.repanic()
-	stateDir, err := filepath.Abs(opts.StateDir)
+	dir, err := statedir.New(opts.StateDir)
 	if err != nil {
-		return nil, fmt.Errorf("state directory %s: %w", opts.StateDir, err)
+		return nil, err
 	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+	if err := os.MkdirAll(dir.Root, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	a := &applier{
 		opts:     opts,
 		hook:     sh,
-		stateDir: stateDir,
+		dir:      dir,
 		env:      engine.EnvMap(opts.Environ),
-		pid:      os.Getpid(),
 		imageIDs: map[string]string{},
 		outputs:  map[string]map[string]cty.Value{},
 		janitor:  opts.Janitor,
 		budget:   newApplyBudget(opts.Plan),
 		slots:    newSlotQueue(opts.Parallelism),
-		k8s:      newK8sState(opts.Kubernetes),
+		engine:   opts.Engine,
+	}
+	if a.engine == nil {
+		a.engine = docker.New()
 	}
 	if a.janitor == nil {
 		a.janitor = NewJanitor()
 	}
+	a.run = a.newRun()
 
-	lock, lockErr := ledger.LockStateDir(stateDir)
+	lock, lockErr := ledger.LockStateDir(dir)
 	if lock != nil {
 		defer lock.Unlock()
 	}
 	if err := a.preflight(ctx, lockErr); err != nil {
 		return nil, err
 	}
-	if a.engine != nil {
-		defer a.engine.Close()
-	}
+	defer a.engine.Close()
 
-	a.ledger, err = ledger.Open(filepath.Join(stateDir, ledger.Filename))
+	a.ledger, err = ledger.Open(dir.Ledger())
 	if err != nil {
 		return nil, err
 	}
@@ -160,15 +147,21 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	a.sweep(ctx)
 
 	a.runID = newRunID(time.Now())
+	a.run.ID = a.runID
 	a.janitor.bind(a.engine, a.ledger, a.runID)
-	if a.k8s != nil {
-		a.janitor.bindKubernetes(a.k8sDeleteRun)
-	} else if err := a.startNetworking(ctx); err != nil {
-		return nil, err
+	if err := a.engine.Start(ctx, a.run); err != nil {
+		a.engine.End(ctx, a.run)
+		var pe *PreflightError
+		if errors.As(err, &pe) {
+			return nil, err
+		}
+		return nil, &PreflightError{Problems: []string{a.maskAll(err.Error(), nil)}}
 	}
-	defer a.stopEgress()
+	var endOnce sync.Once
+	end := func() { endOnce.Do(func() { a.engine.End(ctx, a.run) }) }
+	defer end()
 	started := time.Now()
-	run := ledger.RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.pid}
+	run := ledger.RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.run.PID}
 	if opts.Resume != nil {
 		run.ResumedFrom = opts.Resume.FromRun
 	}
@@ -179,23 +172,84 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	for i, np := range opts.Plan.Nodes {
 		names[i] = np.Name
 	}
-	a.hook.ApplyStart(ApplyStartEvent{RunID: a.runID, StateDir: stateDir, ConfigDigest: opts.Plan.ConfigDigest, Nodes: names, Parallelism: opts.Parallelism, Time: started,
+	a.hook.ApplyStart(ApplyStartEvent{RunID: a.runID, StateDir: dir.Root, ConfigDigest: opts.Plan.ConfigDigest, Nodes: names, Parallelism: opts.Parallelism, Time: started,
 		Warnings: a.envWarnings})
 
 	results := a.runGraph(ctx)
-	a.stopEgress()
-	if a.k8s != nil {
-		a.k8sEnd()
-	}
+	end() // the egress proxy's last denials are in before the summary
 
 	sum := a.summarize(ctx, started, results)
-	a.egressSummary(&sum)
+	a.denials.summarize(&sum)
 	if err := a.ledger.FinishRun(a.runID, sum.Status, sum.Ended); err != nil {
 		a.warn("", fmt.Sprintf("could not record the end of run %s: %v", a.runID, err))
 	}
 	a.janitor.done()
 	a.hook.ApplyDone(sum)
 	return &sum, nil
+}
+
+// newRun is what the engine gets to know of the apply: its plan and options, and the loop's services.
+func (a *applier) newRun() *adapter.Run {
+	o := a.opts
+	return &adapter.Run{
+		Plan: o.Plan, Config: o.Config, Dir: a.dir, Environ: o.Environ, PID: os.Getpid(),
+		MaxOutputBytes: o.MaxOutputBytes, MinFreeBytes: o.MinFreeBytes,
+		EgressAllowPrivateAddresses: o.EgressAllowPrivateAddresses, ProxyBinary: o.ProxyBinary,
+		Known: func(id string) bool {
+			_, _, err := a.ledger.Run(id)
+			return err == nil
+		},
+		Warn:         a.warn,
+		EgressDenied: a.egressDenied,
+		AddSecret:    a.addSecret,
+	}
+}
+
+// preflight checks everything the nodes need before anything starts, collecting every problem so one apply
+// attempt tells the user all that is missing: the state lock, the plan's nodes, then the engine's own checks.
+func (a *applier) preflight(ctx context.Context, lockErr error) error {
+	var problems []string
+	if lockErr != nil {
+		problems = append(problems, lockErr.Error())
+	}
+	for _, np := range a.opts.Plan.Nodes {
+		if p := adapter.NodePlanProblem(np); p != "" {
+			problems = append(problems, p)
+		}
+	}
+	p, w := a.engine.Preflight(ctx, a.run)
+	problems = append(problems, p...)
+	a.envWarnings = append(a.envWarnings, w...)
+	if len(problems) > 0 {
+		a.engine.Close()
+		return &PreflightError{Problems: problems}
+	}
+	// The images' ids, for the ledger rows of nodes that never start and for the fingerprints.
+	if r, ok := a.engine.(adapter.ImageResolver); ok {
+		for _, np := range a.opts.Plan.Nodes {
+			ref := np.Image
+			if np.Container != nil {
+				ref = np.Container.Image
+			}
+			if id, err := r.ImageID(ctx, ref); ref != "" && err == nil {
+				a.imageIDs[ref] = id
+			}
+		}
+	}
+	return nil
+}
+
+// sweep marks the ledger rows of dead applies abandoned, then has the engine remove what they left behind.
+// Holding the state lock proves those applies are dead.
+func (a *applier) sweep(ctx context.Context) {
+	abandoned, err := a.ledger.AbandonStale(time.Now())
+	if err != nil {
+		a.warn("", fmt.Sprintf("could not mark stale runs abandoned: %v", err))
+	}
+	for _, id := range abandoned {
+		a.warn("", fmt.Sprintf("run %s ended without recording an outcome (kewplan was killed?); it is marked abandoned", id))
+	}
+	a.engine.Sweep(ctx, a.run)
 }
 
 // checkOptions refuses options Apply cannot run with and fills in the defaults.
@@ -226,7 +280,7 @@ func checkOptions(opts *ApplyOptions) error {
 
 // summarize adds up the nodes' results, in plan order, into the run's summary and its status.
 func (a *applier) summarize(ctx context.Context, started time.Time, results map[string]*ledger.NodeResult) ApplySummary {
-	sum := ApplySummary{RunID: a.runID, Started: started, Ended: time.Now(), StateDir: a.stateDir, Status: ledger.RunSucceeded}
+	sum := ApplySummary{RunID: a.runID, Started: started, Ended: time.Now(), StateDir: a.dir.Root, Status: ledger.RunSucceeded}
 	for _, np := range a.opts.Plan.Nodes {
 		r := results[np.Name]
 		sum.Nodes = append(sum.Nodes, *r)
@@ -255,17 +309,17 @@ func (a *applier) summarize(ctx context.Context, started time.Time, results map[
 type applier struct {
 	opts     ApplyOptions
 	hook     *syncHook
-	engine   *engine.Engine
+	engine   adapter.Engine
+	run      *adapter.Run // what the engine knows of the apply
 	ledger   *ledger.Ledger
-	stateDir string
+	dir      statedir.Dir
 	runID    string
-	pid      int
 	env      map[string]string
 	imageIDs map[string]string // image ref -> id, from preflight
 	janitor  *Janitor
 	budget   *applyBudget // the apply-wide spend and max_usd
-	egress   *egressState // the apply's egress proxy; nil when no node is proxied
-	k8s      *k8sState    // the Kubernetes engine; nil on Docker
+	denials  egressDenials
+	secrets  runSecrets // values the engine registered, masked like credentials
 	// envWarnings are preflight's findings about the environment, reported with the run's start.
 	envWarnings []string
 
@@ -276,212 +330,7 @@ type applier struct {
 }
 
 func (a *applier) warn(node, msg string) {
-	a.hook.Warning(WarningEvent{RunID: a.runID, Node: node, Message: a.maskString(msg, a.nodeCredentials(node)), Time: time.Now()})
-}
-
-// nodePlanProblem is what makes a node unrunnable on any engine, read from its plan: errors, or a runner that
-// forwards no credential. "" when there is none.
-func nodePlanProblem(np *planner.NodePlan) string {
-	if np.Errors || (np.Container == nil && len(np.Unknown) == 0) {
-		return fmt.Sprintf("node %q has errors in the plan; run `kewplan plan` to see them", np.Name)
-	}
-	if len(np.Credentials) == 0 {
-		return fmt.Sprintf("node %q: runner %q forwards no credential, so the agent could not authenticate; declare the runner's credentials", np.Name, np.Runner)
-	}
-	return ""
-}
-
-// preflight checks everything a node needs before any container starts, collecting every problem so one apply
-// attempt tells the user all that is missing.
-func (a *applier) preflight(ctx context.Context, lockErr error) error {
-	if a.k8s != nil {
-		return a.k8sPreflight(ctx, lockErr)
-	}
-	var problems []string
-	if lockErr != nil {
-		problems = append(problems, lockErr.Error())
-	}
-	if _, err := exec.LookPath("git"); err != nil {
-		problems = append(problems, "git is not installed or not on PATH: kewplan clones each node's repository with the system git; install git")
-	}
-	for _, np := range a.opts.Plan.Nodes {
-		if p := nodePlanProblem(np); p != "" {
-			problems = append(problems, p)
-			continue
-		}
-		set := false
-		for _, name := range np.Credentials {
-			if a.env[name] != "" {
-				set = true
-				break
-			}
-		}
-		if !set {
-			problems = append(problems, fmt.Sprintf("node %q: none of runner %q's credentials is set in kewplan's environment (%s); export one of them, for example `export %s=…`",
-				np.Name, np.Runner, strings.Join(np.Credentials, ", "), np.Credentials[0]))
-		}
-	}
-
-	eng, err := engine.Connect(ctx, a.opts.Environ)
-	if err != nil {
-		problems = append(problems, err.Error())
-	} else {
-		a.engine = eng
-		if versions, err := eng.ComponentVersions(ctx); err == nil {
-			a.envWarnings = append(a.envWarnings, versionFloorWarnings(versions)...)
-		}
-		problems = append(problems, a.runtimePreflight(ctx, eng)...)
-		images := map[string][]string{}
-		networks := map[string][]string{}
-		for _, np := range a.opts.Plan.Nodes {
-			// A node whose values depend on another node's outputs has no container until apply re-plans it;
-			// its image and network are known all the same.
-			image, netName := np.Image, ""
-			if np.Container != nil {
-				image, netName = np.Container.Image, np.Container.Network
-			} else if a.opts.Config != nil && a.opts.Config.Sandbox != nil {
-				netName = a.opts.Config.Sandbox.AllowlistNetwork
-			}
-			if image != "" {
-				images[image] = append(images[image], np.Name)
-			}
-			if np.Network == config.NetworkAllowlist && netName != "" {
-				networks[netName] = append(networks[netName], np.Name)
-			}
-		}
-		for _, ref := range slices.Sorted(maps.Keys(images)) {
-			info, err := eng.InspectImage(ctx, ref)
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("node %s: %v", quoteList(images[ref]), err))
-				continue
-			}
-			if problem := rootImageProblem(info); problem != "" {
-				problems = append(problems, fmt.Sprintf("node %s: %s", quoteList(images[ref]), problem))
-				continue
-			}
-			a.imageIDs[ref] = info.ID
-		}
-		for _, name := range slices.Sorted(maps.Keys(networks)) {
-			info, err := eng.InspectNetwork(ctx, name)
-			if errors.Is(err, engine.ErrNotFound) {
-				problems = append(problems, fmt.Sprintf("node %s: the allowlist network %q does not exist; kewplan fails closed and never falls back to another network: create it with `%s` and attach your egress proxy to it",
-					quoteList(networks[name]), name, allowlistNetworkCommand(name)))
-				continue
-			}
-			if err != nil {
-				problems = append(problems, err.Error())
-				continue
-			}
-			if !info.Internal {
-				// A network that merely has the allowlist's name is no allowlist: its containers reach any host.
-				problems = append(problems, fmt.Sprintf("node %s: the allowlist network %q is not --internal, so containers on it could reach the internet directly instead of only through your egress proxy; kewplan fails closed: recreate it with `docker network rm %s && %s` and attach your egress proxy to it",
-					quoteList(networks[name]), name, name, allowlistNetworkCommand(name)))
-				continue
-			}
-			if info.Driver == "bridge" && info.Options[inhibitIPv4] != "true" {
-				// An --internal bridge still gives the host an address on it, and the host's INPUT chain is not
-				// Docker's: an agent reaches every service this host listens on all interfaces.
-				a.envWarnings = append(a.envWarnings, fmt.Sprintf("the allowlist network %q gives this host an address on its bridge, so agents can reach any service the host listens on (all interfaces); recreate it without one: `docker network rm %s && %s`",
-					name, name, allowlistNetworkCommand(name)))
-			}
-		}
-	}
-	if len(problems) > 0 {
-		if a.engine != nil {
-			a.engine.Close()
-			a.engine = nil
-		}
-		return &PreflightError{Problems: problems}
-	}
-	return nil
-}
-
-// versionFloorWarnings names each engine component older than the release that fixes a container-escape or
-// sandbox-egress CVE (security notes §6 C12). It warns rather than refuses: a distribution may have backported the
-// fix without changing the upstream version number.
-func versionFloorWarnings(versions map[string]string) []string {
-	var out []string
-	if v, ok := parseVersion(versions["Engine"]); ok {
-		fixed := v[0] >= 26 || v[0] == 25 && !versionLess(v, [3]int{25, 0, 4}) || v[0] == 23 && !versionLess(v, [3]int{23, 0, 11})
-		if !fixed {
-			out = append(out, fmt.Sprintf("the Docker Engine is %s, older than the releases that fix CVE-2024-29018 (DNS exfiltration from --internal networks: 23.0.11, 25.0.4, 26.0.0); upgrade it, unless your distribution backported the fix", versions["Engine"]))
-		}
-	}
-	if v, ok := parseVersion(versions["runc"]); ok {
-		switch {
-		case versionLess(v, [3]int{1, 1, 12}):
-			out = append(out, fmt.Sprintf("runc is %s, older than 1.1.12, which fixes CVE-2024-21626 (a container process reaching the host filesystem), and than 1.2.8, which fixes CVE-2025-31133, CVE-2025-52565 and CVE-2025-52881; upgrade it, unless your distribution backported the fixes", versions["runc"]))
-		case versionLess(v, [3]int{1, 2, 8}) || v[0] == 1 && v[1] == 3 && versionLess(v, [3]int{1, 3, 3}):
-			out = append(out, fmt.Sprintf("runc is %s, older than the releases that fix CVE-2025-31133, CVE-2025-52565 and CVE-2025-52881 (1.2.8, 1.3.3); upgrade it, unless your distribution backported the fixes", versions["runc"]))
-		}
-	}
-	return out
-}
-
-// parseVersion reads the leading MAJOR.MINOR.PATCH of a version such as "20.10.24+dfsg1" or "v1.1.5".
-func parseVersion(s string) ([3]int, bool) {
-	var v [3]int
-	s = strings.TrimPrefix(s, "v")
-	for i := 0; i < 3; i++ {
-		n, rest := 0, 0
-		for rest < len(s) && s[rest] >= '0' && s[rest] <= '9' {
-			n = n*10 + int(s[rest]-'0')
-			rest++
-		}
-		if rest == 0 {
-			return v, false
-		}
-		v[i] = n
-		s = s[rest:]
-		if i < 2 {
-			if !strings.HasPrefix(s, ".") {
-				return v, i >= 1
-			}
-			s = s[1:]
-		}
-	}
-	return v, true
-}
-
-func versionLess(a, b [3]int) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return a[i] < b[i]
-		}
-	}
-	return false
-}
-
-// inhibitIPv4 is the bridge driver option that leaves the host without an address on the network.
-const inhibitIPv4 = "com.docker.network.bridge.inhibit_ipv4"
-
-// allowlistNetworkCommand is how to create an allowlist network that is closed on both sides: no route out
-// (--internal) and no host address on its bridge.
-func allowlistNetworkCommand(name string) string {
-	return fmt.Sprintf("docker network create --internal %s -o %s=true", name, inhibitIPv4)
-}
-
-// rootImageProblem refuses an image whose configured user is root: kewplan never sets the container's user, so the
-// image's USER is who the agent runs as, and the contract requires uid 1001 (the HOME tmpfs is pinned to it).
-func rootImageProblem(info *engine.ImageInfo) string {
-	user, _, _ := strings.Cut(info.User, ":")
-	if user != "" && user != "0" && user != "root" {
-		return ""
-	}
-	shown := fmt.Sprintf("its USER is %q", info.User)
-	if info.User == "" {
-		shown = "it sets no USER"
-	}
-	return fmt.Sprintf("image %q would run the agent as root (%s); kewplan runs agents only as a non-root user: end its Dockerfile with `USER %d` (the HOME tmpfs is pinned to uid %d)",
-		info.Ref, shown, planner.AgentUID, planner.AgentUID)
-}
-
-func quoteList(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = fmt.Sprintf("%q", n)
-	}
-	return strings.Join(q, ", ")
+	a.hook.Warning(WarningEvent{RunID: a.runID, Node: node, Message: a.maskAll(msg, a.nodeCredentials(node)), Time: time.Now()})
 }
 
 // newRunID is sortable by start time and unique: UTC time plus random bits.
@@ -746,35 +595,23 @@ func (s *syncHook) EgressDenied(e ledger.EgressDenial) { s.call(func(h Hook) { h
 func (s *syncHook) BudgetWarning(e BudgetWarningEvent) { s.call(func(h Hook) { h.BudgetWarning(e) }) }
 
 // Janitor remembers what a running apply must clean up, so that a second interrupt can make one last, bounded
-// attempt (kill and remove the containers, delete the prompt files, mark the run cancelled) before the process
-// exits without waiting for the nodes to wind down.
+// attempt (the engine kills and removes what still runs and deletes the prompt files, the run is marked
+// cancelled) before the process exits without waiting for the nodes to wind down.
 type Janitor struct {
-	mu         sync.Mutex
-	engine     *engine.Engine
-	ledger     *ledger.Ledger
-	runID      string
-	containers map[string]bool
-	prompts    map[*promptFile]bool
-	finished   bool
-	// deleteRun deletes every Kubernetes object of the run (nil on Docker).
-	deleteRun func(context.Context) error
+	mu       sync.Mutex
+	engine   adapter.Engine
+	ledger   *ledger.Ledger
+	runID    string
+	finished bool
 }
 
 // NewJanitor returns an empty janitor; pass it in ApplyOptions.
-func NewJanitor() *Janitor {
-	return &Janitor{containers: map[string]bool{}, prompts: map[*promptFile]bool{}}
-}
+func NewJanitor() *Janitor { return &Janitor{} }
 
-func (j *Janitor) bind(e *engine.Engine, l *ledger.Ledger, runID string) {
+func (j *Janitor) bind(e adapter.Engine, l *ledger.Ledger, runID string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.engine, j.ledger, j.runID = e, l, runID
-}
-
-func (j *Janitor) bindKubernetes(deleteRun func(context.Context) error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.deleteRun = deleteRun
 }
 
 func (j *Janitor) done() {
@@ -783,84 +620,24 @@ func (j *Janitor) done() {
 	j.finished = true
 }
 
-func (j *Janitor) addContainer(id string)   { j.mu.Lock(); j.containers[id] = true; j.mu.Unlock() }
-func (j *Janitor) dropContainer(id string)  { j.mu.Lock(); delete(j.containers, id); j.mu.Unlock() }
-func (j *Janitor) addPrompt(p *promptFile)  { j.mu.Lock(); j.prompts[p] = true; j.mu.Unlock() }
-func (j *Janitor) dropPrompt(p *promptFile) { j.mu.Lock(); delete(j.prompts, p); j.mu.Unlock() }
-func (j *Janitor) snapshot() ([]string, []*promptFile, *engine.Engine, *ledger.Ledger, string, bool) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	ids := make([]string, 0, len(j.containers))
-	for id := range j.containers {
-		ids = append(ids, id)
-	}
-	ps := make([]*promptFile, 0, len(j.prompts))
-	for p := range j.prompts {
-		ps = append(ps, p)
-	}
-	return ids, ps, j.engine, j.ledger, j.runID, j.finished
-}
-
 // Now makes the last cleanup attempt, waiting at most timeout, and returns what failed.
 func (j *Janitor) Now(timeout time.Duration) []error {
-	ids, prompts, eng, led, runID, finished := j.snapshot()
+	j.mu.Lock()
+	eng, led, runID, finished := j.engine, j.ledger, j.runID, j.finished
+	j.mu.Unlock()
 	if finished {
 		return nil
 	}
-	var mu sync.Mutex
 	var errs []error
-	var wg sync.WaitGroup
-	for _, p := range prompts {
-		if err := p.Remove(); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	if eng != nil {
-		for _, id := range ids {
-			wg.Add(1)
-			go func(id string) {
-				defer wg.Done()
-				if err := eng.ForceRemove(id); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}(id)
-		}
-	}
-	j.mu.Lock()
-	deleteRun := j.deleteRun
-	j.mu.Unlock()
-	if deleteRun != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			if err := deleteRun(ctx); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
-	}
-	doneCh := make(chan struct{})
-	go func() { wg.Wait(); close(doneCh) }()
-	select {
-	case <-doneCh:
-	case <-time.After(timeout):
-		mu.Lock()
-		errs = append(errs, fmt.Errorf("cleanup did not finish within %s; check `docker ps -a --filter label=%s=%s`", timeout, planner.LabelRun, runID))
-		mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		errs = append(errs, eng.Abort(ctx)...)
+		cancel()
 	}
 	if led != nil && runID != "" {
 		if err := led.FinishRun(runID, ledger.RunCancelled, time.Now()); err != nil {
-			mu.Lock()
 			errs = append(errs, err)
-			mu.Unlock()
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	return slices.Clone(errs)
+	return errs
 }

@@ -18,7 +18,9 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/docker"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
 	"github.com/kewplan/kewplan/executor/verdict"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -287,7 +289,7 @@ node "%[1]sx" {
 	if err := os.MkdirAll(f.stateDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	held, err := ledger.LockStateDir(f.stateDir)
+	held, err := ledger.LockStateDir(statedir.Dir{Root: f.stateDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +510,7 @@ func TestApplySweepsADeadApply(t *testing.T) {
 	if err := os.MkdirAll(f.stateDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	l, err := ledger.Open(filepath.Join(f.stateDir, ledger.Filename))
+	l, err := ledger.Open(statedir.Dir{Root: f.stateDir}.Ledger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,9 +530,9 @@ func TestApplySweepsADeadApply(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(checkout, planner.PromptFilename), []byte("mode=hang"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	orphan := FillContainer(&planner.Container{Name: "kew-" + f.node("old"), Node: f.node("old"), Image: f.image, Network: f.network, PidsLimit: 64,
+	orphan := docker.FillContainer(&planner.Container{Name: "kew-" + f.node("old"), Node: f.node("old"), Image: f.image, Network: f.network, PidsLimit: 64,
 		Env: []string{"ANTHROPIC_API_KEY"}}, dead, checkout)
-	spec, err := ApplyContainerSpec(orphan, map[string]string{}, 999999)
+	spec, err := docker.ApplyContainerSpec(orphan, map[string]string{}, 999999)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,11 +603,11 @@ node "%[1]sleak" {
 			t.Error("a progress event carried the credential")
 		}
 	}
-	db, err := os.ReadFile(filepath.Join(f.stateDir, ledger.Filename))
+	db, err := os.ReadFile(statedir.Dir{Root: f.stateDir}.Ledger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	wal, _ := os.ReadFile(filepath.Join(f.stateDir, ledger.Filename+"-wal"))
+	wal, _ := os.ReadFile(statedir.Dir{Root: f.stateDir}.Ledger() + "-wal")
 	if strings.Contains(string(db)+string(wal), "sk-test-dummy-value") {
 		t.Error("the credential value reached the ledger")
 	}
@@ -718,5 +720,12 @@ node "%[1]scheck" {
 	}
 	if check.Status != ledger.StatusApproved || check.BaseCommit != writer.Commit {
 		t.Errorf("check: %s (%s), checked out %s, want %s", check.Status, check.Reason, check.BaseCommit, writer.Commit)
+	}
+}
+
+// A negative MinFreeBytes is refused before anything starts.
+func TestApplyNegativeMinFree(t *testing.T) {
+	if _, err := Apply(context.Background(), ApplyOptions{Plan: &planner.Plan{}, StateDir: t.TempDir(), MinFreeBytes: -1}); err == nil || !strings.Contains(err.Error(), "MinFreeBytes") {
+		t.Errorf("Apply with a negative MinFreeBytes = %v, want an error naming it", err)
 	}
 }

@@ -14,16 +14,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kewplan/kewplan/egress"
+	"github.com/kewplan/kewplan/executor/docker"
 	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/internal/testkit"
 	"github.com/kewplan/kewplan/planner"
 )
 
 func TestAppliedArgvAddsThePIDLabelOnly(t *testing.T) {
 	c := &planner.Container{Name: "kew-n", Node: "n", RunID: "r", Checkout: "/c", Image: "i", Network: "bridge", PidsLimit: 1}
 	planned := c.Argv()
-	applied := AppliedArgv(c, 4242)
+	applied := docker.AppliedArgv(c, 4242)
 	if len(applied) != len(planned)+2 {
-		t.Fatalf("AppliedArgv() has %d words, want %d", len(applied), len(planned)+2)
+		t.Fatalf("docker.AppliedArgv() has %d words, want %d", len(applied), len(planned)+2)
 	}
 	i := slices.Index(applied, "kewplan.pid=4242")
 	if i < 1 || applied[i-1] != "--label" || applied[i-2] != "kewplan.run=r" {
@@ -37,10 +39,7 @@ func TestAppliedArgvAddsThePIDLabelOnly(t *testing.T) {
 func TestArgvIsTheTruth(t *testing.T) {
 	f := newFixture(t)
 	if _, err := exec.LookPath("docker"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set, but the docker CLI this test compares against is not installed")
-		}
-		t.Skip("skipping: the docker CLI this test compares against is not installed")
+		testkit.Need(t, "the docker CLI this test compares against is not installed")
 	}
 	cfg := f.config(`
 node "%[1]sargv" {
@@ -75,7 +74,7 @@ node "%[1]sargv-runsc" {
 // argvAgrees creates the node's container through the docker CLI and through the Engine API and compares them.
 func argvAgrees(t *testing.T, f *fixture, np *planner.NodePlan, runtime string) {
 	checkout := t.TempDir()
-	c := FillContainer(np.Container, "run-argv-"+randomSuffix(), checkout)
+	c := docker.FillContainer(np.Container, "run-argv-"+randomSuffix(), checkout)
 	environ := []string{"ANTHROPIC_API_KEY=sk-test-dummy", "PATH=" + os.Getenv("PATH")}
 	// The proxy variables: the docker CLI takes `-e HTTPS_PROXY` from its environment, apply passes the values
 	// it got from its proxy; the same values here, so that both containers must agree.
@@ -89,7 +88,7 @@ func argvAgrees(t *testing.T, f *fixture, np *planner.NodePlan, runtime string) 
 	if h := os.Getenv("DOCKER_HOST"); h != "" {
 		environ = append(environ, "DOCKER_HOST="+h)
 	}
-	argv := AppliedArgv(c, os.Getpid())
+	argv := docker.AppliedArgv(c, os.Getpid())
 	if argv[0] != "docker" || argv[1] != "run" {
 		t.Fatalf("argv does not start with docker run: %q", argv)
 	}
@@ -127,7 +126,7 @@ func argvAgrees(t *testing.T, f *fixture, np *planner.NodePlan, runtime string) 
 		for name := range proxyEnv {
 			delete(credentials, name) // never from kewplan's own environment
 		}
-		spec, err := ApplyProxiedContainerSpec(c, credentials, proxyEnv, os.Getpid())
+		spec, err := docker.ApplyProxiedContainerSpec(c, credentials, proxyEnv, os.Getpid())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/egress"
+	"github.com/kewplan/kewplan/executor/checkout"
+	"github.com/kewplan/kewplan/executor/docker"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -160,17 +162,17 @@ func dockerRunArgvs(b *testing.B, plan *planner.Plan, tag string) [][]string {
 	b.Helper()
 	var out [][]string
 	for _, np := range plan.Nodes {
-		checkout := filepath.Join(b.TempDir(), "checkout")
-		if err := os.MkdirAll(checkout, 0o755); err != nil {
+		dir := filepath.Join(b.TempDir(), "checkout")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			b.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(checkout, planner.PromptFilename), []byte(np.Prompt.Text), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, planner.PromptFilename), []byte(np.Prompt.Text), 0o644); err != nil {
 			b.Fatal(err)
 		}
-		if err := makeWritableByAgent(checkout); err != nil {
+		if err := checkout.MakeWritableByAgent(dir); err != nil {
 			b.Fatal(err)
 		}
-		out = append(out, FillContainer(np.Container, tag, checkout).Argv())
+		out = append(out, docker.FillContainer(np.Container, tag, dir).Argv())
 	}
 	return out
 }

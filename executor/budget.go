@@ -124,7 +124,7 @@ func (nb *nodeBudget) watch(ctx context.Context, stop func()) (wait func()) {
 // tracker's decision (the node's cap, or the apply's crossed on one of its lines), or the apply-wide stop when that
 // killed its container (the kill may land while the engine still starts it: then the run has an error, or exited
 // by the signal). nil when no cap stopped it.
-func (nb *nodeBudget) settle(res *ledger.NodeResult, out *agentRun) *ledger.BudgetStop {
+func (nb *nodeBudget) settle(res *ledger.NodeResult, killedByRun bool) *ledger.BudgetStop {
 	u := nb.tracker.Usage()
 	res.CostSource = u.CostSource
 	res.CostUSD = nil
@@ -134,7 +134,7 @@ func (nb *nodeBudget) settle(res *ledger.NodeResult, out *agentRun) *ledger.Budg
 	}
 	res.BudgetWarning = nb.warning
 	d, ok := nb.tracker.Exceeded()
-	if !ok && nb.killedByApply.Load() && (out.runErr != nil || out.run == nil || out.run.Cancelled) {
+	if !ok && nb.killedByApply.Load() && killedByRun {
 		d, ok = nb.apply.exceeded()
 	}
 	if !ok {
@@ -142,20 +142,6 @@ func (nb *nodeBudget) settle(res *ledger.NodeResult, out *agentRun) *ledger.Budg
 	}
 	res.Budget = &ledger.BudgetStop{Scope: d.Scope, Cap: d.Cap, Limit: d.Limit, Value: d.Value, Source: d.Source, Message: d.String()}
 	return res.Budget
-}
-
-// budgetReason is the reason recorded with budget_exceeded.
-func budgetReason(b *ledger.BudgetStop, killed bool) string {
-	reason := b.Message
-	if b.Cap == budget.CapMaxUSD && b.Source == budget.SourceEstimated {
-		reason += " (estimated: tokens × price)"
-	}
-	if killed {
-		reason += "; kewplan killed its container"
-	} else {
-		reason += "; the agent had already ended"
-	}
-	return reason
 }
 
 // costTotal adds up the recorded costs of the nodes that ran: the sum of the known ones, where they came from, and

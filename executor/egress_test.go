@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/egress"
+	"github.com/kewplan/kewplan/executor/docker"
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -118,8 +120,8 @@ node "%[1]spip" {
 		t.Fatal(err)
 	}
 	f.assertClean(sum.RunID)
-	if ok, _ := f.eng.ContainerExists(context.Background(), EgressProxyPrefix+sum.RunID); ok {
-		t.Errorf("the egress proxy %s%s was left behind", EgressProxyPrefix, sum.RunID)
+	if ok, _ := f.eng.ContainerExists(context.Background(), docker.EgressProxyPrefix+sum.RunID); ok {
+		t.Errorf("the egress proxy %s%s was left behind", docker.EgressProxyPrefix, sum.RunID)
 	}
 	agent, pip := resultOf(t, sum, f.node("agent")), resultOf(t, sum, f.node("pip"))
 	for _, r := range []ledger.NodeResult{agent, pip} {
@@ -163,7 +165,7 @@ node "%[1]spip" {
 	}
 
 	// Every refusal, with node, host, port, reason and time: in the ledger and in the summary.
-	l, err := ledger.Open(f.stateDir + "/" + ledger.Filename)
+	l, err := ledger.Open(statedir.Dir{Root: f.stateDir}.Ledger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,24 +24,13 @@ import (
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
+	"github.com/kewplan/kewplan/internal/testkit"
 	"github.com/kewplan/kewplan/planner"
 )
 
 // testEngine connects to the engine, or skips (locally) / fails (CI set) with a clear message.
-func testEngine(t testing.TB) *engine.Engine {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	eng, err := engine.Connect(ctx, os.Environ())
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set, so the Docker engine tests must run, but: %v", err)
-		}
-		t.Skipf("skipping: these tests need a Docker engine and none answered (%v); start dockerd or set DOCKER_HOST", err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	return eng
-}
+func testEngine(t testing.TB) *engine.Engine { return testkit.Engine(t) }
 
 // testAgentImage is one test agent's image: a static Go program from testdata built into an image once per test
 // binary, tagged by a hash of the binary and the recipe so an unchanged agent is never rebuilt across runs.
@@ -131,29 +120,7 @@ func testNetwork(t testing.TB, eng *engine.Engine) string {
 }
 
 // testRepo makes a local git repository with one commit on main (its objects loose, as the fake agent needs).
-func testRepo(t testing.TB) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "origin")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("# test repository\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, args := range [][]string{
-		{"init", "--quiet", "--initial-branch=main"},
-		{"add", "README.md"},
-		{"-c", "user.name=kewplan test", "-c", "user.email=test@kewplan.invalid", "commit", "--quiet", "-m", "initial"},
-	} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %s: %v\n%s", args[0], err, out)
-		}
-	}
-	return dir
-}
+func testRepo(t testing.TB) string { return testkit.GitRepo(t) }
 
 // fixture is one test configuration: its directory, the network and image it uses.
 type fixture struct {
@@ -173,7 +140,7 @@ func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	eng := testEngine(t)
 	f := &fixture{t: t, eng: eng, dir: t.TempDir(), image: fakeAgentImage(t, eng), network: testNetwork(t, eng), repo: testRepo(t)}
-	f.stateDir = filepath.Join(f.dir, DefaultStateDir)
+	f.stateDir = filepath.Join(f.dir, statedir.DefaultName)
 	f.prefix = "t" + randomSuffix() + "-"
 	return f
 }
@@ -256,7 +223,7 @@ func (f *fixture) assertClean(runID string) {
 // ledgerRun reads a run back from the fixture's ledger.
 func (f *fixture) ledgerRun(runID string) (*ledger.RunRecord, map[string]ledger.NodeRecord) {
 	f.t.Helper()
-	l, err := ledger.Open(filepath.Join(f.stateDir, ledger.Filename))
+	l, err := ledger.Open(statedir.Dir{Root: f.stateDir}.Ledger())
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 package executor
 
-// Fan-out (issue 19) in the executor: instances of a for_each node run under their addresses (fix["api"]) in
+// Fan-out in the executor: instances of a for_each node run under their addresses (fix["api"]) in
 // results, the ledger and hooks, while every path apply derives uses the instance's slug.
 
 import (
@@ -12,33 +12,8 @@ import (
 	"testing"
 
 	"github.com/kewplan/kewplan/executor/ledger"
-	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/executor/statedir"
 )
-
-func TestNodePathName(t *testing.T) {
-	for _, tc := range []struct {
-		np   planner.NodePlan
-		want string
-	}{
-		{planner.NodePlan{Name: "fix", Slug: "fix"}, "fix"},
-		{planner.NodePlan{Name: `fix["api"]`, Slug: "fix-api"}, "fix-api"},
-		{planner.NodePlan{Name: "plain"}, "plain"},
-	} {
-		if got := nodePathName(&tc.np); got != tc.want {
-			t.Errorf("nodePathName(%q, slug %q) = %q, want %q", tc.np.Name, tc.np.Slug, got, tc.want)
-		}
-	}
-	// No slug, or an unusable one: a hashed name, one plain component, distinct per address.
-	a, b := nodePathName(&planner.NodePlan{Name: `fix["../x"]`}), nodePathName(&planner.NodePlan{Name: `fix["x"]`, Slug: "../x"})
-	for _, got := range []string{a, b} {
-		if !safePathComponent(got) || !strings.HasPrefix(got, "node-") {
-			t.Errorf("fallback name %q is not a plain hashed component", got)
-		}
-	}
-	if a == b {
-		t.Errorf("two addresses share the fallback name %q", a)
-	}
-}
 
 // TestApplyForEachInstances applies a for_each node over three keys, one of them hostile ("../x"): each instance
 // runs in its own container, pushes its own branch, and is recorded under its address; every file apply made is
@@ -101,7 +76,7 @@ node "%[1]sfix" {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if e.Name() != "main.hcl" && e.Name() != DefaultStateDir {
+		if e.Name() != "main.hcl" && e.Name() != statedir.DefaultName {
 			t.Errorf("apply made %s beside the state directory", e.Name())
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/kubernetes"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/internal/k8stest"
 	"github.com/kewplan/kewplan/k8srender"
@@ -58,7 +59,7 @@ func TestKubernetesE2EApplyCancel(t *testing.T) {
 	done := make(chan result, 1)
 	go func() {
 		sum, err := Apply(applyCtx, ApplyOptions{Config: cfg, Plan: p, StateDir: filepath.Join(dir, ".kewplan"), Hooks: []Hook{&recorder{}},
-			Kubernetes: &KubernetesOptions{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: c, PollInterval: 100 * time.Millisecond}})
+			Engine: kubernetes.New(kubernetes.Options{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: c, PollInterval: 100 * time.Millisecond})})
 		done <- result{sum, err}
 	}()
 	managed := metav1.ListOptions{LabelSelector: k8srender.LabelManagedBy + "=" + k8srender.ManagedBy}

@@ -21,7 +21,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/kubernetes"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
 	"github.com/kewplan/kewplan/internal/k8stest"
 	"github.com/kewplan/kewplan/k8sengine"
 	"github.com/kewplan/kewplan/k8srender"
@@ -331,7 +333,7 @@ func applyK8s(ctx context.Context, t *testing.T, k *kubelet, hcl string, tweak .
 	cl := (&k8sengine.Cluster{API: k8stest.FakeAPI{CS: k.cs}, Namespace: k8sNamespace}).WithLogs(k.logs)
 	out := &k8sApply{cluster: cl, stateDir: filepath.Join(dir, ".kewplan"), rec: &recorder{}}
 	opts := ApplyOptions{Config: cfg, Plan: p, StateDir: out.stateDir, Hooks: []Hook{out.rec}, Parallelism: 4,
-		Kubernetes: &KubernetesOptions{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: cl, PollInterval: time.Millisecond}}
+		Engine: kubernetes.New(kubernetes.Options{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: cl, PollInterval: time.Millisecond})}
 	for _, f := range tweak {
 		f(&opts)
 	}
@@ -348,7 +350,7 @@ func applyK8s(ctx context.Context, t *testing.T, k *kubelet, hcl string, tweak .
 // ledgerRow is the node's row as the ledger recorded it.
 func (r *k8sApply) ledgerRow(t *testing.T, node string) ledger.NodeRecord {
 	t.Helper()
-	l, err := ledger.Open(filepath.Join(r.stateDir, ledger.Filename))
+	l, err := ledger.Open(statedir.Dir{Root: r.stateDir}.Ledger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -625,7 +627,7 @@ func TestKubernetesRetryIsAFreshJob(t *testing.T) {
 	if len(jobs) != 2 || jobs[1] != jobs[0]+"-a2" {
 		t.Errorf("Jobs %v, want the first and a fresh one suffixed -a2", jobs)
 	}
-	l, err := ledger.Open(filepath.Join(r.stateDir, ledger.Filename))
+	l, err := ledger.Open(statedir.Dir{Root: r.stateDir}.Ledger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -714,7 +716,7 @@ func TestKubernetesOutputLimit(t *testing.T) {
 func TestKubernetesSweepsDeadRuns(t *testing.T) {
 	const dead, stranger = "20260101T000000Z-dead00", "20260101T000000Z-other0"
 	stateDir := t.TempDir()
-	l, err := ledger.Open(filepath.Join(stateDir, ledger.Filename))
+	l, err := ledger.Open(statedir.Dir{Root: stateDir}.Ledger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -785,7 +787,7 @@ func TestKubernetesResume(t *testing.T) {
 	jobsBefore := len(k.jobNames())
 	second := applyK8s(context.Background(), t, k, hcl, func(o *ApplyOptions) {
 		o.StateDir = stateDir
-		prev, err := LoadPreviousRun(context.Background(), stateDir, first.sum.RunID, o.Plan, o.Config.Dir)
+		prev, err := LoadPreviousRun(context.Background(), statedir.Dir{Root: stateDir}, first.sum.RunID, o.Plan, o.Config.Dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,14 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/checkout"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
 	"github.com/kewplan/kewplan/executor/verdict"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -63,12 +63,12 @@ func (a *applier) reuseNodes() map[string]*ledger.NodeResult {
 // ResumeLatest names the newest finished run of a ledger (apply --resume latest).
 const ResumeLatest = "latest"
 
-// LoadPreviousRun reads what run runID (or ResumeLatest) of the ledger in stateDir recorded about each node, as
+// LoadPreviousRun reads what run runID (or ResumeLatest) of the state directory's ledger recorded about each node, as
 // planner.Resume needs it: status, input fingerprint, outputs (as they fed the dependants), the run they were
 // themselves reused from, and, for a node that pushed its branch, where that branch points on the remote now
 // (git ls-remote of the node's repository in plan, relative paths resolved against configDir).
-func LoadPreviousRun(ctx context.Context, stateDir, runID string, plan *planner.Plan, configDir string) (*planner.PreviousRun, error) {
-	path := filepath.Join(stateDir, ledger.Filename)
+func LoadPreviousRun(ctx context.Context, dir statedir.Dir, runID string, plan *planner.Plan, configDir string) (*planner.PreviousRun, error) {
+	path := dir.Ledger()
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("--resume: no run ledger at %s: nothing was applied with this state directory yet (use --state-dir to point at another)", path)
 	}
@@ -110,7 +110,7 @@ func LoadPreviousRun(ctx context.Context, stateDir, runID string, plan *planner.
 			}
 		}
 		if np := plan.Node(n.Node); np != nil && n.Pushed && n.Branch != "" && np.Repo != "" {
-			if head, err := remoteBranchHead(ctx, ResolveRepo(np.Repo, configDir), n.Branch); err == nil {
+			if head, err := checkout.RemoteBranchHead(ctx, checkout.ResolveRepo(np.Repo, configDir), n.Branch); err == nil {
 				pn.BranchChecked, pn.BranchHead = true, head
 			}
 		}
@@ -126,19 +126,4 @@ func recordOutputs(n ledger.NodeRecord) map[string]string {
 		commit = n.BaseCommit
 	}
 	return map[string]string{"commit": commit, "branch": n.Branch, "status": n.Status, "verdict": n.Verdict, "session_id": n.SessionID}
-}
-
-// remoteBranchHead is the commit a branch points at in repo, "" when the branch does not exist there.
-func remoteBranchHead(ctx context.Context, repo, branch string) (string, error) {
-	if strings.HasPrefix(repo, "-") || strings.HasPrefix(branch, "-") {
-		return "", fmt.Errorf("refusing to pass %q or %q to git", repo, branch)
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	out, err := runGit(ctx, "", "ls-remote", "--", repo, "refs/heads/"+branch)
-	if err != nil {
-		return "", err
-	}
-	head, _, _ := strings.Cut(out, "\t")
-	return strings.TrimSpace(head), nil
 }

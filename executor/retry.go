@@ -3,14 +3,12 @@ package executor
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"time"
 
 	"github.com/kewplan/kewplan/config"
-	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
@@ -26,17 +24,17 @@ import (
 
 // runAttempts runs a node's attempts until one is not retried, and leaves in res the last attempt's outcome with
 // the tokens and cost of every attempt added up.
-func (a *applier) runAttempts(ctx context.Context, np *planner.NodePlan, checkout string, res *ledger.NodeResult) *nodeFailure {
+func (a *applier) runAttempts(ctx context.Context, np *planner.NodePlan, res *ledger.NodeResult) *nodeFailure {
 	policy := np.Retry
 	var spent runners.RunTotals // the attempts before this one
 	for attempt := 1; ; attempt++ {
 		resetAttempt(res)
 		res.Attempts = attempt
-		dir := attemptCheckout(checkout, attempt)
+		dir := a.dir.Checkout(a.runID, np.Name, np.Slug, attempt)
 		started := time.Now()
-		f := a.attemptNode(ctx, np, dir, res)
+		f := a.attemptNode(ctx, np, res)
 		rec := attemptRecord(res, attempt, f, started, time.Now())
-		retry := f != nil && f.class != "" && ctx.Err() == nil && policy.Retries(f.class, attempt)
+		retry := f != nil && f.Class != "" && ctx.Err() == nil && policy.Retries(f.Class, attempt)
 		if retry {
 			rec.RetryWait = planner.RetryWait(policy.Backoff, attempt, a.opts.retryRand)
 		}
@@ -51,8 +49,8 @@ func (a *applier) runAttempts(ctx context.Context, np *planner.NodePlan, checkou
 				// The first attempt's checkout is the node's, which runNode removes; later ones are removed here.
 				defer a.removeCheckout(np.Name, dir)
 			}
-			if f != nil && attempt > 1 && f.class != "" {
-				f.reason = fmt.Sprintf("%s after %d attempts", rec.StopReason, attempt)
+			if f != nil && attempt > 1 && f.Class != "" {
+				f.Reason = fmt.Sprintf("%s after %d attempts", rec.StopReason, attempt)
 			}
 			return f
 		}
@@ -60,7 +58,7 @@ func (a *applier) runAttempts(ctx context.Context, np *planner.NodePlan, checkou
 			a.removeCheckout(np.Name, dir)
 		}
 		a.hook.NodeRetry(NodeRetryEvent{RunID: a.runID, Node: np.Name, Attempt: attempt, NextAttempt: attempt + 1,
-			MaxAttempts: policy.Attempts, Class: f.class, Reason: rec.StopReason, Wait: rec.RetryWait, Time: time.Now()})
+			MaxAttempts: policy.Attempts, Class: f.Class, Reason: rec.StopReason, Wait: rec.RetryWait, Time: time.Now()})
 		if err := a.retrySleep(ctx, rec.RetryWait); err != nil {
 			res.Totals = spent
 			return failed(ledger.StatusCancelled, fmt.Sprintf("the apply was cancelled while waiting to retry after attempt %d (%s)", attempt, rec.StopReason))
@@ -89,40 +87,6 @@ func (a *applier) retrySleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// retryClass says which retry class a failed attempt belongs to, or "" when no retry block may retry it.
-func retryClass(ctx context.Context, f *nodeFailure, res *ledger.NodeResult, out *agentRun) string {
-	if ctx.Err() != nil || out.diskReason != "" || out.promptErr != nil || out.budget.over.Load() {
-		return ""
-	}
-	run := out.run
-	if run != nil && run.CleanupErr != nil {
-		return "" // a container may be left with this name: another attempt would collide with it
-	}
-	var start *engine.StartError
-	switch {
-	case out.runErr != nil && errors.As(out.runErr, &start) && f.status == ledger.StatusFailed:
-		return config.RetryOnEngineError
-	case out.runErr != nil || run == nil || run.Cancelled:
-		return ""
-	case run.TimedOut && f.status == ledger.StatusTimedOut:
-		return config.RetryOnTimeout
-	case f.status == ledger.StatusFailed && res.Totals.APIError != "":
-		return config.RetryOnAPIError
-	}
-	return ""
-}
-
-// attemptSuffix names an attempt's logs and checkout: attempt 1 keeps the node's own names.
-func attemptSuffix(attempt int) string {
-	if attempt <= 1 {
-		return ""
-	}
-	return fmt.Sprintf(".a%d", attempt)
-}
-
-// attemptCheckout is the checkout directory of an attempt: the node's for the first, NODE.aN beside it after.
-func attemptCheckout(checkout string, attempt int) string { return checkout + attemptSuffix(attempt) }
-
 // resetAttempt clears what an attempt fills, so that nothing of a failed attempt is taken for the next one's.
 func resetAttempt(r *ledger.NodeResult) {
 	r.Status, r.Reason, r.ExitCode, r.Totals, r.Argv = ledger.StatusRunning, "", nil, runners.RunTotals{}, nil
@@ -136,13 +100,13 @@ func attemptRecord(res *ledger.NodeResult, attempt int, f *nodeFailure, started,
 		CacheReadTokens: res.Totals.CacheReadTokens, CacheWriteTokens: res.Totals.CacheWriteTokens, CostUSD: res.Totals.CostUSD,
 		SessionID: res.Totals.SessionID, StdoutLog: res.StdoutLog, StderrLog: res.StderrLog, BaseCommit: res.BaseCommit}
 	if f != nil {
-		rec.Status, rec.StopClass, rec.StopReason = f.status, f.class, f.reason
-		switch f.class {
+		rec.Status, rec.StopClass, rec.StopReason = f.Status, f.Class, f.Reason
+		switch f.Class {
 		case "":
 		case config.RetryOnAPIError:
-			rec.StopReason = f.class + ": " + res.Totals.APIError
+			rec.StopReason = f.Class + ": " + res.Totals.APIError
 		default:
-			rec.StopReason = f.class + ": " + f.reason
+			rec.StopReason = f.Class + ": " + f.Reason
 		}
 	}
 	return rec

@@ -15,10 +15,9 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
-	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
 	"github.com/kewplan/kewplan/planner"
-	"github.com/kewplan/kewplan/runners"
 )
 
 // retryRecorder is a recorder that also keeps NodeRetry events and can act on them.
@@ -57,7 +56,7 @@ func (w *fakeWaits) tweak(o *ApplyOptions) {
 
 func (f *fixture) attempts(runID string) map[string][]ledger.AttemptRecord {
 	f.t.Helper()
-	l, err := ledger.Open(filepath.Join(f.stateDir, ledger.Filename))
+	l, err := ledger.Open(statedir.Dir{Root: f.stateDir}.Ledger())
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -203,44 +202,6 @@ node "%[1]sflaky" {
 	}
 }
 
-// TestRetryClass: which failures a retry block may retry.
-func TestRetryClass(t *testing.T) {
-	cancelled, cancel := context.WithCancel(context.Background())
-	cancel()
-	over := &outputBudget{}
-	over.over.Store(true)
-	startErr := &engine.StartError{Err: errors.New("create container: boom")}
-	tests := []struct {
-		name string
-		ctx  context.Context
-		f    *nodeFailure
-		api  string
-		out  agentRun
-		want string
-	}{
-		{"api error", context.Background(), failed(ledger.StatusFailed, "exit 1"), "HTTP 529 overloaded", agentRun{run: &engine.RunResult{ExitCode: 1}}, config.RetryOnAPIError},
-		{"plain exit", context.Background(), failed(ledger.StatusFailed, "exit 3"), "", agentRun{run: &engine.RunResult{ExitCode: 3}}, ""},
-		{"timeout", context.Background(), failed(ledger.StatusTimedOut, "killed"), "", agentRun{run: &engine.RunResult{TimedOut: true}}, config.RetryOnTimeout},
-		{"engine start", context.Background(), failed(ledger.StatusFailed, "create"), "", agentRun{run: &engine.RunResult{ExitCode: -1}, runErr: startErr}, config.RetryOnEngineError},
-		{"engine start, container left", context.Background(), failed(ledger.StatusFailed, "create"), "", agentRun{run: &engine.RunResult{CleanupErr: errors.New("x")}, runErr: startErr}, ""},
-		{"cancelled", cancelled, failed(ledger.StatusCancelled, "cancelled"), "HTTP 529 overloaded", agentRun{run: &engine.RunResult{Cancelled: true}}, ""},
-		{"output limit", context.Background(), failed(ledger.StatusFailed, "flood"), "HTTP 529 overloaded", agentRun{run: &engine.RunResult{ExitCode: 137}, budget: over}, ""},
-		{"disk", context.Background(), failed(ledger.StatusFailed, "disk"), "HTTP 529 overloaded", agentRun{run: &engine.RunResult{ExitCode: 137}, diskReason: "disk full"}, ""},
-		{"killed by a stop", context.Background(), failed(ledger.StatusCancelled, "stopped"), "HTTP 529 overloaded", agentRun{run: &engine.RunResult{Cancelled: true}}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if tt.out.budget == nil {
-				tt.out.budget = &outputBudget{}
-			}
-			res := &ledger.NodeResult{Totals: runners.RunTotals{APIError: tt.api}}
-			if got := retryClass(tt.ctx, tt.f, res, &tt.out); got != tt.want {
-				t.Errorf("retryClass() = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
 // TestResumeAfterFix: a three-node graph whose middle node failed is fixed and applied again with its run
 // resumed: the first node is reused (nothing started, its commit fed to the third node as recorded), the other
 // two run.
@@ -283,7 +244,7 @@ node "%%[1]slast" {
 
 	fixed := f.config(fmt.Sprintf(graph, "succeed"))
 	p := f.plan(fixed)
-	prev, err := LoadPreviousRun(context.Background(), f.stateDir, ResumeLatest, p, fixed.Dir)
+	prev, err := LoadPreviousRun(context.Background(), statedir.Dir{Root: f.stateDir}, ResumeLatest, p, fixed.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +300,7 @@ node "%%[1]slast" {
 	}
 
 	// Resuming the resumed run reuses everything, and a reused node keeps pointing at the run that made it.
-	prev2, err := LoadPreviousRun(context.Background(), f.stateDir, ResumeLatest, p, fixed.Dir)
+	prev2, err := LoadPreviousRun(context.Background(), statedir.Dir{Root: f.stateDir}, ResumeLatest, p, fixed.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}

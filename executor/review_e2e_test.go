@@ -16,6 +16,7 @@ import (
 
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
 )
 
 var reviewAgent testAgentImage
@@ -30,7 +31,7 @@ func newReviewFixture(t *testing.T) *fixture {
 	t.Helper()
 	eng := testEngine(t)
 	f := &fixture{t: t, eng: eng, dir: t.TempDir(), image: reviewAgentImage(t, eng), network: testNetwork(t, eng), repo: testRepo(t)}
-	f.stateDir = filepath.Join(f.dir, DefaultStateDir)
+	f.stateDir = filepath.Join(f.dir, statedir.DefaultName)
 	f.prefix = "r" + randomSuffix() + "-"
 	return f
 }

@@ -2,15 +2,17 @@ package views
 
 import (
 	"fmt"
-	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/kewplan/kewplan/internal/termsafe"
+
 	"github.com/kewplan/kewplan/executor"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
 )
@@ -245,7 +247,7 @@ func (v *ApplyDisplay) ApplyDone(s executor.ApplySummary) {
 		fmt.Fprintln(v.w, v.yellow(line))
 	}
 	details := "kewplan runs show " + s.RunID
-	if s.StateDir != "" && filepath.Clean(s.StateDir) != executor.DefaultStateDir {
+	if s.StateDir != "" && filepath.Clean(s.StateDir) != statedir.DefaultName {
 		details += " --state-dir " + planner.ShellQuote(s.StateDir)
 	}
 	fmt.Fprintf(v.w, "Details: %s\n", termsafe.String(details))

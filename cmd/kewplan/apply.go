@@ -19,6 +19,8 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/adapter"
+	"github.com/kewplan/kewplan/executor/kubernetes"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/internal/safefile"
 	"github.com/kewplan/kewplan/internal/termsafe"
@@ -183,9 +185,10 @@ func (c *ApplyCmd) selectEngine(view views.Apply, a *toApply, files ...map[strin
 	return true
 }
 
-// kubernetesOptions connects to the cluster of the configuration's engine "kubernetes" block (kubeconfig,
-// KUBECONFIG honoured, its context); nil when the nodes run on Docker.
-func kubernetesOptions(a *toApply) (*executor.KubernetesOptions, error) {
+// applyEngine is the engine the nodes run on: nil for Docker (the executor's default), or the Kubernetes engine
+// connected to the cluster of the configuration's engine "kubernetes" block (kubeconfig, KUBECONFIG honoured, its
+// context).
+func applyEngine(a *toApply) (adapter.Engine, error) {
 	if a.engine != config.EngineKubernetes {
 		return nil, nil
 	}
@@ -198,7 +201,7 @@ func kubernetesOptions(a *toApply) (*executor.KubernetesOptions, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &executor.KubernetesOptions{Engine: e, Cluster: cl}, nil
+	return kubernetes.New(kubernetes.Options{Engine: e, Cluster: cl}), nil
 }
 
 // decideResume makes the resume decisions of --resume before approval, so the plan shows them; a plan with
@@ -245,7 +248,7 @@ func (c *ApplyCmd) approve(env *Env, view views.Apply, a *toApply) (ok bool, err
 // apply runs the plan with the view's hooks and turns its outcome into the exit status.
 func (c *ApplyCmd) apply(env *Env, view views.Apply, a *toApply, minFree int64) error {
 	stateDir := applyStateDir(c.StateDir, a.cfg)
-	k8s, err := kubernetesOptions(a)
+	eng, err := applyEngine(a)
 	if err != nil {
 		view.PreflightFailed([]string{err.Error()})
 		return ExitCode(1)
@@ -255,7 +258,7 @@ func (c *ApplyCmd) apply(env *Env, view views.Apply, a *toApply, minFree int64) 
 	sum, err := executor.Apply(ctx, executor.ApplyOptions{
 		Config: a.cfg, Vars: a.vars, Plan: a.plan, StateDir: stateDir, Parallelism: c.Parallelism, MinFreeBytes: minFree,
 		Environ: env.Environ, Hooks: view.Hooks(), KewplanVersion: version, Janitor: janitor,
-		Resume: a.resumePlan, Kubernetes: k8s,
+		Resume: a.resumePlan, Engine: eng,
 	})
 	if err != nil {
 		var pe *executor.PreflightError

@@ -21,25 +21,14 @@ import (
 
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
+	"github.com/kewplan/kewplan/internal/testkit"
 	"github.com/kewplan/kewplan/planner"
 )
 
 // These tests drive `kewplan apply` and `kewplan runs` against the real engine with the executor's fake agent.
 
-func engineOrSkip(t *testing.T) *engine.Engine {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	eng, err := engine.Connect(ctx, os.Environ())
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set, so the Docker engine tests must run, but: %v", err)
-		}
-		t.Skipf("skipping: needs a Docker engine and none answered (%v)", err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	return eng
-}
+func engineOrSkip(t *testing.T) *engine.Engine { return testkit.Engine(t) }
 
 var agentImage struct {
 	once sync.Once
@@ -346,7 +335,7 @@ node "%[1]shang" {
 				}
 				return nil
 			})
-			l, err := ledger.Open(filepath.Join(state, ledger.Filename))
+			l, err := ledger.Open(statedir.Dir{Root: state}.Ledger())
 			if err != nil {
 				t.Fatal(err)
 			}

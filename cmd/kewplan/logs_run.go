@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/kewplan/kewplan/executor"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
 	"github.com/kewplan/kewplan/runners"
 	"github.com/kewplan/kewplan/transcript"
 	"github.com/kewplan/kewplan/views"
@@ -35,11 +33,11 @@ func (c *LogsCmd) runForm(env *Env) error {
 	case c.Attempt < 0:
 		return fmt.Errorf("--attempt %d: attempts are numbered from 1", c.Attempt)
 	}
-	stateDir := c.StateDir
-	if stateDir == "" {
-		stateDir = executor.DefaultStateDir
+	dir := statedir.Dir{Root: c.StateDir}
+	if dir.Root == "" {
+		dir.Root = statedir.DefaultName
 	}
-	l, err := openLedgerReadOnly(stateDir)
+	l, err := openLedgerReadOnly(dir)
 	if err != nil {
 		return err
 	}
@@ -62,7 +60,7 @@ func (c *LogsCmd) runForm(env *Env) error {
 		}
 	}
 	out := views.NewLogsOutput(env.streams(), views.LogsOutputOptions{Environ: env.Environ, NoPager: c.NoPager || c.Follow})
-	lr := &logsRun{cmd: c, out: out, stateDir: stateDir, runID: runID}
+	lr := &logsRun{cmd: c, out: out, dir: dir, runID: runID}
 	if c.Follow {
 		err = lr.follow(l, names)
 	} else {
@@ -75,8 +73,8 @@ func (c *LogsCmd) runForm(env *Env) error {
 }
 
 // openLedgerReadOnly opens an existing ledger for reading; it never creates one, never migrates, never locks.
-func openLedgerReadOnly(stateDir string) (*ledger.Ledger, error) {
-	path := filepath.Join(stateDir, ledger.Filename)
+func openLedgerReadOnly(dir statedir.Dir) (*ledger.Ledger, error) {
+	path := dir.Ledger()
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("no run ledger at %s: nothing was applied with this state directory yet (use --state-dir to point at another)", path)
@@ -141,24 +139,28 @@ func selectNodes(recs []ledger.NodeRecord, names []string) []ledger.NodeRecord {
 
 // nodeLogs returns where one attempt of a node's stdout and stderr are stored; attempt 0 is the node's last
 // (its record's logs). The ledger records one pair of logs per node; a retried node's earlier attempts are
-// stored beside them as NODE.aN.stdout.log and NODE.aN.stderr.log. When the ledger records attempts with their
-// own logs, this is the one function to teach.
-func nodeLogs(stateDir string, rec ledger.NodeRecord, attempt int) (stdout, stderr string, err error) {
-	dir := filepath.Join(stateDir, "logs", rec.RunID)
+// stored beside them, where the state directory's layout (statedir) puts them.
+func nodeLogs(dir statedir.Dir, rec ledger.NodeRecord, attempt int) (stdout, stderr string, err error) {
 	stdout, stderr = rec.StdoutLog, rec.StderrLog
 	if stdout == "" || !exists(stdout) {
 		// A running node's row does not name its logs yet, and a relative state directory may have moved: the
-		// executor's layout finds them.
-		stdout, stderr = filepath.Join(dir, rec.Node+".stdout.log"), filepath.Join(dir, rec.Node+".stderr.log")
+		// layout finds them from the node's address, its latest attempt's first.
+		stdout, stderr = dir.Logs(rec.RunID, rec.Node, "", 1)
+		if last, lastErr := dir.Logs(rec.RunID, rec.Node, "", rec.Attempts); rec.Attempts > 1 && exists(last) {
+			stdout, stderr = last, lastErr
+		}
 	}
 	if attempt == 0 {
 		return stdout, stderr, nil
 	}
-	aOut := filepath.Join(dir, rec.Node+".a"+strconv.Itoa(attempt)+".stdout.log")
-	if exists(aOut) {
-		return aOut, filepath.Join(dir, rec.Node+".a"+strconv.Itoa(attempt)+".stderr.log"), nil
+	if aOut, aErr := dir.Logs(rec.RunID, rec.Node, "", attempt); attempt > 1 && exists(aOut) {
+		return aOut, aErr, nil
 	}
 	if attempt == 1 {
+		first, firstErr := dir.Logs(rec.RunID, rec.Node, "", 1)
+		if exists(first) {
+			return first, firstErr, nil
+		}
 		return stdout, stderr, nil
 	}
 	return "", "", fmt.Errorf("node %s of run %s has no attempt %d: it ran once (attempt 1 is its only one)", rec.Node, rec.RunID, attempt)
@@ -171,10 +173,10 @@ func exists(path string) bool {
 
 // logsRun renders a run's nodes.
 type logsRun struct {
-	cmd      *LogsCmd
-	out      *views.LogsOutput
-	stateDir string
-	runID    string
+	cmd   *LogsCmd
+	out   *views.LogsOutput
+	dir   statedir.Dir
+	runID string
 }
 
 // header is what the ledger knows of a node before its transcript.
@@ -203,7 +205,7 @@ func footerExit(rec ledger.NodeRecord) *int {
 // show renders each node's stored logs, one after another.
 func (lr *logsRun) show(recs []ledger.NodeRecord) error {
 	for _, rec := range recs {
-		stdout, stderr, err := nodeLogs(lr.stateDir, rec, lr.cmd.Attempt)
+		stdout, stderr, err := nodeLogs(lr.dir, rec, lr.cmd.Attempt)
 		if err != nil {
 			return err
 		}
@@ -376,7 +378,7 @@ func (lr *logsRun) start(n *followed, last **followed) error {
 // pump reads what the node's stdout log holds beyond what was read, a chunk at a time.
 func (lr *logsRun) pump(n *followed, last **followed, buf []byte) error {
 	if n.stdout == nil {
-		stdout, stderr, err := nodeLogs(lr.stateDir, n.rec, lr.cmd.Attempt)
+		stdout, stderr, err := nodeLogs(lr.dir, n.rec, lr.cmd.Attempt)
 		if err != nil {
 			return err
 		}

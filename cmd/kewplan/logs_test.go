@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
 )
 
 // TestLogsLatestAfterApply: after an apply, `kewplan logs latest` shows each node's transcript in the order they
@@ -173,7 +174,7 @@ node "%[1]secho" {
 		leaks(strings.Join(args, " "), append(out.Bytes(), errb.Bytes()...))
 	}
 
-	l, err := ledger.Open(filepath.Join(state, ledger.Filename))
+	l, err := ledger.Open(statedir.Dir{Root: state}.Ledger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,3 +313,62 @@ node "%[1]sgate" {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// TestLogsForEachAttempts: the logs of an instance's attempts are found where apply wrote them (named by the
+// instance's slug, fix-web.a2.stdout.log, never by its address fix["web"]), with --attempt and when the node's row
+// names no logs yet (a running node, or a state directory that moved).
+func TestLogsForEachAttempts(t *testing.T) {
+	state := t.TempDir()
+	dir := statedir.Dir{Root: state}
+	l, err := ledger.Open(dir.Ledger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const run, node, slug = "20261203T000000Z-abcdef", `fix["web"]`, "fix-web"
+	now := time.Now()
+	if err := l.StartRun(ledger.RunRecord{ID: run, StartedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	line := func(text string) string {
+		return `{"type":"assistant","message":{"id":"m","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"` + text + `"}]}}` + "\n"
+	}
+	for attempt, text := range map[int]string{1: "first attempt speaking", 2: "second attempt speaking"} {
+		out, errLog := dir.Logs(run, node, slug, attempt)
+		if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(out, []byte(line(text)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(errLog, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.RecordAttempt(ledger.AttemptRecord{RunID: run, Node: node, Attempt: attempt, Status: ledger.StatusFailed, StdoutLog: out, StderrLog: errLog}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The node's row names no logs: the layout must find them from the address.
+	if err := l.RecordNode(&ledger.NodeResult{RunID: run, Node: node, Runner: "claude-code", Protocol: "claude-code", Status: ledger.StatusFailed, Started: now, Ended: now, Attempts: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.FinishRun(run, ledger.RunFailed, now); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--attempt", "2"}, "second attempt speaking"},
+		{[]string{"--attempt", "1"}, "first attempt speaking"},
+		{nil, "second attempt speaking"}, // the node's last attempt
+	} {
+		var out, errb bytes.Buffer
+		args := append([]string{"logs", "--state-dir", state, run, node}, tc.args...)
+		if code := run_(args, &out, &errb); code != 0 || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("logs %v: exit %d, want the text %q:\n%s%s", tc.args, code, tc.want, out.String(), errb.String())
+		}
+	}
+}
+
+func run_(args []string, stdout, stderr io.Writer) int { return run(args, nil, stdout, stderr) }

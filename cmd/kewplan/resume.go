@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"path/filepath"
 
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/executor"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
 )
@@ -19,14 +19,14 @@ func applyStateDir(flag string, cfg *config.Config) string {
 	if flag != "" {
 		return flag
 	}
-	return filepath.Join(cfg.Dir, executor.DefaultStateDir)
+	return statedir.Beside(cfg.Dir)
 }
 
 // planResume decides, for apply --resume, which nodes reuse the named run's outputs: the run's records read from
 // the ledger (latest resolved to the newest finished run, pushed branches checked on their remotes) against the
 // plan, each downstream node re-rendered with its reused dependencies' recorded outputs.
 func planResume(stateDir string, a *toApply) (*planner.ResumePlan, error) {
-	prev, err := executor.LoadPreviousRun(context.Background(), stateDir, a.resume, a.plan, a.cfg.Dir)
+	prev, err := executor.LoadPreviousRun(context.Background(), statedir.Dir{Root: stateDir}, a.resume, a.plan, a.cfg.Dir)
 	if err != nil {
 		return nil, err
 	}

@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
-	"github.com/kewplan/kewplan/executor"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
 	"github.com/kewplan/kewplan/views"
 )
 
@@ -91,9 +90,9 @@ func (c *RunsShowCmd) Run(env *Env) error {
 // openLedger opens an existing ledger; it never creates one where there is none.
 func openLedger(stateDir string) (*ledger.Ledger, error) {
 	if stateDir == "" {
-		stateDir = executor.DefaultStateDir
+		stateDir = statedir.DefaultName
 	}
-	path := filepath.Join(stateDir, ledger.Filename)
+	path := statedir.Dir{Root: stateDir}.Ledger()
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("no run ledger at %s: nothing was applied with this state directory yet (use --state-dir to point at another)", path)

@@ -31,21 +31,11 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/internal/testkit"
 )
 
 // conformEngine connects to the engine, or skips (fails under CI) when none answers.
-func conformEngine(t *testing.T) *engine.Engine {
-	t.Helper()
-	eng, err := engine.Connect(context.Background(), os.Environ())
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set and no Docker engine answers: %v", err)
-		}
-		t.Skipf("no Docker engine answers, skipping the image tests (they need a real engine): %v", err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	return eng
-}
+func conformEngine(t *testing.T) *engine.Engine { return testkit.Engine(t) }
 
 // testBaseRecipe is the base's debootstrap command line without the target directory and the mirror, and
 // testBaseChanges the configuration `docker import` applies. Their hash names the base's tag: a changed recipe

@@ -1,15 +1,16 @@
 package ledger
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kewplan/kewplan/executor/statedir"
 )
 
 func TestEgressDenialsRoundTrip(t *testing.T) {
-	l, err := Open(filepath.Join(t.TempDir(), Filename))
+	l, err := Open(statedir.Dir{Root: t.TempDir()}.Ledger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,6 @@ import (
 	"github.com/kewplan/kewplan/executor/verdict"
 )
 
-// Filename is the ledger's name inside the state directory.
-const Filename = "dispatch.db"
-
 // Ledger is the run ledger: one `runs` row per apply and one `node_runs` row per node of it, in SQLite. Every
 // write is one transaction; rows written `running` by an apply that died are marked `abandoned` by the next one.
 type Ledger struct {

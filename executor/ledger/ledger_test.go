@@ -2,19 +2,19 @@ package ledger
 
 import (
 	"database/sql"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kewplan/kewplan/executor/statedir"
 	"github.com/kewplan/kewplan/executor/verdict"
 	"github.com/kewplan/kewplan/runners"
 )
 
 func TestLedgerRoundTrip(t *testing.T) {
-	path := filepath.Join(t.TempDir(), Filename)
+	path := statedir.Dir{Root: t.TempDir()}.Ledger()
 	l, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func TestLedgerRoundTrip(t *testing.T) {
 // TestLedgerBudgetColumns: a budget_exceeded node keeps its cap and figures, an estimated cost says so, an unknown
 // cost stays NULL (never 0), and the run's total names the nodes whose cost is estimated or unknown.
 func TestLedgerBudgetColumns(t *testing.T) {
-	l, err := Open(filepath.Join(t.TempDir(), Filename))
+	l, err := Open(statedir.Dir{Root: t.TempDir()}.Ledger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,17 +168,17 @@ func TestLedgerBudgetColumns(t *testing.T) {
 
 func TestStateLockIsExclusive(t *testing.T) {
 	dir := t.TempDir()
-	a, err := LockStateDir(dir)
+	a, err := LockStateDir(statedir.Dir{Root: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LockStateDir(dir); err == nil || !strings.Contains(err.Error(), "another kewplan apply") {
+	if _, err := LockStateDir(statedir.Dir{Root: dir}); err == nil || !strings.Contains(err.Error(), "another kewplan apply") {
 		t.Fatalf("second lock: %v", err)
 	}
 	if err := a.Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := LockStateDir(dir)
+	b, err := LockStateDir(statedir.Dir{Root: dir})
 	if err != nil {
 		t.Fatalf("lock after unlock: %v", err)
 	}

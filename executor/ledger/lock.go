@@ -4,26 +4,25 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
-)
 
-// LockFile is the state directory's lock, held (flock) for the whole of an apply.
-const LockFile = "apply.lock"
+	"github.com/kewplan/kewplan/executor/statedir"
+)
 
 // ErrStateLocked is wrapped when another apply holds the state directory.
 var ErrStateLocked = errors.New("state directory is locked")
 
-// StateLock is an exclusive flock on <state-dir>/apply.lock. The kernel drops it when the process dies, so a
+// StateLock is an exclusive flock on the state directory's lock file. The kernel drops it when the process dies, so a
 // crashed apply never leaves a stale lock behind: holding it proves every earlier apply on this state directory
 // has ended.
 type StateLock struct{ f *os.File }
 
-func LockStateDir(stateDir string) (*StateLock, error) {
-	path := filepath.Join(stateDir, LockFile)
+// LockStateDir takes the state directory's lock (statedir.Dir.Lock), without waiting.
+func LockStateDir(dir statedir.Dir) (*StateLock, error) {
+	path, stateDir := dir.Lock(), dir.Root
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w", path, err)

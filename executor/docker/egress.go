@@ -1,4 +1,4 @@
-package executor
+package docker
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/egress"
+	"github.com/kewplan/kewplan/executor/adapter"
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
@@ -35,9 +36,6 @@ const (
 	LabelStateDir = "kewplan.state-dir"
 	// EgressProxyPrefix starts the proxy container's name: kew-egress-<run>.
 	EgressProxyPrefix = "kew-egress-"
-	// MaxEgressDenials bounds the denials one run records one by one (ledger rows, events, summary): an agent
-	// that hammers the proxy must not fill the host's disk. Denials past it are counted only.
-	MaxEgressDenials = 1000
 	// egressProxyMemory and egressProxyPids bound the proxy like an agent.
 	egressProxyMemory = 256 << 20
 	egressProxyPids   = 256
@@ -53,28 +51,24 @@ type egressState struct {
 	urls    map[string]string // node name -> proxy URL (holds the node's secret)
 	secrets []string          // values masked wherever a string leaves apply
 	users   map[string]string // proxy user -> node name
-	stderr  *tailWriter
+	stderr  *adapter.TailWriter
 	lines   *lineWriter
-
-	mu      sync.Mutex
-	denials []ledger.EgressDenial
-	total   int
 }
 
 // egressEnv is the proxy environment of a node's container (nil when the node is not proxied).
-func (a *applier) egressEnv(node string) map[string]string {
-	if a.egress == nil || a.egress.urls[node] == "" {
+func (d *dockerEngine) egressEnv(node string) map[string]string {
+	if d.egress == nil || d.egress.urls[node] == "" {
 		return nil
 	}
-	return egress.ContainerEnv(a.egress.urls[node])
+	return egress.ContainerEnv(d.egress.urls[node])
 }
 
 // maskEgress replaces every proxy secret (and an existing proxy's URL credentials) in s.
-func (a *applier) maskEgress(s string) string {
-	if a.egress == nil {
+func (d *dockerEngine) maskEgress(s string) string {
+	if d.egress == nil {
 		return s
 	}
-	for _, v := range a.egress.secrets {
+	for _, v := range d.egress.secrets {
 		if len(v) >= 6 && strings.Contains(s, v) {
 			s = strings.ReplaceAll(s, v, "[redacted proxy secret]")
 		}
@@ -83,9 +77,9 @@ func (a *applier) maskEgress(s string) string {
 }
 
 // egressSettings are the sandbox's egress settings, or the defaults when apply has no configuration.
-func (a *applier) egressSettings() config.SandboxEgress {
-	if a.opts.Config != nil && a.opts.Config.Sandbox != nil {
-		e := a.opts.Config.Sandbox.Egress
+func (d *dockerEngine) egressSettings() config.SandboxEgress {
+	if d.run.Config != nil && d.run.Config.Sandbox != nil {
+		e := d.run.Config.Sandbox.Egress
 		if e.ProxyNetwork == "" {
 			e.ProxyNetwork = config.DefaultProxyNetwork
 		}
@@ -95,9 +89,9 @@ func (a *applier) egressSettings() config.SandboxEgress {
 }
 
 // proxiedNodes are the nodes that reach hosts through the proxy: allowlist nodes with egress hosts.
-func (a *applier) proxiedNodes() []*planner.NodePlan {
+func (d *dockerEngine) proxiedNodes() []*planner.NodePlan {
 	var out []*planner.NodePlan
-	for _, np := range a.opts.Plan.Nodes {
+	for _, np := range d.run.Plan.Nodes {
 		if np.Network != config.NetworkOpen && len(np.Egress) > 0 {
 			out = append(out, np)
 		}
@@ -108,30 +102,30 @@ func (a *applier) proxiedNodes() []*planner.NodePlan {
 // startNetworking prepares the networks and the proxy before any node starts: the open network when a node is
 // open, and the egress proxy when a node is proxied. A failure is a *PreflightError that says what to do; nothing
 // is left behind.
-func (a *applier) startNetworking(ctx context.Context) error {
+func (d *dockerEngine) startNetworking(ctx context.Context) error {
 	var problems []string
-	for _, np := range a.opts.Plan.Nodes {
+	for _, np := range d.run.Plan.Nodes {
 		if np.Network == config.NetworkOpen {
-			if err := a.ensureOpenNetwork(ctx); err != nil {
+			if err := d.ensureOpenNetwork(ctx); err != nil {
 				problems = append(problems, err.Error())
 			}
 			break
 		}
 	}
-	if nodes := a.proxiedNodes(); len(nodes) > 0 {
+	if nodes := d.proxiedNodes(); len(nodes) > 0 {
 		var err error
-		if proxy := a.egressSettings().Proxy; proxy != "" {
-			err = a.useExistingProxy(ctx, proxy, nodes)
+		if proxy := d.egressSettings().Proxy; proxy != "" {
+			err = d.useExistingProxy(ctx, proxy, nodes)
 		} else {
-			err = a.startEgressProxy(ctx, nodes)
+			err = d.startEgressProxy(ctx, nodes)
 		}
 		if err != nil {
-			problems = append(problems, a.maskEgress(err.Error()))
+			problems = append(problems, d.maskEgress(err.Error()))
 		}
 	}
 	if len(problems) > 0 {
-		a.stopEgress()
-		return &PreflightError{Problems: problems}
+		d.stopEgress()
+		return &adapter.PreflightError{Problems: problems}
 	}
 	return nil
 }
@@ -139,8 +133,8 @@ func (a *applier) startNetworking(ctx context.Context) error {
 // ensureOpenNetwork creates planner.OpenNetwork when it is missing: a user-defined bridge with inter-container
 // traffic off, so open nodes reach the internet but not each other nor other containers on docker0. It is kept
 // for later applies (removing it could pull it from under a concurrent apply of another state directory).
-func (a *applier) ensureOpenNetwork(ctx context.Context) error {
-	info, err := a.engine.InspectNetwork(ctx, planner.OpenNetwork)
+func (d *dockerEngine) ensureOpenNetwork(ctx context.Context) error {
+	info, err := d.engine.InspectNetwork(ctx, planner.OpenNetwork)
 	if err == nil {
 		if info.Internal {
 			return fmt.Errorf("the network %q exists but is --internal, so open nodes could reach nothing; remove it with `docker network rm %s` and kewplan creates it again", planner.OpenNetwork, planner.OpenNetwork)
@@ -150,10 +144,10 @@ func (a *applier) ensureOpenNetwork(ctx context.Context) error {
 	if !errors.Is(err, engine.ErrNotFound) {
 		return err
 	}
-	_, err = a.engine.CreateBridge(ctx, planner.OpenNetwork, false, map[string]string{LabelRole: RoleOpenNetwork},
+	_, err = d.engine.CreateBridge(ctx, planner.OpenNetwork, false, map[string]string{LabelRole: RoleOpenNetwork},
 		map[string]string{"com.docker.network.bridge.enable_icc": "false"})
 	if err != nil {
-		if _, again := a.engine.InspectNetwork(ctx, planner.OpenNetwork); again == nil {
+		if _, again := d.engine.InspectNetwork(ctx, planner.OpenNetwork); again == nil {
 			return nil // a concurrent apply created it first
 		}
 		return fmt.Errorf("open nodes need the network %q and kewplan could not create it: %v", planner.OpenNetwork, err)
@@ -163,7 +157,7 @@ func (a *applier) ensureOpenNetwork(ctx context.Context) error {
 
 // useExistingProxy probes sandbox.egress.proxy and gives every proxied node its URL. The proxy's own allowlist
 // decides; kewplan records no denial for it.
-func (a *applier) useExistingProxy(ctx context.Context, proxy string, nodes []*planner.NodePlan) error {
+func (d *dockerEngine) useExistingProxy(ctx context.Context, proxy string, nodes []*planner.NodePlan) error {
 	u, err := url.Parse(proxy)
 	if err != nil || u.Host == "" {
 		return errors.New("sandbox egress proxy is not a URL of the form http://host:port")
@@ -171,8 +165,10 @@ func (a *applier) useExistingProxy(ctx context.Context, proxy string, nodes []*p
 	st := &egressState{urls: map[string]string{}, users: map[string]string{}}
 	if pw, ok := u.User.Password(); ok {
 		st.secrets = append(st.secrets, pw, proxy)
+		d.run.AddSecret(pw)
+		d.run.AddSecret(proxy)
 	}
-	a.egress = st
+	d.egress = st
 	hostport := u.Host
 	if u.Port() == "" {
 		hostport = net.JoinHostPort(u.Hostname(), "3128")
@@ -193,9 +189,9 @@ var proxyUserPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,62}$`)
 
 // startEgressProxy builds (when missing) the proxy image from kewplan's static binary, starts one proxy for the
 // apply on the allowlist network and proxy_network with one allowlist and secret per node, and probes it.
-func (a *applier) startEgressProxy(ctx context.Context, nodes []*planner.NodePlan) error {
-	settings := a.egressSettings()
-	info, err := a.engine.InspectNetwork(ctx, settings.ProxyNetwork)
+func (d *dockerEngine) startEgressProxy(ctx context.Context, nodes []*planner.NodePlan) error {
+	settings := d.egressSettings()
+	info, err := d.engine.InspectNetwork(ctx, settings.ProxyNetwork)
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 		return fmt.Errorf("the proxy network %q (sandbox.egress.proxy_network) does not exist, so kewplan's egress proxy could not reach out; create it with `docker network create %s`, or name an existing network with a route out", settings.ProxyNetwork, settings.ProxyNetwork)
@@ -204,14 +200,14 @@ func (a *applier) startEgressProxy(ctx context.Context, nodes []*planner.NodePla
 	case info.Internal:
 		return fmt.Errorf("the proxy network %q (sandbox.egress.proxy_network) is --internal, so kewplan's egress proxy could not reach any host; name a network with a route out (the default is \"bridge\")", settings.ProxyNetwork)
 	}
-	image, err := a.egressImage(ctx)
+	image, err := d.egressImage(ctx)
 	if err != nil {
 		return err
 	}
 
-	st := &egressState{name: EgressProxyPrefix + a.runID, urls: map[string]string{}, users: map[string]string{}, stderr: &tailWriter{max: 2048}}
-	a.egress = st
-	cfg := egress.Config{Listen: egress.DefaultListen, AllowPrivateAddresses: a.opts.EgressAllowPrivateAddresses}
+	st := &egressState{name: EgressProxyPrefix + d.run.ID, urls: map[string]string{}, users: map[string]string{}, stderr: &adapter.TailWriter{Max: 2048}}
+	d.egress = st
+	cfg := egress.Config{Listen: egress.DefaultListen, AllowPrivateAddresses: d.run.EgressAllowPrivateAddresses}
 	allowlists := map[string]bool{}
 	secrets := map[string]string{}
 	for i, np := range nodes {
@@ -230,11 +226,12 @@ func (a *applier) startEgressProxy(ctx context.Context, nodes []*planner.NodePla
 		cfg.Nodes = append(cfg.Nodes, egress.NodeConfig{Name: user, Secret: secret, Allow: allow})
 		st.users[user] = np.Name
 		st.secrets = append(st.secrets, secret)
+		d.run.AddSecret(secret)
 		secrets[np.Name] = user + "\x00" + secret
 		if np.Container != nil {
 			allowlists[np.Container.Network] = true
-		} else if a.opts.Config != nil && a.opts.Config.Sandbox != nil {
-			allowlists[a.opts.Config.Sandbox.AllowlistNetwork] = true
+		} else if d.run.Config != nil && d.run.Config.Sandbox != nil {
+			allowlists[d.run.Config.Sandbox.AllowlistNetwork] = true
 		}
 	}
 	stdin, err := json.Marshal(cfg)
@@ -247,11 +244,11 @@ func (a *applier) startEgressProxy(ctx context.Context, nodes []*planner.NodePla
 			networks = append(networks, n)
 		}
 	}
-	st.lines = &lineWriter{max: 64 << 10, line: a.egressDecision}
-	svc, err := a.engine.StartService(ctx, engine.ServiceSpec{
+	st.lines = &lineWriter{max: 64 << 10, line: d.egressDecision}
+	svc, err := d.engine.StartService(ctx, engine.ServiceSpec{
 		Name: st.name, Image: image, User: egress.ImageUser,
 		Labels: map[string]string{
-			LabelRole: RoleEgressProxy, planner.LabelRun: a.runID, LabelPID: strconv.Itoa(a.pid), LabelStateDir: a.stateDir,
+			LabelRole: RoleEgressProxy, planner.LabelRun: d.run.ID, LabelPID: strconv.Itoa(d.run.PID), LabelStateDir: d.run.Dir.Root,
 		},
 		Networks: networks, Memory: egressProxyMemory, PidsLimit: egressProxyPids,
 	}, stdin, st.lines, st.stderr)
@@ -259,21 +256,21 @@ func (a *applier) startEgressProxy(ctx context.Context, nodes []*planner.NodePla
 		return fmt.Errorf("kewplan's egress proxy could not start: %v", err)
 	}
 	st.svc = svc
-	a.janitor.addContainer(svc.ID)
+	d.track(svc.ID, true)
 
 	probeIP, err := svc.IPAddress(ctx, settings.ProxyNetwork)
 	if err != nil {
 		return err
 	}
-	if err := a.probeEgress(ctx, svc, net.JoinHostPort(probeIP.String(), strconv.Itoa(egress.DefaultPort))); err != nil {
+	if err := d.probeEgress(ctx, svc, net.JoinHostPort(probeIP.String(), strconv.Itoa(egress.DefaultPort))); err != nil {
 		return err
 	}
 	for _, np := range nodes {
 		netName := ""
 		if np.Container != nil {
 			netName = np.Container.Network
-		} else if a.opts.Config != nil && a.opts.Config.Sandbox != nil {
-			netName = a.opts.Config.Sandbox.AllowlistNetwork
+		} else if d.run.Config != nil && d.run.Config.Sandbox != nil {
+			netName = d.run.Config.Sandbox.AllowlistNetwork
 		}
 		ip, err := svc.IPAddress(ctx, netName)
 		if err != nil {
@@ -286,7 +283,7 @@ func (a *applier) startEgressProxy(ctx context.Context, nodes []*planner.NodePla
 }
 
 // probeEgress waits until the proxy answers its health probe, the proxy exits, or egressProbeTimeout passes.
-func (a *applier) probeEgress(ctx context.Context, svc *engine.Service, addr string) error {
+func (d *dockerEngine) probeEgress(ctx context.Context, svc *engine.Service, addr string) error {
 	pctx, cancel := context.WithTimeout(ctx, egressProbeTimeout)
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -300,23 +297,21 @@ func (a *applier) probeEgress(ctx context.Context, svc *engine.Service, addr str
 			return nil
 		}
 		if running, code, err := svc.Running(pctx); err == nil && !running {
-			return fmt.Errorf("kewplan's egress proxy exited (status %d) before it answered; its last words: %s", code, a.egressStderr())
+			return fmt.Errorf("kewplan's egress proxy exited (status %d) before it answered; its last words: %s", code, d.egressStderr())
 		}
 		select {
 		case <-pctx.Done():
-			return fmt.Errorf("kewplan's egress proxy did not answer its probe within %s (%v); its last words: %s", egressProbeTimeout, last, a.egressStderr())
+			return fmt.Errorf("kewplan's egress proxy did not answer its probe within %s (%v); its last words: %s", egressProbeTimeout, last, d.egressStderr())
 		case <-tick.C:
 		}
 	}
 }
 
-func (a *applier) egressStderr() string {
-	if a.egress == nil || a.egress.stderr == nil {
+func (d *dockerEngine) egressStderr() string {
+	if d.egress == nil || d.egress.stderr == nil {
 		return "(none)"
 	}
-	a.egress.stderr.mu.Lock()
-	s := strings.TrimSpace(strings.ToValidUTF8(string(a.egress.stderr.buf), "\uFFFD"))
-	a.egress.stderr.mu.Unlock()
+	s := d.egress.stderr.String()
 	if s == "" {
 		return "(none)"
 	}
@@ -324,37 +319,21 @@ func (a *applier) egressStderr() string {
 }
 
 // egressDecision reads one line of the proxy's decision log: a denial is recorded in the ledger, then reported.
-func (a *applier) egressDecision(line []byte) {
-	var d egress.Decision
-	if err := json.Unmarshal(line, &d); err != nil || d.Allowed {
+func (d *dockerEngine) egressDecision(line []byte) {
+	var dec egress.Decision
+	if err := json.Unmarshal(line, &dec); err != nil || dec.Allowed {
 		return
 	}
-	st := a.egress
-	node := st.users[d.Node]
-	if node == "" && d.Node != "" {
-		node = d.Node
+	st := d.egress
+	node := st.users[dec.Node]
+	if node == "" && dec.Node != "" {
+		node = dec.Node
 	}
-	t := d.Time
+	t := dec.Time
 	if t.IsZero() {
 		t = time.Now()
 	}
-	den := ledger.EgressDenial{RunID: a.runID, Node: node, Method: clipText(d.Method, 16), Host: clipText(d.Host, 260), Port: d.Port, Reason: clipText(d.Reason, 200), Time: t}
-	st.mu.Lock()
-	st.total++
-	keep := st.total <= MaxEgressDenials
-	if keep {
-		st.denials = append(st.denials, den)
-	}
-	st.mu.Unlock()
-	if !keep {
-		return
-	}
-	if a.ledger != nil {
-		if err := a.ledger.RecordEgressDenial(den); err != nil {
-			a.warn(node, err.Error())
-		}
-	}
-	a.hook.EgressDenied(den)
+	d.run.EgressDenied(ledger.EgressDenial{RunID: d.run.ID, Node: node, Method: clipText(dec.Method, 16), Host: clipText(dec.Host, 260), Port: dec.Port, Reason: clipText(dec.Reason, 200), Time: t})
 }
 
 func clipText(s string, n int) string {
@@ -366,33 +345,22 @@ func clipText(s string, n int) string {
 }
 
 // stopEgress removes kewplan's proxy (idempotent) and waits for its decision log to end.
-func (a *applier) stopEgress() {
-	if a.egress == nil || a.egress.svc == nil {
+func (d *dockerEngine) stopEgress() {
+	if d.egress == nil || d.egress.svc == nil {
 		return
 	}
-	if err := a.egress.svc.Stop(); err != nil {
-		a.warn("", fmt.Sprintf("could not remove the egress proxy %s: %v", a.egress.name, err))
+	if err := d.egress.svc.Stop(); err != nil {
+		d.run.Warn("", fmt.Sprintf("could not remove the egress proxy %s: %v", d.egress.name, err))
 	}
-	a.janitor.dropContainer(a.egress.svc.ID)
-	if a.egress.lines != nil {
-		a.egress.lines.flush()
+	d.track(d.egress.svc.ID, false)
+	if d.egress.lines != nil {
+		d.egress.lines.flush()
 	}
-}
-
-// egressSummary fills the summary's denials once the proxy is gone.
-func (a *applier) egressSummary(sum *ApplySummary) {
-	if a.egress == nil {
-		return
-	}
-	a.egress.mu.Lock()
-	defer a.egress.mu.Unlock()
-	sum.EgressDenials = append([]ledger.EgressDenial(nil), a.egress.denials...)
-	sum.EgressDeniedTotal = a.egress.total
 }
 
 // ownedEgressProxy reports whether a listed container is a proxy an apply of this state directory started.
-func (a *applier) ownedEgressProxy(labels map[string]string) bool {
-	return labels[LabelRole] == RoleEgressProxy && labels[LabelStateDir] == a.stateDir
+func (d *dockerEngine) ownedEgressProxy(labels map[string]string) bool {
+	return labels[LabelRole] == RoleEgressProxy && labels[LabelStateDir] == d.run.Dir.Root
 }
 
 // lineWriter calls line for each complete line written to it; a line longer than max is dropped whole.

@@ -1,4 +1,4 @@
-package executor
+package docker
 
 import (
 	"context"
@@ -32,9 +32,10 @@ func runtimeProblems(nodes []*planner.NodePlan, available []string, host string)
 }
 
 // runtimePreflight asks the engine for its runtimes only when a node chooses one.
-func (a *applier) runtimePreflight(ctx context.Context, eng *engine.Engine) []string {
+func (d *dockerEngine) runtimePreflight(ctx context.Context) []string {
+	eng := d.engine
 	chosen := false
-	for _, np := range a.opts.Plan.Nodes {
+	for _, np := range d.run.Plan.Nodes {
 		chosen = chosen || np.Runtime != "" || (np.Container != nil && np.Container.Runtime != "")
 	}
 	if !chosen {
@@ -44,5 +45,5 @@ func (a *applier) runtimePreflight(ctx context.Context, eng *engine.Engine) []st
 	if err != nil {
 		return []string{fmt.Sprintf("could not list the engine's container runtimes, so the isolation tier the plan chose cannot be checked: %v", err)}
 	}
-	return runtimeProblems(a.opts.Plan.Nodes, available, eng.Host())
+	return runtimeProblems(d.run.Plan.Nodes, available, eng.Host())
 }

@@ -1,4 +1,4 @@
-package executor
+package docker
 
 import (
 	"bytes"
@@ -17,8 +17,8 @@ import (
 // built when the engine does not have it yet. The binary must be static: the image is FROM scratch. The image's
 // tag is the binary's digest; the state directory remembers it by the binary's identity on disk, so an apply reads
 // and hashes the binary (tens of megabytes) only when it changed.
-func (a *applier) egressImage(ctx context.Context) (string, error) {
-	path := a.opts.ProxyBinary
+func (d *dockerEngine) egressImage(ctx context.Context) (string, error) {
+	path := d.run.ProxyBinary
 	if path == "" {
 		self, _, err := egress.StaticSelf()
 		if err != nil {
@@ -28,8 +28,8 @@ func (a *applier) egressImage(ctx context.Context) (string, error) {
 	}
 	id, idErr := identify(path)
 	if idErr == nil {
-		if tag, ok := a.readImageTagCache(id); ok {
-			if _, err := a.engine.InspectImage(ctx, tag); err == nil {
+		if tag, ok := d.readImageTagCache(id); ok {
+			if _, err := d.engine.InspectImage(ctx, tag); err == nil {
 				return tag, nil
 			}
 		}
@@ -49,15 +49,15 @@ func (a *applier) egressImage(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := a.engine.InspectImage(ctx, tag); err != nil {
+	if _, err := d.engine.InspectImage(ctx, tag); err != nil {
 		files := map[string][]byte{"Dockerfile": []byte(egress.Dockerfile), "kewplan": bin}
-		if err := a.engine.BuildImage(ctx, tag, files, map[string]bool{"kewplan": true}); err != nil {
+		if err := d.engine.BuildImage(ctx, tag, files, map[string]bool{"kewplan": true}); err != nil {
 			return "", fmt.Errorf("build the egress proxy image %s: %v", tag, err)
 		}
 	}
 	if idErr == nil {
 		// The identity read before the binary was: a binary replaced meanwhile is hashed again next time.
-		a.writeImageTagCache(id, tag)
+		d.writeImageTagCache(id, tag)
 	}
 	return tag, nil
 }
@@ -78,8 +78,6 @@ type imageTagCache struct {
 	Tag    string         `json:"tag"`
 }
 
-const imageTagCacheFile = "egress-image.json"
-
 var proxyTagPattern = regexp.MustCompile(`^` + regexp.QuoteMeta(egress.ImageRepository) + `:[0-9a-f]{16}$`)
 
 func identify(path string) (binaryIdentity, error) {
@@ -96,8 +94,8 @@ func identify(path string) (binaryIdentity, error) {
 
 // readImageTagCache returns the tag recorded for exactly this binary; anything else (no record, another binary, a
 // record that does not parse or names no proxy image) is a miss.
-func (a *applier) readImageTagCache(id binaryIdentity) (string, bool) {
-	data, err := os.ReadFile(filepath.Join(a.stateDir, imageTagCacheFile))
+func (d *dockerEngine) readImageTagCache(id binaryIdentity) (string, bool) {
+	data, err := os.ReadFile(d.run.Dir.EgressImageCache())
 	if err != nil || len(data) > 4096 {
 		return "", false
 	}
@@ -109,18 +107,18 @@ func (a *applier) readImageTagCache(id binaryIdentity) (string, bool) {
 }
 
 // writeImageTagCache records the tag; failing to is only slower next time.
-func (a *applier) writeImageTagCache(id binaryIdentity, tag string) {
+func (d *dockerEngine) writeImageTagCache(id binaryIdentity, tag string) {
 	data, err := json.Marshal(imageTagCache{Binary: id, Tag: tag})
 	if err != nil {
 		return
 	}
-	tmp, err := os.CreateTemp(a.stateDir, imageTagCacheFile+".*")
+	tmp, err := os.CreateTemp(d.run.Dir.Root, filepath.Base(d.run.Dir.EgressImageCache())+".*")
 	if err != nil {
 		return
 	}
 	_, werr := tmp.Write(data)
 	cerr := tmp.Close()
-	if werr != nil || cerr != nil || os.Rename(tmp.Name(), filepath.Join(a.stateDir, imageTagCacheFile)) != nil {
+	if werr != nil || cerr != nil || os.Rename(tmp.Name(), d.run.Dir.EgressImageCache()) != nil {
 		os.Remove(tmp.Name())
 	}
 }

@@ -1,4 +1,4 @@
-package executor
+package checkout
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/kewplan/kewplan/internal/testkit"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -25,7 +26,7 @@ func newCheckout(t *testing.T) string {
 
 func TestWritePromptCreatesExcludesAndRemoves(t *testing.T) {
 	dir := newCheckout(t)
-	p, err := writePrompt(dir, []byte("do the thing"))
+	p, err := WritePrompt(dir, []byte("do the thing"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,10 +79,10 @@ func TestWritePromptRefusesPlantedNames(t *testing.T) {
 			canary := filepath.Join(t.TempDir(), "canary")
 			noErr(t, os.WriteFile(canary, []byte("canary"), 0o644))
 			tc.plant(t, dir, canary)
-			p, err := writePrompt(dir, []byte("secret prompt"))
+			p, err := WritePrompt(dir, []byte("secret prompt"))
 			if err == nil {
 				p.Close()
-				t.Fatal("writePrompt accepted a planted name")
+				t.Fatal("WritePrompt accepted a planted name")
 			}
 			if !errors.Is(err, ErrPromptExists) {
 				t.Errorf("error %v does not wrap ErrPromptExists", err)
@@ -106,7 +107,7 @@ func TestRemovePromptAfterAgentTampering(t *testing.T) {
 		dir := newCheckout(t)
 		canary := filepath.Join(t.TempDir(), "canary")
 		noErr(t, os.WriteFile(canary, []byte("canary"), 0o644))
-		p, err := writePrompt(dir, []byte("x"))
+		p, err := WritePrompt(dir, []byte("x"))
 		noErr(t, err)
 		defer p.Close()
 		noErr(t, os.Remove(filepath.Join(dir, planner.PromptFilename)))
@@ -123,7 +124,7 @@ func TestRemovePromptAfterAgentTampering(t *testing.T) {
 		dir := newCheckout(t)
 		outside := t.TempDir()
 		noErr(t, os.WriteFile(filepath.Join(outside, "keep"), []byte("keep"), 0o644))
-		p, err := writePrompt(dir, []byte("x"))
+		p, err := WritePrompt(dir, []byte("x"))
 		noErr(t, err)
 		defer p.Close()
 		name := filepath.Join(dir, planner.PromptFilename)
@@ -147,18 +148,18 @@ func TestRemovePromptAfterAgentTampering(t *testing.T) {
 func TestRemoveStalePrompt(t *testing.T) {
 	dir := newCheckout(t)
 	noErr(t, os.WriteFile(filepath.Join(dir, planner.PromptFilename), []byte("old"), 0o644))
-	found, err := removeStalePrompt(dir)
+	found, err := RemoveStalePrompt(dir)
 	if err != nil || !found {
-		t.Fatalf("removeStalePrompt() = %v, %v", found, err)
+		t.Fatalf("RemoveStalePrompt() = %v, %v", found, err)
 	}
-	found, err = removeStalePrompt(filepath.Join(dir, "missing"))
+	found, err = RemoveStalePrompt(filepath.Join(dir, "missing"))
 	if err != nil || found {
-		t.Fatalf("removeStalePrompt(missing) = %v, %v", found, err)
+		t.Fatalf("RemoveStalePrompt(missing) = %v, %v", found, err)
 	}
 }
 
 func TestCloneCheckoutRefs(t *testing.T) {
-	repo := testRepo(t)
+	repo := testkit.GitRepo(t)
 	git := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t.invalid"}, args...)...)
@@ -180,20 +181,20 @@ func TestCloneCheckoutRefs(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct{ ref, want string }{{"", first}, {"main", first}, {"feature", feature}, {"v1", first}, {feature, feature}} {
 		dir := filepath.Join(t.TempDir(), "co")
-		got, err := cloneCheckout(ctx, repo, tc.ref, dir)
+		got, err := Clone(ctx, repo, tc.ref, dir)
 		if err != nil || got != tc.want {
-			t.Errorf("cloneCheckout(ref %q) = %s, %v; want %s", tc.ref, got, err, tc.want)
+			t.Errorf("Clone(ref %q) = %s, %v; want %s", tc.ref, got, err, tc.want)
 		}
 	}
-	if _, err := cloneCheckout(ctx, repo, "no-such-ref", filepath.Join(t.TempDir(), "co")); err == nil || !strings.Contains(err.Error(), "neither a branch, a tag nor a commit") {
+	if _, err := Clone(ctx, repo, "no-such-ref", filepath.Join(t.TempDir(), "co")); err == nil || !strings.Contains(err.Error(), "neither a branch, a tag nor a commit") {
 		t.Errorf("unknown ref: %v", err)
 	}
-	if _, err := cloneCheckout(ctx, repo, "--upload-pack=touch /tmp/x", filepath.Join(t.TempDir(), "co")); err == nil {
+	if _, err := Clone(ctx, repo, "--upload-pack=touch /tmp/x", filepath.Join(t.TempDir(), "co")); err == nil {
 		t.Error("a ref starting with '-' was passed to git")
 	}
 	// Objects are copied, never hard-linked into the agent's checkout.
 	dir := filepath.Join(t.TempDir(), "co")
-	if _, err := cloneCheckout(ctx, repo, "main", dir); err != nil {
+	if _, err := Clone(ctx, repo, "main", dir); err != nil {
 		t.Fatal(err)
 	}
 	_ = filepath.Walk(filepath.Join(dir, ".git/objects"), func(p string, info os.FileInfo, err error) error {

@@ -1,4 +1,4 @@
-package executor
+package docker
 
 import (
 	"fmt"
@@ -71,12 +71,12 @@ func openDiskWatch(checkout string, minFree int64) (*diskWatch, error) {
 		w.source = "the headroom asked for with --min-free"
 	} else {
 		w.min = max(DefaultMinFreeFloor, size/100*DefaultMinFreePercent)
-		w.source = fmt.Sprintf("the default headroom, the larger of 1 GiB and %d%% of the filesystem's %s", DefaultMinFreePercent, formatBytes(size))
+		w.source = fmt.Sprintf("the default headroom, the larger of 1 GiB and %d%% of the filesystem's %s", DefaultMinFreePercent, FormatBytes(size))
 	}
 	if avail < w.min {
 		dir.Close()
 		return nil, fmt.Errorf("not started: the filesystem holding the checkout %s has %s available, below the %s kewplan keeps free while an agent runs (%s); free at least %s there and apply again",
-			checkout, formatBytes(avail), formatBytes(w.min), w.source, formatBytes(w.min-avail))
+			checkout, FormatBytes(avail), FormatBytes(w.min), w.source, FormatBytes(w.min-avail))
 	}
 	return w, nil
 }
@@ -118,7 +118,7 @@ func (w *diskWatch) check() string {
 		return ""
 	}
 	return fmt.Sprintf("killed by kewplan's disk watchdog: the filesystem holding the checkout %s fell to %s available, below the %s kewplan keeps free (%s); something, most likely the agent through its bind-mounted checkout, was filling the disk. If the task really needs that much room, free space on that filesystem (%s more would have met the headroom) and apply again",
-		w.path, formatBytes(avail), formatBytes(w.min), w.source, formatBytes(w.min-avail))
+		w.path, FormatBytes(avail), FormatBytes(w.min), w.source, FormatBytes(w.min-avail))
 }
 
 // stopWatch ends the polling, waits for it, and closes the checkout. It returns the kill's reason, or "".
@@ -137,8 +137,8 @@ func (w *diskWatch) stopWatch() string {
 	return w.reason
 }
 
-// formatBytes shows a byte count exactly and in binary units: "1073741824 bytes (1.0 GiB)".
-func formatBytes(n int64) string {
+// FormatBytes shows a byte count exactly and in binary units: "1073741824 bytes (1.0 GiB)".
+func FormatBytes(n int64) string {
 	const unit = 1 << 10
 	if n < unit && n > -unit {
 		return fmt.Sprintf("%d bytes", n)

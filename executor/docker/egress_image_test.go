@@ -1,17 +1,20 @@
-package executor
+package docker
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/kewplan/kewplan/executor/adapter"
+	"github.com/kewplan/kewplan/executor/statedir"
 )
 
 // TestEgressImageTagCache: the proxy image's tag is remembered for exactly the binary it was computed from; a
 // rebuilt binary, or a record naming anything but a proxy image, is a miss (the binary is hashed again).
 func TestEgressImageTagCache(t *testing.T) {
 	dir := t.TempDir()
-	a := &applier{stateDir: dir}
+	a := &dockerEngine{run: &adapter.Run{Dir: statedir.Dir{Root: dir}}}
 	bin := filepath.Join(dir, "kewplan")
 	if err := os.WriteFile(bin, []byte("binary one"), 0o755); err != nil {
 		t.Fatal(err)
@@ -51,7 +54,7 @@ func TestEgressImageTagCache(t *testing.T) {
 			t.Errorf("a record naming %q was trusted: %q", bad, got)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, imageTagCacheFile), []byte("{not json"), 0o600); err != nil {
+	if err := os.WriteFile(statedir.Dir{Root: dir}.EgressImageCache(), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := a.readImageTagCache(id2); ok {

@@ -1,4 +1,7 @@
-package executor
+// Package checkout is a node's checkout on the host: the host's git (clone, ls-remote) run without the host's own
+// configuration, the checkout handed to the agent's uid, and the prompt file that is deleted on every path out.
+// It runs no container and reads nothing an agent wrote but the prompt file's own directory entry.
+package checkout
 
 import (
 	"bytes"
@@ -12,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/kewplan/kewplan/planner"
 )
@@ -29,7 +33,7 @@ func gitCommand(ctx context.Context, dir string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-func runGit(ctx context.Context, dir string, args ...string) (string, error) {
+func RunGit(ctx context.Context, dir string, args ...string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := gitCommand(ctx, dir, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -70,11 +74,11 @@ func ResolveRepo(repo, configDir string) string {
 	return abs
 }
 
-// cloneCheckout clones repo into dir (which must not exist) and checks out ref: a branch of the remote (checked
+// Clone clones repo into dir (which must not exist) and checks out ref: a branch of the remote (checked
 // out as a local branch of the same name), a tag, or a commit id; "" means the remote's default branch. It returns
 // the commit checked out. Local repositories are copied, never hard-linked: a hard-linked object file would let
 // the agent (which owns the checkout) rewrite the source repository's objects.
-func cloneCheckout(ctx context.Context, repo, ref, dir string) (string, error) {
+func Clone(ctx context.Context, repo, ref, dir string) (string, error) {
 	if strings.HasPrefix(repo, "-") {
 		return "", fmt.Errorf("repo %q starts with '-': refusing to pass it to git", repo)
 	}
@@ -87,32 +91,32 @@ func cloneCheckout(ctx context.Context, repo, ref, dir string) (string, error) {
 	if _, err := os.Lstat(dir); err == nil {
 		return "", fmt.Errorf("clone %s: checkout directory %s already exists", repo, dir)
 	}
-	if _, err := runGit(ctx, filepath.Dir(dir), "clone", "--quiet", "--no-hardlinks", "--", repo, dir); err != nil {
+	if _, err := RunGit(ctx, filepath.Dir(dir), "clone", "--quiet", "--no-hardlinks", "--", repo, dir); err != nil {
 		return "", fmt.Errorf("clone %s: %w", repo, err)
 	}
 	if ref != "" {
-		if sha, err := runGit(ctx, dir, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/"+ref+"^{commit}"); err == nil && sha != "" {
-			if _, err := runGit(ctx, dir, "checkout", "--quiet", "-B", ref, sha); err != nil {
+		if sha, err := RunGit(ctx, dir, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/"+ref+"^{commit}"); err == nil && sha != "" {
+			if _, err := RunGit(ctx, dir, "checkout", "--quiet", "-B", ref, sha); err != nil {
 				return "", fmt.Errorf("check out %s of %s: %w", ref, repo, err)
 			}
-		} else if sha, err := runGit(ctx, dir, "rev-parse", "--verify", "--quiet", "--end-of-options", ref+"^{commit}"); err == nil && sha != "" {
-			if _, err := runGit(ctx, dir, "checkout", "--quiet", "--detach", sha); err != nil {
+		} else if sha, err := RunGit(ctx, dir, "rev-parse", "--verify", "--quiet", "--end-of-options", ref+"^{commit}"); err == nil && sha != "" {
+			if _, err := RunGit(ctx, dir, "checkout", "--quiet", "--detach", sha); err != nil {
 				return "", fmt.Errorf("check out %s of %s: %w", ref, repo, err)
 			}
 		} else {
 			return "", fmt.Errorf("ref %q is neither a branch, a tag nor a commit of %s; check the node's ref (or the upstream node that produced it)", ref, repo)
 		}
 	}
-	head, err := runGit(ctx, dir, "rev-parse", "--verify", "HEAD^{commit}")
+	head, err := RunGit(ctx, dir, "rev-parse", "--verify", "HEAD^{commit}")
 	if err != nil {
 		return "", fmt.Errorf("clone %s: %s has no commit to check out: %w", repo, ref, err)
 	}
 	return head, nil
 }
 
-// makeWritableByAgent gives the container's uid the checkout. As root, chown -R to 1001:1001 without following
+// MakeWritableByAgent gives the container's uid the checkout. As root, chown -R to 1001:1001 without following
 // links; as another user, open it up with permission bits (the container runs as 1001, not as us).
-func makeWritableByAgent(dir string) error {
+func MakeWritableByAgent(dir string) error {
 	switch euid := os.Geteuid(); {
 	case euid == 0:
 		return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -144,10 +148,10 @@ func makeWritableByAgent(dir string) error {
 	}
 }
 
-// promptFile is the prompt written into one checkout. The checkout's root is opened once, before the container
+// PromptFile is the prompt written into one checkout. The checkout's root is opened once, before the container
 // starts, and every later operation goes through that handle: nothing the agent plants (a link, a renamed
 // directory) can redirect it outside the checkout.
-type promptFile struct {
+type PromptFile struct {
 	mu      sync.Mutex // Remove may race with a last-resort cleanup after a second signal
 	root    *os.Root
 	removed bool
@@ -157,10 +161,10 @@ type promptFile struct {
 // ErrPromptExists is wrapped when something (file, link, directory, FIFO) already sits at the prompt's name.
 var ErrPromptExists = errors.New("prompt file name already taken")
 
-// writePrompt creates <checkout>/.kew-prompt.txt exclusively (refusing anything already there, a symlink
+// WritePrompt creates <checkout>/.kew-prompt.txt exclusively (refusing anything already there, a symlink
 // included, so a planted link can never make kewplan truncate or write another file), makes it readable by the
 // agent's uid only where possible, and lists it in .git/info/exclude so it can never be committed.
-func writePrompt(checkout string, text []byte) (*promptFile, error) {
+func WritePrompt(checkout string, text []byte) (*PromptFile, error) {
 	root, err := os.OpenRoot(checkout)
 	if err != nil {
 		return nil, fmt.Errorf("open checkout %s: %w", checkout, err)
@@ -183,7 +187,7 @@ func writePrompt(checkout string, text []byte) (*promptFile, error) {
 		}
 		return nil, fmt.Errorf("write prompt file: %w", err)
 	}
-	p := &promptFile{root: root}
+	p := &PromptFile{root: root}
 	_, werr := f.Write(text)
 	if werr == nil && euid == 0 {
 		werr = f.Chown(planner.AgentUID, planner.AgentUID)
@@ -226,7 +230,7 @@ func excludeFromGit(root *os.Root, patterns ...string) error {
 // Remove unlinks the prompt's name (never following a link the agent may have put there). It is idempotent. When
 // the agent turned the name into a non-empty directory, that directory is removed too, inside the checkout only,
 // and the error still reports it.
-func (p *promptFile) Remove() error {
+func (p *PromptFile) Remove() error {
 	if p == nil {
 		return nil
 	}
@@ -254,7 +258,7 @@ func (p *promptFile) Remove() error {
 }
 
 // Close releases the checkout handle.
-func (p *promptFile) Close() error {
+func (p *PromptFile) Close() error {
 	if p == nil {
 		return nil
 	}
@@ -267,8 +271,8 @@ func (p *promptFile) Close() error {
 	return p.root.Close()
 }
 
-// removeStalePrompt deletes a prompt file left in a checkout by an apply that died.
-func removeStalePrompt(checkout string) (bool, error) {
+// RemoveStalePrompt deletes a prompt file left in a checkout by an apply that died.
+func RemoveStalePrompt(checkout string) (bool, error) {
 	root, err := os.OpenRoot(checkout)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -280,6 +284,21 @@ func removeStalePrompt(checkout string) (bool, error) {
 	if _, err := root.Lstat(planner.PromptFilename); err != nil {
 		return false, nil
 	}
-	p := &promptFile{root: root}
+	p := &PromptFile{root: root}
 	return true, p.Remove()
+}
+
+// RemoteBranchHead is the commit a branch points at in repo, "" when the branch does not exist there.
+func RemoteBranchHead(ctx context.Context, repo, branch string) (string, error) {
+	if strings.HasPrefix(repo, "-") || strings.HasPrefix(branch, "-") {
+		return "", fmt.Errorf("refusing to pass %q or %q to git", repo, branch)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := RunGit(ctx, "", "ls-remote", "--", repo, "refs/heads/"+branch)
+	if err != nil {
+		return "", err
+	}
+	head, _, _ := strings.Cut(out, "\t")
+	return strings.TrimSpace(head), nil
 }

@@ -1,0 +1,79 @@
+package executor
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/kewplan/kewplan/executor/ledger"
+)
+
+// MaxEgressDenials bounds the denials one run records one by one (ledger rows, events, summary): an agent that
+// hammers the proxy must not fill the host's disk. Denials past it are counted only.
+const MaxEgressDenials = 1000
+
+// egressDenials are the requests the run's egress proxy refused, as every engine reports them.
+type egressDenials struct {
+	mu    sync.Mutex
+	kept  []ledger.EgressDenial
+	total int
+}
+
+// egressDenied records one refused request in the ledger, then reports it, up to MaxEgressDenials.
+func (a *applier) egressDenied(d ledger.EgressDenial) {
+	a.denials.mu.Lock()
+	a.denials.total++
+	keep := a.denials.total <= MaxEgressDenials
+	if keep {
+		a.denials.kept = append(a.denials.kept, d)
+	}
+	a.denials.mu.Unlock()
+	if !keep {
+		return
+	}
+	if a.ledger != nil {
+		if err := a.ledger.RecordEgressDenial(d); err != nil {
+			a.warn(d.Node, err.Error())
+		}
+	}
+	a.hook.EgressDenied(d)
+}
+
+// summarize fills the summary's denials once the engine's proxy is gone.
+func (e *egressDenials) summarize(sum *ApplySummary) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.total == 0 {
+		return
+	}
+	sum.EgressDenials = append([]ledger.EgressDenial(nil), e.kept...)
+	sum.EgressDeniedTotal = e.total
+}
+
+// runSecrets are values an engine registered (its egress proxy's secrets) that are masked wherever a string
+// leaves the apply, as credentials are.
+type runSecrets struct {
+	mu     sync.Mutex
+	values []string
+}
+
+func (a *applier) addSecret(v string) {
+	if len(v) < minSecretBytes {
+		return
+	}
+	a.secrets.mu.Lock()
+	a.secrets.values = append(a.secrets.values, v)
+	a.secrets.mu.Unlock()
+}
+
+// maskAll masks the named credentials (maskString) and every registered run secret in s.
+func (a *applier) maskAll(s string, names []string) string {
+	s = a.maskString(s, names)
+	a.secrets.mu.Lock()
+	defer a.secrets.mu.Unlock()
+	for _, v := range a.secrets.values {
+		if strings.Contains(s, v) {
+			s = strings.ReplaceAll(s, v, "[redacted proxy secret]")
+		}
+	}
+	return s
+}
