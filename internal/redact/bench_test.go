@@ -54,7 +54,25 @@ func BenchmarkWriterLines(b *testing.B) {
 	}
 }
 
-// BenchmarkString masks one short event string, as the transcript and the ledger's strings are.
+// BenchmarkNew builds a node's masker.
+func BenchmarkNew(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		New(benchSecrets...)
+	}
+}
+
+// BenchmarkMaskerString masks one short event string with a masker built once, as the transcript does.
+func BenchmarkMaskerString(b *testing.B) {
+	s := `I ran the tests: 14 passed, 0 failed. The build is green and the change is ready for review.`
+	m := New(benchSecrets...)
+	b.ReportAllocs()
+	for b.Loop() {
+		m.String(s)
+	}
+}
+
+// BenchmarkString masks one short event string, building the masker each time, as the ledger's strings are.
 func BenchmarkString(b *testing.B) {
 	s := `I ran the tests: 14 passed, 0 failed. The build is green and the change is ready for review.`
 	b.ReportAllocs()
