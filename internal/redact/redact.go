@@ -231,6 +231,9 @@ func decode(b []byte, final bool, out *[4]byte) (n, size, kind int) {
 		return 0, 1, unitBreak
 	case '\\':
 		if len(b) < 2 {
+			if !final {
+				return 0, 0, unitNeedMore
+			}
 			return plain(b, out)
 		}
 		switch e := b[1]; e {
