@@ -1,15 +1,18 @@
 package executor
 
 import (
+	"fmt"
 	"io"
+	"net/url"
 	"strings"
 
 	"github.com/kewplan/kewplan/internal/redact"
+	"github.com/kewplan/kewplan/planner"
 )
 
 // minSecretBytes is the shortest credential value that is masked. A shorter value is no secret worth the name,
 // and masking it would rewrite ordinary text (a JSON key, a number) all through a node's stream, which would no
-// longer re-meter to the same totals.
+// longer re-meter to the same totals. Preflight says so for every such value (shortCredentialWarnings).
 const minSecretBytes = 6
 
 // secretValues are the values of the named credentials forwarded to a node, those long enough to mask.
@@ -23,8 +26,30 @@ func (a *applier) secretValues(names []string) []string {
 	return out
 }
 
-// maskString replaces each named credential's value, and its base64, URL-encoded and JSON-escaped forms, with
-// "[redacted NAME]".
+// proxySecret is the secret of the named node's egress proxy URL (what its HTTPS_PROXY holds), or "".
+func (a *applier) proxySecret(node string) string {
+	if a.egress == nil || a.egress.urls[node] == "" {
+		return ""
+	}
+	u, err := url.Parse(a.egress.urls[node])
+	if err != nil || u.User == nil {
+		return ""
+	}
+	pw, _ := u.User.Password()
+	return pw
+}
+
+// nodeMasker masks, in what a node's agent prints, every value it holds: its credentials' values and the secret
+// of its egress proxy (in HTTPS_PROXY), with their encodings. node "" has no proxy secret.
+func (a *applier) nodeMasker(node string, names []string) *redact.Masker {
+	secrets := a.secretValues(names)
+	if s := a.proxySecret(node); len(s) >= minSecretBytes {
+		secrets = append(secrets, s)
+	}
+	return redact.New(secrets...)
+}
+
+// maskString replaces each named credential's value, and its encodings, with "[redacted NAME]".
 func (a *applier) maskString(s string, names []string) string {
 	for _, name := range names {
 		v := a.env[name]
@@ -51,13 +76,20 @@ func (a *applier) nodeCredentials(node string) []string {
 	return nil
 }
 
-// maskedLogs wraps a node's stdout and stderr log files so that the value of every credential forwarded to it
-// (and its encodings) is masked as it is written; every other byte is stored as the agent wrote it, so that the
-// stored stream re-meters to the live totals. flush writes what the writers hold back; call it once the
-// container's streams are drained and before the files are closed.
+// maskedLogs is maskedNodeLogs without the node's proxy secret.
+//
+// Deprecated: use maskedNodeLogs, which masks the node's proxy secret too.
 func (a *applier) maskedLogs(names []string, stdout, stderr io.Writer) (mout, merr io.Writer, flush func() error) {
-	secrets := a.secretValues(names)
-	o, e := redact.NewWriter(stdout, secrets), redact.NewWriter(stderr, secrets)
+	return a.maskedNodeLogs("", names, stdout, stderr)
+}
+
+// maskedNodeLogs wraps a node's stdout and stderr log files so that every value the node holds (nodeMasker) is
+// masked as it is written, in every spelling a reader of the log could decode; every other byte is stored as
+// the agent wrote it, so that the stored stream re-meters to the live totals. flush writes what the writers hold
+// back; call it once the container's streams are drained and before the files are closed.
+func (a *applier) maskedNodeLogs(node string, names []string, stdout, stderr io.Writer) (mout, merr io.Writer, flush func() error) {
+	m := a.nodeMasker(node, names)
+	o, e := m.Writer(stdout), m.Writer(stderr)
 	return o, e, func() error {
 		err := o.Close()
 		if eerr := e.Close(); err == nil {
@@ -65,4 +97,23 @@ func (a *applier) maskedLogs(names []string, stdout, stderr io.Writer) (mout, me
 		}
 		return err
 	}
+}
+
+// shortCredentialWarnings are preflight's warnings, one per node and credential, for a value set in kewplan's
+// environment but shorter than minSecretBytes: it is forwarded to the agent and never masked in its logs, its
+// transcript or the ledger (rule planner.RuleCredentialTooShortToMask).
+func (a *applier) shortCredentialWarnings() []string {
+	if a.opts.Plan == nil {
+		return nil
+	}
+	var out []string
+	for _, np := range a.opts.Plan.Nodes {
+		for _, name := range np.Credentials {
+			if v := a.env[name]; v != "" && len(v) < minSecretBytes {
+				out = append(out, fmt.Sprintf("%s: node %q: the value of %s is %d bytes, shorter than the %d kewplan masks, so it is forwarded to the agent and shown in clear wherever the agent prints it (logs, transcript, ledger); use a real credential, or unset it",
+					planner.RuleCredentialTooShortToMask, np.Name, name, len(v), minSecretBytes))
+			}
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"unicode/utf8"
 
+	"github.com/kewplan/kewplan/internal/redact"
 	"github.com/kewplan/kewplan/runners"
 )
 
@@ -41,6 +42,7 @@ type Parser struct {
 	lastStop string                        // the last model call's stop reason
 	calls    [64]struct{ id, tool string } // recent tool calls, to name a result that does not
 	nextCall int
+	mask     *redact.Masker // masks the node's secrets in every decoded string; nil masks nothing
 }
 
 // Protocols lists the vocabularies New accepts: the built-ins' and what a custom runner may declare.
@@ -69,6 +71,11 @@ func New(node, protocol, routedModel string) (*Parser, bool) {
 	}
 	return p, true
 }
+
+// Mask has every string of the events p makes masked by m, after the stream's JSON is decoded: a stored log is
+// masked as it is written, but a reader sees what the transcript decodes (escapes undone, Hermes' deltas joined),
+// and that is masked again here with the same masker. A nil m masks nothing.
+func (p *Parser) Mask(m *redact.Masker) { p.mask = m }
 
 // Totals is the meter's reading of the lines seen so far: the same figures `kewplan telemetry` reports.
 func (p *Parser) Totals() runners.RunTotals { return p.meter.Totals() }
@@ -132,10 +139,35 @@ func (p *Parser) Stderr(line []byte, lineNo int64) Event {
 		line = truncUTF8(line, MaxDecodeBytes)
 	}
 	p.seq++
-	return Event{Node: p.node, Seq: p.seq, Kind: KindStderr, Line: lineNo, Text: string(line)}
+	e := Event{Node: p.node, Seq: p.seq, Kind: KindStderr, Line: lineNo, Text: string(line)}
+	p.redact(&e)
+	return e
+}
+
+// redact masks the secrets in every string of e. A tool's input stays JSON: when masking would break it (a
+// span cut inside an escape), the whole input becomes the mask.
+func (p *Parser) redact(e *Event) {
+	m := p.mask
+	if m.Empty() {
+		return
+	}
+	for _, s := range []*string{&e.Text, &e.Tool, &e.CallID, &e.Summary, &e.Output, &e.Message, &e.Model,
+		&e.StopReason, &e.SessionID, &e.Excerpt} {
+		if *s != "" {
+			*s = m.String(*s)
+		}
+	}
+	if len(e.Input) > 0 {
+		in := m.Bytes(e.Input)
+		if !json.Valid(in) {
+			in = json.RawMessage(`"` + redact.Mask + `"`)
+		}
+		e.Input = in
+	}
 }
 
 func (p *Parser) emit(e Event) {
+	p.redact(&e)
 	p.seq++
 	e.Node, e.Seq = p.node, p.seq
 	if e.Line == 0 {
@@ -182,6 +214,10 @@ func (p *Parser) emitResult(e Event) {
 
 func (p *Parser) unparsed(reason string, line []byte, n int64) {
 	ex := line
+	if !p.mask.Empty() {
+		// Mask before cutting, so that a secret the cut would split is still whole.
+		ex = p.mask.Bytes(ex[:min(len(ex), 4*ExcerptBytes)])
+	}
 	if len(ex) > ExcerptBytes {
 		ex = truncUTF8(ex[:ExcerptBytes], ExcerptBytes)
 	}
