@@ -217,6 +217,7 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 			problems = append(problems, p)
 		}
 	}
+	a.envWarnings = append(a.envWarnings, a.shortCredentialWarnings()...)
 	p, w := a.engine.Preflight(ctx, a.run)
 	problems = append(problems, p...)
 	a.envWarnings = append(a.envWarnings, w...)

@@ -3,7 +3,6 @@ package executor
 import (
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
 
 	"github.com/kewplan/kewplan/internal/redact"
@@ -26,26 +25,13 @@ func (a *applier) secretValues(names []string) []string {
 	return out
 }
 
-// proxySecret is the secret of the named node's egress proxy URL (what its HTTPS_PROXY holds), or "".
-func (a *applier) proxySecret(node string) string {
-	if a.egress == nil || a.egress.urls[node] == "" {
-		return ""
-	}
-	u, err := url.Parse(a.egress.urls[node])
-	if err != nil || u.User == nil {
-		return ""
-	}
-	pw, _ := u.User.Password()
-	return pw
-}
-
-// nodeMasker masks, in what a node's agent prints, every value it holds: its credentials' values and the secret
-// of its egress proxy (in HTTPS_PROXY), with their encodings. node "" has no proxy secret.
-func (a *applier) nodeMasker(node string, names []string) *redact.Masker {
+// nodeMasker masks, in what a node's agent prints, every value it holds: its credentials' values and the run's
+// secrets the engine registered (its egress proxy's, which HTTPS_PROXY carries), with their encodings.
+func (a *applier) nodeMasker(names []string) *redact.Masker {
 	secrets := a.secretValues(names)
-	if s := a.proxySecret(node); len(s) >= minSecretBytes {
-		secrets = append(secrets, s)
-	}
+	a.secrets.mu.Lock()
+	secrets = append(secrets, a.secrets.values...)
+	a.secrets.mu.Unlock()
 	return redact.New(secrets...)
 }
 
@@ -76,19 +62,12 @@ func (a *applier) nodeCredentials(node string) []string {
 	return nil
 }
 
-// maskedLogs is maskedNodeLogs without the node's proxy secret.
-//
-// Deprecated: use maskedNodeLogs, which masks the node's proxy secret too.
-func (a *applier) maskedLogs(names []string, stdout, stderr io.Writer) (mout, merr io.Writer, flush func() error) {
-	return a.maskedNodeLogs("", names, stdout, stderr)
-}
-
-// maskedNodeLogs wraps a node's stdout and stderr log files so that every value the node holds (nodeMasker) is
+// maskedLogs wraps a node's stdout and stderr log files so that every value the node holds (nodeMasker) is
 // masked as it is written, in every spelling a reader of the log could decode; every other byte is stored as
 // the agent wrote it, so that the stored stream re-meters to the live totals. flush writes what the writers hold
 // back; call it once the container's streams are drained and before the files are closed.
-func (a *applier) maskedNodeLogs(node string, names []string, stdout, stderr io.Writer) (mout, merr io.Writer, flush func() error) {
-	m := a.nodeMasker(node, names)
+func (a *applier) maskedLogs(names []string, stdout, stderr io.Writer) (mout, merr io.Writer, flush func() error) {
+	m := a.nodeMasker(names)
 	o, e := m.Writer(stdout), m.Writer(stderr)
 	return o, e, func() error {
 		err := o.Close()

@@ -10,22 +10,25 @@ import (
 	"github.com/kewplan/kewplan/planner"
 )
 
-func maskApplier(env map[string]string, proxyURLs map[string]string) *applier {
-	return &applier{
+func maskApplier(env map[string]string, runSecrets ...string) *applier {
+	a := &applier{
 		env: env,
 		opts: ApplyOptions{Plan: &planner.Plan{Nodes: []*planner.NodePlan{
 			{Name: "fix", Credentials: []string{"ANTHROPIC_API_KEY"}},
 			{Name: "short", Credentials: []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"}},
 		}}},
-		egress: &egressState{urls: proxyURLs},
 	}
+	for _, v := range runSecrets {
+		a.addSecret(v) // as the engine registers its egress proxy's secrets
+	}
+	return a
 }
 
 // writeLogs writes stdout and stderr through a node's masked log writers, cut into small writes.
-func writeLogs(t *testing.T, a *applier, node string, names []string, stdout, stderr string) (string, string) {
+func writeLogs(t *testing.T, a *applier, names []string, stdout, stderr string) (string, string) {
 	t.Helper()
 	var o, e bytes.Buffer
-	mo, me, flush := a.maskedNodeLogs(node, names, &o, &e)
+	mo, me, flush := a.maskedLogs(names, &o, &e)
 	for _, p := range []struct {
 		w interface{ Write([]byte) (int, error) }
 		s string
@@ -44,9 +47,9 @@ func writeLogs(t *testing.T, a *applier, node string, names []string, stdout, st
 
 // TestMaskedLogsHideEveryEncoding: a node's stored logs hold its credential in no decoded form.
 func TestMaskedLogsHideEveryEncoding(t *testing.T) {
-	a := maskApplier(map[string]string{"ANTHROPIC_API_KEY": redacttest.Key}, nil)
+	a := maskApplier(map[string]string{"ANTHROPIC_API_KEY": redacttest.Key})
 	for _, c := range redacttest.Cases(redacttest.Key) {
-		out, errs := writeLogs(t, a, "fix", []string{"ANTHROPIC_API_KEY"}, c.Stdout+"\n", c.Stderr+"\n")
+		out, errs := writeLogs(t, a, []string{"ANTHROPIC_API_KEY"}, c.Stdout+"\n", c.Stderr+"\n")
 		for _, s := range []string{out, errs} {
 			if leaks := redacttest.Leaks(s, redacttest.Key); len(leaks) > 0 {
 				t.Errorf("%s: stored log shows the key: %s", c.Name, strings.Join(leaks, "\n"))
@@ -60,24 +63,24 @@ func TestMaskedLogsHideEveryEncoding(t *testing.T) {
 func TestMaskedLogsHideTheProxySecret(t *testing.T) {
 	secret := "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 	proxy := egress.ProxyURL("172.30.0.2", egress.DefaultPort, "fix", secret)
-	a := maskApplier(map[string]string{"ANTHROPIC_API_KEY": redacttest.Key}, map[string]string{"fix": proxy})
+	a := maskApplier(map[string]string{"ANTHROPIC_API_KEY": redacttest.Key}, secret)
 	for _, c := range redacttest.Cases(secret) {
-		out, errs := writeLogs(t, a, "fix", []string{"ANTHROPIC_API_KEY"}, c.Stdout+"\n", "HTTPS_PROXY="+proxy+"\n"+c.Stderr+"\n")
+		out, errs := writeLogs(t, a, []string{"ANTHROPIC_API_KEY"}, c.Stdout+"\n", "HTTPS_PROXY="+proxy+"\n"+c.Stderr+"\n")
 		for _, s := range []string{out, errs} {
 			if leaks := redacttest.Leaks(s, secret); len(leaks) > 0 {
 				t.Errorf("%s: stored log shows the proxy secret: %s", c.Name, strings.Join(leaks, "\n"))
 			}
 		}
 	}
-	// Another node's log does not carry this node's secret in its masker (and so costs nothing for it).
-	if m := a.nodeMasker("short", nil); !m.Empty() {
-		t.Error("a node without a proxy URL and credentials masks something")
+	// Without credentials or run secrets, the masker masks nothing (and costs nothing).
+	if m := maskApplier(nil).nodeMasker(nil); !m.Empty() {
+		t.Error("a node without run secrets and credentials masks something")
 	}
 }
 
 // TestShortCredentialWarnings: a value too short to mask is named by preflight, with the rule's id.
 func TestShortCredentialWarnings(t *testing.T) {
-	a := maskApplier(map[string]string{"ANTHROPIC_API_KEY": redacttest.Key, "OPENAI_API_KEY": "abc"}, nil)
+	a := maskApplier(map[string]string{"ANTHROPIC_API_KEY": redacttest.Key, "OPENAI_API_KEY": "abc"})
 	got := a.shortCredentialWarnings()
 	if len(got) != 1 || !strings.HasPrefix(got[0], planner.RuleCredentialTooShortToMask+`: node "short": the value of OPENAI_API_KEY is 3 bytes`) {
 		t.Errorf("shortCredentialWarnings() = %q", got)

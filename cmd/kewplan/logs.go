@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kewplan/kewplan/internal/redact"
 	"github.com/kewplan/kewplan/runners"
 	"github.com/kewplan/kewplan/transcript"
 	"github.com/kewplan/kewplan/views"
@@ -79,7 +80,7 @@ func (c *LogsCmd) Run(env *Env) error {
 	defer closeIn()
 
 	out := views.NewLogsOutput(env.streams(), views.LogsOutputOptions{Environ: env.Environ, NoPager: c.NoPager})
-	err = c.render(out, in, name, protocol, label)
+	err = c.render(out, in, name, protocol, label, credentialMasker(env.Environ))
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
@@ -126,7 +127,7 @@ func (c *LogsCmd) open(env *Env) (in io.Reader, name string, closeIn func(), err
 	return f, filepath.Base(file), func() { f.Close() }, nil
 }
 
-func (c *LogsCmd) render(out *views.LogsOutput, in io.Reader, name, protocol, label string) error {
+func (c *LogsCmd) render(out *views.LogsOutput, in io.Reader, name, protocol, label string, mask *redact.Masker) error {
 	if c.Raw {
 		return out.Raw(in)
 	}
@@ -138,6 +139,7 @@ func (c *LogsCmd) render(out *views.LogsOutput, in io.Reader, name, protocol, la
 	if !ok {
 		return fmt.Errorf("no transcript for protocol %q", protocol)
 	}
+	p.Mask(mask)
 	view := out.View(c.JSON)
 	if err := view.Header(views.LogsHeader{Node: node, Runner: label, Model: c.Model}); err != nil {
 		return err
@@ -179,4 +181,28 @@ func readStderr(path string, jsonLines bool, p *transcript.Parser, view views.Lo
 		return fmt.Errorf("read stderr %s: %w", path, err)
 	}
 	return nil
+}
+
+// credentialMasker masks, in what a transcript decodes, the value of every built-in runner's credential set in
+// kewplan's environment: the stored logs were masked as they were written, and this catches what only decoding
+// shows (escapes undone, deltas joined). Values too short to mask are left, as apply leaves them.
+func credentialMasker(environ []string) *redact.Masker {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	var values []string
+	seen := map[string]bool{}
+	for _, name := range runners.BuiltinNames() {
+		r, _ := runners.Builtin(name)
+		for _, c := range r.RequiredCredentials() {
+			if v := env[c]; len(v) >= 6 && !seen[c] {
+				seen[c] = true
+				values = append(values, v)
+			}
+		}
+	}
+	return redact.New(values...)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/executor/statedir"
+	"github.com/kewplan/kewplan/internal/redact"
 	"github.com/kewplan/kewplan/runners"
 	"github.com/kewplan/kewplan/transcript"
 	"github.com/kewplan/kewplan/views"
@@ -60,7 +61,7 @@ func (c *LogsCmd) runForm(env *Env) error {
 		}
 	}
 	out := views.NewLogsOutput(env.streams(), views.LogsOutputOptions{Environ: env.Environ, NoPager: c.NoPager || c.Follow})
-	lr := &logsRun{cmd: c, out: out, dir: dir, runID: runID}
+	lr := &logsRun{cmd: c, out: out, dir: dir, runID: runID, mask: credentialMasker(env.Environ)}
 	if c.Follow {
 		err = lr.follow(l, names)
 	} else {
@@ -176,6 +177,7 @@ type logsRun struct {
 	cmd   *LogsCmd
 	out   *views.LogsOutput
 	dir   statedir.Dir
+	mask  *redact.Masker // applied to what the transcripts decode
 	runID string
 }
 
@@ -243,6 +245,7 @@ func (lr *logsRun) transcript(rec ledger.NodeRecord, stdout, stderr string) erro
 	if !ok {
 		return fmt.Errorf("node %s: no transcript for protocol %q (render its log with kewplan logs --raw)", rec.Node, rec.Protocol)
 	}
+	p.Mask(lr.mask)
 	footer := views.LogsFooter{ExitCode: footerExit(rec)}
 	f, err := os.Open(stdout)
 	switch {
@@ -395,6 +398,7 @@ func (lr *logsRun) pump(n *followed, last **followed, buf []byte) error {
 			if !ok {
 				return fmt.Errorf("node %s: no transcript for protocol %q (follow its log with kewplan logs --raw --follow)", n.rec.Node, n.rec.Protocol)
 			}
+			p.Mask(lr.mask)
 			n.parser, n.stream = p, transcript.NewStream(p)
 		}
 	}
@@ -463,6 +467,7 @@ func (lr *logsRun) finish(n *followed, last **followed) error {
 		if !ok {
 			p, _ = transcript.New(n.rec.Node, "claude-code", "")
 		}
+		p.Mask(lr.mask)
 		n.parser, n.stream = p, transcript.NewStream(p)
 	}
 	emit := func(e transcript.Event) error {

@@ -27,15 +27,15 @@ func VerdictStatus(v *verdict.Verdict, res *ledger.NodeResult) *Failure {
 	return Failed(ledger.StatusHeld, fmt.Sprintf("held for a human: unknown verdict %q", v.Verdict))
 }
 
-// BudgetReason is the reason recorded with budget_exceeded; stopped names what kewplan stopped ("its
-// container", "its Job").
+// BudgetReason is the reason recorded with budget_exceeded; stopped says what kewplan did to the agent ("kewplan
+// killed its container", "kewplan deleted its Job").
 func BudgetReason(b *ledger.BudgetStop, killed bool, stopped string) string {
 	reason := b.Message
 	if b.Cap == budget.CapMaxUSD && b.Source == budget.SourceEstimated {
 		reason += " (estimated: tokens × price)"
 	}
 	if killed {
-		reason += "; kewplan killed " + stopped
+		reason += "; " + stopped
 	} else {
 		reason += "; the agent had already ended"
 	}

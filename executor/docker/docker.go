@@ -497,7 +497,7 @@ func judgeRun(ctx context.Context, at *adapter.Attempt, out *agentRun) *adapter.
 			at.Warn(run.CleanupErr.Error())
 			return adapter.Failed(ledger.StatusFailed, "the container could not be confirmed removed: "+run.CleanupErr.Error())
 		}
-		return adapter.Failed(ledger.StatusBudgetExceeded, adapter.BudgetReason(st.BudgetStop, st.Killed, "its container"))
+		return adapter.Failed(ledger.StatusBudgetExceeded, adapter.BudgetReason(st.BudgetStop, st.Killed, "kewplan killed its container"))
 	case out.runErr != nil:
 		if run != nil && run.CleanupErr != nil {
 			at.Warn(run.CleanupErr.Error())

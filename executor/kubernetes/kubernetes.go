@@ -359,7 +359,7 @@ func judge(ctx context.Context, np *planner.NodePlan, res *ledger.NodeResult, ou
 		if out.deleteErr != nil {
 			return adapter.Failed(ledger.StatusFailed, "the Job could not be confirmed deleted: "+out.deleteErr.Error())
 		}
-		return adapter.Failed(ledger.StatusBudgetExceeded, adapter.BudgetReason(st.BudgetStop, st.Killed, "its Job"))
+		return adapter.Failed(ledger.StatusBudgetExceeded, adapter.BudgetReason(st.BudgetStop, st.Killed, "kewplan deleted its Job"))
 	case ctx.Err() != nil:
 		return adapter.Failed(ledger.StatusCancelled, "the apply was cancelled; the node's Job was deleted")
 	case st.OutputOver:
