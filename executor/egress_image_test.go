@@ -16,7 +16,7 @@ func TestEgressImageTagCache(t *testing.T) {
 	if err := os.WriteFile(bin, []byte("binary one"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	id, err := identify(bin)
+	id, err := identifyAll(bin, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestEgressImageTagCache(t *testing.T) {
 	if err := os.Chtimes(bin, time.Now().Add(time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	id2, err := identify(bin)
+	id2, err := identifyAll(bin, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
