@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/kewplan/kewplan/egress"
 )
 
 // TestEgressImageTagCache: the proxy image's tag is remembered for exactly the binary it was computed from; a
@@ -42,6 +44,35 @@ func TestEgressImageTagCache(t *testing.T) {
 	}
 	if got, ok := a.readImageTagCache(id2); ok {
 		t.Fatalf("a rebuilt binary hit the record of the old one: %q", got)
+	}
+
+	// A dynamic binary's record covers its libraries: one replaced (another identity at the same image path) or
+	// one more is a miss.
+	lib := filepath.Join(dir, "libc.so.6")
+	if err := os.WriteFile(lib, []byte("libc one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runtime := []egress.RuntimeFile{{Path: "/lib/x86_64-linux-gnu/libc.so.6", Source: lib}}
+	dyn, err := identifyAll(bin, runtime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.writeImageTagCache(dyn, tag)
+	if got, ok := a.readImageTagCache(dyn); !ok || got != tag {
+		t.Fatalf("readImageTagCache(dynamic) = %q, %v; want %q", got, ok, tag)
+	}
+	if _, ok := a.readImageTagCache(id2); ok {
+		t.Error("the record of a dynamic binary hit for the binary without its libraries")
+	}
+	if err := os.WriteFile(lib, []byte("libc two, upgraded"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	upgraded, err := identifyAll(bin, runtime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := a.readImageTagCache(upgraded); ok {
+		t.Errorf("an upgraded library hit the record of the old one: %q", got)
 	}
 
 	// A record edited to name another image is not trusted.
