@@ -21,7 +21,8 @@ type Request struct {
 	// Force pushes even when the remote branch has commits the new head does not contain. Off by default: a
 	// non-fast-forward push is refused with a message naming the branch.
 	Force bool
-	// MaxObjectBytes bounds the object data copied out of the checkout; 0 means DefaultMaxObjectBytes.
+	// MaxObjectBytes bounds the object data copied out of the checkout, and what it inflates to; 0 means
+	// DefaultMaxObjectBytes.
 	MaxObjectBytes int64
 }
 

@@ -171,6 +171,7 @@ func copyCheckoutObjects(ctx context.Context, g *hostGit, req Request, stage str
 		return err
 	}
 	defer gitDir.Close()
-	im := &objectImporter{git: g, stage: stage, limit: req.MaxObjectBytes, budget: req.MaxObjectBytes, entries: maxObjectEntries}
+	im := &objectImporter{git: g, stage: stage, limit: req.MaxObjectBytes, budget: req.MaxObjectBytes,
+		inflated: req.MaxObjectBytes, entries: maxObjectEntries}
 	return im.importObjects(ctx, gitDir)
 }
