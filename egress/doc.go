@@ -4,7 +4,8 @@
 // the network, and writes every decision as one JSON line.
 //
 // It also holds what apply needs to run the proxy: the configuration file format (Config), per-node secrets and
-// proxy URLs, the health probe, and the facts of its image built FROM scratch from kewplan's own static binary.
+// proxy URLs, the health probe, and the facts of its image built FROM scratch from kewplan's own binary (with, for a
+// dynamically linked build, its ELF interpreter and shared libraries: RuntimeFiles).
 // It does not talk to Docker: the executor starts the container, feeds the configuration on stdin and reads the
 // decisions from its stdout.
 package egress

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/elazarl/goproxy"
+	"golang.org/x/net/idna"
 
 	"github.com/kewplan/kewplan/config"
 )
@@ -88,6 +89,12 @@ type nodeAllow struct {
 
 type ctxKey struct{}
 
+// judged is what ServeHTTP allowed, carried in the request's context to the only dialler.
+type judged struct {
+	node string
+	target
+}
+
 // NewServer builds a proxy from a checked configuration (ParseConfig); decisions go to decisions, one JSON line
 // each.
 func NewServer(cfg *Config, decisions io.Writer, opts Options) (*Server, error) {
@@ -153,8 +160,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := Decision{Method: r.Method}
-	host, port, err := s.target(r)
-	d.Host, d.Port = host, port
+	tgt, err := s.target(r)
+	d.Host, d.Port = tgt.host, tgt.port
 	node, ok, reason := s.authenticate(r)
 	d.Node = node
 	if !ok {
@@ -170,57 +177,105 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "kewplan egress proxy: "+d.Reason, http.StatusForbidden)
 		return
 	}
-	if reason := s.judge(node, host, port, r.Method == http.MethodConnect); reason != ReasonAllowed {
+	if reason := s.judge(node, tgt.host, tgt.port, r.Method == http.MethodConnect); reason != ReasonAllowed {
 		d.Reason = reason
 		s.record(d)
-		http.Error(w, fmt.Sprintf("kewplan egress proxy: %s: %s:%d", reason, host, port), http.StatusForbidden)
+		http.Error(w, fmt.Sprintf("kewplan egress proxy: %s: %s", reason, tgt.hostPort()), http.StatusForbidden)
 		return
 	}
 	d.Allowed, d.Reason = true, ReasonAllowed
 	s.record(d)
-	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, node))
+	// goproxy dials r.URL.Host (and a forwarded request names r.Host): both become the judged target, and the dial
+	// itself takes the target from the context, so no other spelling of the request can be what is dialled.
+	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, judged{node: node, target: tgt}))
+	r.URL.Host, r.Host = tgt.hostPort(), tgt.hostPort()
 	if r.Method != http.MethodConnect {
 		r.Header.Del("Proxy-Authorization") // the node's secret never travels upstream
 	}
 	s.proxy.ServeHTTP(w, r)
 }
 
-// target reads the host and port a request wants. A refused target still reports what it can, for the log.
-func (s *Server) target(r *http.Request) (string, int, error) {
+// target is the one reading of where a request wants to go: the normalised name and the port that are judged,
+// logged and dialled. Nothing else of the request (the Host header, the request URI) is consulted after it.
+type target struct {
+	host string
+	port int
+}
+
+func (t target) hostPort() string { return net.JoinHostPort(t.host, strconv.Itoa(t.port)) }
+
+// target reads the host and port a request wants. A CONNECT's request target must be a plain host:port authority
+// (RFC 9110 9.3.6); a plain HTTP request's must be an absolute http:// URL without user information. A refused
+// target still reports what it can, for the log.
+func (s *Server) target(r *http.Request) (target, error) {
 	var hostport string
 	if r.Method == http.MethodConnect {
-		hostport = r.Host
+		// Go reads "CONNECT //evil:443" as a path and takes the Host header for r.Host, while r.URL says nothing of
+		// a host: only the request target itself is read, and only an authority is accepted.
+		hostport = r.RequestURI
+		if hostport == "" || strings.ContainsAny(hostport, "/?#@\\%") || r.URL.Host != hostport {
+			return target{host: clip(hostport)}, errors.New(ReasonMalformedRequest)
+		}
 	} else {
 		if r.URL.Scheme != "http" {
-			return r.URL.Host, 0, errors.New(ReasonScheme)
+			return target{host: clip(r.URL.Host)}, errors.New(ReasonScheme)
+		}
+		if r.URL.User != nil || r.URL.Opaque != "" || r.URL.Host == "" || strings.ContainsAny(r.URL.Host, "@\\%") {
+			return target{host: clip(r.URL.Host)}, errors.New(ReasonMalformedRequest)
 		}
 		hostport = r.URL.Host
-		if _, _, err := net.SplitHostPort(hostport); err != nil {
-			hostport = net.JoinHostPort(strings.Trim(hostport, "[]"), "80")
+		if _, _, err := net.SplitHostPort(hostport); err != nil && !strings.HasSuffix(hostport, ":") {
+			hostport = net.JoinHostPort(strings.Trim(hostport, "[]"), "80") // no port: HTTP's default
 		}
 	}
 	h, p, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return clip(hostport), 0, errors.New(ReasonMalformedRequest)
+		return target{host: clip(hostport)}, errors.New(ReasonMalformedRequest)
 	}
 	port, err := strconv.Atoi(p)
-	if err != nil || port < 1 || port > 65535 {
-		return clip(h), 0, errors.New(ReasonMalformedRequest)
+	if err != nil || port < 1 || port > 65535 || p != strconv.Itoa(port) {
+		return target{host: clip(h)}, errors.New(ReasonMalformedRequest)
 	}
 	if _, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil || strings.Contains(h, ":") {
-		return clip(h), port, errors.New(ReasonIPLiteral)
+		return target{host: clip(h), port: port}, errors.New(ReasonIPLiteral)
 	}
+	name, reason := canonicalName(h)
+	if reason != "" {
+		return target{host: clip(h), port: port}, errors.New(reason)
+	}
+	return target{host: name, port: port}, nil
+}
+
+// canonicalName is the name the proxy judges and dials for a requested host, or why there is none. Only ASCII
+// case may differ between the two: a name that normalisation would otherwise change (a trailing dot, full-width
+// or other compatibility characters that map onto an allowed name) is refused, and a non-ASCII name is accepted
+// only when it is a valid IDNA 2008 name as written (no mapping) and is then judged and dialled as its A-label.
+func canonicalName(h string) (string, string) {
 	if _, why := config.ParseHostPattern(h); why != "" {
 		if strings.Contains(why, "IP address") {
-			return clip(h), port, errors.New(ReasonIPLiteral)
+			return "", ReasonIPLiteral
 		}
-		return clip(h), port, errors.New(ReasonInvalidHost)
+		return "", ReasonInvalidHost
 	}
-	name, ok := config.NormaliseHost(h)
-	if !ok {
-		return clip(h), port, errors.New(ReasonInvalidHost)
+	ascii := h
+	for i := 0; i < len(h); i++ {
+		if h[i] >= 0x80 {
+			a, err := idna.Registration.ToASCII(h)
+			if err != nil {
+				return "", ReasonInvalidHost
+			}
+			if u, err := idna.Registration.ToUnicode(a); err != nil || u != h {
+				return "", ReasonInvalidHost
+			}
+			ascii = a
+			break
+		}
 	}
-	return name, port, nil
+	name, ok := config.NormaliseHost(ascii)
+	if !ok || name != strings.ToLower(ascii) {
+		return "", ReasonInvalidHost
+	}
+	return name, ""
 }
 
 // clip keeps a refused target readable in the log.
@@ -294,18 +349,19 @@ func (s *Server) judge(node, host string, port int, connect bool) string {
 // dialContext resolves the host itself and connects to the first address the address rule allows. It is the
 // only way out of the proxy: goproxy's CONNECT tunnels and HTTP forwards both dial through it.
 func (s *Server) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	node, _ := ctx.Value(ctxKey{}).(string)
-	host, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	port, _ := strconv.Atoi(p)
+	j, ok := ctx.Value(ctxKey{}).(judged)
+	node, host, port := j.node, j.host, j.port
 	deny := func(reason string, cause error) (net.Conn, error) {
 		s.record(Decision{Node: node, Method: "DIAL", Host: host, Port: port, Reason: reason})
 		if cause != nil {
 			return nil, fmt.Errorf("%s: %s: %w", addr, reason, cause)
 		}
 		return nil, fmt.Errorf("%s: %s", addr, reason)
+	}
+	if !ok || addr != j.hostPort() {
+		// Only a judged request dials, and only the target judged (a guard: ServeHTTP makes them agree).
+		host = clip(addr)
+		return deny(ReasonMalformedRequest, nil)
 	}
 	if _, err := netip.ParseAddr(host); err == nil {
 		return deny(ReasonIPLiteral, nil) // never reached through ServeHTTP; a guard for any other caller
@@ -338,6 +394,17 @@ func (s *Server) dialContext(ctx context.Context, network, addr string) (net.Con
 // addressAllowed is the resolved-address rule: a permitted name whose DNS an attacker controls must not lead to
 // the host, its neighbours or the cloud's metadata service (DNS rebinding; sandbox-runtime's resolved-address check).
 func addressAllowed(a netip.Addr, private bool) bool {
+	a = a.Unmap()
+	for _, v4 := range embeddedIPv4(a) {
+		if !addressAllowed(v4, private) {
+			return false
+		}
+	}
+	if localNAT64.Contains(a) || siteLocal.Contains(a) {
+		// Translation to an operator-chosen IPv4 space (RFC 8215), and the deprecated site-local range: both
+		// private.
+		return private
+	}
 	switch {
 	case !a.IsValid(), a.IsUnspecified(), a.IsLoopback(), a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast(),
 		a.IsInterfaceLocalMulticast(), a.IsMulticast():
@@ -352,6 +419,39 @@ func addressAllowed(a netip.Addr, private bool) bool {
 		return false
 	}
 	return true
+}
+
+var (
+	nat64      = netip.MustParsePrefix("64:ff9b::/96")    // RFC 6052 well-known prefix
+	localNAT64 = netip.MustParsePrefix("64:ff9b:1::/48")  // RFC 8215 local-use translation
+	compatible = netip.MustParsePrefix("::/96")           // IPv4-compatible (RFC 4291, deprecated)
+	translated = netip.MustParsePrefix("::ffff:0:0:0/96") // IPv4-translated (RFC 2765)
+	sixToFour  = netip.MustParsePrefix("2002::/16")       // 6to4 (RFC 3056)
+	teredo     = netip.MustParsePrefix("2001::/32")       // Teredo (RFC 4380)
+	siteLocal  = netip.MustParsePrefix("fec0::/10")       // deprecated site-local (RFC 3879)
+)
+
+// embeddedIPv4 are the IPv4 addresses an IPv6 address carries to its destination through a translator or tunnel
+// (NAT64, IPv4-compatible and -translated, 6to4, Teredo's server and client): a gateway on the path would deliver
+// to them, so they are judged by the IPv4 rule too. (IPv4-mapped addresses are unmapped before this.)
+func embeddedIPv4(a netip.Addr) []netip.Addr {
+	if !a.Is6() {
+		return nil
+	}
+	b := a.As16()
+	v4 := func(p []byte) netip.Addr { return netip.AddrFrom4([4]byte{p[0], p[1], p[2], p[3]}) }
+	switch {
+	case nat64.Contains(a), translated.Contains(a):
+		return []netip.Addr{v4(b[12:16])}
+	case compatible.Contains(a):
+		return []netip.Addr{v4(b[12:16])}
+	case sixToFour.Contains(a):
+		return []netip.Addr{v4(b[2:6])}
+	case teredo.Contains(a):
+		client := [4]byte{^b[12], ^b[13], ^b[14], ^b[15]}
+		return []netip.Addr{v4(b[4:8]), netip.AddrFrom4(client)}
+	}
+	return nil
 }
 
 // record writes one decision as a JSON line.

@@ -15,12 +15,14 @@ type Request struct {
 	PullRequest *PullRequest
 
 	// Environ is the host environment for git push and gh (PATH, HOME, SSH_AUTH_SOCK, credential helpers' needs);
-	// nil means os.Environ(). The broker's own repositories never see any of its configuration.
+	// nil means os.Environ(). The broker's own repositories never see any of its git configuration; the push sees
+	// its transport settings only.
 	Environ []string
 	// Force pushes even when the remote branch has commits the new head does not contain. Off by default: a
 	// non-fast-forward push is refused with a message naming the branch.
 	Force bool
-	// MaxObjectBytes bounds the object data copied out of the checkout; 0 means DefaultMaxObjectBytes.
+	// MaxObjectBytes bounds the object data copied out of the checkout, and what it inflates to; 0 means
+	// DefaultMaxObjectBytes.
 	MaxObjectBytes int64
 }
 
@@ -49,9 +51,11 @@ type PushResult struct {
 // plain files (no link followed at any component; a .git that is a file or a link is refused). The object data
 // is copied into a host-owned staging repository (loose objects verified by hash, packs re-indexed by git
 // index-pack; alternates refused), and a second host-owned repository fetches the cloned commit and then, with
-// strict fsck of every new object, the agent's head, from that staging repository only. The push to req.Repo runs
-// from the second repository with the host's own git configuration and credentials. A head that does not descend
-// from BaseCommit is refused. No new commits gives Pushed=false and Commit=BaseCommit.
+// strict fsck of every new object, the agent's head, from that staging repository only. No git command of the
+// broker reads the host's system or global git configuration or attributes, so no filter, hook or fsmonitor of
+// the host user's runs on the agent's content. The push to req.Repo runs from the second repository with only the
+// host's transport settings (credential helpers, url.*.insteadOf, http.*, ssh) carried over, and its HOME for
+// ssh and credential stores. A head that does not descend from BaseCommit is refused. No new commits gives Pushed=false and Commit=BaseCommit.
 //
 // A pull request is opened with gh when asked for, gh is on PATH and `gh auth status` succeeds; otherwise, or if
 // gh fails after the push, PullRequestSkipped says why and the push still counts.

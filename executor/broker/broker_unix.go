@@ -41,7 +41,11 @@ func brokerPush(ctx context.Context, req Request) (*PushResult, error) {
 		return nil, fmt.Errorf("host broker: state directory: %w", err)
 	}
 	defer os.RemoveAll(scratch)
-	g := &hostGit{git: gitBin, environ: req.Environ, dir: scratch}
+	home := filepath.Join(scratch, "home")
+	if err := os.Mkdir(home, 0o500); err != nil {
+		return nil, fmt.Errorf("host broker: state directory: %w", err)
+	}
+	g := &hostGit{git: gitBin, environ: req.Environ, dir: scratch, home: home}
 	stage := filepath.Join(scratch, "stage.git")
 	host := filepath.Join(scratch, "host.git")
 
@@ -85,12 +89,12 @@ func brokerPush(ctx context.Context, req Request) (*PushResult, error) {
 		return nil, fmt.Errorf("host broker: %w", err)
 	}
 
-	args := []string{"--git-dir=" + host, "push", "--quiet", "--no-follow-tags"}
+	args := []string{"--quiet", "--no-follow-tags"}
 	if req.Force {
 		args = append(args, "--force")
 	}
 	args = append(args, "--", req.Repo, head+":refs/heads/"+req.Branch)
-	if _, err := g.host(ctx, args...); err != nil {
+	if _, err := g.push(ctx, host, args...); err != nil {
 		var ce *commandError
 		if errors.As(err, &ce) && (strings.Contains(ce.Stderr, "non-fast-forward") || strings.Contains(ce.Stderr, "fetch first")) {
 			return nil, fmt.Errorf("host broker: the remote branch %s already has commits that %s does not contain; "+
@@ -167,6 +171,7 @@ func copyCheckoutObjects(ctx context.Context, g *hostGit, req Request, stage str
 		return err
 	}
 	defer gitDir.Close()
-	im := &objectImporter{git: g, stage: stage, limit: req.MaxObjectBytes, budget: req.MaxObjectBytes, entries: maxObjectEntries}
+	im := &objectImporter{git: g, stage: stage, limit: req.MaxObjectBytes, budget: req.MaxObjectBytes,
+		inflated: req.MaxObjectBytes, entries: maxObjectEntries}
 	return im.importObjects(ctx, gitDir)
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -19,16 +20,23 @@ import (
 
 // hostGit runs git for the broker. Every invocation names its repository with --git-dir and runs in the broker's
 // own scratch directory, never in the checkout, so no file the agent wrote is ever git's configuration, hook,
-// attribute or alternate. Two environments exist:
+// attribute or alternate. And since every repository it names holds the agent's objects, none of the host user's
+// git setup applies either: a filter, hook, attributes file or fsmonitor in the host's system or global
+// configuration would otherwise run on (or be steered by: .gitattributes, .lfsconfig) content the agent chose.
+// Two environments exist:
 //
-//   - sealed: for the broker's own repositories. No system or global configuration, no hooks, no fsmonitor, no
-//     pager, and only the file protocol; nothing of the host user's setup applies, nothing prompts.
-//   - host: for the push and for gh. The host's own configuration and credential helpers apply (the credentials
-//     never enter a container), minus variables that would point git at some other repository.
+//   - sealed: for the broker's own repositories. No system or global configuration (GIT_CONFIG_NOSYSTEM,
+//     GIT_CONFIG_GLOBAL=/dev/null), HOME and XDG_CONFIG_HOME an empty directory, no system or global attributes,
+//     no hooks, no fsmonitor, no pager, only the file protocol; nothing prompts.
+//   - push: for the push to the remote. The same sealed configuration, except that the host's transport
+//     settings (credential helpers, url.*.insteadOf, http.*, ssh command) are carried over one by one, and HOME
+//     stays the host's (ssh's known_hosts and keys, credential stores), so the credentials still never enter a
+//     container. Hooks, filters, attributes, submodule recursion and push signing stay off.
 type hostGit struct {
 	git     string   // absolute path of the git binary
 	environ []string // the host environment
 	dir     string   // working directory: the broker's scratch directory
+	home    string   // an empty directory: HOME and XDG_CONFIG_HOME of sealed invocations
 }
 
 // sealedConfig is passed as -c to every sealed invocation. Command-line configuration is protected configuration,
@@ -36,10 +44,23 @@ type hostGit struct {
 var sealedConfig = []string{
 	"core.hooksPath=/dev/null",
 	"core.fsmonitor=false",
+	"core.attributesFile=/dev/null",
 	"core.pager=cat",
 	"protocol.allow=never",
 	"protocol.file.allow=always",
 	"credential.helper=",
+	"gc.auto=0",
+	"maintenance.auto=false",
+}
+
+// pushConfig is passed as -c to the push: sealedConfig without the transport restrictions the push must lift.
+var pushConfig = []string{
+	"core.hooksPath=/dev/null",
+	"core.fsmonitor=false",
+	"core.attributesFile=/dev/null",
+	"core.pager=cat",
+	"push.recurseSubmodules=no",
+	"push.gpgSign=false",
 	"gc.auto=0",
 	"maintenance.auto=false",
 }
@@ -52,17 +73,43 @@ var repoLocatingVars = map[string]bool{
 	"GIT_SHALLOW_FILE": true, "GIT_REPLACE_REF_BASE": true, "GIT_NO_REPLACE_OBJECTS": true, "GIT_GRAFT_FILE": true,
 }
 
-func (g *hostGit) sealedEnv() []string {
-	env := make([]string, 0, len(g.environ)+6)
+// transportVars are the host's GIT_ variables the push keeps: how it reaches and authenticates to the remote.
+var transportVars = map[string]bool{
+	"GIT_SSH": true, "GIT_SSH_COMMAND": true, "GIT_SSH_VARIANT": true, "GIT_ASKPASS": true, "GIT_PROXY_COMMAND": true,
+	"GIT_SSL_NO_VERIFY": true, "GIT_SSL_CAINFO": true, "GIT_SSL_CAPATH": true, "GIT_SSL_CERT": true, "GIT_SSL_KEY": true,
+	"GIT_SSL_CERT_PASSWORD_PROTECTED": true, "GIT_SSL_VERSION": true, "GIT_SSL_CIPHER_LIST": true,
+	"GIT_HTTP_USER_AGENT": true, "GIT_HTTP_LOW_SPEED_LIMIT": true, "GIT_HTTP_LOW_SPEED_TIME": true,
+	"GIT_HTTP_PROXY_AUTHMETHOD": true, "GIT_PROXY_SSL_CERT": true, "GIT_PROXY_SSL_KEY": true,
+	"GIT_PROXY_SSL_CAINFO": true, "GIT_PROXY_SSL_CERT_PASSWORD_PROTECTED": true,
+}
+
+// transportKeys are the host configuration keys (as `git config --list` prints them: section and name lower
+// case) the push carries over: credentials, URL rewriting, HTTP and SSH transport. Nothing that runs on objects.
+var transportKeys = regexp.MustCompile(`^(credential\..+|http\..+|url\..+\.(insteadof|pushinsteadof)|core\.(sshcommand|askpass|gitproxy)|ssh\.variant|protocol\.(allow|[^.]+\.allow))$`)
+
+// baseEnv is the host environment without git's own variables (keep says which GIT_ ones stay) and without the
+// locale, pager and editor.
+func (g *hostGit) baseEnv(keep map[string]bool, drop ...string) []string {
+	env := make([]string, 0, len(g.environ)+10)
 	for _, kv := range g.environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "GIT_") || name == "LC_ALL" || name == "PAGER" || name == "EDITOR" {
+		if strings.HasPrefix(name, "GIT_") && !keep[name] || name == "LC_ALL" || name == "PAGER" || name == "EDITOR" ||
+			slices.Contains(drop, name) {
 			continue
 		}
 		env = append(env, kv)
 	}
-	return append(env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0",
-		"GIT_ASKPASS=/bin/false", "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C")
+	return append(env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_ATTR_NOSYSTEM=1",
+		"GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C")
+}
+
+func (g *hostGit) sealedEnv() []string {
+	home := g.home
+	if home == "" {
+		home = "/nonexistent"
+	}
+	return append(g.baseEnv(nil, "HOME", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS"),
+		"HOME="+home, "XDG_CONFIG_HOME="+home, "GIT_ASKPASS=/bin/false")
 }
 
 func (g *hostGit) hostEnv() []string {
@@ -86,9 +133,49 @@ func (g *hostGit) sealed(ctx context.Context, stdin io.Reader, args ...string) (
 	return runHostCommand(ctx, g.git, g.dir, g.sealedEnv(), stdin, append(full, args...)...)
 }
 
-// host runs git with the host's own configuration.
-func (g *hostGit) host(ctx context.Context, args ...string) ([]byte, error) {
-	return runHostCommand(ctx, g.git, g.dir, g.hostEnv(), nil, args...)
+// push runs `git push` from gitDir with the push environment: the host's transport settings, nothing else of its
+// configuration.
+func (g *hostGit) push(ctx context.Context, gitDir string, args ...string) ([]byte, error) {
+	transport, err := g.transportConfig(ctx, gitDir)
+	if err != nil {
+		return nil, err
+	}
+	env := append(g.baseEnv(transportVars), fmt.Sprintf("GIT_CONFIG_COUNT=%d", len(transport)))
+	for i, kv := range transport {
+		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, kv[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, kv[1]))
+	}
+	full := make([]string, 0, 2*len(pushConfig)+len(args)+3)
+	for _, c := range pushConfig {
+		full = append(full, "-c", c)
+	}
+	full = append(full, "--git-dir="+gitDir, "push", "--no-recurse-submodules", "--no-signed")
+	return runHostCommand(ctx, g.git, g.dir, env, nil, append(full, args...)...)
+}
+
+// transportConfig reads the host's system, global and command-line (GIT_CONFIG_COUNT) configuration and keeps
+// the transport keys, in order (a later credential.helper= still resets the list). It reads configuration files
+// only, never an object.
+func (g *hostGit) transportConfig(ctx context.Context, gitDir string) ([][2]string, error) {
+	out, err := runHostCommand(ctx, g.git, g.dir, g.hostEnv(), nil, "--git-dir="+gitDir, "config", "--list", "--null", "--show-scope")
+	if err != nil {
+		return nil, fmt.Errorf("read the host's git transport configuration: %w", err)
+	}
+	var kept [][2]string
+	fields := strings.Split(string(out), "\x00")
+	for i := 0; i+1 < len(fields); i += 2 {
+		scope, entry := fields[i], fields[i+1]
+		if scope != "system" && scope != "global" && scope != "command" {
+			continue
+		}
+		key, value, hasValue := strings.Cut(entry, "\n")
+		if !hasValue {
+			value = "true" // a bare boolean key
+		}
+		if transportKeys.MatchString(key) {
+			kept = append(kept, [2]string{key, value})
+		}
+	}
+	return kept, nil
 }
 
 // commandError is a failed host command, with its stderr trimmed and any URL credentials redacted.

@@ -27,7 +27,8 @@ import (
 // a repository that borrows objects from another path would make the host read that path), not the agent's .idx,
 // .bitmap, commit-graph or multi-pack-index files.
 
-// DefaultMaxObjectBytes bounds the object data the broker copies out of a checkout.
+// DefaultMaxObjectBytes bounds the object data the broker copies out of a checkout, and separately what that data
+// inflates to (loose objects and pack entries alike, deltas by the size they rebuild).
 const DefaultMaxObjectBytes = 8 << 30
 
 const (
@@ -37,11 +38,12 @@ const (
 )
 
 type objectImporter struct {
-	git     *hostGit
-	stage   string // the staging repository's git dir
-	limit   int64  // object bytes that may be copied in all
-	budget  int64  // object bytes left to copy
-	entries int    // directory entries left to list
+	git      *hostGit
+	stage    string // the staging repository's git dir
+	limit    int64  // object bytes that may be copied in all, and that they may inflate to in all
+	budget   int64  // object bytes left to copy (as stored: compressed)
+	inflated int64  // bytes the objects may still inflate to: every decompression is bounded by it
+	entries  int    // directory entries left to list
 }
 
 // importObjects copies the object data of the checkout's .git into the staging repository.
@@ -124,6 +126,26 @@ func (im *objectImporter) take(rel string, size int64) error {
 	return nil
 }
 
+// inflate charges n bytes of decompressed output before they are inflated: a few kilobytes of zlib can claim
+// gigabytes, so the budget is spent on what the data becomes, not on what it occupies.
+func (im *objectImporter) inflate(rel string, n int64) error {
+	if n < 0 || n > im.inflated {
+		return &inflateLimitError{rel: rel, limit: im.limit}
+	}
+	im.inflated -= n
+	return nil
+}
+
+// inflateLimitError is a refusal by the decompression budget (as opposed to malformed data).
+type inflateLimitError struct {
+	rel   string
+	limit int64
+}
+
+func (e *inflateLimitError) Error() string {
+	return fmt.Sprintf("%s would inflate the object data copied from the checkout past its %d-byte limit; refused", e.rel, e.limit)
+}
+
 func (im *objectImporter) importLooseDir(objects *hostilefs.Dir, fan string) error {
 	dir, err := objects.OpenDir(fan)
 	if err != nil {
@@ -174,7 +196,7 @@ func (im *objectImporter) importLoose(dir *hostilefs.Dir, fan, name string) erro
 		_, err = tmp.Seek(0, io.SeekStart)
 	}
 	if err == nil {
-		err = verifyLooseObject(tmp, fan+name, im.limit)
+		err = verifyLooseObject(tmp, fan+name, func(size int64) error { return im.inflate(rel, size) })
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
@@ -189,8 +211,9 @@ func (im *objectImporter) importLoose(dir *hostilefs.Dir, fan, name string) erro
 	return os.Rename(tmp.Name(), dest)
 }
 
-// verifyLooseObject inflates a loose object and checks its header, its size and its id.
-func verifyLooseObject(r io.Reader, id string, maxSize int64) error {
+// verifyLooseObject inflates a loose object and checks its header, its size and its id. charge is asked for the
+// declared size before the content is inflated, and no more than that is ever inflated.
+func verifyLooseObject(r io.Reader, id string, charge func(size int64) error) error {
 	zr, err := zlib.NewReader(r)
 	if err != nil {
 		return fmt.Errorf("not a zlib stream: %w", err)
@@ -211,8 +234,11 @@ func verifyLooseObject(r io.Reader, id string, maxSize int64) error {
 		return fmt.Errorf("unknown object type %q", typ)
 	}
 	size, err := strconv.ParseInt(sizeText, 10, 64)
-	if err != nil || size < 0 || size > maxSize || sizeText != strconv.FormatInt(size, 10) {
+	if err != nil || size < 0 || sizeText != strconv.FormatInt(size, 10) {
 		return fmt.Errorf("invalid object size %q", sizeText)
+	}
+	if err := charge(size); err != nil {
+		return err
 	}
 	h := sha1.New()
 	h.Write(header)
@@ -260,12 +286,157 @@ func (im *objectImporter) importPack(ctx context.Context, packDir *hostilefs.Dir
 	if err := im.take(rel, st.Size); err != nil {
 		return err
 	}
-	_, err = im.git.sealed(ctx, f, "--git-dir="+im.stage, "index-pack", "--stdin",
+	// The host's own copy is measured and then indexed, so what index-pack inflates is what was charged.
+	tmp, err := os.CreateTemp(im.stage, "incoming-*.pack")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	n, err := io.Copy(tmp, io.LimitReader(f, st.Size+1))
+	if err == nil && n != st.Size {
+		err = fmt.Errorf("%s changed size while it was copied", rel)
+	}
+	if err == nil {
+		_, err = tmp.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		return fmt.Errorf("pack %s: %w", rel, err)
+	}
+	if err := im.chargePack(rel, tmp); err != nil {
+		var limit *inflateLimitError
+		if errors.As(err, &limit) {
+			return err
+		}
+		return fmt.Errorf("pack %s is not a valid git pack: %w", rel, err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	_, err = im.git.sealed(ctx, tmp, "--git-dir="+im.stage, "index-pack", "--stdin",
 		"--max-input-size="+strconv.FormatInt(st.Size, 10))
 	if err != nil {
 		return fmt.Errorf("pack %s is not a valid git pack: %w", rel, err)
 	}
 	return nil
+}
+
+// Pack entry types (gitformat-pack).
+const (
+	packOfsDelta = 6
+	packRefDelta = 7
+	maxPackCount = 1 << 28
+)
+
+// chargePack walks a pack's entries before git index-pack sees it and charges what each inflates to: an
+// object's size, and for a delta also the size of the object it rebuilds (which index-pack materialises). Each
+// entry's zlib stream is inflated here, bounded by its declared size, so a bomb is refused after at most its
+// budget of output. Anything malformed is left for index-pack to reject with its own message.
+func (im *objectImporter) chargePack(rel string, r io.Reader) error {
+	br := bufio.NewReader(r)
+	var hdr [12]byte
+	if _, err := io.ReadFull(br, hdr[:]); err != nil || string(hdr[:4]) != "PACK" {
+		return errors.New("not a git pack")
+	}
+	count := uint32(hdr[8])<<24 | uint32(hdr[9])<<16 | uint32(hdr[10])<<8 | uint32(hdr[11])
+	if count > maxPackCount {
+		return fmt.Errorf("claims %d objects; refused", count)
+	}
+	for i := uint32(0); i < count; i++ {
+		typ, size, err := readPackEntryHeader(br)
+		if err != nil {
+			return fmt.Errorf("entry %d: %w", i, err)
+		}
+		if err := im.inflate(rel, size); err != nil {
+			return err
+		}
+		zr, err := zlib.NewReader(br) // br is an io.ByteReader: flate reads no byte past the stream
+		if err != nil {
+			return fmt.Errorf("entry %d: not a zlib stream: %w", i, err)
+		}
+		limited := &io.LimitedReader{R: zr, N: size}
+		var body io.Reader = limited
+		if typ == packOfsDelta || typ == packRefDelta {
+			dr := bufio.NewReader(limited)
+			if _, err := readDeltaSize(dr); err != nil { // the base's size: already charged as an object
+				return fmt.Errorf("entry %d: %w", i, err)
+			}
+			result, err := readDeltaSize(dr)
+			if err != nil {
+				return fmt.Errorf("entry %d: %w", i, err)
+			}
+			if err := im.inflate(rel, result); err != nil {
+				return err
+			}
+			body = dr
+		}
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			return fmt.Errorf("entry %d: %w", i, err)
+		}
+		// The stream must end where its size says: one byte more or less, or a missing end, is malformed.
+		if n, err := io.CopyN(io.Discard, zr, 1); limited.N != 0 || n != 0 || err != io.EOF {
+			return fmt.Errorf("entry %d inflates to more than its declared %d bytes, or is cut short", i, size)
+		}
+	}
+	return nil
+}
+
+// readPackEntryHeader reads an entry's type and inflated size, and skips a delta's base reference.
+func readPackEntryHeader(br *bufio.Reader) (typ int, size int64, err error) {
+	c, err := br.ReadByte()
+	if err != nil {
+		return 0, 0, err
+	}
+	typ, size = int(c>>4&7), int64(c&15)
+	for shift := 4; c&0x80 != 0; shift += 7 {
+		if shift > 56 {
+			return 0, 0, errors.New("object size overflows")
+		}
+		if c, err = br.ReadByte(); err != nil {
+			return 0, 0, err
+		}
+		size |= int64(c&0x7f) << shift
+	}
+	switch typ {
+	case 1, 2, 3, 4:
+	case packOfsDelta:
+		for i := 0; ; i++ {
+			if c, err = br.ReadByte(); err != nil {
+				return 0, 0, err
+			}
+			if c&0x80 == 0 {
+				break
+			}
+			if i > 9 {
+				return 0, 0, errors.New("delta offset overflows")
+			}
+		}
+	case packRefDelta:
+		if _, err := br.Discard(20); err != nil {
+			return 0, 0, err
+		}
+	default:
+		return 0, 0, fmt.Errorf("unknown object type %d", typ)
+	}
+	return typ, size, nil
+}
+
+// readDeltaSize reads one of a delta's two leading sizes (little-endian base-128).
+func readDeltaSize(br *bufio.Reader) (int64, error) {
+	var size int64
+	for shift := 0; ; shift += 7 {
+		if shift > 56 {
+			return 0, errors.New("delta size overflows")
+		}
+		c, err := br.ReadByte()
+		if err != nil {
+			return 0, fmt.Errorf("delta header: %w", err)
+		}
+		size |= int64(c&0x7f) << shift
+		if c&0x80 == 0 {
+			return size, nil
+		}
+	}
 }
 
 // copyShallow carries .git/shallow (the boundary of a shallow clone) into the staging repository, after checking

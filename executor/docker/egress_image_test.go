@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kewplan/kewplan/egress"
 	"github.com/kewplan/kewplan/executor/adapter"
 	"github.com/kewplan/kewplan/executor/statedir"
 )
@@ -19,7 +20,7 @@ func TestEgressImageTagCache(t *testing.T) {
 	if err := os.WriteFile(bin, []byte("binary one"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	id, err := identify(bin)
+	id, err := identifyAll(bin, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,12 +40,41 @@ func TestEgressImageTagCache(t *testing.T) {
 	if err := os.Chtimes(bin, time.Now().Add(time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	id2, err := identify(bin)
+	id2, err := identifyAll(bin, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, ok := a.readImageTagCache(id2); ok {
 		t.Fatalf("a rebuilt binary hit the record of the old one: %q", got)
+	}
+
+	// A dynamic binary's record covers its libraries: one replaced (another identity at the same image path) or
+	// one more is a miss.
+	lib := filepath.Join(dir, "libc.so.6")
+	if err := os.WriteFile(lib, []byte("libc one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runtime := []egress.RuntimeFile{{Path: "/lib/x86_64-linux-gnu/libc.so.6", Source: lib}}
+	dyn, err := identifyAll(bin, runtime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.writeImageTagCache(dyn, tag)
+	if got, ok := a.readImageTagCache(dyn); !ok || got != tag {
+		t.Fatalf("readImageTagCache(dynamic) = %q, %v; want %q", got, ok, tag)
+	}
+	if _, ok := a.readImageTagCache(id2); ok {
+		t.Error("the record of a dynamic binary hit for the binary without its libraries")
+	}
+	if err := os.WriteFile(lib, []byte("libc two, upgraded"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	upgraded, err := identifyAll(bin, runtime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := a.readImageTagCache(upgraded); ok {
+		t.Errorf("an upgraded library hit the record of the old one: %q", got)
 	}
 
 	// A record edited to name another image is not trusted.

@@ -6,6 +6,7 @@
 package gitobj
 
 import (
+	"bufio"
 	"bytes"
 	"compress/zlib"
 	"crypto/sha1"
@@ -167,17 +168,35 @@ func readObject(gitDir, id string) (string, []byte, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("object %s: %w", id, err)
 	}
-	raw, err := io.ReadAll(io.LimitReader(z, 64<<20))
-	if err != nil {
-		return "", nil, fmt.Errorf("object %s: %w", id, err)
-	}
-	hdr, body, ok := bytes.Cut(raw, []byte{0})
-	if !ok {
+	defer z.Close()
+	return inflateObject(z, id)
+}
+
+// maxObjectSize bounds one object this package inflates: a commit, a tree or a small blob of a fake agent.
+const maxObjectSize = 64 << 20
+
+// inflateObject reads a loose object's header first and inflates no more than the size it declares (at most
+// maxObjectSize) and one byte to prove the content ends there: a tiny zlib stream can claim gigabytes.
+func inflateObject(z io.Reader, id string) (string, []byte, error) {
+	br := bufio.NewReaderSize(z, 64)
+	hdr, err := br.ReadSlice(0)
+	if err != nil || len(hdr) > 32 {
 		return "", nil, fmt.Errorf("object %s has no header", id)
 	}
-	typ, size, ok := strings.Cut(string(hdr), " ")
-	if n, err := strconv.Atoi(size); !ok || err != nil || n != len(body) {
+	typ, size, ok := strings.Cut(string(hdr[:len(hdr)-1]), " ")
+	n, err := strconv.ParseInt(size, 10, 64)
+	if !ok || err != nil || n < 0 || size != strconv.FormatInt(n, 10) {
 		return "", nil, fmt.Errorf("object %s has a bad header %q", id, hdr)
+	}
+	if n > maxObjectSize {
+		return "", nil, fmt.Errorf("object %s is %d bytes, more than the %d this agent reads", id, n, maxObjectSize)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(br, body); err != nil {
+		return "", nil, fmt.Errorf("object %s is shorter than its header says: %w", id, err)
+	}
+	if k, _ := io.CopyN(io.Discard, br, 1); k != 0 {
+		return "", nil, fmt.Errorf("object %s is longer than its header says", id)
 	}
 	return typ, body, nil
 }
