@@ -70,7 +70,8 @@ type ApplyOptions struct {
 	retrySleep func(ctx context.Context, d time.Duration) error
 	// retryRand is the jitter source of the waits (tests); nil is math/rand.
 	retryRand func() float64
-	// ProxyBinary is the static kewplan binary whose image runs the egress proxy; "" means the running executable
+	// ProxyBinary is the kewplan binary whose image runs the egress proxy (static, or dynamic with its interpreter
+	// and libraries carried into the image); "" means the running executable
 	// (tests, whose executable is not kewplan, build one).
 	ProxyBinary string
 	// Engine runs the nodes (adapter.Engine): nil is the Docker engine of Environ's DOCKER_HOST; executor/kubernetes

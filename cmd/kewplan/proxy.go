@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -55,18 +54,20 @@ func (c *EgressProxyCmd) Run(env *Env) error {
 	return s.ListenAndServe(ctx)
 }
 
+// imageTag is the tag apply gives the egress proxy image of binary: of the binary alone when it is static, of the
+// binary and the runtime files it needs (its ELF interpreter and shared libraries) when it is dynamic.
 func imageTag(binary string) (string, error) {
-	static, err := egress.StaticBinary(binary)
+	rf, err := egress.RuntimeFiles(binary)
 	if err != nil {
 		return "", err
 	}
-	if !static {
-		return "", fmt.Errorf("%s is dynamically linked, so it cannot run in an image FROM scratch; build it with CGO_ENABLED=0 (make build does)", binary)
-	}
-	f, err := os.Open(binary)
+	data, err := os.ReadFile(binary)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	return egress.ImageTag(f)
+	ic, err := egress.NewImageContext(data, rf)
+	if err != nil {
+		return "", err
+	}
+	return ic.Tag, nil
 }
