@@ -43,15 +43,15 @@ test-deps:
 runsc-setup:
 	@scripts/runsc-setup.sh
 
-# Issue 20's figures, each a ratio or a figure measured in one run (internal/benchplan): plan --json against
+# Issue 20's figures, each a ratio or a figure measured in one run (internal/testtools/benchplan): plan --json against
 # hclsyntax.ParseConfig alone (plan/parse), peak memory (peak-MB), growth 10k/1k, validate/plan, start-up
 # (wall-ms) and the saved plan's size; then every package's own benchmarks, then apply's (bench-apply).
 BENCHTIME ?= 3x
 bench: bench-plan
-	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list $(PKGS) | grep -v internal/benchplan)
+	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list $(PKGS) | grep -v internal/testtools/benchplan)
 
 bench-plan:
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./internal/benchplan
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./internal/testtools/benchplan
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
@@ -103,15 +103,15 @@ test-base:
 
 # The adversarial suite (issue 9): every attack and fault of the security checklist, tried against the real engine,
 # then one table with totals. The suite's own tests write rows to $(ADV_DIR)/rows.jsonl; the tests that already
-# covered an item are selected by name (internal/advreport's catalogue) and judged from `go test -json`.
+# covered an item are selected by name (internal/testtools/advreport's catalogue) and judged from `go test -json`.
 ADV_DIR  ?= bin/adversarial
 ADV_PKGS ?= ./executor/... ./egress ./runners ./budget ./views ./cmd/kewplan
 adversarial:
 	@mkdir -p $(ADV_DIR) && rm -f $(ADV_DIR)/rows.jsonl $(ADV_DIR)/events.json
 	@KEWPLAN_ADV_REPORT=$(abspath $(ADV_DIR))/rows.jsonl $(GO) test -count=1 -json -timeout 30m \
-	  -run '$(shell $(GO) run ./internal/advreport -pattern)' $(ADV_PKGS) > $(ADV_DIR)/events.json; \
+	  -run '$(shell $(GO) run ./internal/testtools/advreport -pattern)' $(ADV_PKGS) > $(ADV_DIR)/events.json; \
 	  status=$$?; \
-	  $(GO) run ./internal/advreport -rows $(ADV_DIR)/rows.jsonl -events $(ADV_DIR)/events.json || status=1; \
+	  $(GO) run ./internal/testtools/advreport -rows $(ADV_DIR)/rows.jsonl -events $(ADV_DIR)/events.json || status=1; \
 	  echo "rows: $(ADV_DIR)/rows.jsonl, test events: $(ADV_DIR)/events.json"; \
 	  exit $$status
 
@@ -140,7 +140,7 @@ fuzz:
 # 20 minutes on a quiet 2-core machine, about 3 hours on a crowded one); `make test` never builds them and skips these tests when they are
 # not cached. KEWPLAN_K8S_E2E_CONTEXT=<kubeconfig context> runs the same tests against a real cluster instead.
 k8s-binaries:
-	@if [ -z "$$KEWPLAN_K8S_E2E_CONTEXT" ] && [ -z "$$KEWPLAN_K8S_BINARIES" ]; then internal/k8stools/build-binaries.sh; fi
+	@if [ -z "$$KEWPLAN_K8S_E2E_CONTEXT" ] && [ -z "$$KEWPLAN_K8S_BINARIES" ]; then internal/testtools/k8stools/build-binaries.sh; fi
 
 k8s-test: k8s-binaries
 	KEWPLAN_K8S_REQUIRE=1 $(GO) test -race -count=1 -timeout 20m ./k8srender ./k8sengine ./config ./cmd/kewplan -run 'Render|Kubernetes|JobOutcome|ReadVerdict|FollowLog|ApplyDelete|Preflight|E2E|ErrorFiles|TestScripts/render'

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
-	"github.com/kewplan/kewplan/internal/benchplan"
+	"github.com/kewplan/kewplan/internal/testtools/benchplan"
 )
 
 // TestParsePiecesSameBody: a file parsed in pieces, cut at every possible place, gives the body a whole parse

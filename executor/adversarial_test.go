@@ -6,7 +6,7 @@ package executor
 // kewplan, tried against the real engine where the item needs it. Each test records one row per item (id, attack,
 // expected, observed, pass) into the JSON-lines file named by $KEWPLAN_ADV_REPORT (or only logs it when unset);
 // `make adversarial` runs these tests together with the existing tests that already cover an item and prints the
-// table (internal/advreport). This file holds the shared machinery: rows, the hostile agent's image, a raw view of
+// table (internal/testtools/advreport). This file holds the shared machinery: rows, the hostile agent's image, a raw view of
 // the Engine API for the inspect oracles, and small helpers.
 
 import (
@@ -35,7 +35,7 @@ import (
 // advReportEnv names the JSON-lines file the rows are appended to.
 const advReportEnv = "KEWPLAN_ADV_REPORT"
 
-// advRow is one line of the report; internal/advreport reads the same shape.
+// advRow is one line of the report; internal/testtools/advreport reads the same shape.
 type advRow struct {
 	ID       string `json:"id"`
 	Attack   string `json:"attack"`

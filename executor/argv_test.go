@@ -16,7 +16,7 @@ import (
 	"github.com/kewplan/kewplan/egress"
 	"github.com/kewplan/kewplan/executor/docker"
 	"github.com/kewplan/kewplan/executor/engine"
-	"github.com/kewplan/kewplan/internal/testkit"
+	"github.com/kewplan/kewplan/internal/testtools/testkit"
 	"github.com/kewplan/kewplan/planner"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/kewplan/kewplan/egress"
-	"github.com/kewplan/kewplan/internal/redact/redacttest"
+	"github.com/kewplan/kewplan/internal/testtools/redacttest"
 	"github.com/kewplan/kewplan/planner"
 )
 

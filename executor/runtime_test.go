@@ -21,7 +21,7 @@ import (
 
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
-	"github.com/kewplan/kewplan/internal/testkit"
+	"github.com/kewplan/kewplan/internal/testtools/testkit"
 	"github.com/kewplan/kewplan/planner"
 )
 

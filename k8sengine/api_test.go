@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 
-	"github.com/kewplan/kewplan/internal/k8stest"
+	"github.com/kewplan/kewplan/internal/testtools/k8stest"
 	"github.com/kewplan/kewplan/k8sengine"
 	"github.com/kewplan/kewplan/k8srender"
 )

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kewplan/kewplan/internal/k8stest"
+	"github.com/kewplan/kewplan/internal/testtools/k8stest"
 	"github.com/kewplan/kewplan/k8srender"
 )
 

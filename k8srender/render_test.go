@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kewplan/kewplan/config"
-	"github.com/kewplan/kewplan/internal/k8stest"
+	"github.com/kewplan/kewplan/internal/testtools/k8stest"
 	"github.com/kewplan/kewplan/k8srender"
 	"github.com/kewplan/kewplan/planner"
 )

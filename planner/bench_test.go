@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/config"
-	"github.com/kewplan/kewplan/internal/benchplan"
+	"github.com/kewplan/kewplan/internal/testtools/benchplan"
 	"github.com/kewplan/kewplan/planner"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/kewplan/kewplan/internal/redact"
-	"github.com/kewplan/kewplan/internal/redact/redacttest"
+	"github.com/kewplan/kewplan/internal/testtools/redacttest"
 )
 
 // readerViews are what `kewplan logs` shows of an event: the --json line and each decoded string the human view

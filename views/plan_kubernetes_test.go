@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/kewplan/kewplan/config"
-	"github.com/kewplan/kewplan/internal/k8stest"
+	"github.com/kewplan/kewplan/internal/testtools/k8stest"
 	"github.com/kewplan/kewplan/k8srender"
 )
 

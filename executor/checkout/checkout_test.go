@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/kewplan/kewplan/internal/testkit"
+	"github.com/kewplan/kewplan/internal/testtools/testkit"
 	"github.com/kewplan/kewplan/planner"
 )
 

@@ -31,7 +31,7 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/executor/engine"
-	"github.com/kewplan/kewplan/internal/testkit"
+	"github.com/kewplan/kewplan/internal/testtools/testkit"
 )
 
 // conformEngine connects to the engine, or skips (fails under CI) when none answers.

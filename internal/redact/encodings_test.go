@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kewplan/kewplan/internal/redact/redacttest"
+	"github.com/kewplan/kewplan/internal/testtools/redacttest"
 )
 
 // TestEveryEncodingIsMasked writes each common encoding of a realistic key through the masking writer, the

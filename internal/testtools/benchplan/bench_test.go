@@ -35,7 +35,7 @@ func kewplanBinary(b *testing.B) string {
 			return
 		}
 		binPath, parsePath = filepath.Join(dir, "kewplan"), filepath.Join(dir, "parseonly")
-		build := [][2]string{{parsePath, "github.com/kewplan/kewplan/internal/benchplan/parseonly"}}
+		build := [][2]string{{parsePath, "github.com/kewplan/kewplan/internal/testtools/benchplan/parseonly"}}
 		if bin := os.Getenv("KEWPLAN_BENCH_BIN"); bin != "" {
 			binPath = bin
 		} else {

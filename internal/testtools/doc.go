@@ -1,0 +1,5 @@
+// Package testtools holds what only kewplan's tests, benchmarks and make targets use: testkit (the engine or a
+// skip, golden files, a throwaway repository), k8stest (a local control plane), k8stools (the script that builds
+// its binaries), benchplan (make bench's configurations and measurements) and advreport (make adversarial's
+// table). No package of the kewplan binary imports them.
+package testtools
