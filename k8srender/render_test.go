@@ -1,7 +1,6 @@
 package k8srender_test
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/testtools/k8stest"
+	"github.com/kewplan/kewplan/internal/testtools/testkit"
 	"github.com/kewplan/kewplan/k8srender"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -43,22 +43,7 @@ func TestRenderGolden(t *testing.T) {
 	for _, f := range files {
 		names = append(names, f.Name)
 		golden := filepath.Join("testdata", "kubernetes", f.Name)
-		if os.Getenv("KEWPLAN_UPDATE") != "" {
-			if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(golden, f.Data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(golden)
-		if err != nil {
-			t.Fatalf("%v (run with KEWPLAN_UPDATE=1 to create it)", err)
-		}
-		if diff := cmp.Diff(string(want), string(f.Data)); diff != "" {
-			t.Errorf("%s mismatch (-want +got):\n%s", f.Name, diff)
-		}
+		testkit.Golden(t, golden, f.Data)
 	}
 	if diff := cmp.Diff([]string{"00-shared.yaml", "01-kew-fix.yaml", "02-kew-review.yaml"}, names); diff != "" {
 		t.Errorf("Files() names mismatch (-want +got):\n%s", diff)

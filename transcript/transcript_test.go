@@ -10,10 +10,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kewplan/kewplan/internal/testtools/testkit"
 	"github.com/kewplan/kewplan/runners"
 )
-
-var update = os.Getenv("KEWPLAN_UPDATE") != ""
 
 func streams(t *testing.T) []string {
 	t.Helper()
@@ -56,19 +55,7 @@ func TestGolden(t *testing.T) {
 				}
 			}
 			golden := filepath.Join("testdata", "golden", name+".jsonl")
-			if update {
-				os.MkdirAll(filepath.Dir(golden), 0o755)
-				if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (KEWPLAN_UPDATE=1 writes it)", err)
-			}
-			if diff := cmp.Diff(string(want), got.String()); diff != "" {
-				t.Errorf("events mismatch (-want +got):\n%s", diff)
-			}
+			testkit.Golden(t, golden, got.Bytes())
 		})
 	}
 }

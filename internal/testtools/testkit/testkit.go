@@ -4,7 +4,6 @@
 package testkit
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/kewplan/kewplan/executor/engine"
 )
@@ -60,8 +61,8 @@ func Golden(t testing.TB, path string, got []byte) {
 	if err != nil {
 		t.Fatalf("%v (KEWPLAN_UPDATE=1 writes it)", err)
 	}
-	if !bytes.Equal(want, got) {
-		t.Errorf("%s differs (KEWPLAN_UPDATE=1 rewrites it):\n--- want\n%s\n--- got\n%s", path, want, got)
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s mismatch (-want +got; KEWPLAN_UPDATE=1 rewrites it):\n%s", path, diff)
 	}
 }
 
