@@ -43,7 +43,7 @@ test-deps:
 runsc-setup:
 	@scripts/runsc-setup.sh
 
-# Issue 20's figures, each a ratio or a figure measured in one run (internal/testtools/benchplan): plan --json against
+# make bench's figures, each a ratio or a figure measured in one run (internal/testtools/benchplan): plan --json against
 # hclsyntax.ParseConfig alone (plan/parse), peak memory (peak-MB), growth 10k/1k, validate/plan, start-up
 # (wall-ms) and the saved plan's size; then every package's own benchmarks, then apply's (bench-apply).
 BENCHTIME ?= 3x
@@ -101,7 +101,7 @@ test-base:
 
 .PHONY: adversarial
 
-# The adversarial suite (issue 9): every attack and fault of the security checklist, tried against the real engine,
+# The adversarial suite: every attack and fault of the security checklist, tried against the real engine,
 # then one table with totals. The suite's own tests write rows to $(ADV_DIR)/rows.jsonl; the tests that already
 # covered an item are selected by name (internal/testtools/advreport's catalogue) and judged from `go test -json`.
 ADV_DIR  ?= bin/adversarial
@@ -135,7 +135,7 @@ fuzz:
 
 .PHONY: k8s-binaries k8s-test
 
-# The Kubernetes engine's end-to-end tests (issue 21) against a real kube-apiserver, etcd and kube-controller-manager
+# The Kubernetes engine's end-to-end tests against a real kube-apiserver, etcd and kube-controller-manager
 # on loopback. k8s-binaries builds them once into ${KEWPLAN_K8S_CACHE:-$HOME/.cache/kewplan-k8s}/v1.37.2/ (niced:
 # 20 minutes on a quiet 2-core machine, about 3 hours on a crowded one); `make test` never builds them and skips these tests when they are
 # not cached. KEWPLAN_K8S_E2E_CONTEXT=<kubeconfig context> runs the same tests against a real cluster instead.

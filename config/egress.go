@@ -266,6 +266,7 @@ var egressSchema = &hcl.BodySchema{
 		{Name: "allow"},
 		{Name: "proxy_network"},
 		{Name: "proxy"},
+		{Name: "upstream_ca_file"},
 	},
 }
 
@@ -308,6 +309,20 @@ func decodeSandboxEgress(block *hcl.Block, eg *SandboxEgress) hcl.Diagnostics {
 				eg.Proxy = s
 			}
 			eg.ProxyRange = attr.Expr.Range()
+		}
+	}
+	if attr, ok := content.Attributes["upstream_ca_file"]; ok {
+		s, d := constString(attr, where)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if s == "" || strings.ContainsRune(s, 0) {
+				diags = append(diags, errorDiag("Invalid upstream CA file",
+					"The upstream_ca_file of the sandbox's egress block is empty. Name a PEM file of certificate authorities, relative to the configuration's directory, such as \"ca.pem\", or remove the argument to trust only the system's roots.",
+					attr.Expr.Range()))
+			} else {
+				eg.UpstreamCAFile = s
+			}
+			eg.UpstreamCAFileRange = attr.Expr.Range()
 		}
 	}
 	return diags

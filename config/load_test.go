@@ -299,12 +299,72 @@ func TestDefaultSandbox(t *testing.T) {
 		t.Fatal(diags)
 	}
 	want := &Sandbox{Network: NetworkAllowlist, AllowlistNetwork: "kew-allowlist", PidsLimit: 512,
-		TmpfsSize: "512m", Egress: SandboxEgress{ProxyNetwork: "bridge"},
+		TmpfsSize: "512m", Credentials: CredentialsBrokered, Egress: SandboxEgress{ProxyNetwork: "bridge"},
 		Images: map[string]string{}, ImageRanges: map[string]hcl.Range{}}
 	if diff := cmp.Diff(want, cfg.Sandbox); diff != "" {
 		t.Errorf("default sandbox mismatch (-want +got):\n%s", diff)
 	}
 	if cfg.Policy != nil {
 		t.Errorf("Policy = %v, want nil without a policy block", cfg.Policy)
+	}
+}
+
+// TestCredentialsModeAndBaseURL: the brokered-credentials settings decode, and each bad value is a diagnostic at
+// its range saying how to fix it.
+func TestCredentialsModeAndBaseURL(t *testing.T) {
+	load := func(t *testing.T, src string) (*Config, hcl.Diagnostics) {
+		t.Helper()
+		f := filepath.Join(t.TempDir(), "main.hcl")
+		if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return Load(f)
+	}
+	cfg, diags := load(t, `
+sandbox {
+  credentials = "forward"
+  egress {
+    upstream_ca_file = "ca.pem"
+  }
+}
+runner "acme-agent" {
+  protocol    = "claude-code"
+  credentials = ["ACME_AGENT_KEY"]
+  endpoints   = ["llm.acme.example"]
+  base_url    = "ACME_BASE_URL"
+}
+node "legacy" {
+  runner      = "acme-agent"
+  repo        = "r"
+  prompt      = "p"
+  credentials = "brokered"
+}
+`)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if sb := cfg.Sandbox; sb.Credentials != CredentialsForward || !sb.CredentialsExplicit || sb.Egress.UpstreamCAFile != "ca.pem" {
+		t.Errorf("sandbox: credentials %q (explicit %v), upstream CA %q", sb.Credentials, sb.CredentialsExplicit, sb.Egress.UpstreamCAFile)
+	}
+	if r := cfg.Runners["acme-agent"]; r == nil || r.BaseURL != "ACME_BASE_URL" {
+		t.Errorf("runner base_url = %+v", r)
+	}
+	nv, d := EvalNode(cfg.Nodes["legacy"], nil)
+	if d.HasErrors() || nv.Credentials != CredentialsBrokered {
+		t.Errorf("node credentials = %q (%v)", nv.Credentials, d)
+	}
+	for _, tc := range []struct{ src, summary, detail string }{
+		{"sandbox {\n  credentials = \"brokerd\"\n}\n", "Invalid credentials mode", `Did you mean "brokered"?`},
+		{"runner \"x\" {\n  protocol = \"pi\"\n  base_url = \"https://x\"\n}\n", "Invalid base URL variable", "not an environment variable's name"},
+		{"sandbox {\n  egress {\n    upstream_ca_file = \"\"\n  }\n}\n", "Invalid upstream CA file", "PEM file"},
+	} {
+		_, diags := load(t, tc.src)
+		if !diags.HasErrors() || diags[0].Summary != tc.summary || !strings.Contains(diags[0].Detail, tc.detail) || diags[0].Subject == nil || diags[0].Subject.Start.Line < 2 {
+			t.Errorf("%q: diagnostics %v, want %q at its line, saying %q", tc.src, diags, tc.summary, tc.detail)
+		}
+	}
+	cfg, _ = load(t, "node \"n\" {\n  runner = \"pi\"\n  repo = \"r\"\n  prompt = \"p\"\n  credentials = \"both\"\n}\n")
+	if _, d := EvalNode(cfg.Nodes["n"], nil); !d.HasErrors() || !strings.Contains(d[0].Detail, "not a credentials mode") || d[0].Subject.Start.Line != 5 {
+		t.Errorf("node credentials \"both\": %v", d)
 	}
 }

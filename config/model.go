@@ -102,6 +102,12 @@ type Sandbox struct {
 	// DefaultTmpfsSize when unset. tmpfs pages are memory, so without it one agent could fill the host's.
 	TmpfsSize      string
 	TmpfsSizeRange hcl.Range
+	// Credentials is how nodes get their runner's credentials: CredentialsBrokered (the default: the container
+	// holds a placeholder and the egress proxy adds the real value for the runner's endpoint only) or
+	// CredentialsForward (the container holds the value). CredentialsExplicit says the block wrote it.
+	Credentials         string
+	CredentialsRange    hcl.Range
+	CredentialsExplicit bool
 	// Egress is the sandbox's egress block; defaults applied when none was written.
 	Egress SandboxEgress
 	// Retry is the sandbox's retry block, the default of every node; nil when none was written.
@@ -121,7 +127,11 @@ type SandboxEgress struct {
 	// Proxy is an existing forward proxy ("http://host:port") to use instead of kewplan's own; "" for kewplan's.
 	Proxy      string
 	ProxyRange hcl.Range
-	DeclRange  hcl.Range // empty when no egress block was written
+	// UpstreamCAFile is a PEM file of certificate authorities, relative to the configuration's directory, that
+	// kewplan's proxy trusts (beside the system's roots) for brokered requests and nothing else; "" for none.
+	UpstreamCAFile      string
+	UpstreamCAFileRange hcl.Range
+	DeclRange           hcl.Range // empty when no egress block was written
 }
 
 // NodeEgress is a node's `egress` block: hosts this node may reach on top of the sandbox's.
@@ -148,7 +158,11 @@ type Runner struct {
 	// built-in keeps its own, runners.Runner.Endpoints).
 	Endpoints      []HostPattern
 	EndpointsRange hcl.Range
-	DeclRange      hcl.Range
+	// BaseURL is the environment variable the agent reads its model API's base URL from, which brokered
+	// credentials point at kewplan's proxy; "" when not written (a built-in keeps its own).
+	BaseURL      string
+	BaseURLRange hcl.Range
+	DeclRange    hcl.Range
 }
 
 // Roles of a node.
@@ -170,6 +184,8 @@ type Node struct {
 	Prompt  hcl.Expression
 	Timeout hcl.Expression // nil: 60m
 	Runtime hcl.Expression // nil: the sandbox's runtime
+	// Credentials is the node's credentials mode; nil: the sandbox's.
+	Credentials hcl.Expression
 	// ForEach and Count are the node's meta-arguments (at most one is set): the node plans one instance per key
 	// of ForEach, or Count instances. nil when not written. See EvalExpansion.
 	ForEach hcl.Expression

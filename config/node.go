@@ -32,6 +32,7 @@ var nodeSchema = &hcl.BodySchema{
 		{Name: "runtime"},
 		{Name: "for_each"},
 		{Name: "count"},
+		{Name: "credentials"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "pull_request"},
@@ -95,7 +96,7 @@ func decodeNodeBlock(block *hcl.Block) (*Node, hcl.Diagnostics) {
 	n.Runner, n.Role, n.Model = get("runner"), get("role"), get("model")
 	n.Repo, n.Ref, n.Branch = get("repo"), get("ref"), get("branch")
 	n.Prompt, n.Timeout = get("prompt"), get("timeout")
-	n.Runtime = get("runtime")
+	n.Runtime, n.Credentials = get("runtime"), get("credentials")
 	n.ForEach, n.Count = get("for_each"), get("count")
 	if n.ForEach != nil && n.Count != nil {
 		diags = append(diags, errorDiag(`Invalid combination of "count" and "for_each"`,
@@ -247,6 +248,9 @@ type NodeValues struct {
 	Timeout time.Duration
 	// Runtime is the node's own container runtime; "" when the node does not choose one (the sandbox's applies).
 	Runtime string
+	// Credentials is the node's own credentials mode (config.CredentialsBrokered or CredentialsForward); "" when
+	// the node does not choose one (the sandbox's applies).
+	Credentials string
 	// PullRequest is nil when the node has no pull_request block.
 	PullRequest *PullRequestValues
 	// Unknown names the attributes whose values are known only after apply, in schema order.
@@ -389,6 +393,12 @@ func evalInstanceOnly(n *Node, inst *Instance, ctx *hcl.EvalContext, only string
 		nv.Timeout, _ = time.ParseDuration(timeout)
 	}
 	str("runtime", n.Runtime, &nv.Runtime, func(s string) string { return checkRuntimeName(s, runtimeFix) })
+	str("credentials", n.Credentials, &nv.Credentials, func(s string) string {
+		if msg := checkCredentialMode(s); msg != "" {
+			return msg[:1] + msg[1:]
+		}
+		return ""
+	})
 	if n.PullRequest != nil {
 		pr := &PullRequestValues{}
 		str("pull_request.base", n.PullRequest.Base, &pr.Base, checkRefName)

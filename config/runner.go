@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"regexp"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -16,8 +17,12 @@ var runnerSchema = &hcl.BodySchema{
 		{Name: "credentials"},
 		{Name: "args"},
 		{Name: "endpoints"},
+		{Name: "base_url"},
 	},
 }
+
+// envNamePattern is what a POSIX environment variable's name may be.
+var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func decodeRunnerBlock(block *hcl.Block) (*Runner, hcl.Diagnostics) {
 	name := block.Labels[0]
@@ -69,6 +74,20 @@ func decodeRunnerBlock(block *hcl.Block) (*Runner, hcl.Diagnostics) {
 		}
 		r.Endpoints = list
 		r.EndpointsRange = attr.Range
+	}
+	if attr, ok := content.Attributes["base_url"]; ok {
+		s, d := constString(attr, where)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if !envNamePattern.MatchString(s) {
+				diags = append(diags, errorDiag("Invalid base URL variable",
+					fmt.Sprintf("The base_url of %s is %q, which is not an environment variable's name. base_url names the variable the agent reads its model API's base URL from (Claude Code reads ANTHROPIC_BASE_URL), not the URL itself: kewplan sets it to its egress proxy when credentials are brokered. Write a name of letters, digits and underscores, such as \"ACME_BASE_URL\".", where, s),
+					attr.Expr.Range()))
+			} else {
+				r.BaseURL = s
+			}
+			r.BaseURLRange = attr.Expr.Range()
+		}
 	}
 	return r, diags
 }

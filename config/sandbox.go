@@ -12,6 +12,25 @@ import (
 )
 
 // Sandbox defaults.
+// Credential modes (sandbox and node `credentials`).
+const (
+	// CredentialsBrokered: the container holds a placeholder minted per node and run; kewplan's egress proxy
+	// swaps it for the real value, only on requests to the node's runner endpoints, only while the node runs.
+	CredentialsBrokered = "brokered"
+	// CredentialsForward: the container holds the credential's value, as the container entrypoint contract
+	// describes; whatever the agent can read, it can send.
+	CredentialsForward = "forward"
+)
+
+// checkCredentialMode returns the rest of a diagnostic's detail when s is not a credential mode, else "".
+func checkCredentialMode(s string) string {
+	if s == CredentialsBrokered || s == CredentialsForward {
+		return ""
+	}
+	return fmt.Sprintf("%q, which is not a credentials mode.%s Use %q (the container holds a placeholder and kewplan's egress proxy adds the real credential for the runner's endpoint only; the default) or %q (the container holds the credential's value).",
+		s, didYouMean(s, []string{CredentialsBrokered, CredentialsForward}), CredentialsBrokered, CredentialsForward)
+}
+
 const (
 	DefaultAllowlistNetwork = "kew-allowlist"
 	DefaultPidsLimit        = 512
@@ -30,6 +49,7 @@ var sandboxSchema = &hcl.BodySchema{
 		{Name: "images"},
 		{Name: "runtime"},
 		{Name: "tmpfs_size"},
+		{Name: "credentials"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "egress"}, {Type: "retry"}, {Type: "budget"}},
 }
@@ -52,6 +72,7 @@ func defaultSandbox() *Sandbox {
 		AllowlistNetwork: DefaultAllowlistNetwork,
 		PidsLimit:        DefaultPidsLimit,
 		TmpfsSize:        DefaultTmpfsSize,
+		Credentials:      CredentialsBrokered,
 		Egress:           SandboxEgress{ProxyNetwork: DefaultProxyNetwork},
 		Images:           map[string]string{},
 		ImageRanges:      map[string]hcl.Range{},
@@ -76,6 +97,18 @@ func decodeSandboxBlock(block *hcl.Block) (*Sandbox, hcl.Diagnostics) {
 				sb.Network = s
 			}
 			sb.NetworkRange = attr.Expr.Range()
+		}
+	}
+	if attr, ok := content.Attributes["credentials"]; ok {
+		s, d := constString(attr, where)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if msg := checkCredentialMode(s); msg != "" {
+				diags = append(diags, errorDiag("Invalid credentials mode", fmt.Sprintf("The credentials of %s are %s", where, msg), attr.Expr.Range()))
+			} else {
+				sb.Credentials, sb.CredentialsExplicit = s, true
+			}
+			sb.CredentialsRange = attr.Expr.Range()
 		}
 	}
 	if attr, ok := content.Attributes["allowlist_network"]; ok {
