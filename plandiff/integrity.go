@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -14,7 +15,7 @@ import (
 // kewplan writes meets, and the exposure table agrees with the nodes. A plan file edited by hand (an argv given
 // --privileged, an image swapped, a credential added to the argv only) fails here even when its configuration is
 // not at hand to re-plan it. It returns one sentence per problem, or nil.
-func CheckDocument(doc *planner.Document) []string {
+func CheckDocument(doc *jsonplan.Document) []string {
 	var out []string
 	exposure := map[string][]string{}
 	for i := range doc.Nodes {
@@ -48,7 +49,7 @@ func CheckDocument(doc *planner.Document) []string {
 }
 
 // checkNodeArgv compares one node's argv with the rest of its document.
-func checkNodeArgv(n *planner.NodeDocument) []string {
+func checkNodeArgv(n *jsonplan.NodeDocument) []string {
 	run := parseDockerRun(n.Argv)
 	if !run.Parsed {
 		return []string{"its argv is not a docker run command kewplan writes"}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kewplan/kewplan/internal/jsonstream"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -19,7 +20,7 @@ var ErrMismatch = errors.New("this plan file does not match")
 // nodesDigest hashes the document without its saved object, in encoding/json's compact encoding (HTML
 // characters unescaped) with the encoder's newline: the indented stream Write writes, compacted on its way into
 // the hash (jsonstream.Compacting gives the same bytes), so that a large plan's text is never held whole.
-func nodesDigest(doc *planner.Document) (string, error) {
+func nodesDigest(doc *jsonplan.Document) (string, error) {
 	c := *doc
 	c.Saved = nil
 	h := sha256.New()
@@ -58,7 +59,7 @@ func (f *File) CheckIntegrity() error {
 // compareNodes compares the nodes of a plan file with a fresh plan of its configuration: everything apply runs
 // (argv, image, credentials, prompt digest, network, runtime, egress list) must be the same. The error wraps
 // ErrMismatch and says what differs.
-func compareNodes(doc, fresh *planner.Document) error {
+func compareNodes(doc, fresh *jsonplan.Document) error {
 	if len(fresh.Nodes) != len(doc.Nodes) {
 		return fmt.Errorf("%w its configuration: it holds %d nodes, and the configuration plans %d, so the plan file was edited. Do not apply it; run kewplan plan again", ErrMismatch, len(doc.Nodes), len(fresh.Nodes))
 	}
@@ -94,8 +95,8 @@ func compareNodes(doc, fresh *planner.Document) error {
 	return nil
 }
 
-func egressEqual(a, b []planner.EgressHostDocument) bool {
-	return slices.EqualFunc(a, b, func(x, y planner.EgressHostDocument) bool {
+func egressEqual(a, b []jsonplan.EgressHostDocument) bool {
+	return slices.EqualFunc(a, b, func(x, y jsonplan.EgressHostDocument) bool {
 		return x.Host == y.Host && x.Port == y.Port && slices.Equal(x.Origins, y.Origins)
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/jsonlimit"
 	"github.com/kewplan/kewplan/internal/safefile"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -37,12 +37,12 @@ type Origin struct {
 // doc to path as gzip-compressed indented JSON readable only by its owner (variable values may be secrets). The
 // file is replaced atomically, so a reader never sees half a plan. Compressed, a plan of 10,000 nodes is a few
 // hundred kilobytes rather than 19 MB (every node repeats most of its argv); `gzip -dc FILE` shows the JSON.
-func Write(path string, doc *planner.Document, p *planner.Plan, o Origin) error {
+func Write(path string, doc *jsonplan.Document, p *planner.Plan, o Origin) error {
 	planDir, err := filepath.Abs(filepath.Dir(path))
 	if err != nil {
 		return fmt.Errorf("write saved plan: %w", err)
 	}
-	saved := planner.NewSavedState(p, o.Targets)
+	saved := jsonplan.NewSavedState(p, o.Targets)
 	cfgAbs, err := filepath.Abs(o.Config)
 	if err != nil {
 		return fmt.Errorf("write saved plan: %w", err)
@@ -57,7 +57,7 @@ func Write(path string, doc *planner.Document, p *planner.Plan, o Origin) error 
 		if err != nil {
 			return fmt.Errorf("write saved plan: %w", err)
 		}
-		saved.Policy = &planner.SavedPolicy{Path: filepath.ToSlash(polAbs), SHA256: planner.SHA256Hex(o.PolicySrc)}
+		saved.Policy = &jsonplan.SavedPolicy{Path: filepath.ToSlash(polAbs), SHA256: planner.SHA256Hex(o.PolicySrc)}
 		if rel, err := filepath.Rel(planDir, polAbs); err == nil {
 			saved.Policy.Path = filepath.ToSlash(rel)
 		}
@@ -101,7 +101,7 @@ func Write(path string, doc *planner.Document, p *planner.Plan, o Origin) error 
 // File is a plan document read from a file: a saved plan, or the output of `kewplan plan --json` (Doc.Saved is
 // nil then). The paths its saved object records are relative to the file's directory.
 type File struct {
-	Doc *planner.Document
+	Doc *jsonplan.Document
 	dir string
 }
 
@@ -134,17 +134,15 @@ func Read(path string) (*File, error) {
 	if err := jsonlimit.Check(b, jsonlimit.Limits{}); err != nil {
 		return nil, fmt.Errorf("read plan %s: not a kewplan plan file: %w", path, err)
 	}
-	var doc planner.Document
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("read plan %s: not a kewplan plan file: %v", path, err)
-	}
-	if err := doc.Check(); err != nil {
+	doc, err := jsonplan.Decode(b)
+	var de *jsonplan.DecodeError
+	switch {
+	case errors.As(err, &de):
+		return nil, fmt.Errorf("read plan %s: not a kewplan plan file: %v", path, de.Err)
+	case err != nil:
 		return nil, fmt.Errorf("read plan %s: %w", path, err)
 	}
-	if doc.Saved != nil && doc.Saved.Variables == nil {
-		doc.Saved.Variables = map[string]json.RawMessage{}
-	}
-	return &File{Doc: &doc, dir: filepath.Dir(path)}, nil
+	return &File{Doc: doc, dir: filepath.Dir(path)}, nil
 }
 
 // MaxDecompressedBytes bounds a compressed plan file once decompressed, so a small hostile file cannot expand
@@ -383,7 +381,7 @@ func (f *File) Reload() (*config.Config, *planner.Plan, error) {
 		config.SortDiagnostics(d)
 		return nil, nil, fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, f.ConfigLocation(), firstError(d))
 	}
-	if err := compareNodes(f.Doc, planner.NewDocument(p, f.Doc.KewplanVersion)); err != nil {
+	if err := compareNodes(f.Doc, jsonplan.NewDocument(p, f.Doc.KewplanVersion)); err != nil {
 		return nil, nil, err
 	}
 	return cfg, p, nil

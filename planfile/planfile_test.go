@@ -12,9 +12,9 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
-	"github.com/kewplan/kewplan/views"
 )
 
 const savedConfig = `
@@ -55,7 +55,7 @@ func savePlan(t *testing.T, dir string) string {
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}
-	doc := views.NewPlanJSON(p, "test", cfg.Files)
+	doc := jsonplan.NewDocument(p, "test", cfg.Files)
 	path := filepath.Join(dir, "plans", "fix.plan")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)

@@ -710,6 +710,14 @@ func exposure(nodes []*NodePlan) map[string][]string {
 	return out
 }
 
+// nonNil is a copy of s, empty rather than nil.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return append([]string{}, s...)
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/jsonplan"
 )
 
 // Apply is the view of `kewplan apply`: the plan it is about to run, the approval prompt, preflight's refusal,
@@ -14,7 +15,7 @@ import (
 type Apply interface {
 	Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte)
 	// Plan shows the plan about to be applied.
-	Plan(doc *PlanJSON) error
+	Plan(doc *jsonplan.Document) error
 	// SavedPlan names the saved plan about to be applied (its nodes were shown when it was made).
 	SavedPlan(path string, nodes int, configDigest string)
 	PlanHasErrors()
@@ -48,7 +49,7 @@ type applyCommon struct {
 	planOut io.Writer // the plan, the prompt and their notes
 }
 
-func (v *applyCommon) Plan(doc *PlanJSON) error { return WritePlanHuman(v.planOut, doc) }
+func (v *applyCommon) Plan(doc *jsonplan.Document) error { return WritePlanHuman(v.planOut, doc) }
 
 func (v *applyCommon) SavedPlan(path string, nodes int, configDigest string) {
 	fmt.Fprintf(v.planOut, "Applying the saved plan %s: %s, config digest %s (unchanged since it was saved).\n",

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/kewplan/kewplan/internal/termsafe"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -20,7 +21,7 @@ func planFormat(format string, sarif SARIFOptions) (PlanRenderer, error) {
 		return nil, fmt.Errorf("unknown --format %q: use one of %s", format, strings.Join(PlanFormatNames(), ", "))
 	}
 	if format == "sarif" {
-		render = func(w io.Writer, doc *PlanJSON) error {
+		render = func(w io.Writer, doc *jsonplan.Document) error {
 			opts := sarif
 			if opts.KewplanVersion == "" {
 				opts.KewplanVersion = doc.KewplanVersion
@@ -34,7 +35,7 @@ func planFormat(format string, sarif SARIFOptions) (PlanRenderer, error) {
 // Plan is the view of `kewplan plan`: the plan in its --format, and where it was saved.
 type Plan interface {
 	Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte)
-	Plan(doc *PlanJSON) error
+	Plan(doc *jsonplan.Document) error
 	// Manifests writes the Kubernetes manifests of `plan --engine kubernetes --format yaml`, verbatim (as render's
 	// YAML: they are for kubectl, and escaping would change them).
 	Manifests(data []byte) error
@@ -67,7 +68,7 @@ type planView struct {
 	notes  io.Writer
 }
 
-func (v *planView) Plan(doc *PlanJSON) error {
+func (v *planView) Plan(doc *jsonplan.Document) error {
 	if v.render == nil {
 		return fmt.Errorf("--format %s prints manifests, not the plan document", PlanFormatYAML)
 	}
@@ -105,7 +106,7 @@ func (v *planView) NotSaved(path string) {
 
 // Show is the view of `kewplan show`: a plan file in its --format, and why a saved plan is stale.
 type Show interface {
-	Plan(doc *PlanJSON) error
+	Plan(doc *jsonplan.Document) error
 	Stale(err error)
 }
 
@@ -123,7 +124,7 @@ type showView struct {
 	render PlanRenderer
 }
 
-func (v *showView) Plan(doc *PlanJSON) error {
+func (v *showView) Plan(doc *jsonplan.Document) error {
 	return buffered(v.streams.Stdout, func(w io.Writer) error { return v.render(w, doc) })
 }
 func (v *showView) Stale(err error) { v.Error(err) }
@@ -131,7 +132,7 @@ func (v *showView) Stale(err error) { v.Error(err) }
 // Graph is the view of `kewplan graph`: the dispatch graph as Graphviz DOT, the errors beside it.
 type Graph interface {
 	Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte)
-	Graph(doc *PlanJSON) error
+	Graph(doc *jsonplan.Document) error
 }
 
 // NewGraph returns graph's view.
@@ -139,7 +140,7 @@ func NewGraph(s Streams) Graph { return &graphView{NewView(s)} }
 
 type graphView struct{ *View }
 
-func (v *graphView) Graph(doc *PlanJSON) error {
+func (v *graphView) Graph(doc *jsonplan.Document) error {
 	return buffered(v.streams.Stdout, func(w io.Writer) error { return WriteGraphDOT(w, doc) })
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/termsafe"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -54,25 +55,25 @@ type DiffSummaryJSON struct {
 
 // DiffFindingJSON is one entry of the credential exposure delta.
 type DiffFindingJSON struct {
-	Kind       string     `json:"kind"`
-	Widening   bool       `json:"widening"`
-	Node       string     `json:"node"`
-	Credential string     `json:"credential,omitempty"`
-	Message    string     `json:"message"`
-	Range      *RangeJSON `json:"range,omitempty"`
+	Kind       string          `json:"kind"`
+	Widening   bool            `json:"widening"`
+	Node       string          `json:"node"`
+	Credential string          `json:"credential,omitempty"`
+	Message    string          `json:"message"`
+	Range      *jsonplan.Range `json:"range,omitempty"`
 }
 
 // DiffNodeJSON is an added or removed node.
 type DiffNodeJSON struct {
-	Name        string     `json:"name"`
-	Runner      string     `json:"runner"`
-	Role        string     `json:"role"`
-	Image       string     `json:"image"`
-	Network     string     `json:"network"`
-	Isolation   string     `json:"isolation"`
-	Credentials []string   `json:"credentials"`
-	Argv        []string   `json:"argv"`
-	Range       *RangeJSON `json:"range,omitempty"`
+	Name        string          `json:"name"`
+	Runner      string          `json:"runner"`
+	Role        string          `json:"role"`
+	Image       string          `json:"image"`
+	Network     string          `json:"network"`
+	Isolation   string          `json:"isolation"`
+	Credentials []string        `json:"credentials"`
+	Argv        []string        `json:"argv"`
+	Range       *jsonplan.Range `json:"range,omitempty"`
 }
 
 // DiffNodeChangeJSON is a node present in both plans that changed.
@@ -82,7 +83,7 @@ type DiffNodeChangeJSON struct {
 	DependsOnAdded   []string            `json:"depends_on_added"`
 	DependsOnRemoved []string            `json:"depends_on_removed"`
 	Argv             []plandiff.WordEdit `json:"argv"`
-	Range            *RangeJSON          `json:"range,omitempty"`
+	Range            *jsonplan.Range     `json:"range,omitempty"`
 }
 
 // DiffFieldJSON is one changed field of a node.
@@ -94,11 +95,11 @@ type DiffFieldJSON struct {
 
 // DiffDiagnosticJSON is a diagnostic that appeared or was resolved between the plans.
 type DiffDiagnosticJSON struct {
-	Severity string     `json:"severity"`
-	Summary  string     `json:"summary"`
-	Detail   string     `json:"detail"`
-	Rule     string     `json:"rule,omitempty"`
-	Range    *RangeJSON `json:"range,omitempty"`
+	Severity string          `json:"severity"`
+	Summary  string          `json:"summary"`
+	Detail   string          `json:"detail"`
+	Rule     string          `json:"rule,omitempty"`
+	Range    *jsonplan.Range `json:"range,omitempty"`
 }
 
 // Verdicts of a diff.
@@ -182,14 +183,14 @@ func diffDiagnostics(ds []plandiff.Diagnostic) []DiffDiagnosticJSON {
 	return out
 }
 
-func diffRange(r *hcl.Range) *RangeJSON {
+func diffRange(r *hcl.Range) *jsonplan.Range {
 	if r == nil {
 		return nil
 	}
-	return &RangeJSON{
+	return &jsonplan.Range{
 		Filename: r.Filename,
-		Start:    PosJSON{Line: r.Start.Line, Column: r.Start.Column, Byte: r.Start.Byte},
-		End:      PosJSON{Line: r.End.Line, Column: r.End.Column, Byte: r.End.Byte},
+		Start:    jsonplan.Pos{Line: r.Start.Line, Column: r.Start.Column, Byte: r.Start.Byte},
+		End:      jsonplan.Pos{Line: r.End.Line, Column: r.End.Column, Byte: r.End.Byte},
 	}
 }
 

@@ -11,13 +11,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
 )
 
 // planDir plans the configuration in dir the way `kewplan plan --json` does and returns the document, after a
 // JSON round trip, so that the diff reads exactly what it would read from a file.
-func planDir(t *testing.T, dir string) *PlanJSON {
+func planDir(t *testing.T, dir string) *jsonplan.Document {
 	t.Helper()
 	cfg, diags := config.Load(dir)
 	if diags.HasErrors() {
@@ -32,7 +33,7 @@ func planDir(t *testing.T, dir string) *PlanJSON {
 		t.Fatalf("planner.Build(%s): %v", dir, p.Diagnostics)
 	}
 	var buf bytes.Buffer
-	if err := WritePlanJSON(&buf, NewPlanJSON(p, "test", cfg.Files)); err != nil {
+	if err := WritePlanJSON(&buf, jsonplan.NewDocument(p, "test", cfg.Files)); err != nil {
 		t.Fatal(err)
 	}
 	doc, err := plandiff.DecodePlan(buf.Bytes(), dir)

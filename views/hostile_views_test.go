@@ -10,6 +10,7 @@ import (
 	"github.com/kewplan/kewplan/executor/conform"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/executor/verdict"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
@@ -50,7 +51,7 @@ func TestHostileStringsEscapedInViews(t *testing.T) {
 		{Attempt: 1, Status: h, StopReason: hostileText, RetryWait: h}, {Attempt: 2, Status: h, StopReason: h}}}}
 	result := ledger.NodeResult{RunID: h, Node: h, Runner: h, Model: h, Status: ledger.StatusFailed, Reason: hostileText,
 		Totals: runners.RunTotals{Model: h, SessionID: h, CostUSD: &cost}, Started: t0, Ended: t1}
-	doc := &PlanJSON{Nodes: []planner.NodeDocument{{Name: h, Runner: h, Role: h, DependsOn: []string{h}, Errors: true}}}
+	doc := &jsonplan.Document{Nodes: []jsonplan.NodeDocument{{Name: h, Runner: h, Role: h, DependsOn: []string{h}, Errors: true}}}
 	check := conform.Check{ID: 1, Title: h, Status: conform.Fail, Evidence: []string{hostileText}}
 
 	views := map[string]func(w *bytes.Buffer) error{

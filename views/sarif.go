@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/kewplan/kewplan/internal/jsonstream"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -82,8 +83,8 @@ type SARIFRunProps struct {
 
 // SARIFBudget is the plan's budget in a SARIF run: the apply-wide figures and each node's caps, as in --json.
 type SARIFBudget struct {
-	*planner.ApplyBudgetDocument
-	Nodes map[string]*planner.BudgetDocument `json:"nodes"`
+	*jsonplan.ApplyBudgetDocument
+	Nodes map[string]*jsonplan.BudgetDocument `json:"nodes"`
 }
 
 // SARIFTool wraps the driver.
@@ -200,7 +201,7 @@ func SourcesFromFiles(files ...map[string][]byte) func(string) ([]byte, bool) {
 
 // NewPlanSARIF converts a plan's diagnostics into a SARIF log: one result per diagnostic, under the rule that
 // raised it.
-func NewPlanSARIF(doc *PlanJSON, opts SARIFOptions) *SARIFLog {
+func NewPlanSARIF(doc *jsonplan.Document, opts SARIFOptions) *SARIFLog {
 	rules := append(planner.Rules(), configurationRules()...)
 	b := newSARIFBuilder(rules, SARIFCategoryPlan, opts)
 	fallback := opts.DefaultURI
@@ -209,7 +210,7 @@ func NewPlanSARIF(doc *PlanJSON, opts SARIFOptions) *SARIFLog {
 			fallback = n.Range.Filename
 		}
 	}
-	for _, d := range decodePlanDiagnostics(doc.Diagnostics) {
+	for _, d := range planDiagnostics(doc.Diagnostics) {
 		rule := d.Rule
 		if _, ok := b.index[rule]; !ok || rule == "" {
 			rule = SARIFRuleConfigurationError
@@ -235,7 +236,7 @@ func NewPlanSARIF(doc *PlanJSON, opts SARIFOptions) *SARIFLog {
 	}
 	log := b.log()
 	if doc.Budget != nil {
-		sb := &SARIFBudget{ApplyBudgetDocument: doc.Budget, Nodes: map[string]*planner.BudgetDocument{}}
+		sb := &SARIFBudget{ApplyBudgetDocument: doc.Budget, Nodes: map[string]*jsonplan.BudgetDocument{}}
 		for _, n := range doc.Nodes {
 			sb.Nodes[n.Name] = n.Budget
 		}
@@ -247,13 +248,13 @@ func NewPlanSARIF(doc *PlanJSON, opts SARIFOptions) *SARIFLog {
 func init() {
 	// `kewplan plan --format sarif` and `kewplan show --format sarif`. The plan document carries each
 	// diagnostic's source snippet, which is what the fingerprints hash.
-	PlanFormats["sarif"] = func(w io.Writer, doc *PlanJSON) error {
+	PlanFormats["sarif"] = func(w io.Writer, doc *jsonplan.Document) error {
 		return WritePlanSARIF(w, doc, SARIFOptions{KewplanVersion: doc.KewplanVersion})
 	}
 }
 
 // WritePlanSARIF writes a plan's diagnostics as SARIF.
-func WritePlanSARIF(w io.Writer, doc *PlanJSON, opts SARIFOptions) error {
+func WritePlanSARIF(w io.Writer, doc *jsonplan.Document, opts SARIFOptions) error {
 	return jsonstream.Indented(w, NewPlanSARIF(doc, opts))
 }
 
@@ -375,7 +376,7 @@ func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // add records a result. discriminator tells apart results of one rule on one line (two credentials added to one
 // node); it must not hold a line number.
-func (b *sarifBuilder) add(ruleID, level, message, discriminator string, rng *RangeJSON, sn *SnippetJSON, fallbackURI string) {
+func (b *sarifBuilder) add(ruleID, level, message, discriminator string, rng *jsonplan.Range, sn *jsonplan.Snippet, fallbackURI string) {
 	file := fallbackURI
 	region := SARIFRegion{StartLine: 1, StartColumn: 1, EndLine: 1, EndColumn: 2}
 	if rng != nil && rng.Filename != "" && rng.Start.Line > 0 {
@@ -395,7 +396,7 @@ func (b *sarifBuilder) add(ruleID, level, message, discriminator string, rng *Ra
 	uri := b.uri(file)
 	line := ""
 	switch {
-	case ruleID == planner.RuleCredentialByValue || (sn != nil && strings.Contains(sn.Code, redactedSpan)):
+	case ruleID == planner.RuleCredentialByValue || (sn != nil && strings.Contains(sn.Code, jsonplan.RedactedSpan)):
 		// The line holds a secret: even a hash of it stays out of the report.
 	case b.opts.Source != nil:
 		if src, ok := b.opts.Source(file); ok {
@@ -403,7 +404,7 @@ func (b *sarifBuilder) add(ruleID, level, message, discriminator string, rng *Ra
 		}
 	}
 	if line == "" && sn != nil && sn.StartLine > 0 && sn.StartLine <= region.StartLine &&
-		ruleID != planner.RuleCredentialByValue && !strings.Contains(sn.Code, redactedSpan) {
+		ruleID != planner.RuleCredentialByValue && !strings.Contains(sn.Code, jsonplan.RedactedSpan) {
 		line = sourceLine([]byte(sn.Code), region.StartLine-sn.StartLine+1)
 	}
 	h := sha256.New()

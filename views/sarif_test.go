@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -221,7 +222,7 @@ func planSARIF(t *testing.T, dir, policy string) []byte {
 		}
 		return SARIFRelativeURI(name)
 	}
-	if err := WritePlanSARIF(&buf, NewPlanJSON(p, "test", files...), SARIFOptions{KewplanVersion: "test", URI: uri}); err != nil {
+	if err := WritePlanSARIF(&buf, jsonplan.NewDocument(p, "test", files...), SARIFOptions{KewplanVersion: "test", URI: uri}); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
@@ -335,9 +336,9 @@ func TestSARIFDeterministic(t *testing.T) {
 }
 
 func TestSARIFResultWithoutRange(t *testing.T) {
-	doc := &PlanJSON{FormatVersion: "1.0", Diagnostics: []json.RawMessage{
-		json.RawMessage(`{"severity":"error","summary":"Something broke","detail":"Badly."}`),
-		json.RawMessage(`{"severity":"warning","summary":"Unruled","detail":"x","rule":"no-such-rule"}`),
+	doc := &jsonplan.Document{FormatVersion: "1.0", Diagnostics: jsonplan.Diagnostics{
+		{Severity: "error", Summary: "Something broke", Detail: "Badly."},
+		{Severity: "warning", Summary: "Unruled", Detail: "x", Rule: "no-such-rule"},
 	}}
 	var buf bytes.Buffer
 	if err := WritePlanSARIF(&buf, doc, SARIFOptions{DefaultURI: "examples/quickstart.hcl"}); err != nil {

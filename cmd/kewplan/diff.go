@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/kewplan/kewplan/internal/safefile"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planfile"
-	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
 )
 
@@ -68,7 +68,7 @@ func (c *DiffCmd) Run(env *Env) error {
 }
 
 // readPlanArg reads and decodes one plan argument; role ("BASE" or "HEAD") makes errors say which one failed.
-func readPlanArg(env *Env, name, role string) (*planner.Document, error) {
+func readPlanArg(env *Env, name, role string) (*jsonplan.Document, error) {
 	var data []byte
 	var err error
 	if name == "-" {
