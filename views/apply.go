@@ -16,7 +16,7 @@ import (
 // applyTotalsJSON is a node's telemetry in the NDJSON events and in `runs --json`.
 func applyTotalsJSON(t runners.RunTotals) map[string]any {
 	return map[string]any{
-		"reported_model": Sanitize(t.Model), "model_source": t.ModelSource, "session_id": Sanitize(t.SessionID),
+		"reported_model": termsafe.Flatten(t.Model), "model_source": t.ModelSource, "session_id": termsafe.Flatten(t.SessionID),
 		"input_tokens": t.InputTokens, "output_tokens": t.OutputTokens, "cache_read_tokens": t.CacheReadTokens,
 		"cache_write_tokens": t.CacheWriteTokens, "cost_usd": t.CostUSD, "events": t.Events,
 		"unparsed_lines": t.UnparsedLines, "oversized_lines": t.OversizedLines,
@@ -27,7 +27,7 @@ func applyNodeJSON(r *ledger.NodeResult) map[string]any {
 	obj := applyTotalsJSON(r.Totals)
 	obj["run_id"], obj["node"], obj["runner"], obj["role"] = r.RunID, r.Node, r.Runner, r.Role
 	obj["image"], obj["image_id"], obj["routed_model"] = r.Image, r.ImageID, r.Model
-	obj["status"], obj["reason"], obj["exit_code"] = r.Status, Sanitize(r.Reason), r.ExitCode
+	obj["status"], obj["reason"], obj["exit_code"] = r.Status, termsafe.Flatten(r.Reason), r.ExitCode
 	obj["duration_ms"] = r.Duration().Milliseconds()
 	obj["argv"] = applyStrings(r.Argv)
 	obj["prompt_sha256"] = r.PromptSHA256
@@ -35,7 +35,7 @@ func applyNodeJSON(r *ledger.NodeResult) map[string]any {
 	obj["commit"], obj["branch"], obj["pushed"], obj["pull_request"] = r.Commit, r.Branch, r.Pushed, r.PullRequest
 	if r.Verdict != nil {
 		obj["verdict"] = r.Verdict.Verdict
-		obj["verdict_summary"] = Sanitize(r.Verdict.Summary)
+		obj["verdict_summary"] = termsafe.Flatten(r.Verdict.Summary)
 	}
 	if c, src := r.RecordedCost(); src != "" {
 		obj["cost_usd"], obj["cost_source"] = c, src
@@ -60,39 +60,6 @@ func applyStrings(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// Sanitize makes an untrusted string safe to show on a terminal: C0 and C1 control characters (ESC included, so
-// no escape sequence survives) and DEL are dropped, newlines and tabs become spaces, invalid UTF-8 becomes U+FFFD.
-func Sanitize(s string) string {
-	clean := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for len(s) > 0 {
-		r, size := utf8.DecodeRuneInString(s)
-		s = s[size:]
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b.WriteRune(utf8.RuneError)
-		case r == '\n' || r == '\t' || r == '\r':
-			b.WriteByte(' ')
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
-			// dropped
-		case r == '\u2028' || r == '\u2029' || r == '\u202e' || r == '\u202d' || r == '\u2066' || r == '\u2067' || r == '\u2068' || r == '\u2069':
-			// line separators and bidirectional overrides can disguise what a line says
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 func applyTruncate(s string, n int) string {

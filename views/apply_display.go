@@ -157,7 +157,7 @@ func (v *ApplyDisplay) BudgetWarning(e executor.BudgetWarningEvent) {
 	if e.Source == ledger.CostEstimated {
 		msg += " (estimated)"
 	}
-	fmt.Fprintln(v.w, v.yellow("Budget warning: "+e.Node+": ")+Sanitize(msg))
+	fmt.Fprintln(v.w, v.yellow("Budget warning: "+e.Node+": ")+termsafe.Flatten(msg))
 	v.drawLocked()
 }
 
@@ -191,12 +191,12 @@ func (v *ApplyDisplay) NodeRetry(e executor.NodeRetryEvent) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n := v.node(e.Node)
-	n.reason = fmt.Sprintf("attempt %d of %d in %s after %s", e.NextAttempt, e.MaxAttempts, FormatDuration(e.Wait), Sanitize(e.Reason))
+	n.reason = fmt.Sprintf("attempt %d of %d in %s after %s", e.NextAttempt, e.MaxAttempts, FormatDuration(e.Wait), termsafe.Flatten(e.Reason))
 	if v.live {
 		v.drawLocked()
 		return
 	}
-	fmt.Fprintf(v.w, "%s: attempt %d of %d failed (%s); retrying in %s\n", e.Node, e.Attempt, e.MaxAttempts, Sanitize(e.Reason), FormatDuration(e.Wait))
+	fmt.Fprintf(v.w, "%s: attempt %d of %d failed (%s); retrying in %s\n", e.Node, e.Attempt, e.MaxAttempts, termsafe.Flatten(e.Reason), FormatDuration(e.Wait))
 }
 
 // Warning implements executor.Hook.
@@ -281,7 +281,7 @@ func (v *ApplyDisplay) budgetLines(s executor.ApplySummary) {
 	var warned []string
 	for i := range s.Nodes {
 		if r := &s.Nodes[i]; r.BudgetWarning != "" {
-			warned = append(warned, fmt.Sprintf("  %s: %s", r.Node, Sanitize(r.BudgetWarning)))
+			warned = append(warned, fmt.Sprintf("  %s: %s", r.Node, termsafe.Flatten(r.BudgetWarning)))
 		}
 	}
 	if len(warned) > 0 {
@@ -357,7 +357,7 @@ func (v *ApplyDisplay) liveLine(name string, n *liveNode, elapsed time.Duration)
 func (v *ApplyDisplay) doneLine(name string, n *liveNode, d time.Duration) string {
 	line := fmt.Sprintf("%s: %s", termsafe.String(name), v.statusColor(n.status, 0))
 	if n.status == ledger.StatusReused {
-		return line + " from run " + Sanitize(n.reason) + " (nothing started)"
+		return line + " from run " + termsafe.Flatten(n.reason) + " (nothing started)"
 	}
 	if n.status != ledger.StatusSkipped && n.status != ledger.StatusCancelled || !n.started.IsZero() {
 		cost := "cost unknown"

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kewplan/kewplan/executor"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/internal/termsafe"
 )
 
 // EgressDenied implements executor.Hook: one NDJSON event egress_denied per request the proxy refused.
@@ -23,14 +24,14 @@ func (v *ApplyDisplay) EgressDenied(d ledger.EgressDenial) {
 	if node == "" {
 		node = "(no valid proxy credentials)"
 	}
-	fmt.Fprintf(v.w, "%s%s: %s (%s)\n", v.yellow("Egress denied: "), Sanitize(node), Sanitize(d.HostPort()), Sanitize(d.Reason))
+	fmt.Fprintf(v.w, "%s%s: %s (%s)\n", v.yellow("Egress denied: "), termsafe.Flatten(node), termsafe.Flatten(d.HostPort()), termsafe.Flatten(d.Reason))
 	v.drawLocked()
 }
 
 // egressDenialJSON is one denial as the stream and `runs show --json` write it.
 func egressDenialJSON(d ledger.EgressDenial, typ string) map[string]any {
-	obj := map[string]any{"time": d.Time.UTC().Format(time.RFC3339Nano), "node": Sanitize(d.Node), "method": Sanitize(d.Method),
-		"host": Sanitize(d.Host), "port": d.Port, "reason": Sanitize(d.Reason)}
+	obj := map[string]any{"time": d.Time.UTC().Format(time.RFC3339Nano), "node": termsafe.Flatten(d.Node), "method": termsafe.Flatten(d.Method),
+		"host": termsafe.Flatten(d.Host), "port": d.Port, "reason": termsafe.Flatten(d.Reason)}
 	if typ != "" {
 		obj["type"] = typ
 		obj["run_id"] = d.RunID
@@ -48,7 +49,7 @@ func egressSummaryLine(s executor.ApplySummary) string {
 	seen := map[string]bool{}
 	more := false
 	for _, d := range s.EgressDenials {
-		hp := Sanitize(d.HostPort())
+		hp := termsafe.Flatten(d.HostPort())
 		if seen[hp] {
 			continue
 		}
@@ -83,8 +84,8 @@ type EgressDenialJSON struct {
 func egressDenialsJSON(denials []ledger.EgressDenial) []EgressDenialJSON {
 	out := make([]EgressDenialJSON, 0, len(denials))
 	for _, d := range denials {
-		out = append(out, EgressDenialJSON{Time: d.Time.UTC(), Node: Sanitize(d.Node), Method: Sanitize(d.Method),
-			Host: Sanitize(d.Host), Port: d.Port, Reason: Sanitize(d.Reason)})
+		out = append(out, EgressDenialJSON{Time: d.Time.UTC(), Node: termsafe.Flatten(d.Node), Method: termsafe.Flatten(d.Method),
+			Host: termsafe.Flatten(d.Host), Port: d.Port, Reason: termsafe.Flatten(d.Reason)})
 	}
 	return out
 }
@@ -96,10 +97,10 @@ func writeEgressDenialsHuman(b *strings.Builder, denials []ledger.EgressDenial) 
 	}
 	fmt.Fprintf(b, "\nEgress denied (%d):\n", len(denials))
 	for _, d := range denials {
-		node := Sanitize(d.Node)
+		node := termsafe.Flatten(d.Node)
 		if node == "" {
 			node = "-"
 		}
-		fmt.Fprintf(b, "  %s  %-14s %s %s (%s)\n", d.Time.UTC().Format("15:04:05Z"), node, Sanitize(d.Method), Sanitize(d.HostPort()), Sanitize(d.Reason))
+		fmt.Fprintf(b, "  %s  %-14s %s %s (%s)\n", d.Time.UTC().Format("15:04:05Z"), node, termsafe.Flatten(d.Method), termsafe.Flatten(d.HostPort()), termsafe.Flatten(d.Reason))
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kewplan/kewplan/executor"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/internal/termsafe"
 )
 
 // ApplyStream writes apply's progress as NDJSON events for programs (apply --json): apply_start, node_start,
@@ -36,7 +37,7 @@ func (v *ApplyStream) ApplyStart(e executor.ApplyStartEvent) {
 	if len(e.Warnings) > 0 {
 		warnings := make([]string, len(e.Warnings))
 		for i, w := range e.Warnings {
-			warnings[i] = Sanitize(w)
+			warnings[i] = termsafe.Flatten(w)
 		}
 		obj["warnings"] = warnings
 	}
@@ -46,7 +47,7 @@ func (v *ApplyStream) ApplyStart(e executor.ApplyStartEvent) {
 // NodeStart implements executor.Hook.
 func (v *ApplyStream) NodeStart(e executor.NodeStartEvent) {
 	v.emit(map[string]any{"type": "node_start", "time": e.Time.UTC().Format(time.RFC3339Nano), "run_id": e.RunID,
-		"node": e.Node, "runner": e.Runner, "image": e.Image, "model": Sanitize(e.Model)})
+		"node": e.Node, "runner": e.Runner, "image": e.Image, "model": termsafe.Flatten(e.Model)})
 }
 
 // NodeProgress implements executor.Hook.
@@ -81,12 +82,12 @@ func (v *ApplyStream) NodeDone(r ledger.NodeResult) {
 func (v *ApplyStream) NodeRetry(e executor.NodeRetryEvent) {
 	v.emit(map[string]any{"type": "node_retry", "time": e.Time.UTC().Format(time.RFC3339Nano), "run_id": e.RunID,
 		"node": e.Node, "attempt": e.Attempt, "next_attempt": e.NextAttempt, "max_attempts": e.MaxAttempts,
-		"class": e.Class, "reason": Sanitize(e.Reason), "wait_ms": e.Wait.Milliseconds()})
+		"class": e.Class, "reason": termsafe.Flatten(e.Reason), "wait_ms": e.Wait.Milliseconds()})
 }
 
 // Warning implements executor.Hook.
 func (v *ApplyStream) Warning(e executor.WarningEvent) {
-	obj := map[string]any{"type": "warning", "time": e.Time.UTC().Format(time.RFC3339Nano), "run_id": e.RunID, "message": Sanitize(e.Message)}
+	obj := map[string]any{"type": "warning", "time": e.Time.UTC().Format(time.RFC3339Nano), "run_id": e.RunID, "message": termsafe.Flatten(e.Message)}
 	if e.Node != "" {
 		obj["node"] = e.Node
 	}

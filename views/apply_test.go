@@ -110,24 +110,6 @@ func applyGolden(t *testing.T, name string, got []byte) {
 	}
 }
 
-func TestSanitize(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"plain text", "plain text"},
-		{"\x1b[2Jclear", "[2Jclear"},
-		{"osc\x1b]52;c;ZXZpbA==\x07end", "osc]52;c;ZXZpbA==end"},
-		{"cr\roverwrite\nnext\ttab", "cr overwrite next tab"},
-		{"c1\u009b31mred", "c131mred"},
-		{"bad\xffutf8", "bad\uFFFDutf8"},
-		{"rtl\u202eevil", "rtlevil"},
-		{"del\x7f", "del"},
-		{"ünïcødé ✓", "ünïcødé ✓"},
-	} {
-		if got := Sanitize(tc.in); got != tc.want {
-			t.Errorf("Sanitize(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
 func TestFormatters(t *testing.T) {
 	c := 1.23456
 	got := []string{FormatCount(0), FormatCount(999), FormatCount(1234567), FormatCost(nil), FormatCost(&c),

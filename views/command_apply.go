@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/jsonplan"
 )
 
@@ -76,7 +77,7 @@ func (v *applyCommon) Cancelled() { fmt.Fprintln(v.planOut, "\nApply cancelled: 
 func (v *applyCommon) PreflightFailed(problems []string) {
 	fmt.Fprintf(v.streams.Stderr, "Error: nothing was run; preflight found %s:\n", count(len(problems), "problem", "problems"))
 	for _, p := range problems {
-		fmt.Fprintf(v.streams.Stderr, "  - %s\n", Sanitize(p))
+		fmt.Fprintf(v.streams.Stderr, "  - %s\n", termsafe.Flatten(p))
 	}
 }
 
@@ -89,7 +90,7 @@ func (v *applyCommon) InterruptedAgain() {
 }
 
 func (v *applyCommon) CleanupFailed(err error) {
-	fmt.Fprintf(v.streams.Stderr, "Cleanup failed: %s\n", Sanitize(err.Error()))
+	fmt.Fprintf(v.streams.Stderr, "Cleanup failed: %s\n", termsafe.Flatten(err.Error()))
 }
 
 type applyHuman struct {

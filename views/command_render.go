@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/k8srender"
 )
 
@@ -40,5 +41,5 @@ func (v *renderHuman) Summary(m *k8srender.Manifests) error {
 
 func (v *renderHuman) Written(files, objects int, dir string) {
 	fmt.Fprintf(v.streams.Stdout, "Wrote %s (%s) to %s.\n", count(files, "manifest", "manifests"),
-		count(objects, "object", "objects"), Sanitize(dir))
+		count(objects, "object", "objects"), termsafe.Flatten(dir))
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/runners"
 	"github.com/kewplan/kewplan/transcript"
 )
@@ -128,14 +129,14 @@ func (v *logsHuman) Header(h LogsHeader) error {
 	parts := []string{}
 	for _, s := range []string{h.Runner, h.Model} {
 		if s != "" {
-			parts = append(parts, EscapeTerminal(s, false))
+			parts = append(parts, termsafe.String(s))
 		}
 	}
 	if h.Image != "" {
-		parts = append(parts, "image "+EscapeTerminal(h.Image, false))
+		parts = append(parts, "image "+termsafe.String(h.Image))
 	}
 	if h.Status != "" {
-		parts = append(parts, EscapeTerminal(h.Status, false))
+		parts = append(parts, termsafe.String(h.Status))
 	}
 	if h.Attempt > 0 {
 		parts = append(parts, "attempt "+strconv.Itoa(h.Attempt))
@@ -150,9 +151,9 @@ func (v *logsHuman) Header(h LogsHeader) error {
 	if h.Continued {
 		parts = nil
 	}
-	v.printf("%s\n", v.style(logsAnsiBold, strings.Join(append([]string{"── " + EscapeTerminal(name, false)}, parts...), " · ")))
+	v.printf("%s\n", v.style(logsAnsiBold, strings.Join(append([]string{"── " + termsafe.String(name)}, parts...), " · ")))
 	if h.Reason != "" && !h.Continued {
-		v.printf("  %s\n", v.style(logsAnsiYellow, v.cut(EscapeTerminal(h.Reason, false), 2)))
+		v.printf("  %s\n", v.style(logsAnsiYellow, v.cut(termsafe.String(h.Reason), 2)))
 	}
 	return v.err
 }
@@ -162,11 +163,11 @@ func (v *logsHuman) Event(e transcript.Event) error {
 	case transcript.KindText:
 		v.text(e)
 	case transcript.KindToolCall:
-		v.printf("  %s\n", v.style(logsAnsiCyan, v.cut("▸ "+EscapeTerminal(e.Summary, false), 2)))
+		v.printf("  %s\n", v.style(logsAnsiCyan, v.cut("▸ "+termsafe.String(e.Summary), 2)))
 	case transcript.KindToolResult:
 		v.toolResult(e)
 	case transcript.KindError:
-		msg := "✗ error: " + EscapeTerminal(e.Message, false)
+		msg := "✗ error: " + termsafe.String(e.Message)
 		if e.Status != 0 {
 			msg += fmt.Sprintf(" (HTTP %d)", e.Status)
 		}
@@ -176,13 +177,13 @@ func (v *logsHuman) Event(e transcript.Event) error {
 	case transcript.KindResult:
 		v.resultEvent(e)
 	case transcript.KindStderr:
-		v.printf("  %s %s\n", v.style(logsAnsiYellow, "stderr │"), v.cut(EscapeTerminal(e.Text, false), 11))
+		v.printf("  %s %s\n", v.style(logsAnsiYellow, "stderr │"), v.cut(termsafe.String(e.Text), 11))
 	case transcript.KindUnparsed:
 		what := "not an event"
 		if e.Reason == transcript.ReasonOversized {
 			what = "oversized line"
 		}
-		msg := fmt.Sprintf("⚠ line %d: %s (%s bytes): %s", e.Line, what, FormatCount(e.Bytes), EscapeTerminal(e.Excerpt, false))
+		msg := fmt.Sprintf("⚠ line %d: %s (%s bytes): %s", e.Line, what, FormatCount(e.Bytes), termsafe.String(e.Excerpt))
 		if e.Bytes > int64(len(e.Excerpt)) {
 			msg += "…"
 		}
@@ -192,7 +193,7 @@ func (v *logsHuman) Event(e transcript.Event) error {
 }
 
 func (v *logsHuman) text(e transcript.Event) {
-	body := strings.TrimRight(EscapeTerminal(e.Text, true), "\n")
+	body := strings.TrimRight(termsafe.Text(e.Text), "\n")
 	body = strings.ReplaceAll(body, "\n", "\n  ")
 	if e.Role == transcript.RoleReasoning {
 		v.printf("  %s\n", v.style(logsAnsiDim, "~ "+strings.ReplaceAll(body, "\n  ", "\n  ~ ")))
@@ -215,7 +216,7 @@ func (v *logsHuman) toolResult(e transcript.Event) {
 	lines := strings.Split(out, "\n")
 	shown := min(len(lines), v.o.ResultLines)
 	for _, l := range lines[:shown] {
-		v.printf("    %s %s\n", bar, v.cut(EscapeTerminal(strings.TrimRight(l, "\r"), false), 6))
+		v.printf("    %s %s\n", bar, v.cut(termsafe.String(strings.TrimRight(l, "\r")), 6))
 	}
 	if rest := len(lines) - shown; rest > 0 {
 		word := "lines"
@@ -229,14 +230,14 @@ func (v *logsHuman) toolResult(e transcript.Event) {
 func (v *logsHuman) usage(e transcript.Event) {
 	parts := []string{"model call"}
 	if e.Model != "" {
-		parts = append(parts, EscapeTerminal(e.Model, false))
+		parts = append(parts, termsafe.String(e.Model))
 	}
 	parts = append(parts, logsTokenParts(e.InputTokens, e.OutputTokens, e.CacheReadTokens, e.CacheWriteTokens)...)
 	if e.CostUSD != nil {
 		parts = append(parts, logsCost(e.CostUSD))
 	}
 	if e.StopReason != "" {
-		parts = append(parts, "stop "+EscapeTerminal(e.StopReason, false))
+		parts = append(parts, "stop "+termsafe.String(e.StopReason))
 	}
 	v.printf("  %s\n", v.style(logsAnsiDim, "· "+strings.Join(parts, " · ")))
 }
@@ -250,7 +251,7 @@ func (v *logsHuman) resultEvent(e transcript.Event) {
 	}
 	parts := []string{}
 	if e.StopReason != "" {
-		parts = append(parts, EscapeTerminal(e.StopReason, false))
+		parts = append(parts, termsafe.String(e.StopReason))
 	}
 	if e.Reason == "eof" {
 		parts = append(parts, "the stream ended without its final event")
@@ -275,10 +276,10 @@ func (v *logsHuman) Footer(f LogsFooter) error {
 	t := f.Totals
 	parts := []string{logsTokens(t.InputTokens, t.OutputTokens, t.CacheReadTokens, t.CacheWriteTokens), logsCost(t.CostUSD)}
 	if t.Model != "" {
-		parts = append(parts, EscapeTerminal(t.Model, false))
+		parts = append(parts, termsafe.String(t.Model))
 	}
 	if v.result != nil && v.result.StopReason != "" {
-		parts = append(parts, "stop "+EscapeTerminal(v.result.StopReason, false))
+		parts = append(parts, "stop "+termsafe.String(v.result.StopReason))
 	}
 	failed := t.IsError
 	switch {
@@ -296,13 +297,13 @@ func (v *logsHuman) Footer(f LogsFooter) error {
 		label = "totals (failed)"
 	}
 	if f.Status != "" {
-		label = EscapeTerminal(f.Status, false) + ", totals"
+		label = termsafe.String(f.Status) + ", totals"
 	}
 	v.printf("%s %s\n", v.style(logsAnsiBold, "── "+label+":"), strings.Join(parts, " · "))
 	if failed && len(f.StderrTail) > 0 {
 		v.printf("%s\n", v.style(logsAnsiYellow, fmt.Sprintf("── stderr, last %d of %s lines:", len(f.StderrTail), FormatCount(f.StderrLines))))
 		for _, l := range f.StderrTail {
-			v.printf("  %s\n", v.cut(EscapeTerminal(l, false), 2))
+			v.printf("  %s\n", v.cut(termsafe.String(l), 2))
 		}
 	} else if f.StderrLines > 0 {
 		v.printf("%s\n", v.style(logsAnsiDim, fmt.Sprintf("── stderr: %s lines (--json shows them)", FormatCount(f.StderrLines))))

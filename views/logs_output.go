@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/term"
+
+	"github.com/kewplan/kewplan/internal/termsafe"
 )
 
 // LogsOutputOptions say where `kewplan logs` may page.
@@ -84,7 +86,7 @@ func (o *LogsOutput) RawChunk(chunk []byte) error {
 		_, err := o.w.Write(chunk)
 		return err
 	}
-	_, err := io.WriteString(o.w, EscapeTerminal(string(chunk), true))
+	_, err := io.WriteString(o.w, termsafe.Text(string(chunk)))
 	return err
 }
 

@@ -130,27 +130,3 @@ func TestLogsFailedFooterShowsStderrTail(t *testing.T) {
 		}
 	}
 }
-
-func TestEscapeTerminal(t *testing.T) {
-	tests := []struct {
-		in        string
-		multiline bool
-		want      string
-	}{
-		{"plain", false, "plain"},
-		{"héllo wörld ✓", false, "héllo wörld ✓"},
-		{"a\nb\tc", true, "a\nb\tc"},
-		{"a\nb\tc", false, `a\x0ab\x09c`},
-		{"\x1b[31mred", true, `\x1b[31mred`},
-		{"\r\x7f", true, `\x0d\x7f`},
-		{"\u0085\u009b", true, `\u0085\u009b`},
-		{"\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069", false, `\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069`},
-		{"\u2028", true, `\u2028`},
-		{"bad\xffbyte", false, `bad\xffbyte`},
-	}
-	for _, tt := range tests {
-		if got := EscapeTerminal(tt.in, tt.multiline); got != tt.want {
-			t.Errorf("EscapeTerminal(%q, %v) = %q, want %q", tt.in, tt.multiline, got, tt.want)
-		}
-	}
-}

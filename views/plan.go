@@ -525,13 +525,13 @@ func writePlanResumeHuman(ew *planWriter, r *jsonplan.ResumeDocument) {
 	if r == nil {
 		return
 	}
-	ew.printf("\nResume from run %s: %s reused, %s to run\n", Sanitize(r.FromRun), count(r.Reused, "node", "nodes"), count(r.Run, "node", "nodes"))
+	ew.printf("\nResume from run %s: %s reused, %s to run\n", termsafe.Flatten(r.FromRun), count(r.Reused, "node", "nodes"), count(r.Run, "node", "nodes"))
 	width := 0
 	for _, n := range r.Nodes {
 		width = max(width, len(n.Node))
 	}
 	for _, n := range r.Nodes {
-		ew.printf("  %-5s  %-*s  %s\n", n.Action, width, n.Node, Sanitize(n.Reason))
+		ew.printf("  %-5s  %-*s  %s\n", n.Action, width, n.Node, termsafe.Flatten(n.Reason))
 	}
 }
 

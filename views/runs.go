@@ -87,12 +87,12 @@ func runNodes(nodes []ledger.NodeRecord, hist map[string]NodeHistory) []RunNodeJ
 	out := make([]RunNodeJSON, len(nodes))
 	for i, n := range nodes {
 		h, ok := hist[n.Node]
-		out[i] = RunNodeJSON{NodeRecord: n, ReusedFrom: Sanitize(h.ReusedFrom)}
+		out[i] = RunNodeJSON{NodeRecord: n, ReusedFrom: termsafe.Flatten(h.ReusedFrom)}
 		switch {
 		case ok && h.Attempts != nil:
 			out[i].Attempts = make([]AttemptJSON, len(h.Attempts))
 			for k, a := range h.Attempts {
-				a.StopReason = Sanitize(a.StopReason)
+				a.StopReason = termsafe.Flatten(a.StopReason)
 				out[i].Attempts[k] = a
 			}
 		case h.ReusedFrom != "":
@@ -100,7 +100,7 @@ func runNodes(nodes []ledger.NodeRecord, hist map[string]NodeHistory) []RunNodeJ
 		default:
 			out[i].Attempts = AttemptFromRecord(n)
 			for k := range out[i].Attempts {
-				out[i].Attempts[k].StopReason = Sanitize(out[i].Attempts[k].StopReason)
+				out[i].Attempts[k].StopReason = termsafe.Flatten(out[i].Attempts[k].StopReason)
 			}
 		}
 	}
@@ -150,17 +150,17 @@ func WriteRunEgressJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeR
 
 // sanitizeNode cleans every field of a node row that an agent could have influenced.
 func sanitizeNode(n ledger.NodeRecord) ledger.NodeRecord {
-	n.ReportedModel = Sanitize(n.ReportedModel)
-	n.SessionID = Sanitize(n.SessionID)
-	n.Reason = Sanitize(n.Reason)
-	n.VerdictSummary = Sanitize(n.VerdictSummary)
-	n.Commit = Sanitize(n.Commit)
-	n.Branch = Sanitize(n.Branch)
-	n.PullRequest = Sanitize(n.PullRequest)
-	n.SidecarLocation = Sanitize(n.SidecarLocation)
+	n.ReportedModel = termsafe.Flatten(n.ReportedModel)
+	n.SessionID = termsafe.Flatten(n.SessionID)
+	n.Reason = termsafe.Flatten(n.Reason)
+	n.VerdictSummary = termsafe.Flatten(n.VerdictSummary)
+	n.Commit = termsafe.Flatten(n.Commit)
+	n.Branch = termsafe.Flatten(n.Branch)
+	n.PullRequest = termsafe.Flatten(n.PullRequest)
+	n.SidecarLocation = termsafe.Flatten(n.SidecarLocation)
 	findings := make([]verdict.Finding, len(n.VerdictFindings))
 	for i, f := range n.VerdictFindings {
-		findings[i] = verdict.Finding{Path: Sanitize(f.Path), Line: f.Line, Message: Sanitize(f.Message)}
+		findings[i] = verdict.Finding{Path: termsafe.Flatten(f.Path), Line: f.Line, Message: termsafe.Flatten(f.Message)}
 	}
 	if n.VerdictFindings != nil {
 		n.VerdictFindings = findings
