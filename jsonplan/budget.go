@@ -1,6 +1,7 @@
 package jsonplan
 
 import (
+	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
 )
@@ -35,7 +36,7 @@ func newBudgetDocument(nb *planner.NodeBudget) *BudgetDocument {
 	}
 	// Origins maps are never modified (see NodeBudget), so the document shares the plan's.
 	d := &BudgetDocument{MaxUSD: nb.MaxUSD, MaxTokens: nb.MaxTokens, MaxTurns: nb.MaxTurns, WarnAt: nb.WarnAt,
-		Timeout: planner.FormatTimeout(nb.Timeout), Origins: nb.Origins, CostSource: nb.CostSource, Price: nb.Price}
+		Timeout: config.FormatDuration(nb.Timeout), Origins: nb.Origins, CostSource: nb.CostSource, Price: nb.Price}
 	if d.Origins == nil {
 		d.Origins = map[string]string{}
 	}

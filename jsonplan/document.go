@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/parallel"
 	"github.com/kewplan/kewplan/planner"
@@ -164,7 +165,7 @@ func NewRetryDocument(r planner.RetryPolicy) *RetryDocument {
 	for k, v := range r.Origins {
 		origin[k] = v
 	}
-	return &RetryDocument{Attempts: r.Attempts, Backoff: planner.FormatDuration(r.Backoff), On: nonNil(r.On), Origin: origin}
+	return &RetryDocument{Attempts: r.Attempts, Backoff: config.FormatDuration(r.Backoff), On: nonNil(r.On), Origin: origin}
 }
 
 // PromptDocument describes the prompt by digest; an unknown prompt has sha256 "" and bytes 0.

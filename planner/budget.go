@@ -3,7 +3,6 @@ package planner
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -186,16 +185,4 @@ func formatUSD(v float64) string {
 		return strconv.FormatFloat(v, 'f', 2, 64)
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)
-}
-
-// FormatTimeout renders a duration the way configurations write it: "45m", "1h30m", "90s".
-func FormatTimeout(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

@@ -146,7 +146,7 @@ node "fix" {
 	}
 	got := map[string]caps{}
 	for _, n := range p.Nodes {
-		got[n.Name] = caps{*n.Budget.MaxUSD, n.Budget.MaxTokens, *n.Budget.MaxTurns, FormatTimeout(n.Budget.Timeout), n.Budget.Origins}
+		got[n.Name] = caps{*n.Budget.MaxUSD, n.Budget.MaxTokens, *n.Budget.MaxTurns, config.FormatDuration(n.Budget.Timeout), n.Budget.Origins}
 	}
 	thousand := int64(1000)
 	want := map[string]caps{

@@ -154,7 +154,7 @@ func (b *builder) build(p *Plan) {
 	}
 	p.DigestInputs.Variables = vars
 	p.ConfigDigest = p.DigestInputs.Digest()
-	p.Diagnostics = dedupeDiagnostics(diags)
+	p.Diagnostics = config.DedupeDiagnostics(diags)
 }
 
 // checkRunnerBlocks reports credential entries that are not bare names, once per runner block.

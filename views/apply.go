@@ -70,15 +70,23 @@ func applyTruncate(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// FormatDuration rounds to what a person reads: 850ms, 12.3s, 4m05s, 1h02m.
+// FormatDuration is a run's or a node's duration for people (formatElapsed), "-" when there is none (zero or
+// less: not started, not ended).
 func FormatDuration(d time.Duration) string {
-	switch {
-	case d <= 0:
+	if d <= 0 {
 		return "-"
+	}
+	return formatElapsed(d)
+}
+
+// formatElapsed rounds a duration to what a person reads: 850ms, 12.3s, 4m05s, 1h02m; under a second (zero and
+// less included) in milliseconds. Every human view formats durations here.
+func formatElapsed(d time.Duration) string {
+	switch {
 	case d < time.Second:
-		return fmt.Sprintf("%dms", d.Milliseconds())
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
 	case d < time.Minute:
-		return fmt.Sprintf("%.1fs", d.Seconds())
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
 	case d < time.Hour:
 		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
 	default:

@@ -142,7 +142,7 @@ func (v *logsHuman) Header(h LogsHeader) error {
 		parts = append(parts, "attempt "+strconv.Itoa(h.Attempt))
 	}
 	if h.Duration > 0 {
-		parts = append(parts, logsDuration(h.Duration))
+		parts = append(parts, formatElapsed(h.Duration))
 	}
 	if h.Totals != nil {
 		parts = append(parts, logsTokens(h.Totals.InputTokens, h.Totals.OutputTokens, h.Totals.CacheReadTokens, h.Totals.CacheWriteTokens))
@@ -260,7 +260,7 @@ func (v *logsHuman) resultEvent(e transcript.Event) {
 		parts = append(parts, logsPlural(*e.Turns, "turn", "turns"))
 	}
 	if e.DurationMS != nil {
-		parts = append(parts, logsDuration(time.Duration(*e.DurationMS)*time.Millisecond))
+		parts = append(parts, formatElapsed(time.Duration(*e.DurationMS)*time.Millisecond))
 	}
 	if e.ExitCode != nil {
 		parts = append(parts, "exit "+strconv.FormatInt(*e.ExitCode, 10))
@@ -333,19 +333,6 @@ func logsCost(c *float64) string {
 		return "cost not reported"
 	}
 	return "$" + strconv.FormatFloat(*c, 'f', -1, 64)
-}
-
-func logsDuration(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
-	case d < time.Minute:
-		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	default:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
 }
 
 func logsPlural(n int64, one, many string) string {

@@ -245,7 +245,7 @@ func planRetryText(r *jsonplan.RetryDocument) string {
 			on = strings.Join(r.On, ", ")
 		}
 		text = fmt.Sprintf("%d attempts on %s; backoff %s doubling, capped %s", r.Attempts, on, r.Backoff,
-			planner.FormatDuration(config.MaxRetryBackoff))
+			config.FormatDuration(config.MaxRetryBackoff))
 	}
 	// Group the attributes by origin, in the configuration's attribute order.
 	var origins []string

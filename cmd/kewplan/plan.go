@@ -171,7 +171,7 @@ func planFromFlags(env *Env, view diagnosticsView, path string, vf VarFlags, tar
 		return nil, false
 	}
 	// The configuration's own warnings belong to the plan too.
-	p.Diagnostics = dedupeDiagnostics(append(append(append(hcl.Diagnostics{}, diags...), d...), planDiags...))
+	p.Diagnostics = config.DedupeDiagnostics(append(append(append(hcl.Diagnostics{}, diags...), d...), planDiags...))
 	config.SortDiagnostics(p.Diagnostics)
 	out.plan = p
 	return out, true
