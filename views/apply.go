@@ -70,9 +70,9 @@ func applyTruncate(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// FormatDuration is a run's or a node's duration for people (formatElapsed), "-" when there is none (zero or
+// formatDuration is a run's or a node's duration for people (formatElapsed), "-" when there is none (zero or
 // less: not started, not ended).
-func FormatDuration(d time.Duration) string {
+func formatDuration(d time.Duration) string {
 	if d <= 0 {
 		return "-"
 	}
@@ -94,8 +94,8 @@ func formatElapsed(d time.Duration) string {
 	}
 }
 
-// FormatCount groups thousands: 1,234,567.
-func FormatCount(n int64) string {
+// formatCount groups thousands: 1,234,567.
+func formatCount(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	neg := strings.HasPrefix(s, "-")
 	if neg {
@@ -114,32 +114,32 @@ func FormatCount(n int64) string {
 	return b.String()
 }
 
-// FormatCost shows a cost in dollars, or "-" when the agent reported none.
-func FormatCost(c *float64) string {
+// formatCost shows a cost in dollars, or "-" when the agent reported none.
+func formatCost(c *float64) string {
 	if c == nil {
 		return "-"
 	}
 	return fmt.Sprintf("$%.4f", *c)
 }
 
-// FormatCostSource shows a node's cost with where it came from: "$0.0421" (the agent's own figure, or a row
+// formatCostSource shows a node's cost with where it came from: "$0.0421" (the agent's own figure, or a row
 // without a source), "$1.2000 est." (tokens × price), "unknown" (never 0), or for a run's total that includes an
 // unknown cost, "at least $1.2000".
-func FormatCostSource(c *float64, source string) string {
+func formatCostSource(c *float64, source string) string {
 	switch {
 	case source == ledger.CostUnknown && c == nil:
 		return "unknown"
 	case source == ledger.CostUnknown:
-		return "at least " + FormatCost(c)
+		return "at least " + formatCost(c)
 	case source == ledger.CostEstimated:
-		return FormatCost(c) + " est."
+		return formatCost(c) + " est."
 	}
-	return FormatCost(c)
+	return formatCost(c)
 }
 
-// FormatCostTotal shows a total cost and says when it includes estimates or unknown costs, naming the nodes:
+// formatCostTotal shows a total cost and says when it includes estimates or unknown costs, naming the nodes:
 // "$1.6200 (estimated for fix)", "at least $0.2500 (unknown for review; estimated for fix)".
-func FormatCostTotal(c *float64, source string, estimated, unknown []string) string {
+func formatCostTotal(c *float64, source string, estimated, unknown []string) string {
 	var why []string
 	if len(unknown) > 0 {
 		why = append(why, "unknown for "+strings.Join(unknown, ", "))
@@ -147,9 +147,9 @@ func FormatCostTotal(c *float64, source string, estimated, unknown []string) str
 	if len(estimated) > 0 {
 		why = append(why, "estimated for "+strings.Join(estimated, ", "))
 	}
-	s := FormatCostSource(c, source)
+	s := formatCostSource(c, source)
 	if source == ledger.CostEstimated {
-		s = FormatCost(c)
+		s = formatCost(c)
 	}
 	if len(why) > 0 {
 		s += " (" + strings.Join(why, "; ") + ")"

@@ -11,12 +11,12 @@ import (
 )
 
 // EgressDenied implements executor.Hook: one NDJSON event egress_denied per request the proxy refused.
-func (v *ApplyStream) EgressDenied(d ledger.EgressDenial) {
-	v.emit(egressDenialJSON(d, "egress_denied"))
+func (v *applyStream) EgressDenied(d ledger.EgressDenial) {
+	v.emit(egressDenialEvent(d, "egress_denied"))
 }
 
 // EgressDenied implements executor.Hook: a line above the live block.
-func (v *ApplyDisplay) EgressDenied(d ledger.EgressDenial) {
+func (v *applyDisplay) EgressDenied(d ledger.EgressDenial) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.clearLocked()
@@ -29,7 +29,7 @@ func (v *ApplyDisplay) EgressDenied(d ledger.EgressDenial) {
 }
 
 // egressDenialJSON is one denial as the stream and `runs show --json` write it.
-func egressDenialJSON(d ledger.EgressDenial, typ string) map[string]any {
+func egressDenialEvent(d ledger.EgressDenial, typ string) map[string]any {
 	obj := map[string]any{"time": d.Time.UTC().Format(time.RFC3339Nano), "node": termsafe.Flatten(d.Node), "method": termsafe.Flatten(d.Method),
 		"host": termsafe.Flatten(d.Host), "port": d.Port, "reason": termsafe.Flatten(d.Reason)}
 	if typ != "" {
@@ -71,8 +71,8 @@ func egressSummaryLine(s executor.ApplySummary) string {
 	return line
 }
 
-// EgressDenialJSON is one refused request in `runs show --json`.
-type EgressDenialJSON struct {
+// egressDenialJSON is one refused request in `runs show --json`.
+type egressDenialJSON struct {
 	Time   time.Time `json:"time"`
 	Node   string    `json:"node"` // "" when the request carried no valid proxy credentials
 	Method string    `json:"method"`
@@ -81,10 +81,10 @@ type EgressDenialJSON struct {
 	Reason string    `json:"reason"`
 }
 
-func egressDenialsJSON(denials []ledger.EgressDenial) []EgressDenialJSON {
-	out := make([]EgressDenialJSON, 0, len(denials))
+func egressDenialsJSON(denials []ledger.EgressDenial) []egressDenialJSON {
+	out := make([]egressDenialJSON, 0, len(denials))
 	for _, d := range denials {
-		out = append(out, EgressDenialJSON{Time: d.Time.UTC(), Node: termsafe.Flatten(d.Node), Method: termsafe.Flatten(d.Method),
+		out = append(out, egressDenialJSON{Time: d.Time.UTC(), Node: termsafe.Flatten(d.Node), Method: termsafe.Flatten(d.Method),
 			Host: termsafe.Flatten(d.Host), Port: d.Port, Reason: termsafe.Flatten(d.Reason)})
 	}
 	return out

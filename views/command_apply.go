@@ -38,10 +38,10 @@ type Apply interface {
 // NewApply returns apply's view: human (the plan and progress on stdout, live on a terminal) or JSON (NDJSON
 // events on stdout; the plan and the prompt go to stderr so that stdout stays machine-readable).
 func NewApply(vt ViewType, s Streams) Apply {
-	if vt == ViewJSON {
-		return &applyJSON{applyCommon{View: NewView(s), planOut: s.Stderr}, NewApplyStream(s.Stdout)}
+	if vt == viewJSON {
+		return &applyJSON{applyCommon{View: NewView(s), planOut: s.Stderr}, newApplyStream(s.Stdout)}
 	}
-	return &applyHuman{applyCommon{View: NewView(s), planOut: s.Stdout}, NewApplyDisplay(s.Stdout, s.Terminal, s.Color)}
+	return &applyHuman{applyCommon{View: NewView(s), planOut: s.Stdout}, newApplyDisplay(s.Stdout, s.Terminal, s.Color)}
 }
 
 // applyCommon is what both kinds of apply view print the same way, differing only in where the plan goes.
@@ -95,7 +95,7 @@ func (v *applyCommon) CleanupFailed(err error) {
 
 type applyHuman struct {
 	applyCommon
-	display *ApplyDisplay
+	display *applyDisplay
 }
 
 func (v *applyHuman) Hooks() []executor.Hook { return []executor.Hook{v.display} }
@@ -103,7 +103,7 @@ func (v *applyHuman) Close()                 { v.display.Close() }
 
 type applyJSON struct {
 	applyCommon
-	stream *ApplyStream
+	stream *applyStream
 }
 
 func (v *applyJSON) Hooks() []executor.Hook { return []executor.Hook{v.stream} }

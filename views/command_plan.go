@@ -15,10 +15,10 @@ import (
 
 // planFormat picks the renderer of a plan --format (plan and show); sarif gets the command's SARIF options (the
 // artifact URIs: ranges name files relative to the configuration's directory, SARIF wants repository paths).
-func planFormat(format string, sarif SARIFOptions) (PlanRenderer, error) {
-	render, ok := PlanFormats[format]
+func planFormat(format string, sarif SARIFOptions) (planRenderer, error) {
+	render, ok := planFormats[format]
 	if !ok {
-		return nil, fmt.Errorf("unknown --format %q: use one of %s", format, strings.Join(PlanFormatNames(), ", "))
+		return nil, fmt.Errorf("unknown --format %q: use one of %s", format, strings.Join(planFormatNames(), ", "))
 	}
 	if format == "sarif" {
 		render = func(w io.Writer, doc *jsonplan.Document) error {
@@ -26,7 +26,7 @@ func planFormat(format string, sarif SARIFOptions) (PlanRenderer, error) {
 			if opts.KewplanVersion == "" {
 				opts.KewplanVersion = doc.KewplanVersion
 			}
-			return WritePlanSARIF(w, doc, opts)
+			return writePlanSARIF(w, doc, opts)
 		}
 	}
 	return render, nil
@@ -44,7 +44,7 @@ type Plan interface {
 	NotSaved(path string)
 }
 
-// NewPlan returns plan's view for format (one of PlanFormatNames). A human plan is followed on stdout by where it
+// NewPlan returns plan's view for format (one of planFormatNames). A human plan is followed on stdout by where it
 // was saved; any other format keeps stdout a single document and says it on stderr. sarif is used by the sarif
 // format only.
 func NewPlan(format string, s Streams, sarif SARIFOptions) (Plan, error) {
@@ -64,7 +64,7 @@ func NewPlan(format string, s Streams, sarif SARIFOptions) (Plan, error) {
 
 type planView struct {
 	*View
-	render PlanRenderer
+	render planRenderer
 	notes  io.Writer
 }
 
@@ -110,7 +110,7 @@ type Show interface {
 	Stale(err error)
 }
 
-// NewShow returns show's view for format (one of PlanFormatNames); sarif as for NewPlan.
+// NewShow returns show's view for format (one of planFormatNames); sarif as for NewPlan.
 func NewShow(format string, s Streams, sarif SARIFOptions) (Show, error) {
 	render, err := planFormat(format, sarif)
 	if err != nil {
@@ -121,7 +121,7 @@ func NewShow(format string, s Streams, sarif SARIFOptions) (Show, error) {
 
 type showView struct {
 	*View
-	render PlanRenderer
+	render planRenderer
 }
 
 func (v *showView) Plan(doc *jsonplan.Document) error {
@@ -153,8 +153,8 @@ type Validate interface {
 // NewValidate returns validate's view: human (diagnostics on stderr, a verdict on stdout) or JSON (Terraform's
 // validate -json document on stdout).
 func NewValidate(vt ViewType, s Streams) Validate {
-	if vt == ViewJSON {
-		return &validateJSON{NewView(s)}
+	if vt == viewJSON {
+		return &validateJSONView{NewView(s)}
 	}
 	return &validateHuman{NewView(s)}
 }
@@ -174,11 +174,11 @@ func (v *validateHuman) Results(diags hcl.Diagnostics, files ...map[string][]byt
 	return true, nil
 }
 
-type validateJSON struct{ *View }
+type validateJSONView struct{ *View }
 
-func (v *validateJSON) Results(diags hcl.Diagnostics, files ...map[string][]byte) (bool, error) {
-	doc := NewValidateJSON(diags, files...)
-	if err := WriteValidateJSON(v.streams.Stdout, doc); err != nil {
+func (v *validateJSONView) Results(diags hcl.Diagnostics, files ...map[string][]byte) (bool, error) {
+	doc := newValidateJSON(diags, files...)
+	if err := writeValidateJSON(v.streams.Stdout, doc); err != nil {
 		return false, err
 	}
 	return doc.Valid, nil

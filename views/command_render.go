@@ -36,7 +36,7 @@ func (v *renderHuman) YAML(data []byte) error {
 }
 
 func (v *renderHuman) Summary(m *k8srender.Manifests) error {
-	return WriteKubernetesSummary(v.streams.Stdout, m)
+	return writeKubernetesSummary(v.streams.Stdout, m)
 }
 
 func (v *renderHuman) Written(files, objects int, dir string) {

@@ -15,11 +15,11 @@ import (
 	"github.com/kewplan/kewplan/jsonplan"
 )
 
-// ValidateFormatVersion is the version of the `validate --json` document, Terraform's `validate -json` shape.
-const ValidateFormatVersion = "1.0"
+// validateFormatVersion is the version of the `validate --json` document, Terraform's `validate -json` shape.
+const validateFormatVersion = "1.0"
 
-// ValidateJSON is the document `kewplan validate --json` prints.
-type ValidateJSON struct {
+// validateJSON is the document `kewplan validate --json` prints.
+type validateJSON struct {
 	FormatVersion string                `json:"format_version"`
 	Valid         bool                  `json:"valid"`
 	ErrorCount    int                   `json:"error_count"`
@@ -27,9 +27,9 @@ type ValidateJSON struct {
 	Diagnostics   []jsonplan.Diagnostic `json:"diagnostics"`
 }
 
-// NewValidateJSON builds the `validate --json` document.
-func NewValidateJSON(diags hcl.Diagnostics, files ...map[string][]byte) *ValidateJSON {
-	doc := &ValidateJSON{FormatVersion: ValidateFormatVersion, Diagnostics: jsonplan.NewDiagnostics(diags, files...)}
+// newValidateJSON builds the `validate --json` document.
+func newValidateJSON(diags hcl.Diagnostics, files ...map[string][]byte) *validateJSON {
+	doc := &validateJSON{FormatVersion: validateFormatVersion, Diagnostics: jsonplan.NewDiagnostics(diags, files...)}
 	for _, d := range diags {
 		if d.Severity == hcl.DiagWarning {
 			doc.WarningCount++
@@ -41,8 +41,8 @@ func NewValidateJSON(diags hcl.Diagnostics, files ...map[string][]byte) *Validat
 	return doc
 }
 
-// WriteValidateJSON writes doc as indented JSON with a stable key order.
-func WriteValidateJSON(w io.Writer, doc *ValidateJSON) error {
+// writeValidateJSON writes doc as indented JSON with a stable key order.
+func writeValidateJSON(w io.Writer, doc *validateJSON) error {
 	return jsonstream.Indented(w, doc)
 }
 
@@ -58,7 +58,7 @@ const (
 // diagnosticWidth is where details are wrapped: a fixed width keeps output identical in every terminal and log.
 const diagnosticWidth = 78
 
-// WriteDiagnostics renders diagnostics for people, in the way of Terraform's format.Diagnostic:
+// writeDiagnostics renders diagnostics for people, in the way of Terraform's format.Diagnostic:
 //
 //	Error: Unsupported argument
 //
@@ -70,7 +70,7 @@ const diagnosticWidth = 78
 //
 // files (name -> source, several maps merged) gives the snippets. color adds ANSI styles; the span is then
 // also underlined.
-func WriteDiagnostics(w io.Writer, diags hcl.Diagnostics, color bool, files ...map[string][]byte) error {
+func writeDiagnostics(w io.Writer, diags hcl.Diagnostics, color bool, files ...map[string][]byte) error {
 	bw := bufio.NewWriter(w)
 	for i, d := range jsonplan.NewDiagnostics(diags, files...) {
 		if i > 0 {
@@ -81,8 +81,8 @@ func WriteDiagnostics(w io.Writer, diags hcl.Diagnostics, color bool, files ...m
 	return bw.Flush()
 }
 
-// WriteDiagnosticJSONHuman renders diagnostics already in the JSON shape (read back from a saved document).
-func WriteDiagnosticJSONHuman(w io.Writer, diags []jsonplan.Diagnostic, color bool) error {
+// writeDiagnosticJSONHuman renders diagnostics already in the JSON shape (read back from a saved document).
+func writeDiagnosticJSONHuman(w io.Writer, diags []jsonplan.Diagnostic, color bool) error {
 	bw := bufio.NewWriter(w)
 	for i, d := range diags {
 		if i > 0 {

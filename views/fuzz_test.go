@@ -35,7 +35,7 @@ func FuzzPlanViews(f *testing.F) {
 		if json.Unmarshal(b, &doc) != nil {
 			return
 		}
-		for name, render := range map[string]PlanRenderer{"human": WritePlanHuman, "markdown": WritePlanMarkdown} {
+		for name, render := range map[string]planRenderer{"human": WritePlanHuman, "markdown": WritePlanMarkdown} {
 			var buf bytes.Buffer
 			if err := render(&buf, &doc); err != nil {
 				t.Fatal(err)

@@ -65,7 +65,7 @@ node "fix" {
 }
 `
 	doc, _ := hostilePlan(t, src)
-	for name, render := range map[string]PlanRenderer{"human": WritePlanHuman, "markdown": WritePlanMarkdown} {
+	for name, render := range map[string]planRenderer{"human": WritePlanHuman, "markdown": WritePlanMarkdown} {
 		var buf bytes.Buffer
 		if err := render(&buf, doc); err != nil {
 			t.Fatal(err)
@@ -100,7 +100,7 @@ func TestDiagnosticSnippetsEscapeControlCharacters(t *testing.T) {
 	}
 	for _, color := range []bool{false, true} {
 		var buf bytes.Buffer
-		if err := WriteDiagnostics(&buf, diags, color, cfg.Files); err != nil {
+		if err := writeDiagnostics(&buf, diags, color, cfg.Files); err != nil {
 			t.Fatal(err)
 		}
 		out := buf.String()

@@ -55,33 +55,33 @@ func TestHostileStringsEscapedInViews(t *testing.T) {
 	check := conform.Check{ID: 1, Title: h, Status: conform.Fail, Evidence: []string{hostileText}}
 
 	views := map[string]func(w *bytes.Buffer) error{
-		"diff human":       func(w *bytes.Buffer) error { return WriteDiffHuman(w, diff, DiffOptions{}) },
-		"diff human color": func(w *bytes.Buffer) error { return WriteDiffHuman(w, diff, DiffOptions{Color: true}) },
-		"diff markdown":    func(w *bytes.Buffer) error { return WriteDiffMarkdown(w, diff) },
-		"runs list":        func(w *bytes.Buffer) error { return WriteRunsHuman(w, []ledger.RunRecord{run}) },
+		"diff human":       func(w *bytes.Buffer) error { return writeDiffHuman(w, diff, DiffOptions{}) },
+		"diff human color": func(w *bytes.Buffer) error { return writeDiffHuman(w, diff, DiffOptions{Color: true}) },
+		"diff markdown":    func(w *bytes.Buffer) error { return writeDiffMarkdown(w, diff) },
+		"runs list":        func(w *bytes.Buffer) error { return writeRunsHuman(w, []ledger.RunRecord{run}) },
 		"runs show": func(w *bytes.Buffer) error {
-			return WriteRunHistoryHuman(w, &run, []ledger.NodeRecord{node}, hist)
+			return writeRunHistoryHuman(w, &run, []ledger.NodeRecord{node}, hist)
 		},
 		"telemetry reported": func(w *bytes.Buffer) error {
-			return WriteTelemetry(w, h, runners.RunTotals{Model: h, ModelSource: runners.ModelReported, SessionID: h})
+			return writeTelemetry(w, h, runners.RunTotals{Model: h, ModelSource: runners.ModelReported, SessionID: h})
 		},
 		"telemetry routed": func(w *bytes.Buffer) error {
-			return WriteTelemetry(w, h, runners.RunTotals{Model: h, ModelSource: runners.ModelRouted, SessionID: h})
+			return writeTelemetry(w, h, runners.RunTotals{Model: h, ModelSource: runners.ModelRouted, SessionID: h})
 		},
 		"conform": func(w *bytes.Buffer) error {
-			return ConformReportHuman(w, &conform.Report{Image: h, ImageID: h, Runner: h, Protocol: h, Agent: h, Rows: []conform.Check{check}}, false)
+			return conformReportHuman(w, &conform.Report{Image: h, ImageID: h, Runner: h, Protocol: h, Agent: h, Rows: []conform.Check{check}}, false)
 		},
 		"smoke": func(w *bytes.Buffer) error {
-			return SmokeReportHuman(w, &conform.SmokeReport{Image: h, ImageID: h, Runner: h, Argv: []string{"docker", h}, Checks: []conform.Check{check}}, false)
+			return smokeReportHuman(w, &conform.SmokeReport{Image: h, ImageID: h, Runner: h, Argv: []string{"docker", h}, Checks: []conform.Check{check}}, false)
 		},
 		"runners": func(w *bytes.Buffer) error {
-			return WriteRunnersHuman(w, []planner.RunnerInfo{{Name: h, Kind: h, Protocol: h, Credentials: []string{h},
+			return writeRunnersHuman(w, []planner.RunnerInfo{{Name: h, Kind: h, Protocol: h, Credentials: []string{h},
 				CredentialOrigins: []string{h}, Declared: h, Image: h, Endpoints: []string{h}}})
 		},
 		"graph": func(w *bytes.Buffer) error { return WriteGraphDOT(w, doc) },
 		"apply display": func(w *bytes.Buffer) error {
 			for _, live := range []bool{false, true} {
-				v := NewApplyDisplay(w, live, live)
+				v := newApplyDisplay(w, live, live)
 				v.ApplyStart(executor.ApplyStartEvent{RunID: h, Nodes: []string{h}, Parallelism: 1, Time: t0, Warnings: []string{hostileText}})
 				v.NodeStart(executor.NodeStartEvent{RunID: h, Node: h, Runner: h, Image: h, Model: h, Time: t0})
 				v.NodeProgress(executor.NodeProgressEvent{RunID: h, Node: h, Totals: result.Totals, Time: t0})

@@ -42,8 +42,8 @@ type LogsFooter struct {
 	Status      string   // the node's final status, when it was followed to its end
 }
 
-// LogsOptions shape the human transcript.
-type LogsOptions struct {
+// logsOptions shape the human transcript.
+type logsOptions struct {
 	Color       bool // ANSI styling; the caller decides (terminal, --no-color, NO_COLOR)
 	Width       int  // the terminal's width; tool output and summaries are cut to it (0: no limit)
 	ResultLines int  // lines of a tool result shown before "… N more lines" (0: 5)
@@ -56,8 +56,8 @@ type LogsView interface {
 	Footer(LogsFooter) error
 }
 
-// NewLogsView returns the human view, or with jsonLines the JSON one (one normalised event per line).
-func NewLogsView(w io.Writer, jsonLines bool, opts LogsOptions) LogsView {
+// newLogsView returns the human view, or with jsonLines the JSON one (one normalised event per line).
+func newLogsView(w io.Writer, jsonLines bool, opts logsOptions) LogsView {
 	if jsonLines {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
@@ -79,7 +79,7 @@ func (v *logsJSON) Event(e transcript.Event) error { return v.enc.Encode(e) }
 
 type logsHuman struct {
 	w        io.Writer
-	o        LogsOptions
+	o        logsOptions
 	err      error
 	lastText string
 	result   *transcript.Event
@@ -183,7 +183,7 @@ func (v *logsHuman) Event(e transcript.Event) error {
 		if e.Reason == transcript.ReasonOversized {
 			what = "oversized line"
 		}
-		msg := fmt.Sprintf("⚠ line %d: %s (%s bytes): %s", e.Line, what, FormatCount(e.Bytes), termsafe.String(e.Excerpt))
+		msg := fmt.Sprintf("⚠ line %d: %s (%s bytes): %s", e.Line, what, formatCount(e.Bytes), termsafe.String(e.Excerpt))
 		if e.Bytes > int64(len(e.Excerpt)) {
 			msg += "…"
 		}
@@ -223,7 +223,7 @@ func (v *logsHuman) toolResult(e transcript.Event) {
 		if rest == 1 {
 			word = "line"
 		}
-		v.printf("    %s %s\n", bar, v.style(logsAnsiDim, fmt.Sprintf("… %s more %s", FormatCount(int64(rest)), word)))
+		v.printf("    %s %s\n", bar, v.style(logsAnsiDim, fmt.Sprintf("… %s more %s", formatCount(int64(rest)), word)))
 	}
 }
 
@@ -301,12 +301,12 @@ func (v *logsHuman) Footer(f LogsFooter) error {
 	}
 	v.printf("%s %s\n", v.style(logsAnsiBold, "── "+label+":"), strings.Join(parts, " · "))
 	if failed && len(f.StderrTail) > 0 {
-		v.printf("%s\n", v.style(logsAnsiYellow, fmt.Sprintf("── stderr, last %d of %s lines:", len(f.StderrTail), FormatCount(f.StderrLines))))
+		v.printf("%s\n", v.style(logsAnsiYellow, fmt.Sprintf("── stderr, last %d of %s lines:", len(f.StderrTail), formatCount(f.StderrLines))))
 		for _, l := range f.StderrTail {
 			v.printf("  %s\n", v.cut(termsafe.String(l), 2))
 		}
 	} else if f.StderrLines > 0 {
-		v.printf("%s\n", v.style(logsAnsiDim, fmt.Sprintf("── stderr: %s lines (--json shows them)", FormatCount(f.StderrLines))))
+		v.printf("%s\n", v.style(logsAnsiDim, fmt.Sprintf("── stderr: %s lines (--json shows them)", formatCount(f.StderrLines))))
 	}
 	return v.err
 }
@@ -318,7 +318,7 @@ func logsTokenParts(in, out, cr, cw *int64) []string {
 		what string
 	}{{in, "in"}, {out, "out"}, {cr, "cache read"}, {cw, "cache write"}} {
 		if x.n != nil {
-			parts = append(parts, FormatCount(*x.n)+" "+x.what)
+			parts = append(parts, formatCount(*x.n)+" "+x.what)
 		}
 	}
 	return parts
@@ -339,5 +339,5 @@ func logsPlural(n int64, one, many string) string {
 	if n == 1 {
 		return "1 " + one
 	}
-	return FormatCount(n) + " " + many
+	return formatCount(n) + " " + many
 }

@@ -37,11 +37,11 @@ func hugeDiff(nodes int) *plandiff.Diff {
 
 func TestDiffMarkdownFitsComment(t *testing.T) {
 	d := hugeDiff(4000)
-	md := diffMarkdown(d, MarkdownCommentLimit)
-	if len(md) > MarkdownCommentLimit {
-		t.Fatalf("markdown is %d bytes, over the %d-character comment limit", len(md), MarkdownCommentLimit)
+	md := diffMarkdown(d, markdownCommentLimit)
+	if len(md) > markdownCommentLimit {
+		t.Fatalf("markdown is %d bytes, over the %d-character comment limit", len(md), markdownCommentLimit)
 	}
-	if !strings.HasPrefix(md, DiffCommentMarker+"\n## kewplan diff\n\n**:warning: Review required: ") {
+	if !strings.HasPrefix(md, diffCommentMarker+"\n## kewplan diff\n\n**:warning: Review required: ") {
 		t.Errorf("the comment must open with the marker and the verdict line:\n%s", md[:200])
 	}
 	if !strings.Contains(md, "This comment is truncated:") {
@@ -62,7 +62,7 @@ func TestDiffMarkdownFitsComment(t *testing.T) {
 }
 
 func TestDiffMarkdownNotTruncatedWhenItFits(t *testing.T) {
-	md := diffMarkdown(hugeDiff(6), MarkdownCommentLimit)
+	md := diffMarkdown(hugeDiff(6), markdownCommentLimit)
 	if strings.Contains(md, "truncated") {
 		t.Errorf("a small diff must not be truncated:\n%s", md)
 	}
@@ -103,7 +103,7 @@ func TestDiffMarkdownEscapesPlanValues(t *testing.T) {
 		Changed: []plandiff.NodeChange{{Name: "c", Fields: []plandiff.FieldChange{{Field: "model", Base: "a", Head: evil}},
 			Argv: []plandiff.WordEdit{{Op: " ", Word: "docker"}, {Op: " ", Word: "run"}, {Op: "+", Word: fence}}}},
 	}
-	md := diffMarkdown(d, MarkdownCommentLimit)
+	md := diffMarkdown(d, markdownCommentLimit)
 	for _, bad := range []string{"</details>|", "@everyone", "<img", "\n# Verdict", "| **Approved**"} {
 		if strings.Contains(md, bad) {
 			t.Errorf("markdown carries %q unescaped:\n%s", bad, md)

@@ -15,19 +15,19 @@ import (
 	"github.com/kewplan/kewplan/planner"
 )
 
-// PlanRenderer writes a plan document in one format.
-type PlanRenderer func(w io.Writer, doc *jsonplan.Document) error
+// planRenderer writes a plan document in one format.
+type planRenderer func(w io.Writer, doc *jsonplan.Document) error
 
-// PlanFormats are the formats of `kewplan plan --format` and `kewplan show`; adding a format is one entry.
-var PlanFormats = map[string]PlanRenderer{
+// planFormats are the formats of `kewplan plan --format` and `kewplan show`; adding a format is one entry.
+var planFormats = map[string]planRenderer{
 	"human":    WritePlanHuman,
 	"json":     WritePlanJSON,
 	"markdown": WritePlanMarkdown,
 }
 
-// PlanFormatNames lists PlanFormats, sorted, for help texts and errors.
-func PlanFormatNames() []string {
-	return slices.Sorted(maps.Keys(PlanFormats))
+// planFormatNames lists planFormats, sorted, for help texts and errors.
+func planFormatNames() []string {
+	return slices.Sorted(maps.Keys(planFormats))
 }
 
 // WritePlanJSON writes the document as indented JSON. Map keys are sorted by encoding/json, so the bytes are
@@ -99,10 +99,10 @@ var planDockerValueFlags = map[string]bool{
 	"--network": true, "--runtime": true, "--dns": true, "--memory": true, "--cpus": true, "--label": true, "-v": true, "-w": true, "-e": true,
 }
 
-// ArgvLines splits a planned `docker run` argv into shell-quoted lines of one flag each (with its value), the
+// argvLines splits a planned `docker run` argv into shell-quoted lines of one flag each (with its value), the
 // image on its own line, then the container args the same way. Joined with " \\\n" they form a command a
 // reviewer can read and paste.
-func ArgvLines(argv []string) []string {
+func argvLines(argv []string) []string {
 	if len(argv) < 2 {
 		return []string{planner.ShellJoin(argv)}
 	}
@@ -222,10 +222,10 @@ func planEgress(n *jsonplan.NodeDocument) string {
 	return planner.DescribeEgress(n.Network, n.EgressHosts())
 }
 
-// ReachSentence is what a reviewer must weigh for one node, in one sentence: the credentials it holds next to the
+// reachSentence is what a reviewer must weigh for one node, in one sentence: the credentials it holds next to the
 // hosts it can reach, e.g. `fix holds ANTHROPIC_API_KEY and can reach api.anthropic.com (runner), github.com
 // (sandbox)`.
-func ReachSentence(n *jsonplan.NodeDocument) string {
+func reachSentence(n *jsonplan.NodeDocument) string {
 	holds := "holds no credential"
 	if len(n.Credentials) > 0 {
 		holds = "holds " + strings.Join(n.Credentials, ", ")
@@ -305,7 +305,7 @@ func WritePlanHuman(w io.Writer, doc *jsonplan.Document) error {
 	}
 	for i := range doc.Nodes {
 		n := &doc.Nodes[i]
-		ew.printf("\nnode %s\n", NodeLabel(n.Name))
+		ew.printf("\nnode %s\n", nodeLabel(n.Name))
 		for _, f := range planNodeFacts(n) {
 			if k != nil && f[0] == "isolation" {
 				continue // Docker's runtime; the Job's runtime class is shown below
@@ -321,7 +321,7 @@ func WritePlanHuman(w io.Writer, doc *jsonplan.Document) error {
 			continue
 		}
 		ew.printf("  argv\n")
-		lines := ArgvLines(n.Argv)
+		lines := argvLines(n.Argv)
 		for k, l := range lines {
 			indent := "      "
 			if k == 0 {
@@ -351,7 +351,7 @@ func WritePlanHuman(w io.Writer, doc *jsonplan.Document) error {
 	if len(doc.Nodes) > 0 {
 		ew.printf("\nCredentials and egress\n")
 		for i := range doc.Nodes {
-			ew.printf("  %s\n", ReachSentence(&doc.Nodes[i]))
+			ew.printf("  %s\n", reachSentence(&doc.Nodes[i]))
 		}
 	}
 	writeBudgetHuman(ew, doc)
@@ -360,7 +360,7 @@ func WritePlanHuman(w io.Writer, doc *jsonplan.Document) error {
 	}
 	if len(diags) > 0 && ew.err == nil {
 		ew.printf("\n")
-		ew.err = WriteDiagnosticJSONHuman(ew.w, diags, false)
+		ew.err = writeDiagnosticJSONHuman(ew.w, diags, false)
 	}
 	ew.printf("\n%s\n", planSummaryLine(counts))
 	return ew.err
@@ -420,7 +420,7 @@ func WritePlanMarkdown(w io.Writer, doc *jsonplan.Document) error {
 	if len(doc.Nodes) > 0 {
 		ew.printf("\n### Credentials and egress\n\n")
 		for i := range doc.Nodes {
-			ew.printf("- %s\n", mdText(ReachSentence(&doc.Nodes[i])))
+			ew.printf("- %s\n", mdText(reachSentence(&doc.Nodes[i])))
 		}
 	}
 	writeBudgetMarkdown(ew, doc)
@@ -457,7 +457,7 @@ func WritePlanMarkdown(w io.Writer, doc *jsonplan.Document) error {
 				ew.printf("%s\n\n</details>\n", mdText(note))
 				continue
 			}
-			body := strings.Join(ArgvLines(n.Argv), " \\\n  ")
+			body := strings.Join(argvLines(n.Argv), " \\\n  ")
 			fence := mdFence(body)
 			ew.printf("%ssh\n%s\n%s\n\n</details>\n", fence, body, fence)
 		}
@@ -495,9 +495,9 @@ func (e *planWriter) printf(format string, args ...any) {
 	_, e.err = io.WriteString(e.w, termsafe.Text(fmt.Sprintf(format, args...)))
 }
 
-// NodeLabel names a node in human text the way its plan section heads it: "fix" quoted, or an instance address
+// nodeLabel names a node in human text the way its plan section heads it: "fix" quoted, or an instance address
 // as written in HCL (fix["api"], shard[2]), whose key the planner already quoted and escaped.
-func NodeLabel(name string) string {
+func nodeLabel(name string) string {
 	if strings.ContainsRune(name, '[') {
 		return name
 	}

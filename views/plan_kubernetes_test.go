@@ -109,7 +109,7 @@ func TestPlanKubernetesHostile(t *testing.T) {
 		if err := json.Unmarshal([]byte(raw), doc.Kubernetes); err != nil {
 			t.Fatal(err)
 		}
-		for _, w := range []PlanRenderer{WritePlanHuman, WritePlanMarkdown} {
+		for _, w := range []planRenderer{WritePlanHuman, WritePlanMarkdown} {
 			var b bytes.Buffer
 			if err := w(&b, doc); err != nil {
 				t.Fatal(err)

@@ -39,7 +39,7 @@ func TestArgvLines(t *testing.T) {
 		"--flag=v",
 		"-q",
 	}
-	if diff := cmp.Diff(want, ArgvLines(c.Argv())); diff != "" {
+	if diff := cmp.Diff(want, argvLines(c.Argv())); diff != "" {
 		t.Errorf("ArgvLines() mismatch (-want +got):\n%s", diff)
 	}
 }
@@ -59,7 +59,7 @@ func TestDotQuote(t *testing.T) {
 
 func TestWritePlanEmpty(t *testing.T) {
 	doc := jsonplan.NewDocument(&planner.Plan{ConfigDigest: "sha256:0"}, "test")
-	for name, render := range PlanFormats {
+	for name, render := range planFormats {
 		var buf bytes.Buffer
 		if err := render(&buf, doc); err != nil {
 			t.Errorf("%s: %v", name, err)

@@ -13,18 +13,18 @@ import (
 type ViewType int
 
 const (
-	// ViewHuman is text for people: colour and live lines when Streams say so.
-	ViewHuman ViewType = iota
-	// ViewJSON is a JSON document (or NDJSON events) on stdout; what a person should still see goes to stderr.
-	ViewJSON
+	// viewHuman is text for people: colour and live lines when Streams say so.
+	viewHuman ViewType = iota
+	// viewJSON is a JSON document (or NDJSON events) on stdout; what a person should still see goes to stderr.
+	viewJSON
 )
 
-// ViewTypeOf is ViewJSON when a command's --json flag is set, ViewHuman otherwise.
+// ViewTypeOf is viewJSON when a command's --json flag is set, viewHuman otherwise.
 func ViewTypeOf(asJSON bool) ViewType {
 	if asJSON {
-		return ViewJSON
+		return viewJSON
 	}
-	return ViewHuman
+	return viewHuman
 }
 
 // Streams are where the views write and what they may assume about them.
@@ -51,7 +51,7 @@ func (v *View) Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte) {
 	if len(diags) == 0 {
 		return
 	}
-	_ = WriteDiagnostics(v.streams.Stderr, diags, v.streams.Color, files...)
+	_ = writeDiagnostics(v.streams.Stderr, diags, v.streams.Color, files...)
 }
 
 // Error reports an error that ends the command: "Error: …" on stderr.
