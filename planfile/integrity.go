@@ -32,7 +32,7 @@ func nodesDigest(doc *jsonplan.Document) (string, error) {
 }
 
 // CheckIntegrity checks a saved plan against itself, without its configuration: the config digest against the
-// files and variable values the plan records, and the nodes digest against the document. A plan --json
+// files and variable values the plan records, and the nodes digest (which must be there) against the document. A plan --json
 // document (no saved object) has nothing to check here. The error wraps ErrMismatch.
 func (f *File) CheckIntegrity() error {
 	doc, s := f.Doc, f.Doc.Saved
@@ -43,11 +43,11 @@ func (f *File) CheckIntegrity() error {
 	if (&planner.DigestInputs{Files: s.Files, Variables: s.Variables}).Digest() != doc.ConfigDigest {
 		problems = append(problems, "its config_digest does not match the files and variable values it records")
 	}
-	if s.NodesDigest != "" {
-		sum, err := nodesDigest(doc)
-		if err != nil || sum != s.NodesDigest {
-			problems = append(problems, "its nodes_digest does not match its nodes (an argv, an image, a credential or another field was changed)")
-		}
+	// Every plan file kewplan writes has a nodes digest: one without is an edited one, not an old one.
+	if s.NodesDigest == "" {
+		problems = append(problems, "it has no nodes_digest (every plan file kewplan plan writes has one)")
+	} else if sum, err := nodesDigest(doc); err != nil || sum != s.NodesDigest {
+		problems = append(problems, "its nodes_digest does not match its nodes (an argv, an image, a credential or another field was changed)")
 	}
 	if len(problems) == 0 {
 		return nil

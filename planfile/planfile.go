@@ -352,9 +352,9 @@ func (f *File) inputs(cfg *config.Config) (planner.Inputs, error) {
 }
 
 // Reload is what `apply PLANFILE` runs: it refuses a stale plan (CheckStale), re-plans from the recorded
-// configuration and variables, and refuses a plan file whose nodes no longer match that re-plan (argv,
-// credentials, image, prompt digest, network, runtime, egress), so the containers that run are exactly the ones
-// that were reviewed. A plan file that does not match itself (CheckIntegrity) is refused first.
+// configuration and variables, and refuses a plan file that differs from that re-plan in anything but what is by
+// nature of the moment it was written (compareDocuments), so the containers that run, and everything show
+// displayed about them, are exactly what was reviewed. A plan file that does not match itself (CheckIntegrity) is refused first.
 func (f *File) Reload() (*config.Config, *planner.Plan, error) {
 	if err := f.CheckIntegrity(); err != nil {
 		return nil, nil, err
@@ -381,7 +381,14 @@ func (f *File) Reload() (*config.Config, *planner.Plan, error) {
 		config.SortDiagnostics(d)
 		return nil, nil, fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, f.ConfigLocation(), firstError(d))
 	}
-	if err := compareNodes(f.Doc, jsonplan.NewDocument(p, f.Doc.KewplanVersion)); err != nil {
+	// What apply runs is compared first, with the most precise messages; then every other field, so that what
+	// show displays (budgets, retry policies, roles, pull requests, the Kubernetes objects, the diagnostics) is
+	// what the configuration plans too.
+	fresh, renderDiags := freshDocument(f.Doc, cfg, p)
+	if err := compareNodes(f.Doc, fresh); err != nil {
+		return nil, nil, err
+	}
+	if err := compareDocuments(f.Doc, fresh, renderDiags); err != nil {
 		return nil, nil, err
 	}
 	return cfg, p, nil
