@@ -1,6 +1,7 @@
 package planfile_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -224,9 +225,24 @@ func TestReload(t *testing.T) {
 	if _, _, err := f.Reload(); !errors.Is(err, planfile.ErrMismatch) {
 		t.Errorf("Reload() of an edited plan = %v, want ErrMismatch", err)
 	}
-	// Without the digest (a plan written before it, or an editor who recomputed it), the re-plan names the node
-	// and what differs.
+	// Without the digest, the plan is refused as it is: every plan file kewplan writes has one.
 	f.Doc.Saved.NodesDigest = ""
+	if _, _, err := f.Reload(); !errors.Is(err, planfile.ErrMismatch) || !strings.Contains(err.Error(), "no nodes_digest") {
+		t.Errorf("Reload() of a plan without nodes_digest = %v, want ErrMismatch naming it", err)
+	}
+	// An editor who recomputed the digest meets the re-plan, which names the node and what differs.
+	c := *f.Doc
+	c.Saved = nil
+	var whole bytes.Buffer
+	enc := json.NewEncoder(&whole)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&c); err != nil {
+		t.Fatal(err)
+	}
+	f.Doc.Saved.NodesDigest = planner.SHA256Hex(whole.Bytes())
+	if err := f.CheckIntegrity(); err != nil {
+		t.Fatalf("CheckIntegrity() with a recomputed digest = %v", err)
+	}
 	_, _, err = f.Reload()
 	if !errors.Is(err, planfile.ErrMismatch) || !strings.Contains(err.Error(), `node "fix"`) || !strings.Contains(err.Error(), "GITHUB_TOKEN") {
 		t.Errorf("Reload() of an edited plan = %v, want ErrMismatch naming node \"fix\" and GITHUB_TOKEN", err)
