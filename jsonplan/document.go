@@ -16,6 +16,7 @@ import (
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/parallel"
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -322,7 +323,7 @@ func (d *Document) Check() error {
 		return fmt.Errorf("not a kewplan plan: it has no format_version")
 	}
 	if major != want {
-		return fmt.Errorf("plan format %s is not supported: this kewplan reads format %s.x", d.FormatVersion, want)
+		return fmt.Errorf("plan format %s is not supported: this kewplan reads format %s.x", termsafe.String(d.FormatVersion), want)
 	}
 	return nil
 }

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/kewplan/kewplan/internal/jsonstream"
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -88,8 +90,9 @@ func compareNodes(doc, fresh *jsonplan.Document) error {
 			diffs = append(diffs, "its egress list differs")
 		}
 		if len(diffs) > 0 {
-			return fmt.Errorf("%w its configuration: node %q has %s, so the plan file was edited. Do not apply it; run kewplan plan again and review the new plan",
-				ErrMismatch, a.Name, strings.Join(diffs, "; "))
+			// The plan file's side of each difference is its text: escaped, as every string from a file is.
+			return fmt.Errorf("%w its configuration: node %s has %s, so the plan file was edited. Do not apply it; run kewplan plan again and review the new plan",
+				ErrMismatch, termsafe.String(strconv.Quote(a.Name)), termsafe.String(strings.Join(diffs, "; ")))
 		}
 	}
 	return nil

@@ -20,6 +20,7 @@ import (
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/jsonlimit"
 	"github.com/kewplan/kewplan/internal/safefile"
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -208,7 +209,7 @@ func (f *File) loadConfig(load func(string) (*config.Config, hcl.Diagnostics)) (
 	loc := f.ConfigLocation()
 	cfg, diags := load(loc)
 	if diags.HasErrors() || cfg == nil {
-		return nil, fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, loc, firstError(diags))
+		return nil, fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, termsafe.String(loc), firstError(diags))
 	}
 	return cfg, nil
 }
@@ -242,7 +243,7 @@ func (f *File) checkStale(cfg *config.Config, deferred bool) error {
 	if len(changes) > 0 && deferred {
 		if d := cfg.CheckValues(nil); d.HasErrors() {
 			config.SortDiagnostics(d)
-			return fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, f.ConfigLocation(), firstError(d))
+			return fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, termsafe.String(f.ConfigLocation()), firstError(d))
 		}
 	}
 	recomputed := (&planner.DigestInputs{Files: current, Variables: s.Variables}).Digest()
@@ -252,17 +253,17 @@ func (f *File) checkStale(cfg *config.Config, deferred bool) error {
 	if len(changes) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s since it was saved. Run kewplan plan again and review the new plan", ErrStale, strings.Join(changes, "; "))
+	return fmt.Errorf("%w: %s since it was saved. Run kewplan plan again and review the new plan", ErrStale, termsafe.String(strings.Join(changes, "; ")))
 }
 
-// firstError names the first error of diags, with its file when it has one.
+// firstError names the first error of diags, with its file when it has one, escaped for a terminal.
 func firstError(diags hcl.Diagnostics) string {
 	for _, d := range diags {
 		if d.Severity == hcl.DiagError {
 			if d.Subject != nil {
-				return fmt.Sprintf("%s: %s", d.Subject.Filename, d.Summary)
+				return termsafe.String(fmt.Sprintf("%s: %s", d.Subject.Filename, d.Summary))
 			}
-			return d.Summary
+			return termsafe.String(d.Summary)
 		}
 	}
 	return "it does not load"
@@ -344,7 +345,7 @@ func (f *File) inputs(cfg *config.Config) (planner.Inputs, error) {
 	if loc := f.PolicyLocation(); loc != "" {
 		pol, _, diags := config.LoadPolicyFile(loc)
 		if diags.HasErrors() {
-			return planner.Inputs{}, fmt.Errorf("%w: the policy file %s no longer loads", ErrStale, loc)
+			return planner.Inputs{}, fmt.Errorf("%w: the policy file %s no longer loads", ErrStale, termsafe.String(loc))
 		}
 		in.Policy = pol
 	}
@@ -379,7 +380,7 @@ func (f *File) Reload() (*config.Config, *planner.Plan, error) {
 	// What the plan did not evaluate is checked as plan checks it (a kewplan newer than the plan may check more).
 	if d := cfg.CheckValues(p.PlannedBlocks()); d.HasErrors() {
 		config.SortDiagnostics(d)
-		return nil, nil, fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, f.ConfigLocation(), firstError(d))
+		return nil, nil, fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, termsafe.String(f.ConfigLocation()), firstError(d))
 	}
 	// What apply runs is compared first, with the most precise messages; then every other field, so that what
 	// show displays (budgets, retry policies, roles, pull requests, the Kubernetes objects, the diagnostics) is

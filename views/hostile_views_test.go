@@ -2,6 +2,8 @@ package views
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -131,4 +133,15 @@ func stripOwnStyles(out []byte) []byte {
 		b.WriteByte(out[i])
 	}
 	return b.Bytes()
+}
+
+// An error that quotes a file (a plan's format_version, a configuration path) reaches the terminal escaped.
+func TestErrorEscaped(t *testing.T) {
+	var stderr bytes.Buffer
+	v := NewView(Streams{Stdout: io.Discard, Stderr: &stderr})
+	v.Error(errors.New("plan format 1.0\x1b]0;pwned\x07 is not supported\nsecond line"))
+	v.UsageError(errors.New("bad \x1b[2J flag"))
+	if got := stderr.String(); strings.ContainsAny(got, "\x1b\x07") || !strings.Contains(got, "\nsecond line") {
+		t.Errorf("errors printed as %q", got)
+	}
 }

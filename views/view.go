@@ -54,14 +54,23 @@ func (v *View) Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte) {
 	_ = writeDiagnostics(v.streams.Stderr, diags, v.streams.Color, files...)
 }
 
-// Error reports an error that ends the command: "Error: …" on stderr.
+// Error reports an error that ends the command: "Error: …" on stderr. An error may quote a plan file, a
+// configuration or an agent's output, so it is escaped (termsafe.Text) like every other string from them.
 func (v *View) Error(err error) {
-	fmt.Fprintf(v.streams.Stderr, "Error: %v\n", err)
+	fmt.Fprintf(v.streams.Stderr, "Error: %s\n", errorText(err))
+}
+
+// errorText is err's message escaped for a terminal.
+func errorText(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return termsafe.Text(err.Error())
 }
 
 // UsageError reports a command line that does not parse, and where to read the usage.
 func (v *View) UsageError(err error) {
-	fmt.Fprintf(v.streams.Stderr, "Error: %v\n", err)
+	fmt.Fprintf(v.streams.Stderr, "Error: %s\n", errorText(err))
 	fmt.Fprintf(v.streams.Stderr, "Run 'kewplan --help' for usage.\n")
 }
 
