@@ -129,7 +129,7 @@ func Read(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read plan: %w", err)
 	}
-	if b, err = Decompress(b); err != nil {
+	if b, err = Decompress(b, MaxBytes); err != nil {
 		return nil, fmt.Errorf("read plan %s: %w", path, err)
 	}
 	if err := jsonlimit.Check(b, jsonlimit.Limits{}); err != nil {
@@ -146,13 +146,16 @@ func Read(path string) (*File, error) {
 	return &File{Doc: doc, dir: filepath.Dir(path)}, nil
 }
 
-// MaxDecompressedBytes bounds a compressed plan file once decompressed, so a small hostile file cannot expand
-// without limit.
-const MaxDecompressedBytes = 1 << 30
+// ErrInflated is wrapped by Decompress's error for a compressed plan whose content is larger than the bound it
+// was given: a small hostile file (a megabyte that inflates to gigabytes) is refused once that much is read, never
+// read whole.
+var ErrInflated = errors.New("the plan is larger than kewplan reads once decompressed")
 
 // Decompress returns the JSON of a plan file: b itself when it is not gzip-compressed (plan files written before
-// compression, and plan --json output), else its decompressed content.
-func Decompress(b []byte) ([]byte, error) {
+// compression, and plan --json output), else its decompressed content, which may be at most max bytes (the
+// bound of an uncompressed plan file, MaxBytes): decompression stops at max+1 bytes with an error wrapping
+// ErrInflated.
+func Decompress(b []byte, max int) ([]byte, error) {
 	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 		return b, nil
 	}
@@ -160,12 +163,13 @@ func Decompress(b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not a kewplan plan file: its gzip header is damaged (%v)", err)
 	}
-	out, err := io.ReadAll(io.LimitReader(zr, MaxDecompressedBytes+1))
+	out, err := io.ReadAll(io.LimitReader(zr, int64(max)+1))
 	if err != nil {
 		return nil, fmt.Errorf("not a kewplan plan file: its gzip content is damaged (%v)", err)
 	}
-	if len(out) > MaxDecompressedBytes {
-		return nil, fmt.Errorf("the plan is over %d MiB once decompressed", MaxDecompressedBytes>>20)
+	if len(out) > max {
+		return nil, fmt.Errorf("%w: a %d KiB file holds over %d MiB of JSON (a plan of 10,000 nodes is about 20 MiB); it is not a plan kewplan wrote",
+			ErrInflated, len(b)>>10, max>>20)
 	}
 	return out, nil
 }

@@ -277,7 +277,7 @@ func readPlain(t *testing.T, path string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err = planfile.Decompress(b); err != nil {
+	if b, err = planfile.Decompress(b, planfile.MaxBytes); err != nil {
 		t.Fatal(err)
 	}
 	return b

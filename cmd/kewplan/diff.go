@@ -77,9 +77,9 @@ func readPlanArg(env *Env, name, role string) (*jsonplan.Document, error) {
 		data, err = readPlanFile(name)
 	}
 	if err == nil {
-		data, err = planfile.Decompress(data) // a saved plan is gzip-compressed
-		if err == nil && len(data) > plandiff.MaxPlanBytes {
-			err = fmt.Errorf("%s: %w", name, plandiff.ErrTooLarge)
+		data, err = planfile.Decompress(data, plandiff.MaxPlanBytes) // a saved plan is gzip-compressed
+		if errors.Is(err, planfile.ErrInflated) {
+			err = fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	if err != nil {
