@@ -237,3 +237,32 @@ func DiagnosticsText(diags hcl.Diagnostics) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// DedupeDiagnostics drops each diagnostic identical (severity, summary, detail and subject) to an earlier one,
+// keeping the order: every instance of a node evaluates the same expressions, and validate evaluates what the
+// planner evaluates again, so an error that depends on neither would otherwise be reported several times. diags
+// itself is left as it is.
+func DedupeDiagnostics(diags hcl.Diagnostics) hcl.Diagnostics {
+	if len(diags) == 0 {
+		return diags
+	}
+	type key struct {
+		sev             hcl.DiagnosticSeverity
+		summary, detail string
+		subject         hcl.Range
+	}
+	seen := make(map[key]bool, len(diags))
+	out := make(hcl.Diagnostics, 0, len(diags))
+	for _, d := range diags {
+		k := key{sev: d.Severity, summary: d.Summary, detail: d.Detail}
+		if d.Subject != nil {
+			k.subject = *d.Subject
+		}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, d)
+	}
+	return out
+}

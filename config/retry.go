@@ -111,7 +111,7 @@ func decodeRetryBlock(block *hcl.Block, owner string) (*Retry, hcl.Diagnostics) 
 				r.Backoff, r.BackoffRange = dur, attr.Expr.Range()
 				if dur > MaxRetryBackoff {
 					diags = append(diags, warningDiag("Retry backoff above the cap",
-						fmt.Sprintf("The backoff of %s is %s, but every wait is capped at %s, so each retry waits %s. Write %q or less to say what happens.", where, dur, formatDuration(MaxRetryBackoff), formatDuration(MaxRetryBackoff), formatDuration(MaxRetryBackoff)),
+						fmt.Sprintf("The backoff of %s is %s, but every wait is capped at %s, so each retry waits %s. Write %q or less to say what happens.", where, dur, FormatDuration(MaxRetryBackoff), FormatDuration(MaxRetryBackoff), FormatDuration(MaxRetryBackoff)),
 						attr.Expr.Range()))
 				}
 			}
@@ -166,8 +166,9 @@ func decodeRetryOn(attr *hcl.Attribute, where string) ([]string, hcl.Diagnostics
 	return on, diags
 }
 
-// formatDuration renders a duration the way it is written in configuration: "5m", "10s", "1m30s".
-func formatDuration(d time.Duration) string {
+// FormatDuration renders a duration the way configurations write it: "10s", "5m", "1m30s", "1h30m", "0s". Every
+// duration kewplan writes back (a plan's retry backoff and timeout, a diagnostic's detail) is formatted here.
+func FormatDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")

@@ -1,8 +1,6 @@
 package k8srender
 
 import (
-	"encoding/json"
-	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -125,24 +123,6 @@ func (d *PlanDocument) Node(name string) *NodeDocument {
 		}
 	}
 	return nil
-}
-
-// Marshal encodes the document for a plan document's raw "kubernetes" field.
-func (d *PlanDocument) Marshal() (json.RawMessage, error) {
-	b, err := json.Marshal(d)
-	if err != nil {
-		return nil, fmt.Errorf("encode the kubernetes plan: %w", err)
-	}
-	return b, nil
-}
-
-// ParsePlanDocument decodes a plan document's "kubernetes" field.
-func ParsePlanDocument(raw json.RawMessage) (*PlanDocument, error) {
-	var d PlanDocument
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return nil, fmt.Errorf("the plan's kubernetes object cannot be read: %w", err)
-	}
-	return &d, nil
 }
 
 func objectDocuments(objs []Object) []ObjectDocument {

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/jsonplan"
 )
 
 // Finding kinds of budget changes: raising or removing a cap lets an agent spend more, so it is widening.
@@ -22,7 +22,7 @@ type capFigure struct {
 	text    string
 }
 
-func nodeCaps(b *planner.BudgetDocument) []capFigure {
+func nodeCaps(b *jsonplan.BudgetDocument) []capFigure {
 	usd := capFigure{name: "max_usd"}
 	if b.MaxUSD != nil {
 		usd = capFigure{"max_usd", true, *b.MaxUSD, strconv.FormatFloat(*b.MaxUSD, 'f', -1, 64)}
@@ -70,7 +70,7 @@ func capitalise(s string) string {
 
 // compareBudget lists a node's cap changes as field changes and findings. A side without a recorded budget (a plan
 // written before budgets existed) cannot be compared.
-func compareBudget(b, h *planner.NodeDocument) ([]FieldChange, []Finding) {
+func compareBudget(b, h *jsonplan.NodeDocument) ([]FieldChange, []Finding) {
 	if b.Budget == nil || h.Budget == nil {
 		return nil, nil
 	}
@@ -101,7 +101,7 @@ func compareBudget(b, h *planner.NodeDocument) ([]FieldChange, []Finding) {
 }
 
 // compareApplyBudget judges the apply-wide max_usd. Its findings name no node.
-func compareApplyBudget(base, head *planner.Document) []Finding {
+func compareApplyBudget(base, head *jsonplan.Document) []Finding {
 	if base.Budget == nil || head.Budget == nil {
 		return nil
 	}

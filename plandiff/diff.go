@@ -16,6 +16,7 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/jsonlimit"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -147,7 +148,7 @@ var ErrTooLarge = fmt.Errorf("plan file larger than %d MiB", MaxPlanBytes>>20)
 
 // DecodePlan reads a saved plan or a `kewplan plan --json` document. name is used in errors. It refuses a
 // document whose format_version has another major version than this kewplan writes.
-func DecodePlan(data []byte, name string) (*planner.Document, error) {
+func DecodePlan(data []byte, name string) (*jsonplan.Document, error) {
 	if len(data) > MaxPlanBytes {
 		return nil, fmt.Errorf("%s: %w", name, ErrTooLarge)
 	}
@@ -155,15 +156,12 @@ func DecodePlan(data []byte, name string) (*planner.Document, error) {
 	if err := jsonlimit.Check(data, jsonlimit.Limits{MaxBytes: MaxPlanBytes}); err != nil {
 		return nil, fmt.Errorf("%s: not a kewplan plan: %w", name, err)
 	}
-	var doc planner.Document
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%s: not a kewplan plan: %s", name, describeJSONError(data, err))
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%s: not a kewplan plan: more than one JSON value", name)
-	}
-	if err := doc.Check(); err != nil {
+	doc, err := jsonplan.Decode(data)
+	var de *jsonplan.DecodeError
+	switch {
+	case errors.As(err, &de):
+		return nil, fmt.Errorf("%s: not a kewplan plan: %s", name, describeJSONError(data, de.Err))
+	case err != nil:
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	seen := map[string]bool{}
@@ -176,7 +174,7 @@ func DecodePlan(data []byte, name string) (*planner.Document, error) {
 		}
 		seen[n.Name] = true
 	}
-	return &doc, nil
+	return doc, nil
 }
 
 // describeJSONError places a decoding error at a line and column of data.
@@ -202,7 +200,7 @@ func describeJSONError(data []byte, err error) string {
 }
 
 // Compare compares BASE with HEAD.
-func Compare(baseName string, base *planner.Document, headName string, head *planner.Document) *Diff {
+func Compare(baseName string, base *jsonplan.Document, headName string, head *jsonplan.Document) *Diff {
 	d := &Diff{
 		Base: Side{Name: baseName, FormatVersion: base.FormatVersion, KewplanVersion: base.KewplanVersion, ConfigDigest: base.ConfigDigest},
 		Head: Side{Name: headName, FormatVersion: head.FormatVersion, KewplanVersion: head.KewplanVersion, ConfigDigest: head.ConfigDigest},
@@ -258,15 +256,15 @@ func Compare(baseName string, base *planner.Document, headName string, head *pla
 	return d
 }
 
-func indexNodes(doc *planner.Document) map[string]*planner.NodeDocument {
-	m := make(map[string]*planner.NodeDocument, len(doc.Nodes))
+func indexNodes(doc *jsonplan.Document) map[string]*jsonplan.NodeDocument {
+	m := make(map[string]*jsonplan.NodeDocument, len(doc.Nodes))
 	for i := range doc.Nodes {
 		m[doc.Nodes[i].Name] = &doc.Nodes[i]
 	}
 	return m
 }
 
-func summarise(n *planner.NodeDocument) NodeSummary {
+func summarise(n *jsonplan.NodeDocument) NodeSummary {
 	return NodeSummary{
 		Name: n.Name, Runner: n.Runner, Role: n.Role, Image: n.Image, Network: n.Network,
 		Isolation:   planner.IsolationTier(nodeRuntime(n)),
@@ -274,7 +272,7 @@ func summarise(n *planner.NodeDocument) NodeSummary {
 	}
 }
 
-func nodeRange(n *planner.NodeDocument) *hcl.Range {
+func nodeRange(n *jsonplan.NodeDocument) *hcl.Range {
 	if n.Range == nil || n.Range.Filename == "" {
 		return nil
 	}
@@ -287,7 +285,7 @@ func nodeRange(n *planner.NodeDocument) *hcl.Range {
 
 // addedNodeFindings judges a node that BASE does not have: every credential it receives reaches a node it did not
 // reach before, open egress is new egress, and its hardening is held to what kewplan always writes.
-func addedNodeFindings(n *planner.NodeDocument) []Finding {
+func addedNodeFindings(n *jsonplan.NodeDocument) []Finding {
 	var out []Finding
 	r := nodeRange(n)
 	for _, c := range sortedSet(n.Credentials) {
@@ -327,7 +325,7 @@ func addedNodeFindings(n *planner.NodeDocument) []Finding {
 }
 
 // compareNode returns the node's changes (nil when nothing changed) and its exposure findings.
-func compareNode(b, h *planner.NodeDocument) (*NodeChange, []Finding) {
+func compareNode(b, h *jsonplan.NodeDocument) (*NodeChange, []Finding) {
 	c := &NodeChange{Name: h.Name, Range: nodeRange(h)}
 	r := c.Range
 	field := func(name, bv, hv string) {
@@ -433,7 +431,7 @@ func compareNode(b, h *planner.NodeDocument) (*NodeChange, []Finding) {
 // new reach: widening when the node holds a credential in HEAD (it can send the credential there), otherwise shown
 // only as a field change. A host BASE reached that HEAD no longer covers is narrowing. A side on the open network
 // reaches any host, which the network findings report, so there is nothing to compare host by host.
-func compareEgress(b, h *planner.NodeDocument) []Finding {
+func compareEgress(b, h *jsonplan.NodeDocument) []Finding {
 	if b.Network == config.NetworkOpen || h.Network == config.NetworkOpen {
 		return nil
 	}
@@ -472,7 +470,7 @@ func compareEgress(b, h *planner.NodeDocument) []Finding {
 	return out
 }
 
-func promptText(n *planner.NodeDocument) string {
+func promptText(n *jsonplan.NodeDocument) string {
 	if n.Prompt.SHA256 == "" {
 		return "(known after apply)"
 	}
@@ -481,7 +479,7 @@ func promptText(n *planner.NodeDocument) string {
 
 // originKind is where a credential comes from: built into the runner, or a runner block. Which file and line
 // hold the block is not compared, so moving a block (or planning from another directory) is not a change.
-func originKind(n *planner.NodeDocument, cred string) string {
+func originKind(n *jsonplan.NodeDocument, cred string) string {
 	for i, c := range n.Credentials {
 		if c == cred && i < len(n.CredentialOrigins) {
 			if o := n.CredentialOrigins[i]; o == "builtin" || o == "" {
@@ -493,7 +491,7 @@ func originKind(n *planner.NodeDocument, cred string) string {
 	return ""
 }
 
-func originNote(n *planner.NodeDocument, cred string) string {
+func originNote(n *jsonplan.NodeDocument, cred string) string {
 	for i, c := range n.Credentials {
 		if c == cred && i < len(n.CredentialOrigins) && n.CredentialOrigins[i] != "builtin" && n.CredentialOrigins[i] != "" {
 			return ", declared at " + n.CredentialOrigins[i]
@@ -502,7 +500,7 @@ func originNote(n *planner.NodeDocument, cred string) string {
 	return ""
 }
 
-func credentialNote(n *planner.NodeDocument) string {
+func credentialNote(n *jsonplan.NodeDocument) string {
 	if len(n.Credentials) == 0 {
 		return ""
 	}
@@ -575,25 +573,15 @@ func equalWords(a, b []string) bool {
 	return true
 }
 
-// diagnosticDocument is the part of the validate-shaped diagnostic the diff reads.
-type diagnosticDocument struct {
-	Severity string                 `json:"severity"`
-	Summary  string                 `json:"summary"`
-	Detail   string                 `json:"detail"`
-	Rule     string                 `json:"rule"`
-	Range    *planner.RangeDocument `json:"range"`
-}
-
-func readDiagnostics(doc *planner.Document) []Diagnostic {
+func readDiagnostics(doc *jsonplan.Document) []Diagnostic {
 	var out []Diagnostic
-	for _, raw := range doc.Diagnostics {
-		var dd diagnosticDocument
-		if json.Unmarshal(raw, &dd) != nil {
+	for _, dd := range doc.Diagnostics {
+		if dd.Unreadable {
 			continue
 		}
 		d := Diagnostic{Severity: dd.Severity, Rule: dd.Rule, Summary: dd.Summary, Detail: dd.Detail}
 		if dd.Range != nil && dd.Range.Filename != "" {
-			d.Range = nodeRange(&planner.NodeDocument{Range: dd.Range})
+			d.Range = nodeRange(&jsonplan.NodeDocument{Range: dd.Range})
 		}
 		out = append(out, d)
 	}

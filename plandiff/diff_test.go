@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -30,7 +31,7 @@ type spec struct {
 	runtime                             string
 }
 
-func node(s spec) planner.NodeDocument {
+func node(s spec) jsonplan.NodeDocument {
 	if s.runner == "" {
 		s.runner = "claude-code"
 	}
@@ -69,29 +70,29 @@ func node(s spec) planner.NodeDocument {
 		Image: s.image, Network: netName, Runtime: s.runtime, PidsLimit: s.pids, Memory: s.memory, CPUs: s.cpus, Env: s.creds, TmpfsSize: s.tmpfs,
 		Args: []string{"--dangerously-skip-permissions", "--verbose", "--output-format", "stream-json", "--model", s.model},
 	}
-	egress := []planner.EgressHostDocument{}
+	egress := []jsonplan.EgressHostDocument{}
 	for _, e := range s.egress {
 		host, port := e, 443
 		if h, p, ok := strings.Cut(e, ":"); ok {
 			host, port = h, 0
 			fmt.Sscan(p, &port)
 		}
-		egress = append(egress, planner.EgressHostDocument{Host: host, Port: port, Origins: []string{"sandbox"}})
+		egress = append(egress, jsonplan.EgressHostDocument{Host: host, Port: port, Origins: []string{"sandbox"}})
 	}
-	return planner.NodeDocument{
+	return jsonplan.NodeDocument{
 		Egress: egress, TmpfsSize: s.tmpfs,
 		Name: s.name, Runner: s.runner, Protocol: s.runner, Role: "worker", Image: s.image, Network: s.network,
 		Runtime: s.runtime, Isolation: planner.IsolationTier(s.runtime), Model: s.model, Credentials: s.creds, CredentialOrigins: s.origins, DependsOn: append([]string{}, s.deps...),
-		Prompt: planner.PromptDocument{SHA256: s.prompt, Bytes: 120}, Argv: c.Argv(), Unknown: []string{},
+		Prompt: jsonplan.PromptDocument{SHA256: s.prompt, Bytes: 120}, Argv: c.Argv(), Unknown: []string{},
 		PidsLimit: s.pids, Memory: s.memory, CPUs: s.cpus,
-		Range: &planner.RangeDocument{Filename: "main.hcl", Start: planner.PosDocument{Line: s.line, Column: 1},
-			End: planner.PosDocument{Line: s.line, Column: 10}},
+		Range: &jsonplan.Range{Filename: "main.hcl", Start: jsonplan.Pos{Line: s.line, Column: 1},
+			End: jsonplan.Pos{Line: s.line, Column: 10}},
 	}
 }
 
-func doc(nodes ...planner.NodeDocument) *planner.Document {
-	d := &planner.Document{FormatVersion: "1.0", KewplanVersion: "test", ConfigDigest: "sha256:00", Nodes: nodes,
-		Exposure: map[string][]string{}, Diagnostics: []json.RawMessage{}}
+func doc(nodes ...jsonplan.NodeDocument) *jsonplan.Document {
+	d := &jsonplan.Document{FormatVersion: "1.0", KewplanVersion: "test", ConfigDigest: "sha256:00", Nodes: nodes,
+		Exposure: map[string][]string{}, Diagnostics: jsonplan.Diagnostics{}}
 	for _, n := range nodes {
 		for _, c := range n.Credentials {
 			d.Exposure[c] = append(d.Exposure[c], n.Name)
@@ -121,7 +122,7 @@ func TestCompareExposure(t *testing.T) {
 
 	tests := []struct {
 		name       string
-		base, head *planner.Document
+		base, head *jsonplan.Document
 		want       []brief
 		widened    bool
 	}{
@@ -283,9 +284,9 @@ func TestComparePureReorderIsEmpty(t *testing.T) {
 	b := node(spec{name: "b", line: 20, runner: "pi", creds: []string{"OPENROUTER_API_KEY"}})
 	c := node(spec{name: "c", line: 30, memory: "4g"})
 	base := doc(a, b, c)
-	base.Diagnostics = []json.RawMessage{
-		json.RawMessage(`{"severity":"warning","summary":"No memory limit","detail":"x","rule":"no-memory-limit","range":{"filename":"main.hcl","start":{"line":1,"column":1,"byte":0},"end":{"line":1,"column":2,"byte":1}}}`),
-		json.RawMessage(`{"severity":"warning","summary":"No memory limit","detail":"x","rule":"no-memory-limit","range":{"filename":"main.hcl","start":{"line":20,"column":1,"byte":0},"end":{"line":20,"column":2,"byte":1}}}`),
+	base.Diagnostics = jsonplan.Diagnostics{
+		{Severity: "warning", Summary: "No memory limit", Detail: "x", Rule: "no-memory-limit", Range: &jsonplan.Range{Filename: "main.hcl", Start: jsonplan.Pos{Line: 1, Column: 1, Byte: 0}, End: jsonplan.Pos{Line: 1, Column: 2, Byte: 1}}},
+		{Severity: "warning", Summary: "No memory limit", Detail: "x", Rule: "no-memory-limit", Range: &jsonplan.Range{Filename: "main.hcl", Start: jsonplan.Pos{Line: 20, Column: 1, Byte: 0}, End: jsonplan.Pos{Line: 20, Column: 2, Byte: 1}}},
 	}
 
 	// The same configuration with its blocks and lists in another order: node ranges, credential order (and so
@@ -295,7 +296,7 @@ func TestComparePureReorderIsEmpty(t *testing.T) {
 	b2 := node(spec{name: "b", line: 3, runner: "pi", creds: []string{"OPENROUTER_API_KEY"}})
 	c2 := node(spec{name: "c", line: 9, memory: "4g"})
 	head := doc(c2, b2, a2)
-	head.Diagnostics = []json.RawMessage{base.Diagnostics[1], base.Diagnostics[0]}
+	head.Diagnostics = jsonplan.Diagnostics{base.Diagnostics[1], base.Diagnostics[0]}
 
 	d := Compare("base.json", base, "head.json", head)
 	if !d.Empty() {
@@ -559,8 +560,8 @@ func TestCompareNodeWithErrorsHasNoHardeningFindings(t *testing.T) {
 }
 
 // generatedPlan is a plan of n nodes in a chain, for the benchmark and the fuzz seeds.
-func generatedPlan(n int, pids int64) *planner.Document {
-	var nodes []planner.NodeDocument
+func generatedPlan(n int, pids int64) *jsonplan.Document {
+	var nodes []jsonplan.NodeDocument
 	for i := 0; i < n; i++ {
 		s := spec{name: fmt.Sprintf("node-%05d", i), pids: pids, line: i + 1}
 		if i > 0 {

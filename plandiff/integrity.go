@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kewplan/kewplan/internal/termsafe"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -13,8 +15,9 @@ import (
 // image the node names, forwards exactly the credentials it lists and keeps the hardening floor every argv
 // kewplan writes meets, and the exposure table agrees with the nodes. A plan file edited by hand (an argv given
 // --privileged, an image swapped, a credential added to the argv only) fails here even when its configuration is
-// not at hand to re-plan it. It returns one sentence per problem, or nil.
-func CheckDocument(doc *planner.Document) []string {
+// not at hand to re-plan it. It returns one sentence per problem, escaped for a terminal (termsafe.String), or
+// nil.
+func CheckDocument(doc *jsonplan.Document) []string {
 	var out []string
 	exposure := map[string][]string{}
 	for i := range doc.Nodes {
@@ -43,12 +46,17 @@ func CheckDocument(doc *planner.Document) []string {
 			out = append(out, fmt.Sprintf("the exposure table lists %s, which no node forwards", c))
 		}
 	}
+	// Every name in these sentences came from the file: escaped, so a plan under review cannot drive the terminal
+	// that reads why it was refused.
+	for i := range out {
+		out[i] = termsafe.String(out[i])
+	}
 	sort.Strings(out)
 	return out
 }
 
 // checkNodeArgv compares one node's argv with the rest of its document.
-func checkNodeArgv(n *planner.NodeDocument) []string {
+func checkNodeArgv(n *jsonplan.NodeDocument) []string {
 	run := parseDockerRun(n.Argv)
 	if !run.Parsed {
 		return []string{"its argv is not a docker run command kewplan writes"}

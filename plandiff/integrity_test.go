@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/jsonplan"
 )
 
 // TestCheckDocumentGenuine: every plan the planner's goldens hold reads as consistent with itself.
@@ -19,7 +19,7 @@ func TestCheckDocumentGenuine(t *testing.T) {
 		t.Fatalf("no planner goldens: %v", err)
 	}
 	for _, name := range files {
-		var doc planner.Document
+		var doc jsonplan.Document
 		b, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
@@ -39,8 +39,8 @@ func TestCheckDocumentTampered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	load := func() *planner.Document {
-		var doc planner.Document
+	load := func() *jsonplan.Document {
+		var doc jsonplan.Document
 		if err := json.Unmarshal(b, &doc); err != nil {
 			t.Fatal(err)
 		}
@@ -51,12 +51,12 @@ func TestCheckDocumentTampered(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		edit func(d *planner.Document)
+		edit func(d *jsonplan.Document)
 		want []string
 	}{
-		{"privileged", func(d *planner.Document) { d.Nodes[0].Argv = insert(d.Nodes[0].Argv, 2, "--privileged") },
+		{"privileged", func(d *jsonplan.Document) { d.Nodes[0].Argv = insert(d.Nodes[0].Argv, 2, "--privileged") },
 			[]string{"--privileged added"}},
-		{"image in argv", func(d *planner.Document) {
+		{"image in argv", func(d *jsonplan.Document) {
 			a := d.Nodes[0].Argv
 			for i, w := range a {
 				if w == d.Nodes[0].Image {
@@ -64,15 +64,15 @@ func TestCheckDocumentTampered(t *testing.T) {
 				}
 			}
 		}, []string{"its argv runs image evil/agent:latest, the plan says"}},
-		{"credential in argv only", func(d *planner.Document) {
+		{"credential in argv only", func(d *jsonplan.Document) {
 			d.Nodes[0].Argv = insert(d.Nodes[0].Argv, 2, "-e", "GITHUB_TOKEN")
 		}, []string{"its argv forwards", "GITHUB_TOKEN"}},
-		{"credential everywhere but the exposure", func(d *planner.Document) {
+		{"credential everywhere but the exposure", func(d *jsonplan.Document) {
 			n := &d.Nodes[0]
 			n.Argv = insert(n.Argv, 2, "-e", "AWS_SECRET_ACCESS_KEY")
 			n.Credentials = append(n.Credentials, "AWS_SECRET_ACCESS_KEY")
 		}, []string{"the exposure table says AWS_SECRET_ACCESS_KEY reaches none"}},
-		{"cap-drop removed", func(d *planner.Document) {
+		{"cap-drop removed", func(d *jsonplan.Document) {
 			a := d.Nodes[0].Argv
 			for i := range a {
 				if a[i] == "--cap-drop" {

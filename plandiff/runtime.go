@@ -3,13 +3,14 @@ package plandiff
 import (
 	"fmt"
 
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
 // nodeRuntime is the runtime a node's container runs on. The argv is what apply runs, so a readable argv decides
 // (its last --runtime, as docker reads it; none: the engine's default); the document's runtime field serves a node
 // without argv. A plan file is input, and the two could disagree only in a hand-edited one.
-func nodeRuntime(n *planner.NodeDocument) string {
+func nodeRuntime(n *jsonplan.NodeDocument) string {
 	if len(n.Argv) > 0 {
 		if run := parseDockerRun(n.Argv); run.Parsed {
 			runtime := ""
@@ -28,7 +29,7 @@ func nodeRuntime(n *planner.NodeDocument) string {
 // its own (gVisor, Kata) narrows; every other move widens, because kewplan cannot show the new runtime isolates no
 // less: leaving gVisor for runc puts the agent back on the host's kernel, and a move between two runtimes kewplan
 // does not know (or from the engine's default, whatever the engine was set to, to a named one) is unverifiable.
-func compareRuntime(b, h *planner.NodeDocument) *Finding {
+func compareRuntime(b, h *jsonplan.NodeDocument) *Finding {
 	br, hr := nodeRuntime(b), nodeRuntime(h)
 	if br == hr {
 		return nil

@@ -6,15 +6,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
 func TestCompareRuntime(t *testing.T) {
 	fix := spec{name: "fix", memory: "4g", cpus: "2"}
-	on := func(runtime string) planner.NodeDocument { s := fix; s.runtime = runtime; return node(s) }
+	on := func(runtime string) jsonplan.NodeDocument { s := fix; s.runtime = runtime; return node(s) }
 	tests := []struct {
 		name       string
-		base, head planner.NodeDocument
+		base, head jsonplan.NodeDocument
 		want       []brief
 		message    string // a part of the finding's message
 	}{
@@ -76,7 +77,7 @@ func TestCompareRuntimeReadsArgv(t *testing.T) {
 
 	// docker reads the last --runtime.
 	argv := append([]string{"docker", "run", "--runtime", "runsc", "--runtime", "runc"}, node(spec{name: "x"}).Argv[2:]...)
-	if got := nodeRuntime(&planner.NodeDocument{Argv: argv}); got != "runc" {
+	if got := nodeRuntime(&jsonplan.NodeDocument{Argv: argv}); got != "runc" {
 		t.Errorf("nodeRuntime() = %q, want the last --runtime, runc", got)
 	}
 }

@@ -9,9 +9,9 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/testtools/k8stest"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/k8srender"
 	"github.com/kewplan/kewplan/planfile"
-	"github.com/kewplan/kewplan/views"
 )
 
 // A saved kubernetes plan records its engine and the settings it was rendered with; they are covered by the nodes
@@ -28,10 +28,8 @@ func TestSavedPlanEngine(t *testing.T) {
 	}
 	dir := t.TempDir()
 	save := func(name, engine string) *planfile.File {
-		doc := views.NewPlanJSON(p, "test")
-		if err := views.SetPlanEngine(doc, engine, m, e); err != nil {
-			t.Fatal(err)
-		}
+		doc := jsonplan.NewDocument(p, "test")
+		doc.SetEngine(engine, m, e)
 		path := filepath.Join(dir, name)
 		if err := planfile.Write(path, doc, p, planfile.Origin{Config: "../examples/kubernetes.hcl"}); err != nil {
 			t.Fatal(err)

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/kewplan/kewplan/internal/jsonstream"
+	"github.com/kewplan/kewplan/internal/termsafe"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -19,7 +22,7 @@ var ErrMismatch = errors.New("this plan file does not match")
 // nodesDigest hashes the document without its saved object, in encoding/json's compact encoding (HTML
 // characters unescaped) with the encoder's newline: the indented stream Write writes, compacted on its way into
 // the hash (jsonstream.Compacting gives the same bytes), so that a large plan's text is never held whole.
-func nodesDigest(doc *planner.Document) (string, error) {
+func nodesDigest(doc *jsonplan.Document) (string, error) {
 	c := *doc
 	c.Saved = nil
 	h := sha256.New()
@@ -31,7 +34,7 @@ func nodesDigest(doc *planner.Document) (string, error) {
 }
 
 // CheckIntegrity checks a saved plan against itself, without its configuration: the config digest against the
-// files and variable values the plan records, and the nodes digest against the document. A plan --json
+// files and variable values the plan records, and the nodes digest (which must be there) against the document. A plan --json
 // document (no saved object) has nothing to check here. The error wraps ErrMismatch.
 func (f *File) CheckIntegrity() error {
 	doc, s := f.Doc, f.Doc.Saved
@@ -42,11 +45,11 @@ func (f *File) CheckIntegrity() error {
 	if (&planner.DigestInputs{Files: s.Files, Variables: s.Variables}).Digest() != doc.ConfigDigest {
 		problems = append(problems, "its config_digest does not match the files and variable values it records")
 	}
-	if s.NodesDigest != "" {
-		sum, err := nodesDigest(doc)
-		if err != nil || sum != s.NodesDigest {
-			problems = append(problems, "its nodes_digest does not match its nodes (an argv, an image, a credential or another field was changed)")
-		}
+	// Every plan file kewplan writes has a nodes digest: one without is an edited one, not an old one.
+	if s.NodesDigest == "" {
+		problems = append(problems, "it has no nodes_digest (every plan file kewplan plan writes has one)")
+	} else if sum, err := nodesDigest(doc); err != nil || sum != s.NodesDigest {
+		problems = append(problems, "its nodes_digest does not match its nodes (an argv, an image, a credential or another field was changed)")
 	}
 	if len(problems) == 0 {
 		return nil
@@ -58,7 +61,7 @@ func (f *File) CheckIntegrity() error {
 // compareNodes compares the nodes of a plan file with a fresh plan of its configuration: everything apply runs
 // (argv, image, credentials, prompt digest, network, runtime, egress list) must be the same. The error wraps
 // ErrMismatch and says what differs.
-func compareNodes(doc, fresh *planner.Document) error {
+func compareNodes(doc, fresh *jsonplan.Document) error {
 	if len(fresh.Nodes) != len(doc.Nodes) {
 		return fmt.Errorf("%w its configuration: it holds %d nodes, and the configuration plans %d, so the plan file was edited. Do not apply it; run kewplan plan again", ErrMismatch, len(doc.Nodes), len(fresh.Nodes))
 	}
@@ -87,15 +90,16 @@ func compareNodes(doc, fresh *planner.Document) error {
 			diffs = append(diffs, "its egress list differs")
 		}
 		if len(diffs) > 0 {
-			return fmt.Errorf("%w its configuration: node %q has %s, so the plan file was edited. Do not apply it; run kewplan plan again and review the new plan",
-				ErrMismatch, a.Name, strings.Join(diffs, "; "))
+			// The plan file's side of each difference is its text: escaped, as every string from a file is.
+			return fmt.Errorf("%w its configuration: node %s has %s, so the plan file was edited. Do not apply it; run kewplan plan again and review the new plan",
+				ErrMismatch, termsafe.String(strconv.Quote(a.Name)), termsafe.String(strings.Join(diffs, "; ")))
 		}
 	}
 	return nil
 }
 
-func egressEqual(a, b []planner.EgressHostDocument) bool {
-	return slices.EqualFunc(a, b, func(x, y planner.EgressHostDocument) bool {
+func egressEqual(a, b []jsonplan.EgressHostDocument) bool {
+	return slices.EqualFunc(a, b, func(x, y jsonplan.EgressHostDocument) bool {
 		return x.Host == y.Host && x.Port == y.Port && slices.Equal(x.Origins, y.Origins)
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -17,17 +18,17 @@ func TestNodesDigestStreamed(t *testing.T) {
 	if len(goldens) < 10 {
 		t.Fatalf("only %d golden plans found", len(goldens))
 	}
-	docs := []*planner.Document{{FormatVersion: "1"}}
+	docs := []*jsonplan.Document{{FormatVersion: "1"}}
 	for _, g := range goldens {
 		data, err := os.ReadFile(g)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var doc planner.Document
+		var doc jsonplan.Document
 		if err := json.Unmarshal(data, &doc); err != nil {
 			t.Fatalf("%s: %v", g, err)
 		}
-		doc.Saved = &planner.SavedState{ConfigPath: "elsewhere"} // left out of the digest
+		doc.Saved = &jsonplan.SavedState{ConfigPath: "elsewhere"} // left out of the digest
 		docs = append(docs, &doc)
 	}
 	for i, doc := range docs {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +20,8 @@ import (
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/jsonlimit"
 	"github.com/kewplan/kewplan/internal/safefile"
+	"github.com/kewplan/kewplan/internal/termsafe"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -37,12 +38,12 @@ type Origin struct {
 // doc to path as gzip-compressed indented JSON readable only by its owner (variable values may be secrets). The
 // file is replaced atomically, so a reader never sees half a plan. Compressed, a plan of 10,000 nodes is a few
 // hundred kilobytes rather than 19 MB (every node repeats most of its argv); `gzip -dc FILE` shows the JSON.
-func Write(path string, doc *planner.Document, p *planner.Plan, o Origin) error {
+func Write(path string, doc *jsonplan.Document, p *planner.Plan, o Origin) error {
 	planDir, err := filepath.Abs(filepath.Dir(path))
 	if err != nil {
 		return fmt.Errorf("write saved plan: %w", err)
 	}
-	saved := planner.NewSavedState(p, o.Targets)
+	saved := jsonplan.NewSavedState(p, o.Targets)
 	cfgAbs, err := filepath.Abs(o.Config)
 	if err != nil {
 		return fmt.Errorf("write saved plan: %w", err)
@@ -57,7 +58,7 @@ func Write(path string, doc *planner.Document, p *planner.Plan, o Origin) error 
 		if err != nil {
 			return fmt.Errorf("write saved plan: %w", err)
 		}
-		saved.Policy = &planner.SavedPolicy{Path: filepath.ToSlash(polAbs), SHA256: planner.SHA256Hex(o.PolicySrc)}
+		saved.Policy = &jsonplan.SavedPolicy{Path: filepath.ToSlash(polAbs), SHA256: planner.SHA256Hex(o.PolicySrc)}
 		if rel, err := filepath.Rel(planDir, polAbs); err == nil {
 			saved.Policy.Path = filepath.ToSlash(rel)
 		}
@@ -101,7 +102,7 @@ func Write(path string, doc *planner.Document, p *planner.Plan, o Origin) error 
 // File is a plan document read from a file: a saved plan, or the output of `kewplan plan --json` (Doc.Saved is
 // nil then). The paths its saved object records are relative to the file's directory.
 type File struct {
-	Doc *planner.Document
+	Doc *jsonplan.Document
 	dir string
 }
 
@@ -128,32 +129,33 @@ func Read(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read plan: %w", err)
 	}
-	if b, err = Decompress(b); err != nil {
+	if b, err = Decompress(b, MaxBytes); err != nil {
 		return nil, fmt.Errorf("read plan %s: %w", path, err)
 	}
 	if err := jsonlimit.Check(b, jsonlimit.Limits{}); err != nil {
 		return nil, fmt.Errorf("read plan %s: not a kewplan plan file: %w", path, err)
 	}
-	var doc planner.Document
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("read plan %s: not a kewplan plan file: %v", path, err)
-	}
-	if err := doc.Check(); err != nil {
+	doc, err := jsonplan.Decode(b)
+	var de *jsonplan.DecodeError
+	switch {
+	case errors.As(err, &de):
+		return nil, fmt.Errorf("read plan %s: not a kewplan plan file: %v", path, de.Err)
+	case err != nil:
 		return nil, fmt.Errorf("read plan %s: %w", path, err)
 	}
-	if doc.Saved != nil && doc.Saved.Variables == nil {
-		doc.Saved.Variables = map[string]json.RawMessage{}
-	}
-	return &File{Doc: &doc, dir: filepath.Dir(path)}, nil
+	return &File{Doc: doc, dir: filepath.Dir(path)}, nil
 }
 
-// MaxDecompressedBytes bounds a compressed plan file once decompressed, so a small hostile file cannot expand
-// without limit.
-const MaxDecompressedBytes = 1 << 30
+// ErrInflated is wrapped by Decompress's error for a compressed plan whose content is larger than the bound it
+// was given: a small hostile file (a megabyte that inflates to gigabytes) is refused once that much is read, never
+// read whole.
+var ErrInflated = errors.New("the plan is larger than kewplan reads once decompressed")
 
 // Decompress returns the JSON of a plan file: b itself when it is not gzip-compressed (plan files written before
-// compression, and plan --json output), else its decompressed content.
-func Decompress(b []byte) ([]byte, error) {
+// compression, and plan --json output), else its decompressed content, which may be at most max bytes (the
+// bound of an uncompressed plan file, MaxBytes): decompression stops at max+1 bytes with an error wrapping
+// ErrInflated.
+func Decompress(b []byte, max int) ([]byte, error) {
 	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 		return b, nil
 	}
@@ -161,12 +163,13 @@ func Decompress(b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not a kewplan plan file: its gzip header is damaged (%v)", err)
 	}
-	out, err := io.ReadAll(io.LimitReader(zr, MaxDecompressedBytes+1))
+	out, err := io.ReadAll(io.LimitReader(zr, int64(max)+1))
 	if err != nil {
 		return nil, fmt.Errorf("not a kewplan plan file: its gzip content is damaged (%v)", err)
 	}
-	if len(out) > MaxDecompressedBytes {
-		return nil, fmt.Errorf("the plan is over %d MiB once decompressed", MaxDecompressedBytes>>20)
+	if len(out) > max {
+		return nil, fmt.Errorf("%w: a %d KiB file holds over %d MiB of JSON (a plan of 10,000 nodes is about 20 MiB); it is not a plan kewplan wrote",
+			ErrInflated, len(b)>>10, max>>20)
 	}
 	return out, nil
 }
@@ -210,7 +213,7 @@ func (f *File) loadConfig(load func(string) (*config.Config, hcl.Diagnostics)) (
 	loc := f.ConfigLocation()
 	cfg, diags := load(loc)
 	if diags.HasErrors() || cfg == nil {
-		return nil, fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, loc, firstError(diags))
+		return nil, fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, termsafe.String(loc), firstError(diags))
 	}
 	return cfg, nil
 }
@@ -244,7 +247,7 @@ func (f *File) checkStale(cfg *config.Config, deferred bool) error {
 	if len(changes) > 0 && deferred {
 		if d := cfg.CheckValues(nil); d.HasErrors() {
 			config.SortDiagnostics(d)
-			return fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, f.ConfigLocation(), firstError(d))
+			return fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, termsafe.String(f.ConfigLocation()), firstError(d))
 		}
 	}
 	recomputed := (&planner.DigestInputs{Files: current, Variables: s.Variables}).Digest()
@@ -254,17 +257,17 @@ func (f *File) checkStale(cfg *config.Config, deferred bool) error {
 	if len(changes) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s since it was saved. Run kewplan plan again and review the new plan", ErrStale, strings.Join(changes, "; "))
+	return fmt.Errorf("%w: %s since it was saved. Run kewplan plan again and review the new plan", ErrStale, termsafe.String(strings.Join(changes, "; ")))
 }
 
-// firstError names the first error of diags, with its file when it has one.
+// firstError names the first error of diags, with its file when it has one, escaped for a terminal.
 func firstError(diags hcl.Diagnostics) string {
 	for _, d := range diags {
 		if d.Severity == hcl.DiagError {
 			if d.Subject != nil {
-				return fmt.Sprintf("%s: %s", d.Subject.Filename, d.Summary)
+				return termsafe.String(fmt.Sprintf("%s: %s", d.Subject.Filename, d.Summary))
 			}
-			return d.Summary
+			return termsafe.String(d.Summary)
 		}
 	}
 	return "it does not load"
@@ -346,7 +349,7 @@ func (f *File) inputs(cfg *config.Config) (planner.Inputs, error) {
 	if loc := f.PolicyLocation(); loc != "" {
 		pol, _, diags := config.LoadPolicyFile(loc)
 		if diags.HasErrors() {
-			return planner.Inputs{}, fmt.Errorf("%w: the policy file %s no longer loads", ErrStale, loc)
+			return planner.Inputs{}, fmt.Errorf("%w: the policy file %s no longer loads", ErrStale, termsafe.String(loc))
 		}
 		in.Policy = pol
 	}
@@ -354,9 +357,9 @@ func (f *File) inputs(cfg *config.Config) (planner.Inputs, error) {
 }
 
 // Reload is what `apply PLANFILE` runs: it refuses a stale plan (CheckStale), re-plans from the recorded
-// configuration and variables, and refuses a plan file whose nodes no longer match that re-plan (argv,
-// credentials, image, prompt digest, network, runtime, egress), so the containers that run are exactly the ones
-// that were reviewed. A plan file that does not match itself (CheckIntegrity) is refused first.
+// configuration and variables, and refuses a plan file that differs from that re-plan in anything but what is by
+// nature of the moment it was written (compareDocuments), so the containers that run, and everything show
+// displayed about them, are exactly what was reviewed. A plan file that does not match itself (CheckIntegrity) is refused first.
 func (f *File) Reload() (*config.Config, *planner.Plan, error) {
 	if err := f.CheckIntegrity(); err != nil {
 		return nil, nil, err
@@ -381,9 +384,16 @@ func (f *File) Reload() (*config.Config, *planner.Plan, error) {
 	// What the plan did not evaluate is checked as plan checks it (a kewplan newer than the plan may check more).
 	if d := cfg.CheckValues(p.PlannedBlocks()); d.HasErrors() {
 		config.SortDiagnostics(d)
-		return nil, nil, fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, f.ConfigLocation(), firstError(d))
+		return nil, nil, fmt.Errorf("%w: the configuration %s no longer loads (%s). Run kewplan plan again", ErrStale, termsafe.String(f.ConfigLocation()), firstError(d))
 	}
-	if err := compareNodes(f.Doc, planner.NewDocument(p, f.Doc.KewplanVersion)); err != nil {
+	// What apply runs is compared first, with the most precise messages; then every other field, so that what
+	// show displays (budgets, retry policies, roles, pull requests, the Kubernetes objects, the diagnostics) is
+	// what the configuration plans too.
+	fresh, renderDiags := freshDocument(f.Doc, cfg, p)
+	if err := compareNodes(f.Doc, fresh); err != nil {
+		return nil, nil, err
+	}
+	if err := compareDocuments(f.Doc, fresh, renderDiags); err != nil {
 		return nil, nil, err
 	}
 	return cfg, p, nil

@@ -1,6 +1,7 @@
 package planfile_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -12,9 +13,9 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
-	"github.com/kewplan/kewplan/views"
 )
 
 const savedConfig = `
@@ -55,7 +56,7 @@ func savePlan(t *testing.T, dir string) string {
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}
-	doc := views.NewPlanJSON(p, "test", cfg.Files)
+	doc := jsonplan.NewDocument(p, "test", cfg.Files)
 	path := filepath.Join(dir, "plans", "fix.plan")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -224,9 +225,24 @@ func TestReload(t *testing.T) {
 	if _, _, err := f.Reload(); !errors.Is(err, planfile.ErrMismatch) {
 		t.Errorf("Reload() of an edited plan = %v, want ErrMismatch", err)
 	}
-	// Without the digest (a plan written before it, or an editor who recomputed it), the re-plan names the node
-	// and what differs.
+	// Without the digest, the plan is refused as it is: every plan file kewplan writes has one.
 	f.Doc.Saved.NodesDigest = ""
+	if _, _, err := f.Reload(); !errors.Is(err, planfile.ErrMismatch) || !strings.Contains(err.Error(), "no nodes_digest") {
+		t.Errorf("Reload() of a plan without nodes_digest = %v, want ErrMismatch naming it", err)
+	}
+	// An editor who recomputed the digest meets the re-plan, which names the node and what differs.
+	c := *f.Doc
+	c.Saved = nil
+	var whole bytes.Buffer
+	enc := json.NewEncoder(&whole)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&c); err != nil {
+		t.Fatal(err)
+	}
+	f.Doc.Saved.NodesDigest = planner.SHA256Hex(whole.Bytes())
+	if err := f.CheckIntegrity(); err != nil {
+		t.Fatalf("CheckIntegrity() with a recomputed digest = %v", err)
+	}
 	_, _, err = f.Reload()
 	if !errors.Is(err, planfile.ErrMismatch) || !strings.Contains(err.Error(), `node "fix"`) || !strings.Contains(err.Error(), "GITHUB_TOKEN") {
 		t.Errorf("Reload() of an edited plan = %v, want ErrMismatch naming node \"fix\" and GITHUB_TOKEN", err)
@@ -261,7 +277,7 @@ func readPlain(t *testing.T, path string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err = planfile.Decompress(b); err != nil {
+	if b, err = planfile.Decompress(b, planfile.MaxBytes); err != nil {
 		t.Fatal(err)
 	}
 	return b

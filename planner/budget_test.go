@@ -137,7 +137,6 @@ node "fix" {
   }
 }
 `, map[string]cty.Value{"model": cty.StringVal("x")})
-	doc := NewDocument(p, "test")
 	type caps struct {
 		USD     float64
 		Tokens  *int64
@@ -146,8 +145,8 @@ node "fix" {
 		Origins map[string]string
 	}
 	got := map[string]caps{}
-	for _, n := range doc.Nodes {
-		got[n.Name] = caps{*n.Budget.MaxUSD, n.Budget.MaxTokens, *n.Budget.MaxTurns, n.Budget.Timeout, n.Budget.Origins}
+	for _, n := range p.Nodes {
+		got[n.Name] = caps{*n.Budget.MaxUSD, n.Budget.MaxTokens, *n.Budget.MaxTurns, config.FormatDuration(n.Budget.Timeout), n.Budget.Origins}
 	}
 	thousand := int64(1000)
 	want := map[string]caps{
@@ -162,7 +161,7 @@ node "fix" {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("caps mismatch (-want +got):\n%s", diff)
 	}
-	if doc.Budget.WorstCaseUSD == nil || *doc.Budget.WorstCaseUSD != 8.5 || *doc.Budget.MaxUSD != 3 || len(doc.Budget.Unbounded) != 0 {
-		t.Errorf("apply budget = %+v, want worst case 8.5 against max_usd 3", doc.Budget)
+	if p.Budget.WorstCaseUSD == nil || *p.Budget.WorstCaseUSD != 8.5 || *p.Budget.MaxUSD != 3 || len(p.Budget.Unbounded) != 0 {
+		t.Errorf("apply budget = %+v, want worst case 8.5 against max_usd 3", p.Budget)
 	}
 }

@@ -154,7 +154,7 @@ func (b *builder) build(p *Plan) {
 	}
 	p.DigestInputs.Variables = vars
 	p.ConfigDigest = p.DigestInputs.Digest()
-	p.Diagnostics = dedupeDiagnostics(diags)
+	p.Diagnostics = config.DedupeDiagnostics(diags)
 }
 
 // checkRunnerBlocks reports credential entries that are not bare names, once per runner block.
@@ -708,6 +708,14 @@ func exposure(nodes []*NodePlan) map[string][]string {
 		sort.Strings(ns)
 	}
 	return out
+}
+
+// nonNil is a copy of s, empty rather than nil.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return append([]string{}, s...)
 }
 
 func contains(list []string, s string) bool {

@@ -5,9 +5,8 @@
 // Build is pure: no Docker, no git, no environment reads. Files named by file() are read through the fs.FS in
 // Inputs. The rules live in one catalogue (Rules) with stable ids that diagnostics carry in their Extra.
 //
-// The plan's JSON document (Document) is written by views for `plan --json`; a saved plan is the same document
-// with a `saved` object (SavedState); package planfile writes, reads, checks and reloads plan files. The planner
-// touches no file itself and does not print; views render a Plan.
+// The planner knows nothing of the plan's JSON document: package jsonplan turns a Plan into it, and package
+// planfile writes, reads, checks and reloads plan files. The planner touches no file itself and does not print.
 //
 // Each node also carries its effective retry policy (RetryPolicy; RetryWait is the backoff schedule the
 // executor sleeps on). Fingerprint digests what a node's run depends on, and Resume decides, against what a

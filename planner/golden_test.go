@@ -14,6 +14,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
 )
@@ -88,7 +89,7 @@ func TestGolden(t *testing.T) {
 		dir := filepath.Dir(main)
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			cfg, p, gc := planCase(t, dir)
-			doc := views.NewPlanJSON(p, testVersion, cfg.Files)
+			doc := jsonplan.NewDocument(p, testVersion, cfg.Files)
 			render := func(r func(*bytes.Buffer) error) []byte {
 				var buf bytes.Buffer
 				if err := r(&buf); err != nil {
@@ -110,7 +111,7 @@ func TestGolden(t *testing.T) {
 			}
 			// Planning is deterministic: a second Build renders the same bytes.
 			_, p2, _ := planCase(t, dir)
-			doc2 := views.NewPlanJSON(p2, testVersion, cfg.Files)
+			doc2 := jsonplan.NewDocument(p2, testVersion, cfg.Files)
 			var a, b bytes.Buffer
 			_ = views.WritePlanJSON(&a, doc)
 			_ = views.WritePlanJSON(&b, doc2)

@@ -410,31 +410,6 @@ func (x *expansion) order(sel []bool) []int {
 	return order
 }
 
-// dedupeDiagnostics drops repeats of the same diagnostic at the same place: every instance of a node evaluates
-// the same expressions, and an error in one that does not depend on the instance would otherwise be reported once
-// per instance.
-func dedupeDiagnostics(diags hcl.Diagnostics) hcl.Diagnostics {
-	type key struct {
-		sev             hcl.DiagnosticSeverity
-		summary, detail string
-		subject         hcl.Range
-	}
-	seen := make(map[key]bool, len(diags))
-	out := diags[:0]
-	for _, d := range diags {
-		k := key{sev: d.Severity, summary: d.Summary, detail: d.Detail}
-		if d.Subject != nil {
-			k.subject = *d.Subject
-		}
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		out = append(out, d)
-	}
-	return out
-}
-
 // checkSlugs refuses two nodes whose container, branch and log names would be the same: node "fix-api" and the
 // instance fix["api"] of node "fix", say. Each would overwrite the other's branch and logs.
 func checkSlugs(nodes []*NodePlan) hcl.Diagnostics {

@@ -10,10 +10,6 @@ import (
 	"github.com/kewplan/kewplan/config"
 )
 
-// FormatVersion is the version of the plan's JSON shape (saved plans and `plan --json`). A major change is a
-// breaking change for `kewplan diff` and `kewplan apply PLANFILE`.
-const FormatVersion = "1.0"
-
 // Inputs are what Build needs besides the configuration.
 type Inputs struct {
 	Vars map[string]cty.Value // resolved variable values (config.ResolveVariables)
@@ -31,11 +27,10 @@ type Inputs struct {
 
 // Plan is the result of Build.
 type Plan struct {
-	FormatVersion string
-	ConfigDigest  string              // sha256 over configuration files, files read by functions, and variable values
-	Nodes         []*NodePlan         // dependency order; ties broken by name
-	Exposure      map[string][]string // credential name -> nodes it reaches, sorted
-	Diagnostics   hcl.Diagnostics
+	ConfigDigest string              // sha256 over configuration files, files read by functions, and variable values
+	Nodes        []*NodePlan         // dependency order; ties broken by name
+	Exposure     map[string][]string // credential name -> nodes it reaches, sorted
+	Diagnostics  hcl.Diagnostics
 	// Budget is the apply-wide cap and worst case.
 	Budget *ApplyBudget
 	// DigestInputs are what ConfigDigest covers, kept for saved plans and their staleness check.
@@ -146,7 +141,7 @@ func (p *Plan) PlannedBlocks() func(block string) bool {
 
 // Build plans every node of cfg. It never reads the environment, Docker or git.
 func Build(cfg *config.Config, in Inputs) (*Plan, hcl.Diagnostics) {
-	p := &Plan{FormatVersion: FormatVersion, Exposure: map[string][]string{}}
+	p := &Plan{Exposure: map[string][]string{}}
 	if cfg == nil {
 		p.Diagnostics = hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No configuration",
 			Detail: "There is no configuration to plan; fix the errors reported while loading it."}}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
 )
@@ -24,7 +25,7 @@ func planJSON(t *testing.T, path string) []byte {
 	}
 	p, _ := planner.Build(cfg, planner.Inputs{Vars: vars, FS: config.DirFS(cfg.Dir)})
 	var buf bytes.Buffer
-	if err := views.WritePlanJSON(&buf, views.NewPlanJSON(p, "test", cfg.Files)); err != nil {
+	if err := views.WritePlanJSON(&buf, jsonplan.NewDocument(p, "test", cfg.Files)); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()

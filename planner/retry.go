@@ -136,17 +136,5 @@ func (r RetryPolicy) Describe() string {
 		on = strings.Join(r.On, ", ")
 	}
 	return fmt.Sprintf("%d attempts on %s; backoff %s doubling, capped %s", r.Attempts, on,
-		FormatDuration(r.Backoff), FormatDuration(config.MaxRetryBackoff))
-}
-
-// FormatDuration renders a duration as it is written in configuration: "10s", "5m", "1m30s", "0s".
-func FormatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
+		config.FormatDuration(r.Backoff), config.FormatDuration(config.MaxRetryBackoff))
 }

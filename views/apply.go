@@ -16,7 +16,7 @@ import (
 // applyTotalsJSON is a node's telemetry in the NDJSON events and in `runs --json`.
 func applyTotalsJSON(t runners.RunTotals) map[string]any {
 	return map[string]any{
-		"reported_model": Sanitize(t.Model), "model_source": t.ModelSource, "session_id": Sanitize(t.SessionID),
+		"reported_model": termsafe.Flatten(t.Model), "model_source": t.ModelSource, "session_id": termsafe.Flatten(t.SessionID),
 		"input_tokens": t.InputTokens, "output_tokens": t.OutputTokens, "cache_read_tokens": t.CacheReadTokens,
 		"cache_write_tokens": t.CacheWriteTokens, "cost_usd": t.CostUSD, "events": t.Events,
 		"unparsed_lines": t.UnparsedLines, "oversized_lines": t.OversizedLines,
@@ -27,7 +27,7 @@ func applyNodeJSON(r *ledger.NodeResult) map[string]any {
 	obj := applyTotalsJSON(r.Totals)
 	obj["run_id"], obj["node"], obj["runner"], obj["role"] = r.RunID, r.Node, r.Runner, r.Role
 	obj["image"], obj["image_id"], obj["routed_model"] = r.Image, r.ImageID, r.Model
-	obj["status"], obj["reason"], obj["exit_code"] = r.Status, Sanitize(r.Reason), r.ExitCode
+	obj["status"], obj["reason"], obj["exit_code"] = r.Status, termsafe.Flatten(r.Reason), r.ExitCode
 	obj["duration_ms"] = r.Duration().Milliseconds()
 	obj["argv"] = applyStrings(r.Argv)
 	obj["prompt_sha256"] = r.PromptSHA256
@@ -35,7 +35,7 @@ func applyNodeJSON(r *ledger.NodeResult) map[string]any {
 	obj["commit"], obj["branch"], obj["pushed"], obj["pull_request"] = r.Commit, r.Branch, r.Pushed, r.PullRequest
 	if r.Verdict != nil {
 		obj["verdict"] = r.Verdict.Verdict
-		obj["verdict_summary"] = Sanitize(r.Verdict.Summary)
+		obj["verdict_summary"] = termsafe.Flatten(r.Verdict.Summary)
 	}
 	if c, src := r.RecordedCost(); src != "" {
 		obj["cost_usd"], obj["cost_source"] = c, src
@@ -62,39 +62,6 @@ func applyStrings(s []string) []string {
 	return s
 }
 
-// Sanitize makes an untrusted string safe to show on a terminal: C0 and C1 control characters (ESC included, so
-// no escape sequence survives) and DEL are dropped, newlines and tabs become spaces, invalid UTF-8 becomes U+FFFD.
-func Sanitize(s string) string {
-	clean := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for len(s) > 0 {
-		r, size := utf8.DecodeRuneInString(s)
-		s = s[size:]
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b.WriteRune(utf8.RuneError)
-		case r == '\n' || r == '\t' || r == '\r':
-			b.WriteByte(' ')
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
-			// dropped
-		case r == '\u2028' || r == '\u2029' || r == '\u202e' || r == '\u202d' || r == '\u2066' || r == '\u2067' || r == '\u2068' || r == '\u2069':
-			// line separators and bidirectional overrides can disguise what a line says
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
 func applyTruncate(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {
 		return s
@@ -103,15 +70,23 @@ func applyTruncate(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// FormatDuration rounds to what a person reads: 850ms, 12.3s, 4m05s, 1h02m.
-func FormatDuration(d time.Duration) string {
-	switch {
-	case d <= 0:
+// formatDuration is a run's or a node's duration for people (formatElapsed), "-" when there is none (zero or
+// less: not started, not ended).
+func formatDuration(d time.Duration) string {
+	if d <= 0 {
 		return "-"
+	}
+	return formatElapsed(d)
+}
+
+// formatElapsed rounds a duration to what a person reads: 850ms, 12.3s, 4m05s, 1h02m; under a second (zero and
+// less included) in milliseconds. Every human view formats durations here.
+func formatElapsed(d time.Duration) string {
+	switch {
 	case d < time.Second:
-		return fmt.Sprintf("%dms", d.Milliseconds())
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
 	case d < time.Minute:
-		return fmt.Sprintf("%.1fs", d.Seconds())
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
 	case d < time.Hour:
 		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
 	default:
@@ -119,8 +94,8 @@ func FormatDuration(d time.Duration) string {
 	}
 }
 
-// FormatCount groups thousands: 1,234,567.
-func FormatCount(n int64) string {
+// formatCount groups thousands: 1,234,567.
+func formatCount(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	neg := strings.HasPrefix(s, "-")
 	if neg {
@@ -139,32 +114,32 @@ func FormatCount(n int64) string {
 	return b.String()
 }
 
-// FormatCost shows a cost in dollars, or "-" when the agent reported none.
-func FormatCost(c *float64) string {
+// formatCost shows a cost in dollars, or "-" when the agent reported none.
+func formatCost(c *float64) string {
 	if c == nil {
 		return "-"
 	}
 	return fmt.Sprintf("$%.4f", *c)
 }
 
-// FormatCostSource shows a node's cost with where it came from: "$0.0421" (the agent's own figure, or a row
+// formatCostSource shows a node's cost with where it came from: "$0.0421" (the agent's own figure, or a row
 // without a source), "$1.2000 est." (tokens × price), "unknown" (never 0), or for a run's total that includes an
 // unknown cost, "at least $1.2000".
-func FormatCostSource(c *float64, source string) string {
+func formatCostSource(c *float64, source string) string {
 	switch {
 	case source == ledger.CostUnknown && c == nil:
 		return "unknown"
 	case source == ledger.CostUnknown:
-		return "at least " + FormatCost(c)
+		return "at least " + formatCost(c)
 	case source == ledger.CostEstimated:
-		return FormatCost(c) + " est."
+		return formatCost(c) + " est."
 	}
-	return FormatCost(c)
+	return formatCost(c)
 }
 
-// FormatCostTotal shows a total cost and says when it includes estimates or unknown costs, naming the nodes:
+// formatCostTotal shows a total cost and says when it includes estimates or unknown costs, naming the nodes:
 // "$1.6200 (estimated for fix)", "at least $0.2500 (unknown for review; estimated for fix)".
-func FormatCostTotal(c *float64, source string, estimated, unknown []string) string {
+func formatCostTotal(c *float64, source string, estimated, unknown []string) string {
 	var why []string
 	if len(unknown) > 0 {
 		why = append(why, "unknown for "+strings.Join(unknown, ", "))
@@ -172,9 +147,9 @@ func FormatCostTotal(c *float64, source string, estimated, unknown []string) str
 	if len(estimated) > 0 {
 		why = append(why, "estimated for "+strings.Join(estimated, ", "))
 	}
-	s := FormatCostSource(c, source)
+	s := formatCostSource(c, source)
 	if source == ledger.CostEstimated {
-		s = FormatCost(c)
+		s = formatCost(c)
 	}
 	if len(why) > 0 {
 		s += " (" + strings.Join(why, "; ") + ")"

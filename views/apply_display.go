@@ -17,11 +17,11 @@ import (
 	"github.com/kewplan/kewplan/runners"
 )
 
-// ApplyDisplay shows apply's progress to people; it is an executor.Hook. Plain, it prints one line per node start
+// applyDisplay shows apply's progress to people; it is an executor.Hook. Plain, it prints one line per node start
 // and end (for logs and pipes); live, it keeps one line per node up to date on a terminal. Every string that came
 // from an agent (reasons quoting its stderr, models, session ids, verdict summaries) is sanitised before it is
 // written, so an agent cannot drive the terminal.
-type ApplyDisplay struct {
+type applyDisplay struct {
 	executor.NilHook
 	w     io.Writer
 	live  bool
@@ -56,21 +56,21 @@ type liveNode struct {
 // cost shows the node's cost so far with its source, or the agent's reported figure when no source is known.
 func (n *liveNode) cost() string {
 	if n.costSource != "" {
-		return FormatCostSource(n.costUSD, n.costSource)
+		return formatCostSource(n.costUSD, n.costSource)
 	}
-	return FormatCost(n.totals.CostUSD)
+	return formatCost(n.totals.CostUSD)
 }
 
-// NewApplyDisplay returns a display writing to w: live keeps a block of node lines up to date (a terminal), color
+// newApplyDisplay returns a display writing to w: live keeps a block of node lines up to date (a terminal), color
 // enables ANSI styling.
-func NewApplyDisplay(w io.Writer, live, color bool) *ApplyDisplay {
-	return &ApplyDisplay{w: w, live: live, color: color, now: time.Now, refresh: time.Second, nodes: map[string]*liveNode{}}
+func newApplyDisplay(w io.Writer, live, color bool) *applyDisplay {
+	return &applyDisplay{w: w, live: live, color: color, now: time.Now, refresh: time.Second, nodes: map[string]*liveNode{}}
 }
 
-var _ executor.Hook = (*ApplyDisplay)(nil)
+var _ executor.Hook = (*applyDisplay)(nil)
 
 // Close stops the live refresh; ApplyDone calls it too.
-func (v *ApplyDisplay) Close() {
+func (v *applyDisplay) Close() {
 	v.mu.Lock()
 	if v.closed {
 		v.mu.Unlock()
@@ -86,7 +86,7 @@ func (v *ApplyDisplay) Close() {
 }
 
 // ApplyStart implements executor.Hook.
-func (v *ApplyDisplay) ApplyStart(e executor.ApplyStartEvent) {
+func (v *applyDisplay) ApplyStart(e executor.ApplyStartEvent) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.order = append([]string(nil), e.Nodes...)
@@ -107,7 +107,7 @@ func (v *ApplyDisplay) ApplyStart(e executor.ApplyStartEvent) {
 }
 
 // tick refreshes elapsed times on the live block.
-func (v *ApplyDisplay) tick(stop, done chan struct{}, every time.Duration) {
+func (v *applyDisplay) tick(stop, done chan struct{}, every time.Duration) {
 	defer close(done)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -124,7 +124,7 @@ func (v *ApplyDisplay) tick(stop, done chan struct{}, every time.Duration) {
 }
 
 // NodeStart implements executor.Hook.
-func (v *ApplyDisplay) NodeStart(e executor.NodeStartEvent) {
+func (v *applyDisplay) NodeStart(e executor.NodeStartEvent) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n := v.node(e.Node)
@@ -137,7 +137,7 @@ func (v *ApplyDisplay) NodeStart(e executor.NodeStartEvent) {
 }
 
 // NodeProgress implements executor.Hook. Plain, it prints nothing for progress: only starts and ends.
-func (v *ApplyDisplay) NodeProgress(e executor.NodeProgressEvent) {
+func (v *applyDisplay) NodeProgress(e executor.NodeProgressEvent) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n := v.node(e.Node)
@@ -150,7 +150,7 @@ func (v *ApplyDisplay) NodeProgress(e executor.NodeProgressEvent) {
 
 // BudgetWarning implements executor.Hook: a line above the live block (or in the plain log), and a mark on the
 // node's live line.
-func (v *ApplyDisplay) BudgetWarning(e executor.BudgetWarningEvent) {
+func (v *applyDisplay) BudgetWarning(e executor.BudgetWarningEvent) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.node(e.Node).budgetWarn = e.Message
@@ -159,12 +159,12 @@ func (v *ApplyDisplay) BudgetWarning(e executor.BudgetWarningEvent) {
 	if e.Source == ledger.CostEstimated {
 		msg += " (estimated)"
 	}
-	fmt.Fprintln(v.w, v.yellow("Budget warning: "+e.Node+": ")+Sanitize(msg))
+	fmt.Fprintln(v.w, v.yellow("Budget warning: "+e.Node+": ")+termsafe.Flatten(msg))
 	v.drawLocked()
 }
 
 // NodeDone implements executor.Hook.
-func (v *ApplyDisplay) NodeDone(r ledger.NodeResult) {
+func (v *applyDisplay) NodeDone(r ledger.NodeResult) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n := v.node(r.Node)
@@ -189,20 +189,20 @@ func (v *ApplyDisplay) NodeDone(r ledger.NodeResult) {
 }
 
 // NodeRetry implements executor.Hook: the node stays running, its line says which attempt comes and why.
-func (v *ApplyDisplay) NodeRetry(e executor.NodeRetryEvent) {
+func (v *applyDisplay) NodeRetry(e executor.NodeRetryEvent) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n := v.node(e.Node)
-	n.reason = fmt.Sprintf("attempt %d of %d in %s after %s", e.NextAttempt, e.MaxAttempts, FormatDuration(e.Wait), Sanitize(e.Reason))
+	n.reason = fmt.Sprintf("attempt %d of %d in %s after %s", e.NextAttempt, e.MaxAttempts, formatDuration(e.Wait), termsafe.Flatten(e.Reason))
 	if v.live {
 		v.drawLocked()
 		return
 	}
-	fmt.Fprintf(v.w, "%s: attempt %d of %d failed (%s); retrying in %s\n", e.Node, e.Attempt, e.MaxAttempts, Sanitize(e.Reason), FormatDuration(e.Wait))
+	fmt.Fprintf(v.w, "%s: attempt %d of %d failed (%s); retrying in %s\n", e.Node, e.Attempt, e.MaxAttempts, termsafe.Flatten(e.Reason), formatDuration(e.Wait))
 }
 
 // Warning implements executor.Hook.
-func (v *ApplyDisplay) Warning(e executor.WarningEvent) {
+func (v *applyDisplay) Warning(e executor.WarningEvent) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.clearLocked()
@@ -215,7 +215,7 @@ func (v *ApplyDisplay) Warning(e executor.WarningEvent) {
 }
 
 // ApplyDone implements executor.Hook: the summary table and the totals.
-func (v *ApplyDisplay) ApplyDone(s executor.ApplySummary) {
+func (v *applyDisplay) ApplyDone(s executor.ApplySummary) {
 	v.Close()
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -237,7 +237,7 @@ func (v *ApplyDisplay) ApplyDone(s executor.ApplySummary) {
 	v.budgetLines(s)
 	switch s.Status {
 	case ledger.RunSucceeded:
-		fmt.Fprintf(v.w, "\n%s %d of %d nodes succeeded in %s.\n", v.green("Apply complete!"), succeeded, len(s.Nodes), FormatDuration(s.Ended.Sub(s.Started)))
+		fmt.Fprintf(v.w, "\n%s %d of %d nodes succeeded in %s.\n", v.green("Apply complete!"), succeeded, len(s.Nodes), formatDuration(s.Ended.Sub(s.Started)))
 	case ledger.RunCancelled:
 		fmt.Fprintf(v.w, "\n%s %d of %d nodes succeeded before the interrupt.\n", v.red("Apply cancelled."), succeeded, len(s.Nodes))
 	default:
@@ -254,7 +254,7 @@ func (v *ApplyDisplay) ApplyDone(s executor.ApplySummary) {
 }
 
 // summaryTable writes one row per node and the run's totals; it returns how many nodes succeeded.
-func (v *ApplyDisplay) summaryTable(s executor.ApplySummary) int {
+func (v *applyDisplay) summaryTable(s executor.ApplySummary) int {
 	rows := [][]string{{"NODE", "RUNNER", "STATUS", "DURATION", "TOKENS IN", "TOKENS OUT", "COST"}}
 	succeeded := 0
 	for i := range s.Nodes {
@@ -262,28 +262,28 @@ func (v *ApplyDisplay) summaryTable(s executor.ApplySummary) int {
 		if ledger.NodeSucceeded(r.Status) {
 			succeeded++
 		}
-		rows = append(rows, []string{r.Node, r.Runner, r.Status, FormatDuration(r.Duration()),
-			FormatCount(r.Totals.InputTokens), FormatCount(r.Totals.OutputTokens), nodeCost(r)})
+		rows = append(rows, []string{r.Node, r.Runner, r.Status, formatDuration(r.Duration()),
+			formatCount(r.Totals.InputTokens), formatCount(r.Totals.OutputTokens), nodeCost(r)})
 	}
 	applyTable(v.w, rows)
 	fmt.Fprintf(v.w, "\nTotals: %s input, %s output, %s cache read, %s cache write tokens; cost %s.\n",
-		FormatCount(s.InputTokens), FormatCount(s.OutputTokens), FormatCount(s.CacheReadTokens), FormatCount(s.CacheWriteTokens),
-		FormatCostTotal(s.CostUSD, s.CostSource, s.CostEstimated, s.CostUnknown))
+		formatCount(s.InputTokens), formatCount(s.OutputTokens), formatCount(s.CacheReadTokens), formatCount(s.CacheWriteTokens),
+		formatCostTotal(s.CostUSD, s.CostSource, s.CostEstimated, s.CostUnknown))
 	return succeeded
 }
 
 // nodeCost is a node's recorded cost with its source; "-" for a node that never ran.
 func nodeCost(r *ledger.NodeResult) string {
 	c, src := r.RecordedCost()
-	return FormatCostSource(c, src)
+	return formatCostSource(c, src)
 }
 
 // budgetLines tells, after the table, the warn_at crossings and the apply-wide cap that stopped the apply.
-func (v *ApplyDisplay) budgetLines(s executor.ApplySummary) {
+func (v *applyDisplay) budgetLines(s executor.ApplySummary) {
 	var warned []string
 	for i := range s.Nodes {
 		if r := &s.Nodes[i]; r.BudgetWarning != "" {
-			warned = append(warned, fmt.Sprintf("  %s: %s", r.Node, Sanitize(r.BudgetWarning)))
+			warned = append(warned, fmt.Sprintf("  %s: %s", r.Node, termsafe.Flatten(r.BudgetWarning)))
 		}
 	}
 	if len(warned) > 0 {
@@ -294,7 +294,7 @@ func (v *ApplyDisplay) budgetLines(s executor.ApplySummary) {
 	}
 }
 
-func (v *ApplyDisplay) node(name string) *liveNode {
+func (v *applyDisplay) node(name string) *liveNode {
 	n := v.nodes[name]
 	if n == nil {
 		n = &liveNode{status: ledger.StatusPending}
@@ -305,7 +305,7 @@ func (v *ApplyDisplay) node(name string) *liveNode {
 }
 
 // clearLocked erases the live block so that a warning can be printed above it.
-func (v *ApplyDisplay) clearLocked() {
+func (v *applyDisplay) clearLocked() {
 	if !v.live || v.drawn == 0 {
 		return
 	}
@@ -314,7 +314,7 @@ func (v *ApplyDisplay) clearLocked() {
 }
 
 // drawLocked redraws the live block: one line per node.
-func (v *ApplyDisplay) drawLocked() {
+func (v *applyDisplay) drawLocked() {
 	if !v.live {
 		return
 	}
@@ -341,11 +341,11 @@ func (v *ApplyDisplay) drawLocked() {
 	io.WriteString(v.w, b.String())
 }
 
-func (v *ApplyDisplay) liveLine(name string, n *liveNode, elapsed time.Duration) string {
+func (v *applyDisplay) liveLine(name string, n *liveNode, elapsed time.Duration) string {
 	status := v.statusColor(n.status, len(ledger.StatusBudgetExceeded))
 	line := fmt.Sprintf("  %-20s %s", termsafe.String(name), status)
 	if n.status != ledger.StatusPending && n.status != ledger.StatusSkipped {
-		line += fmt.Sprintf("  %6s  %s tokens  %s", FormatDuration(elapsed), FormatCount(n.totals.InputTokens+n.totals.OutputTokens), n.cost())
+		line += fmt.Sprintf("  %6s  %s tokens  %s", formatDuration(elapsed), formatCount(n.totals.InputTokens+n.totals.OutputTokens), n.cost())
 	}
 	if n.budgetWarn != "" && n.status == ledger.StatusRunning {
 		line += "  " + v.yellow("[budget warn_at crossed]")
@@ -356,17 +356,17 @@ func (v *ApplyDisplay) liveLine(name string, n *liveNode, elapsed time.Duration)
 	return line
 }
 
-func (v *ApplyDisplay) doneLine(name string, n *liveNode, d time.Duration) string {
+func (v *applyDisplay) doneLine(name string, n *liveNode, d time.Duration) string {
 	line := fmt.Sprintf("%s: %s", termsafe.String(name), v.statusColor(n.status, 0))
 	if n.status == ledger.StatusReused {
-		return line + " from run " + Sanitize(n.reason) + " (nothing started)"
+		return line + " from run " + termsafe.Flatten(n.reason) + " (nothing started)"
 	}
 	if n.status != ledger.StatusSkipped && n.status != ledger.StatusCancelled || !n.started.IsZero() {
 		cost := "cost unknown"
 		if n.totals.CostUSD != nil || n.costSource != "" && n.costUSD != nil {
 			cost = n.cost()
 		}
-		line += fmt.Sprintf(" in %s (%s tokens, %s)", FormatDuration(d), FormatCount(n.totals.InputTokens+n.totals.OutputTokens), cost)
+		line += fmt.Sprintf(" in %s (%s tokens, %s)", formatDuration(d), formatCount(n.totals.InputTokens+n.totals.OutputTokens), cost)
 	}
 	if n.reason != "" && !ledger.NodeSucceeded(n.status) {
 		line += ": " + termsafe.String(n.reason)
@@ -375,7 +375,7 @@ func (v *ApplyDisplay) doneLine(name string, n *liveNode, d time.Duration) strin
 }
 
 // statusColor styles a status, padded to width first so columns stay aligned.
-func (v *ApplyDisplay) statusColor(status string, width int) string {
+func (v *applyDisplay) statusColor(status string, width int) string {
 	if pad := width - len(status); pad > 0 {
 		return v.statusColor(status, 0) + strings.Repeat(" ", pad)
 	}
@@ -391,14 +391,14 @@ func (v *ApplyDisplay) statusColor(status string, width int) string {
 	}
 }
 
-func (v *ApplyDisplay) style(code, s string) string {
+func (v *applyDisplay) style(code, s string) string {
 	if !v.color {
 		return s
 	}
 	return "\x1b[" + code + "m" + s + "\x1b[0m"
 }
 
-func (v *ApplyDisplay) bold(s string) string   { return v.style("1", s) }
-func (v *ApplyDisplay) green(s string) string  { return v.style("32", s) }
-func (v *ApplyDisplay) yellow(s string) string { return v.style("33", s) }
-func (v *ApplyDisplay) red(s string) string    { return v.style("31", s) }
+func (v *applyDisplay) bold(s string) string   { return v.style("1", s) }
+func (v *applyDisplay) green(s string) string  { return v.style("32", s) }
+func (v *applyDisplay) yellow(s string) string { return v.style("33", s) }
+func (v *applyDisplay) red(s string) string    { return v.style("31", s) }

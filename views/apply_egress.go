@@ -7,15 +7,16 @@ import (
 
 	"github.com/kewplan/kewplan/executor"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/internal/termsafe"
 )
 
 // EgressDenied implements executor.Hook: one NDJSON event egress_denied per request the proxy refused.
-func (v *ApplyStream) EgressDenied(d ledger.EgressDenial) {
-	v.emit(egressDenialJSON(d, "egress_denied"))
+func (v *applyStream) EgressDenied(d ledger.EgressDenial) {
+	v.emit(egressDenialEvent(d, "egress_denied"))
 }
 
 // EgressDenied implements executor.Hook: a line above the live block.
-func (v *ApplyDisplay) EgressDenied(d ledger.EgressDenial) {
+func (v *applyDisplay) EgressDenied(d ledger.EgressDenial) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.clearLocked()
@@ -23,14 +24,14 @@ func (v *ApplyDisplay) EgressDenied(d ledger.EgressDenial) {
 	if node == "" {
 		node = "(no valid proxy credentials)"
 	}
-	fmt.Fprintf(v.w, "%s%s: %s (%s)\n", v.yellow("Egress denied: "), Sanitize(node), Sanitize(d.HostPort()), Sanitize(d.Reason))
+	fmt.Fprintf(v.w, "%s%s: %s (%s)\n", v.yellow("Egress denied: "), termsafe.Flatten(node), termsafe.Flatten(d.HostPort()), termsafe.Flatten(d.Reason))
 	v.drawLocked()
 }
 
 // egressDenialJSON is one denial as the stream and `runs show --json` write it.
-func egressDenialJSON(d ledger.EgressDenial, typ string) map[string]any {
-	obj := map[string]any{"time": d.Time.UTC().Format(time.RFC3339Nano), "node": Sanitize(d.Node), "method": Sanitize(d.Method),
-		"host": Sanitize(d.Host), "port": d.Port, "reason": Sanitize(d.Reason)}
+func egressDenialEvent(d ledger.EgressDenial, typ string) map[string]any {
+	obj := map[string]any{"time": d.Time.UTC().Format(time.RFC3339Nano), "node": termsafe.Flatten(d.Node), "method": termsafe.Flatten(d.Method),
+		"host": termsafe.Flatten(d.Host), "port": d.Port, "reason": termsafe.Flatten(d.Reason)}
 	if typ != "" {
 		obj["type"] = typ
 		obj["run_id"] = d.RunID
@@ -48,7 +49,7 @@ func egressSummaryLine(s executor.ApplySummary) string {
 	seen := map[string]bool{}
 	more := false
 	for _, d := range s.EgressDenials {
-		hp := Sanitize(d.HostPort())
+		hp := termsafe.Flatten(d.HostPort())
 		if seen[hp] {
 			continue
 		}
@@ -70,8 +71,8 @@ func egressSummaryLine(s executor.ApplySummary) string {
 	return line
 }
 
-// EgressDenialJSON is one refused request in `runs show --json`.
-type EgressDenialJSON struct {
+// egressDenialJSON is one refused request in `runs show --json`.
+type egressDenialJSON struct {
 	Time   time.Time `json:"time"`
 	Node   string    `json:"node"` // "" when the request carried no valid proxy credentials
 	Method string    `json:"method"`
@@ -80,11 +81,11 @@ type EgressDenialJSON struct {
 	Reason string    `json:"reason"`
 }
 
-func egressDenialsJSON(denials []ledger.EgressDenial) []EgressDenialJSON {
-	out := make([]EgressDenialJSON, 0, len(denials))
+func egressDenialsJSON(denials []ledger.EgressDenial) []egressDenialJSON {
+	out := make([]egressDenialJSON, 0, len(denials))
 	for _, d := range denials {
-		out = append(out, EgressDenialJSON{Time: d.Time.UTC(), Node: Sanitize(d.Node), Method: Sanitize(d.Method),
-			Host: Sanitize(d.Host), Port: d.Port, Reason: Sanitize(d.Reason)})
+		out = append(out, egressDenialJSON{Time: d.Time.UTC(), Node: termsafe.Flatten(d.Node), Method: termsafe.Flatten(d.Method),
+			Host: termsafe.Flatten(d.Host), Port: d.Port, Reason: termsafe.Flatten(d.Reason)})
 	}
 	return out
 }
@@ -96,10 +97,10 @@ func writeEgressDenialsHuman(b *strings.Builder, denials []ledger.EgressDenial) 
 	}
 	fmt.Fprintf(b, "\nEgress denied (%d):\n", len(denials))
 	for _, d := range denials {
-		node := Sanitize(d.Node)
+		node := termsafe.Flatten(d.Node)
 		if node == "" {
 			node = "-"
 		}
-		fmt.Fprintf(b, "  %s  %-14s %s %s (%s)\n", d.Time.UTC().Format("15:04:05Z"), node, Sanitize(d.Method), Sanitize(d.HostPort()), Sanitize(d.Reason))
+		fmt.Fprintf(b, "  %s  %-14s %s %s (%s)\n", d.Time.UTC().Format("15:04:05Z"), node, termsafe.Flatten(d.Method), termsafe.Flatten(d.HostPort()), termsafe.Flatten(d.Reason))
 	}
 }

@@ -16,7 +16,7 @@ func TestEgressDenialViews(t *testing.T) {
 	d := ledger.EgressDenial{RunID: "r1", Node: "fix", Method: "CONNECT", Host: "evil.example.com\x1b[2J", Port: 443, Reason: "host not allowed for this node", Time: at}
 
 	var stream bytes.Buffer
-	NewApplyStream(&stream).EgressDenied(d)
+	newApplyStream(&stream).EgressDenied(d)
 	var ev map[string]any
 	if err := json.Unmarshal(stream.Bytes(), &ev); err != nil {
 		t.Fatal(err)
@@ -26,7 +26,7 @@ func TestEgressDenialViews(t *testing.T) {
 	}
 
 	var human bytes.Buffer
-	NewApplyDisplay(&human, false, false).EgressDenied(d)
+	newApplyDisplay(&human, false, false).EgressDenied(d)
 	if got := human.String(); !strings.Contains(got, "Egress denied: fix: evil.example.com") || strings.Contains(got, "\x1b") {
 		t.Errorf("display line: %q", got)
 	}
@@ -41,17 +41,17 @@ func TestEgressDenialViews(t *testing.T) {
 
 	run := &ledger.RunRecord{ID: "r1", StartedAt: at, Status: ledger.RunSucceeded}
 	var show bytes.Buffer
-	if err := WriteRunEgressHuman(&show, run, nil, nil, []ledger.EgressDenial{d}); err != nil {
+	if err := writeRunEgressHuman(&show, run, nil, nil, []ledger.EgressDenial{d}); err != nil {
 		t.Fatal(err)
 	}
 	if got := show.String(); !strings.Contains(got, "Egress denied (1):") || !strings.Contains(got, "fix") || strings.Contains(got, "\x1b") {
 		t.Errorf("runs show:\n%s", got)
 	}
 	var js bytes.Buffer
-	if err := WriteRunEgressJSON(&js, run, nil, nil, []ledger.EgressDenial{d}); err != nil {
+	if err := writeRunEgressJSON(&js, run, nil, nil, []ledger.EgressDenial{d}); err != nil {
 		t.Fatal(err)
 	}
-	var doc RunJSON
+	var doc runJSON
 	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}

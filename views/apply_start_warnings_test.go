@@ -17,13 +17,13 @@ func TestApplyStartWarnings(t *testing.T) {
 	e := executor.ApplyStartEvent{RunID: "r1", Nodes: []string{"a"}, Parallelism: 1, Time: applyT0,
 		Warnings: []string{"runc is 1.1.5, older than 1.1.12", "network \"n\x1b[2J\" gives this host an address"}}
 	var plain bytes.Buffer
-	NewApplyDisplay(&plain, false, false).ApplyStart(e)
+	newApplyDisplay(&plain, false, false).ApplyStart(e)
 	want := "Applying run r1: 1 node, at most 1 at once.\nWarning: runc is 1.1.5, older than 1.1.12\nWarning: network \"n\\x1b[2J\" gives this host an address\n"
 	if diff := cmp.Diff(want, plain.String()); diff != "" {
 		t.Errorf("plain view (-want +got):\n%s", diff)
 	}
 	var js bytes.Buffer
-	NewApplyStream(&js).ApplyStart(e)
+	newApplyStream(&js).ApplyStart(e)
 	var ev struct {
 		Type     string   `json:"type"`
 		Warnings []string `json:"warnings"`
@@ -36,7 +36,7 @@ func TestApplyStartWarnings(t *testing.T) {
 	}
 	js.Reset()
 	e.Warnings = nil
-	NewApplyStream(&js).ApplyStart(e)
+	newApplyStream(&js).ApplyStart(e)
 	if strings.Contains(js.String(), "warnings") {
 		t.Errorf("an apply_start without warnings carries the key: %s", js.String())
 	}

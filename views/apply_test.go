@@ -69,9 +69,9 @@ func TestApplyViewGoldens(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			var h executor.Hook = NewApplyStream(&buf)
+			var h executor.Hook = newApplyStream(&buf)
 			if !tc.json {
-				d := NewApplyDisplay(&buf, tc.live, tc.color)
+				d := newApplyDisplay(&buf, tc.live, tc.color)
 				d.refresh = 0
 				d.now = func() time.Time { return applyT0.Add(3 * time.Second) }
 				h = d
@@ -110,28 +110,10 @@ func applyGolden(t *testing.T, name string, got []byte) {
 	}
 }
 
-func TestSanitize(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"plain text", "plain text"},
-		{"\x1b[2Jclear", "[2Jclear"},
-		{"osc\x1b]52;c;ZXZpbA==\x07end", "osc]52;c;ZXZpbA==end"},
-		{"cr\roverwrite\nnext\ttab", "cr overwrite next tab"},
-		{"c1\u009b31mred", "c131mred"},
-		{"bad\xffutf8", "bad\uFFFDutf8"},
-		{"rtl\u202eevil", "rtlevil"},
-		{"del\x7f", "del"},
-		{"ünïcødé ✓", "ünïcødé ✓"},
-	} {
-		if got := Sanitize(tc.in); got != tc.want {
-			t.Errorf("Sanitize(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
 func TestFormatters(t *testing.T) {
 	c := 1.23456
-	got := []string{FormatCount(0), FormatCount(999), FormatCount(1234567), FormatCost(nil), FormatCost(&c),
-		FormatDuration(0), FormatDuration(850 * time.Millisecond), FormatDuration(12300 * time.Millisecond), FormatDuration(245 * time.Second), FormatDuration(62 * time.Minute)}
+	got := []string{formatCount(0), formatCount(999), formatCount(1234567), formatCost(nil), formatCost(&c),
+		formatDuration(0), formatDuration(850 * time.Millisecond), formatDuration(12300 * time.Millisecond), formatDuration(245 * time.Second), formatDuration(62 * time.Minute)}
 	want := []string{"0", "999", "1,234,567", "-", "$1.2346", "-", "850ms", "12.3s", "4m05s", "1h02m"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("formatters (-want +got):\n%s", diff)
@@ -142,7 +124,7 @@ func TestFormatters(t *testing.T) {
 // did; a total with an unknown cost is a lower bound that names the node.
 func TestApplyDisplayBudgetStop(t *testing.T) {
 	var buf bytes.Buffer
-	d := NewApplyDisplay(&buf, false, false)
+	d := newApplyDisplay(&buf, false, false)
 	total := 2.1
 	d.ApplyDone(executor.ApplySummary{RunID: "r", Status: ledger.RunFailed, Started: applyT0, Ended: applyT0.Add(time.Minute), CostUSD: &total,
 		CostSource: ledger.CostUnknown, CostEstimated: []string{"a", "b"}, CostUnknown: []string{"c"},

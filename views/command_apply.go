@@ -7,6 +7,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/internal/termsafe"
+	"github.com/kewplan/kewplan/jsonplan"
 )
 
 // Apply is the view of `kewplan apply`: the plan it is about to run, the approval prompt, preflight's refusal,
@@ -14,7 +16,7 @@ import (
 type Apply interface {
 	Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte)
 	// Plan shows the plan about to be applied.
-	Plan(doc *PlanJSON) error
+	Plan(doc *jsonplan.Document) error
 	// SavedPlan names the saved plan about to be applied (its nodes were shown when it was made).
 	SavedPlan(path string, nodes int, configDigest string)
 	PlanHasErrors()
@@ -36,10 +38,10 @@ type Apply interface {
 // NewApply returns apply's view: human (the plan and progress on stdout, live on a terminal) or JSON (NDJSON
 // events on stdout; the plan and the prompt go to stderr so that stdout stays machine-readable).
 func NewApply(vt ViewType, s Streams) Apply {
-	if vt == ViewJSON {
-		return &applyJSON{applyCommon{View: NewView(s), planOut: s.Stderr}, NewApplyStream(s.Stdout)}
+	if vt == viewJSON {
+		return &applyJSON{applyCommon{View: NewView(s), planOut: s.Stderr}, newApplyStream(s.Stdout)}
 	}
-	return &applyHuman{applyCommon{View: NewView(s), planOut: s.Stdout}, NewApplyDisplay(s.Stdout, s.Terminal, s.Color)}
+	return &applyHuman{applyCommon{View: NewView(s), planOut: s.Stdout}, newApplyDisplay(s.Stdout, s.Terminal, s.Color)}
 }
 
 // applyCommon is what both kinds of apply view print the same way, differing only in where the plan goes.
@@ -48,7 +50,7 @@ type applyCommon struct {
 	planOut io.Writer // the plan, the prompt and their notes
 }
 
-func (v *applyCommon) Plan(doc *PlanJSON) error { return WritePlanHuman(v.planOut, doc) }
+func (v *applyCommon) Plan(doc *jsonplan.Document) error { return WritePlanHuman(v.planOut, doc) }
 
 func (v *applyCommon) SavedPlan(path string, nodes int, configDigest string) {
 	fmt.Fprintf(v.planOut, "Applying the saved plan %s: %s, config digest %s (unchanged since it was saved).\n",
@@ -75,7 +77,7 @@ func (v *applyCommon) Cancelled() { fmt.Fprintln(v.planOut, "\nApply cancelled: 
 func (v *applyCommon) PreflightFailed(problems []string) {
 	fmt.Fprintf(v.streams.Stderr, "Error: nothing was run; preflight found %s:\n", count(len(problems), "problem", "problems"))
 	for _, p := range problems {
-		fmt.Fprintf(v.streams.Stderr, "  - %s\n", Sanitize(p))
+		fmt.Fprintf(v.streams.Stderr, "  - %s\n", termsafe.Flatten(p))
 	}
 }
 
@@ -88,12 +90,12 @@ func (v *applyCommon) InterruptedAgain() {
 }
 
 func (v *applyCommon) CleanupFailed(err error) {
-	fmt.Fprintf(v.streams.Stderr, "Cleanup failed: %s\n", Sanitize(err.Error()))
+	fmt.Fprintf(v.streams.Stderr, "Cleanup failed: %s\n", termsafe.Flatten(err.Error()))
 }
 
 type applyHuman struct {
 	applyCommon
-	display *ApplyDisplay
+	display *applyDisplay
 }
 
 func (v *applyHuman) Hooks() []executor.Hook { return []executor.Hook{v.display} }
@@ -101,7 +103,7 @@ func (v *applyHuman) Close()                 { v.display.Close() }
 
 type applyJSON struct {
 	applyCommon
-	stream *ApplyStream
+	stream *applyStream
 }
 
 func (v *applyJSON) Hooks() []executor.Hook { return []executor.Hook{v.stream} }

@@ -25,7 +25,7 @@ type checkView struct {
 }
 
 func (v *checkView) Progress() func(string) {
-	if v.vt == ViewJSON || !v.streams.Terminal {
+	if v.vt == viewJSON || !v.streams.Terminal {
 		return nil
 	}
 	return func(step string) { fmt.Fprintf(v.streams.Stderr, "kewplan: %s…\n", step) }
@@ -36,15 +36,15 @@ func (v *checkView) Interrupted() {
 }
 
 func (v *checkView) Smoke(r *conform.SmokeReport) error {
-	if v.vt == ViewJSON {
-		return SmokeReportJSON(v.streams.Stdout, r)
+	if v.vt == viewJSON {
+		return smokeReportJSON(v.streams.Stdout, r)
 	}
-	return SmokeReportHuman(v.streams.Stdout, r, v.streams.Color)
+	return smokeReportHuman(v.streams.Stdout, r, v.streams.Color)
 }
 
 func (v *checkView) Conform(r *conform.Report) error {
-	if v.vt == ViewJSON {
-		return ConformReportJSON(v.streams.Stdout, r)
+	if v.vt == viewJSON {
+		return conformReportJSON(v.streams.Stdout, r)
 	}
-	return ConformReportHuman(v.streams.Stdout, r, v.streams.Color)
+	return conformReportHuman(v.streams.Stdout, r, v.streams.Color)
 }

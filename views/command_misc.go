@@ -29,10 +29,10 @@ type runnersView struct {
 }
 
 func (v *runnersView) Runners(list []planner.RunnerInfo) error {
-	if v.vt == ViewJSON {
-		return WriteRunnersJSON(v.streams.Stdout, list)
+	if v.vt == viewJSON {
+		return writeRunnersJSON(v.streams.Stdout, list)
 	}
-	return WriteRunnersHuman(v.streams.Stdout, list)
+	return writeRunnersHuman(v.streams.Stdout, list)
 }
 
 // Runs is the view of `kewplan runs` and `kewplan runs show`.
@@ -54,10 +54,10 @@ type runsView struct {
 }
 
 func (v *runsView) List(runs []ledger.RunRecord) error {
-	if v.vt == ViewJSON {
-		return WriteRunsJSON(v.streams.Stdout, runs)
+	if v.vt == viewJSON {
+		return writeRunsJSON(v.streams.Stdout, runs)
 	}
-	return WriteRunsHuman(v.streams.Stdout, runs)
+	return writeRunsHuman(v.streams.Stdout, runs)
 }
 
 func (v *runsView) Run(run *ledger.RunRecord, nodes []ledger.NodeRecord) error {
@@ -69,10 +69,10 @@ func (v *runsView) RunHistory(run *ledger.RunRecord, nodes []ledger.NodeRecord, 
 }
 
 func (v *runsView) RunEgress(run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial) error {
-	if v.vt == ViewJSON {
-		return WriteRunEgressJSON(v.streams.Stdout, run, nodes, hist, denials)
+	if v.vt == viewJSON {
+		return writeRunEgressJSON(v.streams.Stdout, run, nodes, hist, denials)
 	}
-	return WriteRunEgressHuman(v.streams.Stdout, run, nodes, hist, denials)
+	return writeRunEgressHuman(v.streams.Stdout, run, nodes, hist, denials)
 }
 
 // Telemetry is the view of `kewplan telemetry`.
@@ -89,10 +89,10 @@ type telemetryView struct {
 }
 
 func (v *telemetryView) Totals(runner string, t runners.RunTotals) error {
-	if v.vt == ViewJSON {
-		return WriteTelemetryJSON(v.streams.Stdout, t)
+	if v.vt == viewJSON {
+		return writeTelemetryJSON(v.streams.Stdout, t)
 	}
-	return WriteTelemetry(v.streams.Stdout, runner, t)
+	return writeTelemetry(v.streams.Stdout, runner, t)
 }
 
 // Diff is the view of `kewplan diff`.
@@ -100,11 +100,11 @@ type Diff interface {
 	Diff(d *plandiff.Diff) error
 }
 
-// NewDiff returns diff's view for format (one of DiffFormatNames); opts.Color is taken from the streams.
+// NewDiff returns diff's view for format (one of diffFormatNames); opts.Color is taken from the streams.
 func NewDiff(format string, s Streams, opts DiffOptions) (Diff, error) {
-	render, ok := DiffFormats[format]
+	render, ok := diffFormats[format]
 	if !ok {
-		return nil, fmt.Errorf("unknown --format %q: use one of %s", format, strings.Join(DiffFormatNames(), ", "))
+		return nil, fmt.Errorf("unknown --format %q: use one of %s", format, strings.Join(diffFormatNames(), ", "))
 	}
 	opts.Color = s.Color
 	return &diffView{View: NewView(s), render: render, opts: opts}, nil
@@ -112,7 +112,7 @@ func NewDiff(format string, s Streams, opts DiffOptions) (Diff, error) {
 
 type diffView struct {
 	*View
-	render DiffRenderer
+	render diffRenderer
 	opts   DiffOptions
 }
 

@@ -9,23 +9,24 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/kewplan/kewplan/internal/termsafe"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
 // planFormat picks the renderer of a plan --format (plan and show); sarif gets the command's SARIF options (the
 // artifact URIs: ranges name files relative to the configuration's directory, SARIF wants repository paths).
-func planFormat(format string, sarif SARIFOptions) (PlanRenderer, error) {
-	render, ok := PlanFormats[format]
+func planFormat(format string, sarif SARIFOptions) (planRenderer, error) {
+	render, ok := planFormats[format]
 	if !ok {
-		return nil, fmt.Errorf("unknown --format %q: use one of %s", format, strings.Join(PlanFormatNames(), ", "))
+		return nil, fmt.Errorf("unknown --format %q: use one of %s", format, strings.Join(planFormatNames(), ", "))
 	}
 	if format == "sarif" {
-		render = func(w io.Writer, doc *PlanJSON) error {
+		render = func(w io.Writer, doc *jsonplan.Document) error {
 			opts := sarif
 			if opts.KewplanVersion == "" {
 				opts.KewplanVersion = doc.KewplanVersion
 			}
-			return WritePlanSARIF(w, doc, opts)
+			return writePlanSARIF(w, doc, opts)
 		}
 	}
 	return render, nil
@@ -34,7 +35,7 @@ func planFormat(format string, sarif SARIFOptions) (PlanRenderer, error) {
 // Plan is the view of `kewplan plan`: the plan in its --format, and where it was saved.
 type Plan interface {
 	Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte)
-	Plan(doc *PlanJSON) error
+	Plan(doc *jsonplan.Document) error
 	// Manifests writes the Kubernetes manifests of `plan --engine kubernetes --format yaml`, verbatim (as render's
 	// YAML: they are for kubectl, and escaping would change them).
 	Manifests(data []byte) error
@@ -43,7 +44,7 @@ type Plan interface {
 	NotSaved(path string)
 }
 
-// NewPlan returns plan's view for format (one of PlanFormatNames). A human plan is followed on stdout by where it
+// NewPlan returns plan's view for format (one of planFormatNames). A human plan is followed on stdout by where it
 // was saved; any other format keeps stdout a single document and says it on stderr. sarif is used by the sarif
 // format only.
 func NewPlan(format string, s Streams, sarif SARIFOptions) (Plan, error) {
@@ -63,11 +64,11 @@ func NewPlan(format string, s Streams, sarif SARIFOptions) (Plan, error) {
 
 type planView struct {
 	*View
-	render PlanRenderer
+	render planRenderer
 	notes  io.Writer
 }
 
-func (v *planView) Plan(doc *PlanJSON) error {
+func (v *planView) Plan(doc *jsonplan.Document) error {
 	if v.render == nil {
 		return fmt.Errorf("--format %s prints manifests, not the plan document", PlanFormatYAML)
 	}
@@ -105,11 +106,11 @@ func (v *planView) NotSaved(path string) {
 
 // Show is the view of `kewplan show`: a plan file in its --format, and why a saved plan is stale.
 type Show interface {
-	Plan(doc *PlanJSON) error
+	Plan(doc *jsonplan.Document) error
 	Stale(err error)
 }
 
-// NewShow returns show's view for format (one of PlanFormatNames); sarif as for NewPlan.
+// NewShow returns show's view for format (one of planFormatNames); sarif as for NewPlan.
 func NewShow(format string, s Streams, sarif SARIFOptions) (Show, error) {
 	render, err := planFormat(format, sarif)
 	if err != nil {
@@ -120,10 +121,10 @@ func NewShow(format string, s Streams, sarif SARIFOptions) (Show, error) {
 
 type showView struct {
 	*View
-	render PlanRenderer
+	render planRenderer
 }
 
-func (v *showView) Plan(doc *PlanJSON) error {
+func (v *showView) Plan(doc *jsonplan.Document) error {
 	return buffered(v.streams.Stdout, func(w io.Writer) error { return v.render(w, doc) })
 }
 func (v *showView) Stale(err error) { v.Error(err) }
@@ -131,7 +132,7 @@ func (v *showView) Stale(err error) { v.Error(err) }
 // Graph is the view of `kewplan graph`: the dispatch graph as Graphviz DOT, the errors beside it.
 type Graph interface {
 	Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte)
-	Graph(doc *PlanJSON) error
+	Graph(doc *jsonplan.Document) error
 }
 
 // NewGraph returns graph's view.
@@ -139,7 +140,7 @@ func NewGraph(s Streams) Graph { return &graphView{NewView(s)} }
 
 type graphView struct{ *View }
 
-func (v *graphView) Graph(doc *PlanJSON) error {
+func (v *graphView) Graph(doc *jsonplan.Document) error {
 	return buffered(v.streams.Stdout, func(w io.Writer) error { return WriteGraphDOT(w, doc) })
 }
 
@@ -152,8 +153,8 @@ type Validate interface {
 // NewValidate returns validate's view: human (diagnostics on stderr, a verdict on stdout) or JSON (Terraform's
 // validate -json document on stdout).
 func NewValidate(vt ViewType, s Streams) Validate {
-	if vt == ViewJSON {
-		return &validateJSON{NewView(s)}
+	if vt == viewJSON {
+		return &validateJSONView{NewView(s)}
 	}
 	return &validateHuman{NewView(s)}
 }
@@ -173,11 +174,11 @@ func (v *validateHuman) Results(diags hcl.Diagnostics, files ...map[string][]byt
 	return true, nil
 }
 
-type validateJSON struct{ *View }
+type validateJSONView struct{ *View }
 
-func (v *validateJSON) Results(diags hcl.Diagnostics, files ...map[string][]byte) (bool, error) {
-	doc := NewValidateJSON(diags, files...)
-	if err := WriteValidateJSON(v.streams.Stdout, doc); err != nil {
+func (v *validateJSONView) Results(diags hcl.Diagnostics, files ...map[string][]byte) (bool, error) {
+	doc := newValidateJSON(diags, files...)
+	if err := writeValidateJSON(v.streams.Stdout, doc); err != nil {
 		return false, err
 	}
 	return doc.Valid, nil

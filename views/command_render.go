@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/k8srender"
 )
 
@@ -35,10 +36,10 @@ func (v *renderHuman) YAML(data []byte) error {
 }
 
 func (v *renderHuman) Summary(m *k8srender.Manifests) error {
-	return WriteKubernetesSummary(v.streams.Stdout, m)
+	return writeKubernetesSummary(v.streams.Stdout, m)
 }
 
 func (v *renderHuman) Written(files, objects int, dir string) {
 	fmt.Fprintf(v.streams.Stdout, "Wrote %s (%s) to %s.\n", count(files, "manifest", "manifests"),
-		count(objects, "object", "objects"), Sanitize(dir))
+		count(objects, "object", "objects"), termsafe.Flatten(dir))
 }

@@ -11,26 +11,26 @@ import (
 	"github.com/kewplan/kewplan/executor/conform"
 )
 
-// ConformFormatVersion is the version of the JSON shape of `kewplan conform --json` and `kewplan smoke --json`.
-const ConformFormatVersion = "1.0"
+// conformFormatVersion is the version of the JSON shape of `kewplan conform --json` and `kewplan smoke --json`.
+const conformFormatVersion = "1.0"
 
-// ConformCheckJSON is one conform row or smoke element.
-type ConformCheckJSON struct {
+// conformCheckJSON is one conform row or smoke element.
+type conformCheckJSON struct {
 	ID       int      `json:"id"`
 	Title    string   `json:"title"`
 	Status   string   `json:"status"` // PASS, FAIL or NOT VERIFIABLE
 	Evidence []string `json:"evidence"`
 }
 
-// ConformCountsJSON counts the verdicts.
-type ConformCountsJSON struct {
+// conformCountsJSON counts the verdicts.
+type conformCountsJSON struct {
 	Pass          int `json:"pass"`
 	Fail          int `json:"fail"`
 	NotVerifiable int `json:"not_verifiable"`
 }
 
-// ConformJSON is the JSON document of `kewplan conform --json`.
-type ConformJSON struct {
+// conformJSON is the JSON document of `kewplan conform --json`.
+type conformJSON struct {
 	FormatVersion string             `json:"format_version"`
 	Image         string             `json:"image"`
 	ImageID       string             `json:"image_id"`
@@ -38,31 +38,31 @@ type ConformJSON struct {
 	Protocol      string             `json:"protocol"`
 	Agent         string             `json:"agent"`
 	Passed        bool               `json:"passed"`
-	Counts        ConformCountsJSON  `json:"counts"`
-	Rows          []ConformCheckJSON `json:"rows"`
+	Counts        conformCountsJSON  `json:"counts"`
+	Rows          []conformCheckJSON `json:"rows"`
 }
 
-// SmokeJSON is the JSON document of `kewplan smoke --json`.
-type SmokeJSON struct {
+// smokeJSON is the JSON document of `kewplan smoke --json`.
+type smokeJSON struct {
 	FormatVersion string             `json:"format_version"`
 	Image         string             `json:"image"`
 	ImageID       string             `json:"image_id"`
 	Runner        string             `json:"runner"`
 	Argv          []string           `json:"argv"`
 	Passed        bool               `json:"passed"`
-	Counts        ConformCountsJSON  `json:"counts"`
-	Checks        []ConformCheckJSON `json:"checks"`
+	Counts        conformCountsJSON  `json:"counts"`
+	Checks        []conformCheckJSON `json:"checks"`
 }
 
-func conformChecksJSON(checks []conform.Check) ([]ConformCheckJSON, ConformCountsJSON) {
-	out := make([]ConformCheckJSON, 0, len(checks))
-	var n ConformCountsJSON
+func conformChecksJSON(checks []conform.Check) ([]conformCheckJSON, conformCountsJSON) {
+	out := make([]conformCheckJSON, 0, len(checks))
+	var n conformCountsJSON
 	for _, c := range checks {
 		ev := c.Evidence
 		if ev == nil {
 			ev = []string{}
 		}
-		out = append(out, ConformCheckJSON{ID: c.ID, Title: c.Title, Status: string(c.Status), Evidence: ev})
+		out = append(out, conformCheckJSON{ID: c.ID, Title: c.Title, Status: string(c.Status), Evidence: ev})
 		switch c.Status {
 		case conform.Pass:
 			n.Pass++
@@ -75,38 +75,38 @@ func conformChecksJSON(checks []conform.Check) ([]ConformCheckJSON, ConformCount
 	return out, n
 }
 
-// NewConformJSON builds the JSON model of a conform report; the human view renders the same model.
-func NewConformJSON(r *conform.Report) ConformJSON {
+// newConformJSON builds the JSON model of a conform report; the human view renders the same model.
+func newConformJSON(r *conform.Report) conformJSON {
 	rows, n := conformChecksJSON(r.Rows)
-	return ConformJSON{FormatVersion: ConformFormatVersion, Image: r.Image, ImageID: r.ImageID, Runner: r.Runner,
+	return conformJSON{FormatVersion: conformFormatVersion, Image: r.Image, ImageID: r.ImageID, Runner: r.Runner,
 		Protocol: r.Protocol, Agent: r.Agent, Passed: r.Passed, Counts: n, Rows: rows}
 }
 
-// NewSmokeJSON builds the JSON model of a smoke report.
-func NewSmokeJSON(r *conform.SmokeReport) SmokeJSON {
+// newSmokeJSON builds the JSON model of a smoke report.
+func newSmokeJSON(r *conform.SmokeReport) smokeJSON {
 	checks, n := conformChecksJSON(r.Checks)
 	argv := r.Argv
 	if argv == nil {
 		argv = []string{}
 	}
-	return SmokeJSON{FormatVersion: ConformFormatVersion, Image: r.Image, ImageID: r.ImageID, Runner: r.Runner,
+	return smokeJSON{FormatVersion: conformFormatVersion, Image: r.Image, ImageID: r.ImageID, Runner: r.Runner,
 		Argv: argv, Passed: r.Passed, Counts: n, Checks: checks}
 }
 
-// ConformReportJSON writes the report as one indented JSON document.
-func ConformReportJSON(w io.Writer, r *conform.Report) error {
-	return jsonstream.Indented(w, NewConformJSON(r))
+// conformReportJSON writes the report as one indented JSON document.
+func conformReportJSON(w io.Writer, r *conform.Report) error {
+	return jsonstream.Indented(w, newConformJSON(r))
 }
 
-// SmokeReportJSON writes the report as one indented JSON document.
-func SmokeReportJSON(w io.Writer, r *conform.SmokeReport) error {
-	return jsonstream.Indented(w, NewSmokeJSON(r))
+// smokeReportJSON writes the report as one indented JSON document.
+func smokeReportJSON(w io.Writer, r *conform.SmokeReport) error {
+	return jsonstream.Indented(w, newSmokeJSON(r))
 }
 
-// ConformReportHuman writes the checklist for people: one block per row, the verdict first, the evidence
+// conformReportHuman writes the checklist for people: one block per row, the verdict first, the evidence
 // indented under it, and a one-line result.
-func ConformReportHuman(w io.Writer, r *conform.Report, color bool) error {
-	m := NewConformJSON(r)
+func conformReportHuman(w io.Writer, r *conform.Report, color bool) error {
+	m := newConformJSON(r)
 	s := conformStyle{color: color}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s\n", s.bold("Conformance of"), termsafe.String(m.Image))
@@ -119,9 +119,9 @@ func ConformReportHuman(w io.Writer, r *conform.Report, color bool) error {
 	return err
 }
 
-// SmokeReportHuman writes a smoke report for people.
-func SmokeReportHuman(w io.Writer, r *conform.SmokeReport, color bool) error {
-	m := NewSmokeJSON(r)
+// smokeReportHuman writes a smoke report for people.
+func smokeReportHuman(w io.Writer, r *conform.SmokeReport, color bool) error {
+	m := newSmokeJSON(r)
 	s := conformStyle{color: color}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s\n", s.bold("Smoke test of"), termsafe.String(m.Image))
@@ -144,7 +144,7 @@ func SmokeReportHuman(w io.Writer, r *conform.SmokeReport, color bool) error {
 // conformWrapWidth is where evidence wraps.
 const conformWrapWidth = 100
 
-func conformWriteChecks(b *strings.Builder, checks []ConformCheckJSON, s conformStyle) {
+func conformWriteChecks(b *strings.Builder, checks []conformCheckJSON, s conformStyle) {
 	const indent = "                     " // under the title: "  N  " + 16-wide verdict
 	for _, c := range checks {
 		fmt.Fprintf(b, "  %d  %s %s\n", c.ID, s.status(c.Status), termsafe.String(c.Title))
@@ -160,7 +160,7 @@ func conformWriteChecks(b *strings.Builder, checks []ConformCheckJSON, s conform
 	}
 }
 
-func conformResultLine(passed bool, n ConformCountsJSON, total int, noun string, s conformStyle) string {
+func conformResultLine(passed bool, n conformCountsJSON, total int, noun string, s conformStyle) string {
 	var parts []string
 	if n.Fail > 0 {
 		parts = append(parts, fmt.Sprintf("%d of %d %s failed", n.Fail, total, plural(total, noun, noun+"s")))

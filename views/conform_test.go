@@ -62,13 +62,13 @@ func sampleSmokeReport() *conform.SmokeReport {
 
 func TestConformReportViews(t *testing.T) {
 	var human, color, js bytes.Buffer
-	if err := ConformReportHuman(&human, sampleConformReport(), false); err != nil {
+	if err := conformReportHuman(&human, sampleConformReport(), false); err != nil {
 		t.Fatal(err)
 	}
-	if err := ConformReportHuman(&color, sampleConformReport(), true); err != nil {
+	if err := conformReportHuman(&color, sampleConformReport(), true); err != nil {
 		t.Fatal(err)
 	}
-	if err := ConformReportJSON(&js, sampleConformReport()); err != nil {
+	if err := conformReportJSON(&js, sampleConformReport()); err != nil {
 		t.Fatal(err)
 	}
 	conformGolden(t, "conform_human.golden", human.Bytes())
@@ -77,21 +77,21 @@ func TestConformReportViews(t *testing.T) {
 	if bytes.Contains(human.Bytes(), []byte("\x1b")) {
 		t.Error("the plain human view let an escape sequence through")
 	}
-	var doc ConformJSON
+	var doc conformJSON
 	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(ConformCountsJSON{Pass: 1, Fail: 1, NotVerifiable: 1}, doc.Counts); diff != "" {
+	if diff := cmp.Diff(conformCountsJSON{Pass: 1, Fail: 1, NotVerifiable: 1}, doc.Counts); diff != "" {
 		t.Errorf("counts mismatch (-want +got):\n%s", diff)
 	}
 }
 
 func TestSmokeReportViews(t *testing.T) {
 	var human, js bytes.Buffer
-	if err := SmokeReportHuman(&human, sampleSmokeReport(), false); err != nil {
+	if err := smokeReportHuman(&human, sampleSmokeReport(), false); err != nil {
 		t.Fatal(err)
 	}
-	if err := SmokeReportJSON(&js, sampleSmokeReport()); err != nil {
+	if err := smokeReportJSON(&js, sampleSmokeReport()); err != nil {
 		t.Fatal(err)
 	}
 	conformGolden(t, "smoke_human.golden", human.Bytes())

@@ -95,7 +95,7 @@ func TestWriteDiagnostics(t *testing.T) {
 		color bool
 	}{{"diagnostics.golden", false}, {"diagnostics-color.golden", true}} {
 		var buf bytes.Buffer
-		if err := WriteDiagnostics(&buf, testDiagnostics(t), tc.color, files); err != nil {
+		if err := writeDiagnostics(&buf, testDiagnostics(t), tc.color, files); err != nil {
 			t.Fatal(err)
 		}
 		golden(t, tc.name, buf.Bytes())
@@ -110,12 +110,12 @@ func TestWriteDiagnostics(t *testing.T) {
 
 func TestValidateJSON(t *testing.T) {
 	files := map[string][]byte{"main.hcl": []byte(diagSource)}
-	doc := NewValidateJSON(testDiagnostics(t), files)
+	doc := newValidateJSON(testDiagnostics(t), files)
 	if doc.Valid || doc.ErrorCount != 8 || doc.WarningCount != 1 {
 		t.Errorf("valid=%v errors=%d warnings=%d, want false 8 1", doc.Valid, doc.ErrorCount, doc.WarningCount)
 	}
 	var buf bytes.Buffer
-	if err := WriteValidateJSON(&buf, doc); err != nil {
+	if err := writeValidateJSON(&buf, doc); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "diagnostics.json.golden", buf.Bytes())
@@ -123,7 +123,7 @@ func TestValidateJSON(t *testing.T) {
 		t.Error("a credential value was printed")
 	}
 	// The document reads back into the same shape, which `kewplan show` and `kewplan diff` rely on.
-	var back ValidateJSON
+	var back validateJSON
 	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
 		t.Fatal(err)
 	}
@@ -131,9 +131,9 @@ func TestValidateJSON(t *testing.T) {
 		t.Errorf("round trip mismatch (-want +got):\n%s", diff)
 	}
 
-	empty := NewValidateJSON(nil)
+	empty := newValidateJSON(nil)
 	buf.Reset()
-	if err := WriteValidateJSON(&buf, empty); err != nil {
+	if err := writeValidateJSON(&buf, empty); err != nil {
 		t.Fatal(err)
 	}
 	want := "{\n  \"format_version\": \"1.0\",\n  \"valid\": true,\n  \"error_count\": 0,\n  \"warning_count\": 0,\n  \"diagnostics\": []\n}\n"

@@ -11,40 +11,41 @@ import (
 
 	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/termsafe"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
 )
 
-// DiffFormatVersion is the version of the `kewplan diff --format json` document.
-const DiffFormatVersion = "1.0"
+// diffFormatVersion is the version of the `kewplan diff --format json` document.
+const diffFormatVersion = "1.0"
 
-// DiffJSON is the `kewplan diff --format json` document. Lists are never null, so consumers can iterate without
+// diffJSON is the `kewplan diff --format json` document. Lists are never null, so consumers can iterate without
 // checks; the order is deterministic (exposure delta widening first, nodes by name).
-type DiffJSON struct {
+type diffJSON struct {
 	FormatVersion       string               `json:"format_version"`
 	Widened             bool                 `json:"widened"`
 	Verdict             string               `json:"verdict"`
-	Base                DiffSideJSON         `json:"base"`
-	Head                DiffSideJSON         `json:"head"`
-	Summary             DiffSummaryJSON      `json:"summary"`
-	ExposureDelta       []DiffFindingJSON    `json:"exposure_delta"`
-	NodesAdded          []DiffNodeJSON       `json:"nodes_added"`
-	NodesRemoved        []DiffNodeJSON       `json:"nodes_removed"`
-	NodesChanged        []DiffNodeChangeJSON `json:"nodes_changed"`
-	DiagnosticsAdded    []DiffDiagnosticJSON `json:"diagnostics_added"`
-	DiagnosticsResolved []DiffDiagnosticJSON `json:"diagnostics_resolved"`
+	Base                diffSideJSON         `json:"base"`
+	Head                diffSideJSON         `json:"head"`
+	Summary             diffSummaryJSON      `json:"summary"`
+	ExposureDelta       []diffFindingJSON    `json:"exposure_delta"`
+	NodesAdded          []diffNodeJSON       `json:"nodes_added"`
+	NodesRemoved        []diffNodeJSON       `json:"nodes_removed"`
+	NodesChanged        []diffNodeChangeJSON `json:"nodes_changed"`
+	DiagnosticsAdded    []diffDiagnosticJSON `json:"diagnostics_added"`
+	DiagnosticsResolved []diffDiagnosticJSON `json:"diagnostics_resolved"`
 }
 
-// DiffSideJSON identifies one of the compared plans.
-type DiffSideJSON struct {
+// diffSideJSON identifies one of the compared plans.
+type diffSideJSON struct {
 	File           string `json:"file"`
 	FormatVersion  string `json:"format_version"`
 	KewplanVersion string `json:"kewplan_version"`
 	ConfigDigest   string `json:"config_digest"`
 }
 
-// DiffSummaryJSON counts the diff.
-type DiffSummaryJSON struct {
+// diffSummaryJSON counts the diff.
+type diffSummaryJSON struct {
 	Widening     int `json:"widening"`
 	Narrowing    int `json:"narrowing"`
 	NodesAdded   int `json:"nodes_added"`
@@ -52,105 +53,105 @@ type DiffSummaryJSON struct {
 	NodesChanged int `json:"nodes_changed"`
 }
 
-// DiffFindingJSON is one entry of the credential exposure delta.
-type DiffFindingJSON struct {
-	Kind       string     `json:"kind"`
-	Widening   bool       `json:"widening"`
-	Node       string     `json:"node"`
-	Credential string     `json:"credential,omitempty"`
-	Message    string     `json:"message"`
-	Range      *RangeJSON `json:"range,omitempty"`
+// diffFindingJSON is one entry of the credential exposure delta.
+type diffFindingJSON struct {
+	Kind       string          `json:"kind"`
+	Widening   bool            `json:"widening"`
+	Node       string          `json:"node"`
+	Credential string          `json:"credential,omitempty"`
+	Message    string          `json:"message"`
+	Range      *jsonplan.Range `json:"range,omitempty"`
 }
 
-// DiffNodeJSON is an added or removed node.
-type DiffNodeJSON struct {
-	Name        string     `json:"name"`
-	Runner      string     `json:"runner"`
-	Role        string     `json:"role"`
-	Image       string     `json:"image"`
-	Network     string     `json:"network"`
-	Isolation   string     `json:"isolation"`
-	Credentials []string   `json:"credentials"`
-	Argv        []string   `json:"argv"`
-	Range       *RangeJSON `json:"range,omitempty"`
+// diffNodeJSON is an added or removed node.
+type diffNodeJSON struct {
+	Name        string          `json:"name"`
+	Runner      string          `json:"runner"`
+	Role        string          `json:"role"`
+	Image       string          `json:"image"`
+	Network     string          `json:"network"`
+	Isolation   string          `json:"isolation"`
+	Credentials []string        `json:"credentials"`
+	Argv        []string        `json:"argv"`
+	Range       *jsonplan.Range `json:"range,omitempty"`
 }
 
-// DiffNodeChangeJSON is a node present in both plans that changed.
-type DiffNodeChangeJSON struct {
+// diffNodeChangeJSON is a node present in both plans that changed.
+type diffNodeChangeJSON struct {
 	Name             string              `json:"name"`
-	Changes          []DiffFieldJSON     `json:"changes"`
+	Changes          []diffFieldJSON     `json:"changes"`
 	DependsOnAdded   []string            `json:"depends_on_added"`
 	DependsOnRemoved []string            `json:"depends_on_removed"`
 	Argv             []plandiff.WordEdit `json:"argv"`
-	Range            *RangeJSON          `json:"range,omitempty"`
+	Range            *jsonplan.Range     `json:"range,omitempty"`
 }
 
-// DiffFieldJSON is one changed field of a node.
-type DiffFieldJSON struct {
+// diffFieldJSON is one changed field of a node.
+type diffFieldJSON struct {
 	Field string `json:"field"`
 	Base  string `json:"base"`
 	Head  string `json:"head"`
 }
 
-// DiffDiagnosticJSON is a diagnostic that appeared or was resolved between the plans.
-type DiffDiagnosticJSON struct {
-	Severity string     `json:"severity"`
-	Summary  string     `json:"summary"`
-	Detail   string     `json:"detail"`
-	Rule     string     `json:"rule,omitempty"`
-	Range    *RangeJSON `json:"range,omitempty"`
+// diffDiagnosticJSON is a diagnostic that appeared or was resolved between the plans.
+type diffDiagnosticJSON struct {
+	Severity string          `json:"severity"`
+	Summary  string          `json:"summary"`
+	Detail   string          `json:"detail"`
+	Rule     string          `json:"rule,omitempty"`
+	Range    *jsonplan.Range `json:"range,omitempty"`
 }
 
 // Verdicts of a diff.
 const (
-	VerdictWidened   = "widened"   // review required: exit 2
-	VerdictNarrowed  = "narrowed"  // only narrowing exposure changes
-	VerdictChanged   = "changed"   // changes, none of them to exposure
-	VerdictUnchanged = "unchanged" // nothing changed
+	verdictWidened   = "widened"   // review required: exit 2
+	verdictNarrowed  = "narrowed"  // only narrowing exposure changes
+	verdictChanged   = "changed"   // changes, none of them to exposure
+	verdictUnchanged = "unchanged" // nothing changed
 )
 
-// DiffVerdict names what the diff amounts to.
-func DiffVerdict(d *plandiff.Diff) string {
+// diffVerdict names what the diff amounts to.
+func diffVerdict(d *plandiff.Diff) string {
 	w, n := d.Counts()
 	switch {
 	case w > 0:
-		return VerdictWidened
+		return verdictWidened
 	case n > 0:
-		return VerdictNarrowed
+		return verdictNarrowed
 	case !d.Empty():
-		return VerdictChanged
+		return verdictChanged
 	default:
-		return VerdictUnchanged
+		return verdictUnchanged
 	}
 }
 
-// NewDiffJSON converts a diff into its JSON document.
-func NewDiffJSON(d *plandiff.Diff) *DiffJSON {
+// newDiffJSON converts a diff into its JSON document.
+func newDiffJSON(d *plandiff.Diff) *diffJSON {
 	w, n := d.Counts()
-	doc := &DiffJSON{
-		FormatVersion: DiffFormatVersion,
+	doc := &diffJSON{
+		FormatVersion: diffFormatVersion,
 		Widened:       d.Widened(),
-		Verdict:       DiffVerdict(d),
+		Verdict:       diffVerdict(d),
 		Base:          diffSide(d.Base),
 		Head:          diffSide(d.Head),
-		Summary: DiffSummaryJSON{Widening: w, Narrowing: n, NodesAdded: len(d.Added), NodesRemoved: len(d.Removed),
+		Summary: diffSummaryJSON{Widening: w, Narrowing: n, NodesAdded: len(d.Added), NodesRemoved: len(d.Removed),
 			NodesChanged: len(d.Changed)},
-		ExposureDelta:       []DiffFindingJSON{},
+		ExposureDelta:       []diffFindingJSON{},
 		NodesAdded:          diffNodes(d.Added),
 		NodesRemoved:        diffNodes(d.Removed),
-		NodesChanged:        []DiffNodeChangeJSON{},
+		NodesChanged:        []diffNodeChangeJSON{},
 		DiagnosticsAdded:    diffDiagnostics(d.DiagnosticsAdded),
 		DiagnosticsResolved: diffDiagnostics(d.DiagnosticsResolved),
 	}
 	for _, f := range d.Exposure {
-		doc.ExposureDelta = append(doc.ExposureDelta, DiffFindingJSON{Kind: f.Kind, Widening: f.Widening, Node: f.Node,
+		doc.ExposureDelta = append(doc.ExposureDelta, diffFindingJSON{Kind: f.Kind, Widening: f.Widening, Node: f.Node,
 			Credential: f.Credential, Message: f.Message, Range: diffRange(f.Range)})
 	}
 	for _, c := range d.Changed {
-		cj := DiffNodeChangeJSON{Name: c.Name, Changes: []DiffFieldJSON{}, DependsOnAdded: nonNilStrings(c.DependsOnAdded),
+		cj := diffNodeChangeJSON{Name: c.Name, Changes: []diffFieldJSON{}, DependsOnAdded: nonNilStrings(c.DependsOnAdded),
 			DependsOnRemoved: nonNilStrings(c.DependsOnRemoved), Argv: []plandiff.WordEdit{}, Range: diffRange(c.Range)}
 		for _, f := range c.Fields {
-			cj.Changes = append(cj.Changes, DiffFieldJSON{Field: f.Field, Base: f.Base, Head: f.Head})
+			cj.Changes = append(cj.Changes, diffFieldJSON{Field: f.Field, Base: f.Base, Head: f.Head})
 		}
 		if c.Argv != nil {
 			cj.Argv = c.Argv
@@ -160,36 +161,36 @@ func NewDiffJSON(d *plandiff.Diff) *DiffJSON {
 	return doc
 }
 
-func diffSide(s plandiff.Side) DiffSideJSON {
-	return DiffSideJSON{File: s.Name, FormatVersion: s.FormatVersion, KewplanVersion: s.KewplanVersion, ConfigDigest: s.ConfigDigest}
+func diffSide(s plandiff.Side) diffSideJSON {
+	return diffSideJSON{File: s.Name, FormatVersion: s.FormatVersion, KewplanVersion: s.KewplanVersion, ConfigDigest: s.ConfigDigest}
 }
 
-func diffNodes(ns []plandiff.NodeSummary) []DiffNodeJSON {
-	out := []DiffNodeJSON{}
+func diffNodes(ns []plandiff.NodeSummary) []diffNodeJSON {
+	out := []diffNodeJSON{}
 	for _, n := range ns {
-		out = append(out, DiffNodeJSON{Name: n.Name, Runner: n.Runner, Role: n.Role, Image: n.Image, Network: n.Network,
+		out = append(out, diffNodeJSON{Name: n.Name, Runner: n.Runner, Role: n.Role, Image: n.Image, Network: n.Network,
 			Isolation: n.Isolation, Credentials: nonNilStrings(n.Credentials), Argv: nonNilStrings(n.Argv), Range: diffRange(n.Range)})
 	}
 	return out
 }
 
-func diffDiagnostics(ds []plandiff.Diagnostic) []DiffDiagnosticJSON {
-	out := []DiffDiagnosticJSON{}
+func diffDiagnostics(ds []plandiff.Diagnostic) []diffDiagnosticJSON {
+	out := []diffDiagnosticJSON{}
 	for _, d := range ds {
-		out = append(out, DiffDiagnosticJSON{Severity: d.Severity, Summary: d.Summary, Detail: d.Detail, Rule: d.Rule,
+		out = append(out, diffDiagnosticJSON{Severity: d.Severity, Summary: d.Summary, Detail: d.Detail, Rule: d.Rule,
 			Range: diffRange(d.Range)})
 	}
 	return out
 }
 
-func diffRange(r *hcl.Range) *RangeJSON {
+func diffRange(r *hcl.Range) *jsonplan.Range {
 	if r == nil {
 		return nil
 	}
-	return &RangeJSON{
+	return &jsonplan.Range{
 		Filename: r.Filename,
-		Start:    PosJSON{Line: r.Start.Line, Column: r.Start.Column, Byte: r.Start.Byte},
-		End:      PosJSON{Line: r.End.Line, Column: r.End.Column, Byte: r.End.Byte},
+		Start:    jsonplan.Pos{Line: r.Start.Line, Column: r.Start.Column, Byte: r.Start.Byte},
+		End:      jsonplan.Pos{Line: r.End.Line, Column: r.End.Column, Byte: r.End.Byte},
 	}
 }
 
@@ -200,13 +201,13 @@ func nonNilStrings(s []string) []string {
 	return s
 }
 
-// WriteDiffJSON writes the diff as indented JSON.
-func WriteDiffJSON(w io.Writer, d *plandiff.Diff) error {
-	return jsonstream.Indented(w, NewDiffJSON(d))
+// writeDiffJSON writes the diff as indented JSON.
+func writeDiffJSON(w io.Writer, d *plandiff.Diff) error {
+	return jsonstream.Indented(w, newDiffJSON(d))
 }
 
-// DiffRenderer writes a diff in one format.
-type DiffRenderer func(w io.Writer, d *plandiff.Diff, opts DiffOptions) error
+// diffRenderer writes a diff in one format.
+type diffRenderer func(w io.Writer, d *plandiff.Diff, opts DiffOptions) error
 
 // DiffOptions are what the renderers need besides the diff.
 type DiffOptions struct {
@@ -220,26 +221,26 @@ type DiffOptions struct {
 	URI func(filename string) string
 }
 
-// DiffFormats are the formats of `kewplan diff --format`.
-var DiffFormats = map[string]DiffRenderer{
-	"human":    WriteDiffHuman,
-	"json":     func(w io.Writer, d *plandiff.Diff, _ DiffOptions) error { return WriteDiffJSON(w, d) },
-	"markdown": func(w io.Writer, d *plandiff.Diff, _ DiffOptions) error { return WriteDiffMarkdown(w, d) },
-	"sarif":    WriteDiffSARIF,
+// diffFormats are the formats of `kewplan diff --format`.
+var diffFormats = map[string]diffRenderer{
+	"human":    writeDiffHuman,
+	"json":     func(w io.Writer, d *plandiff.Diff, _ DiffOptions) error { return writeDiffJSON(w, d) },
+	"markdown": func(w io.Writer, d *plandiff.Diff, _ DiffOptions) error { return writeDiffMarkdown(w, d) },
+	"sarif":    writeDiffSARIF,
 }
 
-// DiffFormatNames lists DiffFormats, sorted.
-func DiffFormatNames() []string {
-	return slices.Sorted(maps.Keys(DiffFormats))
+// diffFormatNames lists diffFormats, sorted.
+func diffFormatNames() []string {
+	return slices.Sorted(maps.Keys(diffFormats))
 }
 
 // ANSI green, for narrowing and inserted argv lines (the other styles are in diagnostics.go).
 const diffANSIGreen = "\x1b[32m"
 
-// WriteDiffHuman writes the diff for a reviewer at a terminal: the exposure delta first, then nodes added,
+// writeDiffHuman writes the diff for a reviewer at a terminal: the exposure delta first, then nodes added,
 // removed and changed (argv as a diff of flag lines), the diagnostics that appeared or went, and a verdict line.
 // Every value from the plans passes through diffSafe: a plan file is input, and must not drive the terminal.
-func WriteDiffHuman(w io.Writer, d *plandiff.Diff, opts DiffOptions) error {
+func writeDiffHuman(w io.Writer, d *plandiff.Diff, opts DiffOptions) error {
 	pw := &planWriter{w: w, escaped: opts.Color}
 	style := func(s, codes string) string {
 		if !opts.Color {
@@ -266,20 +267,20 @@ func WriteDiffHuman(w io.Writer, d *plandiff.Diff, opts DiffOptions) error {
 		pw.printf("\nNodes added\n")
 		for _, n := range d.Added {
 			pw.printf("  %s node %s: runner %s, %s, network %s, isolation %s, image %s, credentials %s\n", style("+", diffANSIGreen),
-				NodeLabel(diffSafe(n.Name)), diffSafe(n.Runner), diffSafe(orNone(n.Role)), diffSafe(orNone(n.Network)),
+				nodeLabel(diffSafe(n.Name)), diffSafe(n.Runner), diffSafe(orNone(n.Role)), diffSafe(orNone(n.Network)),
 				diffSafe(orNone(n.Isolation)), diffSafe(orNone(n.Image)), diffSafe(orNone(strings.Join(n.Credentials, ", "))))
 		}
 	}
 	if len(d.Removed) > 0 {
 		pw.printf("\nNodes removed\n")
 		for _, n := range d.Removed {
-			pw.printf("  %s node %s: runner %s\n", style("-", ansiRed), NodeLabel(diffSafe(n.Name)), diffSafe(n.Runner))
+			pw.printf("  %s node %s: runner %s\n", style("-", ansiRed), nodeLabel(diffSafe(n.Name)), diffSafe(n.Runner))
 		}
 	}
 	if len(d.Changed) > 0 {
 		pw.printf("\nNodes changed\n")
 		for _, c := range d.Changed {
-			pw.printf("  ~ node %s\n", NodeLabel(diffSafe(c.Name)))
+			pw.printf("  ~ node %s\n", nodeLabel(diffSafe(c.Name)))
 			for _, f := range c.Fields {
 				pw.printf("      %s: %s -> %s\n", diffSafe(f.Field), diffSafe(orNone(f.Base)), diffSafe(orNone(f.Head)))
 			}
@@ -288,7 +289,7 @@ func WriteDiffHuman(w io.Writer, d *plandiff.Diff, opts DiffOptions) error {
 			}
 			if c.Argv != nil {
 				pw.printf("      argv:\n")
-				for _, l := range DiffArgvHunks(DiffArgvLines(c.Argv), DiffArgvContext) {
+				for _, l := range diffArgvHunks(diffArgvLines(c.Argv), diffArgvContext) {
 					text := diffSafe(l.Op + " " + l.Text)
 					switch l.Op {
 					case plandiff.OpDelete:
@@ -369,23 +370,23 @@ func diffVerdictLine(d *plandiff.Diff) string {
 	if len(parts) > 0 {
 		rest = "; " + strings.Join(parts, ", ")
 	}
-	switch DiffVerdict(d) {
-	case VerdictWidened:
+	switch diffVerdict(d) {
+	case verdictWidened:
 		return fmt.Sprintf("Review required: %s credential exposure%s.",
 			count(w, "change widens", "changes widen"), rest)
-	case VerdictNarrowed, VerdictChanged:
+	case verdictNarrowed, verdictChanged:
 		return fmt.Sprintf("No widening%s.", rest)
 	default:
 		return "No changes."
 	}
 }
 
-// DiffArgvContext is how many unchanged argv lines are shown around a change.
-const DiffArgvContext = 2
+// diffArgvContext is how many unchanged argv lines are shown around a change.
+const diffArgvContext = 2
 
-// DiffArgvHunks keeps the changed lines of an argv diff and context unchanged lines around each; a run of
+// diffArgvHunks keeps the changed lines of an argv diff and context unchanged lines around each; a run of
 // unchanged lines left out becomes one line with Op " " and Text "...".
-func DiffArgvHunks(lines []DiffArgvLine, context int) []DiffArgvLine {
+func diffArgvHunks(lines []diffArgvLine, context int) []diffArgvLine {
 	keep := make([]bool, len(lines))
 	for i, l := range lines {
 		if l.Op == plandiff.OpEqual {
@@ -395,29 +396,29 @@ func DiffArgvHunks(lines []DiffArgvLine, context int) []DiffArgvLine {
 			keep[j] = true
 		}
 	}
-	var out []DiffArgvLine
+	var out []diffArgvLine
 	for i, l := range lines {
 		switch {
 		case keep[i]:
 			out = append(out, l)
 		case i == 0 || keep[i-1]:
-			out = append(out, DiffArgvLine{Op: plandiff.OpEqual, Text: "..."})
+			out = append(out, diffArgvLine{Op: plandiff.OpEqual, Text: "..."})
 		}
 	}
 	return out
 }
 
-// DiffArgvLine is one line of an argv diff: a flag with its value (or the image, or a container arg) as it reads
+// diffArgvLine is one line of an argv diff: a flag with its value (or the image, or a container arg) as it reads
 // in BASE (Op "-"), in HEAD (Op "+"), or in both (Op " ").
-type DiffArgvLine struct {
+type diffArgvLine struct {
 	Op   string
 	Text string // shell-quoted words
 }
 
-// DiffArgvLines groups a word-level argv diff into flag lines, the way the plan shows argv: a line that changed
+// diffArgvLines groups a word-level argv diff into flag lines, the way the plan shows argv: a line that changed
 // appears twice, as it was and as it is, so a reviewer reads "--pids-limit 512" against "--pids-limit 4096"
 // rather than loose words.
-func DiffArgvLines(edits []plandiff.WordEdit) []DiffArgvLine {
+func diffArgvLines(edits []plandiff.WordEdit) []diffArgvLine {
 	type group struct {
 		edits []plandiff.WordEdit
 		flag  bool
@@ -454,7 +455,7 @@ func DiffArgvLines(edits []plandiff.WordEdit) []DiffArgvLine {
 	}
 	groups = append(groups, cur)
 
-	var out []DiffArgvLine
+	var out []diffArgvLine
 	for _, g := range groups {
 		if len(g.edits) == 0 {
 			continue
@@ -473,14 +474,14 @@ func DiffArgvLines(edits []plandiff.WordEdit) []DiffArgvLine {
 			}
 		}
 		if !changed {
-			out = append(out, DiffArgvLine{Op: plandiff.OpEqual, Text: planner.ShellJoin(base)})
+			out = append(out, diffArgvLine{Op: plandiff.OpEqual, Text: planner.ShellJoin(base)})
 			continue
 		}
 		if len(base) > 0 {
-			out = append(out, DiffArgvLine{Op: plandiff.OpDelete, Text: planner.ShellJoin(base)})
+			out = append(out, diffArgvLine{Op: plandiff.OpDelete, Text: planner.ShellJoin(base)})
 		}
 		if len(head) > 0 {
-			out = append(out, DiffArgvLine{Op: plandiff.OpInsert, Text: planner.ShellJoin(head)})
+			out = append(out, diffArgvLine{Op: plandiff.OpInsert, Text: planner.ShellJoin(head)})
 		}
 	}
 	return out

@@ -11,13 +11,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
 )
 
 // planDir plans the configuration in dir the way `kewplan plan --json` does and returns the document, after a
 // JSON round trip, so that the diff reads exactly what it would read from a file.
-func planDir(t *testing.T, dir string) *PlanJSON {
+func planDir(t *testing.T, dir string) *jsonplan.Document {
 	t.Helper()
 	cfg, diags := config.Load(dir)
 	if diags.HasErrors() {
@@ -32,7 +33,7 @@ func planDir(t *testing.T, dir string) *PlanJSON {
 		t.Fatalf("planner.Build(%s): %v", dir, p.Diagnostics)
 	}
 	var buf bytes.Buffer
-	if err := WritePlanJSON(&buf, NewPlanJSON(p, "test", cfg.Files)); err != nil {
+	if err := WritePlanJSON(&buf, jsonplan.NewDocument(p, "test", cfg.Files)); err != nil {
 		t.Fatal(err)
 	}
 	doc, err := plandiff.DecodePlan(buf.Bytes(), dir)
@@ -77,29 +78,29 @@ var diffCases = []struct {
 	// kinds are the exposure delta's finding kinds, in order.
 	kinds []string
 }{
-	{"diff-widen-credential", VerdictWidened, []string{plandiff.KindCredentialAdded}},
-	{"diff-widen-network", VerdictWidened, []string{plandiff.KindNetworkOpened, plandiff.KindNetworkOpened}},
-	{"diff-widen-new-runner", VerdictWidened, []string{plandiff.KindCredentialAdded}},
-	{"diff-widen-image", VerdictWidened, []string{plandiff.KindImageUnpinned}},
-	{"diff-widen-hardening", VerdictWidened, []string{
+	{"diff-widen-credential", verdictWidened, []string{plandiff.KindCredentialAdded}},
+	{"diff-widen-network", verdictWidened, []string{plandiff.KindNetworkOpened, plandiff.KindNetworkOpened}},
+	{"diff-widen-new-runner", verdictWidened, []string{plandiff.KindCredentialAdded}},
+	{"diff-widen-image", verdictWidened, []string{plandiff.KindImageUnpinned}},
+	{"diff-widen-hardening", verdictWidened, []string{
 		plandiff.KindHardeningLost, plandiff.KindHardeningLost, plandiff.KindHardeningLost,
 		plandiff.KindHardeningLost, plandiff.KindHardeningLost, plandiff.KindHardeningLost,
 	}},
-	{"diff-narrow", VerdictNarrowed, []string{
+	{"diff-narrow", verdictNarrowed, []string{
 		plandiff.KindCredentialRemoved, plandiff.KindCredentialRemoved,
 		plandiff.KindHardeningGained, plandiff.KindHardeningGained, plandiff.KindImagePinned, plandiff.KindNetworkClosed,
 		plandiff.KindCredentialRemoved, plandiff.KindHardeningGained, plandiff.KindHardeningGained, plandiff.KindNetworkClosed,
 	}},
-	{"diff-reorder", VerdictUnchanged, nil},
-	{"diff-widen-runtime", VerdictWidened, []string{
+	{"diff-reorder", verdictUnchanged, nil},
+	{"diff-widen-runtime", verdictWidened, []string{
 		plandiff.KindCredentialAdded, plandiff.KindCredentialAdded, plandiff.KindEgressAdded,
 		plandiff.KindRuntimeWidened, plandiff.KindRuntimeWidened,
 	}},
-	{"diff-narrow-runtime", VerdictNarrowed, []string{plandiff.KindRuntimeNarrowed, plandiff.KindRuntimeNarrowed}},
-	{"diff-widen-budget", VerdictWidened, []string{
+	{"diff-narrow-runtime", verdictNarrowed, []string{plandiff.KindRuntimeNarrowed, plandiff.KindRuntimeNarrowed}},
+	{"diff-widen-budget", verdictWidened, []string{
 		plandiff.KindBudgetRaised, plandiff.KindBudgetRaised, plandiff.KindBudgetRaised, plandiff.KindBudgetRaised,
 	}},
-	{"diff-narrow-budget", VerdictNarrowed, []string{
+	{"diff-narrow-budget", verdictNarrowed, []string{
 		plandiff.KindBudgetLowered, plandiff.KindBudgetLowered, plandiff.KindBudgetLowered, plandiff.KindBudgetLowered,
 	}},
 }
@@ -109,7 +110,7 @@ func TestDiffGolden(t *testing.T) {
 	for _, tc := range diffCases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := diffCase(t, tc.name)
-			if got := DiffVerdict(d); got != tc.verdict {
+			if got := diffVerdict(d); got != tc.verdict {
 				t.Errorf("DiffVerdict() = %q, want %q", got, tc.verdict)
 			}
 			var kinds []string
@@ -134,7 +135,7 @@ func TestDiffGolden(t *testing.T) {
 			}, URI: func(name string) string { return SARIFRelativeURI(filepath.ToSlash(headPath(name))) }}
 			for format, file := range map[string]string{"human": "diff.txt", "json": "diff.json", "markdown": "diff.md", "sarif": "diff.sarif"} {
 				var buf bytes.Buffer
-				if err := DiffFormats[format](&buf, d, opts); err != nil {
+				if err := diffFormats[format](&buf, d, opts); err != nil {
 					t.Fatalf("%s: %v", format, err)
 				}
 				diffGolden(t, filepath.Join(dir, file), buf.Bytes())
@@ -152,10 +153,10 @@ func TestDiffReorderIsEmpty(t *testing.T) {
 		t.Errorf("a pure reorder must produce an empty diff, got %+v", d)
 	}
 	var buf bytes.Buffer
-	if err := WriteDiffSARIF(&buf, d, DiffOptions{}); err != nil {
+	if err := writeDiffSARIF(&buf, d, DiffOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var log SARIFLog
+	var log sarifLog
 	if err := json.Unmarshal(buf.Bytes(), &log); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestDiffHumanEscapesControlCharacters(t *testing.T) {
 			Message: "K reaches \x1b[2J\x1b[32mnothing\u202e to see"}},
 	}
 	var buf bytes.Buffer
-	if err := WriteDiffHuman(&buf, d, DiffOptions{}); err != nil {
+	if err := writeDiffHuman(&buf, d, DiffOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
@@ -193,7 +194,7 @@ func TestDiffArgvLines(t *testing.T) {
 		{Op: "-", Word: "img:1"}, {Op: "+", Word: "img:2"},
 		{Op: " ", Word: "--model"}, {Op: " ", Word: "m x"},
 	}
-	want := []DiffArgvLine{
+	want := []diffArgvLine{
 		{" ", "docker run"}, {" ", "--rm"},
 		{"-", "--pids-limit 512"}, {"+", "--pids-limit 4096"},
 		{"-", "--memory 4g"},
@@ -202,11 +203,11 @@ func TestDiffArgvLines(t *testing.T) {
 		{"-", "img:1"}, {"+", "img:2"},
 		{" ", "--model 'm x'"},
 	}
-	if diff := cmp.Diff(want, DiffArgvLines(edits)); diff != "" {
+	if diff := cmp.Diff(want, diffArgvLines(edits)); diff != "" {
 		t.Errorf("DiffArgvLines() mismatch (-want +got):\n%s", diff)
 	}
-	hunks := DiffArgvHunks(want, 1)
-	wantHunks := []DiffArgvLine{
+	hunks := diffArgvHunks(want, 1)
+	wantHunks := []diffArgvLine{
 		{" ", "..."}, {" ", "--rm"},
 		{"-", "--pids-limit 512"}, {"+", "--pids-limit 4096"}, {"-", "--memory 4g"}, {" ", "-e K"}, {"+", "-e L"},
 		{"-", "img:1"}, {"+", "img:2"}, {" ", "--model 'm x'"},

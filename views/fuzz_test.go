@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kewplan/kewplan/internal/jsonlimit"
+	"github.com/kewplan/kewplan/jsonplan"
 )
 
 // FuzzPlanViews: whatever a plan file holds, the human and markdown plans write no raw control character,
@@ -30,11 +31,11 @@ func FuzzPlanViews(f *testing.F) {
 		if jsonlimit.Check(b, jsonlimit.Limits{}) != nil {
 			return
 		}
-		var doc PlanJSON
+		var doc jsonplan.Document
 		if json.Unmarshal(b, &doc) != nil {
 			return
 		}
-		for name, render := range map[string]PlanRenderer{"human": WritePlanHuman, "markdown": WritePlanMarkdown} {
+		for name, render := range map[string]planRenderer{"human": WritePlanHuman, "markdown": WritePlanMarkdown} {
 			var buf bytes.Buffer
 			if err := render(&buf, &doc); err != nil {
 				t.Fatal(err)

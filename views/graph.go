@@ -2,6 +2,7 @@ package views
 
 import (
 	"github.com/kewplan/kewplan/internal/termsafe"
+	"github.com/kewplan/kewplan/jsonplan"
 	"io"
 	"strings"
 )
@@ -9,7 +10,7 @@ import (
 // WriteGraphDOT writes the dispatch graph as Graphviz DOT: a box per node labelled with its runner and role,
 // and an edge from each dependency to the node that waits for it (the order apply runs them). Nodes and edges
 // follow the plan's dependency order, so the output is deterministic.
-func WriteGraphDOT(w io.Writer, doc *PlanJSON) error {
+func WriteGraphDOT(w io.Writer, doc *jsonplan.Document) error {
 	pw := &planWriter{w: w}
 	pw.printf("digraph kewplan {\n")
 	pw.printf("  rankdir = \"LR\";\n")

@@ -10,17 +10,17 @@ import (
 func TestApplyViewKinds(t *testing.T) {
 	var out, errOut bytes.Buffer
 	s := Streams{Stdout: &out, Stderr: &errOut}
-	human := NewApply(ViewHuman, s)
+	human := NewApply(viewHuman, s)
 	if hs := human.Hooks(); len(hs) != 1 {
 		t.Fatalf("human hooks = %d", len(hs))
-	} else if _, ok := hs[0].(*ApplyDisplay); !ok {
+	} else if _, ok := hs[0].(*applyDisplay); !ok {
 		t.Errorf("human hook is %T, want *ApplyDisplay", hs[0])
 	}
 	human.NothingToApply()
-	js := NewApply(ViewJSON, s)
+	js := NewApply(viewJSON, s)
 	if hs := js.Hooks(); len(hs) != 1 {
 		t.Fatalf("json hooks = %d", len(hs))
-	} else if _, ok := hs[0].(*ApplyStream); !ok {
+	} else if _, ok := hs[0].(*applyStream); !ok {
 		t.Errorf("json hook is %T, want *ApplyStream", hs[0])
 	}
 	js.ApprovalPrompt(2)

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -32,7 +33,7 @@ func rawControl(out []byte) string {
 	return ""
 }
 
-func hostilePlan(t *testing.T, src string) (*PlanJSON, map[string][]byte) {
+func hostilePlan(t *testing.T, src string) (*jsonplan.Document, map[string][]byte) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644); err != nil {
@@ -40,11 +41,11 @@ func hostilePlan(t *testing.T, src string) (*PlanJSON, map[string][]byte) {
 	}
 	cfg, diags := config.Load(dir)
 	if diags.HasErrors() {
-		return NewPlanJSON(&planner.Plan{FormatVersion: planner.FormatVersion, Diagnostics: diags}, "test", cfg.Files), cfg.Files
+		return jsonplan.NewDocument(&planner.Plan{Diagnostics: diags}, "test", cfg.Files), cfg.Files
 	}
 	vars, _ := cfg.ResolveVariables(config.VariableInputs{})
 	p, _ := planner.Build(cfg, planner.Inputs{Vars: vars, FS: config.DirFS(cfg.Dir)})
-	return NewPlanJSON(p, "test", cfg.Files), cfg.Files
+	return jsonplan.NewDocument(p, "test", cfg.Files), cfg.Files
 }
 
 // TestPlanViewsEscapeControlCharacters: a model, an argv word and a runner carrying terminal control sequences and
@@ -64,7 +65,7 @@ node "fix" {
 }
 `
 	doc, _ := hostilePlan(t, src)
-	for name, render := range map[string]PlanRenderer{"human": WritePlanHuman, "markdown": WritePlanMarkdown} {
+	for name, render := range map[string]planRenderer{"human": WritePlanHuman, "markdown": WritePlanMarkdown} {
 		var buf bytes.Buffer
 		if err := render(&buf, doc); err != nil {
 			t.Fatal(err)
@@ -99,7 +100,7 @@ func TestDiagnosticSnippetsEscapeControlCharacters(t *testing.T) {
 	}
 	for _, color := range []bool{false, true} {
 		var buf bytes.Buffer
-		if err := WriteDiagnostics(&buf, diags, color, cfg.Files); err != nil {
+		if err := writeDiagnostics(&buf, diags, color, cfg.Files); err != nil {
 			t.Fatal(err)
 		}
 		out := buf.String()

@@ -2,6 +2,8 @@ package views
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/kewplan/kewplan/executor/conform"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/executor/verdict"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
@@ -50,37 +53,37 @@ func TestHostileStringsEscapedInViews(t *testing.T) {
 		{Attempt: 1, Status: h, StopReason: hostileText, RetryWait: h}, {Attempt: 2, Status: h, StopReason: h}}}}
 	result := ledger.NodeResult{RunID: h, Node: h, Runner: h, Model: h, Status: ledger.StatusFailed, Reason: hostileText,
 		Totals: runners.RunTotals{Model: h, SessionID: h, CostUSD: &cost}, Started: t0, Ended: t1}
-	doc := &PlanJSON{Nodes: []planner.NodeDocument{{Name: h, Runner: h, Role: h, DependsOn: []string{h}, Errors: true}}}
+	doc := &jsonplan.Document{Nodes: []jsonplan.NodeDocument{{Name: h, Runner: h, Role: h, DependsOn: []string{h}, Errors: true}}}
 	check := conform.Check{ID: 1, Title: h, Status: conform.Fail, Evidence: []string{hostileText}}
 
 	views := map[string]func(w *bytes.Buffer) error{
-		"diff human":       func(w *bytes.Buffer) error { return WriteDiffHuman(w, diff, DiffOptions{}) },
-		"diff human color": func(w *bytes.Buffer) error { return WriteDiffHuman(w, diff, DiffOptions{Color: true}) },
-		"diff markdown":    func(w *bytes.Buffer) error { return WriteDiffMarkdown(w, diff) },
-		"runs list":        func(w *bytes.Buffer) error { return WriteRunsHuman(w, []ledger.RunRecord{run}) },
+		"diff human":       func(w *bytes.Buffer) error { return writeDiffHuman(w, diff, DiffOptions{}) },
+		"diff human color": func(w *bytes.Buffer) error { return writeDiffHuman(w, diff, DiffOptions{Color: true}) },
+		"diff markdown":    func(w *bytes.Buffer) error { return writeDiffMarkdown(w, diff) },
+		"runs list":        func(w *bytes.Buffer) error { return writeRunsHuman(w, []ledger.RunRecord{run}) },
 		"runs show": func(w *bytes.Buffer) error {
-			return WriteRunHistoryHuman(w, &run, []ledger.NodeRecord{node}, hist)
+			return writeRunHistoryHuman(w, &run, []ledger.NodeRecord{node}, hist)
 		},
 		"telemetry reported": func(w *bytes.Buffer) error {
-			return WriteTelemetry(w, h, runners.RunTotals{Model: h, ModelSource: runners.ModelReported, SessionID: h})
+			return writeTelemetry(w, h, runners.RunTotals{Model: h, ModelSource: runners.ModelReported, SessionID: h})
 		},
 		"telemetry routed": func(w *bytes.Buffer) error {
-			return WriteTelemetry(w, h, runners.RunTotals{Model: h, ModelSource: runners.ModelRouted, SessionID: h})
+			return writeTelemetry(w, h, runners.RunTotals{Model: h, ModelSource: runners.ModelRouted, SessionID: h})
 		},
 		"conform": func(w *bytes.Buffer) error {
-			return ConformReportHuman(w, &conform.Report{Image: h, ImageID: h, Runner: h, Protocol: h, Agent: h, Rows: []conform.Check{check}}, false)
+			return conformReportHuman(w, &conform.Report{Image: h, ImageID: h, Runner: h, Protocol: h, Agent: h, Rows: []conform.Check{check}}, false)
 		},
 		"smoke": func(w *bytes.Buffer) error {
-			return SmokeReportHuman(w, &conform.SmokeReport{Image: h, ImageID: h, Runner: h, Argv: []string{"docker", h}, Checks: []conform.Check{check}}, false)
+			return smokeReportHuman(w, &conform.SmokeReport{Image: h, ImageID: h, Runner: h, Argv: []string{"docker", h}, Checks: []conform.Check{check}}, false)
 		},
 		"runners": func(w *bytes.Buffer) error {
-			return WriteRunnersHuman(w, []planner.RunnerInfo{{Name: h, Kind: h, Protocol: h, Credentials: []string{h},
+			return writeRunnersHuman(w, []planner.RunnerInfo{{Name: h, Kind: h, Protocol: h, Credentials: []string{h},
 				CredentialOrigins: []string{h}, Declared: h, Image: h, Endpoints: []string{h}}})
 		},
 		"graph": func(w *bytes.Buffer) error { return WriteGraphDOT(w, doc) },
 		"apply display": func(w *bytes.Buffer) error {
 			for _, live := range []bool{false, true} {
-				v := NewApplyDisplay(w, live, live)
+				v := newApplyDisplay(w, live, live)
 				v.ApplyStart(executor.ApplyStartEvent{RunID: h, Nodes: []string{h}, Parallelism: 1, Time: t0, Warnings: []string{hostileText}})
 				v.NodeStart(executor.NodeStartEvent{RunID: h, Node: h, Runner: h, Image: h, Model: h, Time: t0})
 				v.NodeProgress(executor.NodeProgressEvent{RunID: h, Node: h, Totals: result.Totals, Time: t0})
@@ -130,4 +133,15 @@ func stripOwnStyles(out []byte) []byte {
 		b.WriteByte(out[i])
 	}
 	return b.Bytes()
+}
+
+// An error that quotes a file (a plan's format_version, a configuration path) reaches the terminal escaped.
+func TestErrorEscaped(t *testing.T) {
+	var stderr bytes.Buffer
+	v := NewView(Streams{Stdout: io.Discard, Stderr: &stderr})
+	v.Error(errors.New("plan format 1.0\x1b]0;pwned\x07 is not supported\nsecond line"))
+	v.UsageError(errors.New("bad \x1b[2J flag"))
+	if got := stderr.String(); strings.ContainsAny(got, "\x1b\x07") || !strings.Contains(got, "\nsecond line") {
+		t.Errorf("errors printed as %q", got)
+	}
 }

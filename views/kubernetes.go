@@ -9,11 +9,11 @@ import (
 	"github.com/kewplan/kewplan/k8srender"
 )
 
-// WriteKubernetesSummary renders the Kubernetes objects of a plan for people: per node its Job and prompt Secret,
+// writeKubernetesSummary renders the Kubernetes objects of a plan for people: per node its Job and prompt Secret,
 // the pod's steps with what each mounts, the values waiting for other nodes, then the shared objects and the
 // named differences from the Docker engine. Every value from the configuration goes through diffSafe, so nothing
 // a terminal interprets is printed.
-func WriteKubernetesSummary(w io.Writer, m *k8srender.Manifests) error {
+func writeKubernetesSummary(w io.Writer, m *k8srender.Manifests) error {
 	ew := &planWriter{w: w}
 	ew.printf("Kubernetes objects in namespace %s (run %s)\n", diffSafe(m.Namespace), diffSafe(m.RunID))
 	for _, n := range m.Nodes {

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/runners"
 	"github.com/kewplan/kewplan/transcript"
 )
@@ -41,8 +42,8 @@ type LogsFooter struct {
 	Status      string   // the node's final status, when it was followed to its end
 }
 
-// LogsOptions shape the human transcript.
-type LogsOptions struct {
+// logsOptions shape the human transcript.
+type logsOptions struct {
 	Color       bool // ANSI styling; the caller decides (terminal, --no-color, NO_COLOR)
 	Width       int  // the terminal's width; tool output and summaries are cut to it (0: no limit)
 	ResultLines int  // lines of a tool result shown before "… N more lines" (0: 5)
@@ -55,8 +56,8 @@ type LogsView interface {
 	Footer(LogsFooter) error
 }
 
-// NewLogsView returns the human view, or with jsonLines the JSON one (one normalised event per line).
-func NewLogsView(w io.Writer, jsonLines bool, opts LogsOptions) LogsView {
+// newLogsView returns the human view, or with jsonLines the JSON one (one normalised event per line).
+func newLogsView(w io.Writer, jsonLines bool, opts logsOptions) LogsView {
 	if jsonLines {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
@@ -78,7 +79,7 @@ func (v *logsJSON) Event(e transcript.Event) error { return v.enc.Encode(e) }
 
 type logsHuman struct {
 	w        io.Writer
-	o        LogsOptions
+	o        logsOptions
 	err      error
 	lastText string
 	result   *transcript.Event
@@ -128,20 +129,20 @@ func (v *logsHuman) Header(h LogsHeader) error {
 	parts := []string{}
 	for _, s := range []string{h.Runner, h.Model} {
 		if s != "" {
-			parts = append(parts, EscapeTerminal(s, false))
+			parts = append(parts, termsafe.String(s))
 		}
 	}
 	if h.Image != "" {
-		parts = append(parts, "image "+EscapeTerminal(h.Image, false))
+		parts = append(parts, "image "+termsafe.String(h.Image))
 	}
 	if h.Status != "" {
-		parts = append(parts, EscapeTerminal(h.Status, false))
+		parts = append(parts, termsafe.String(h.Status))
 	}
 	if h.Attempt > 0 {
 		parts = append(parts, "attempt "+strconv.Itoa(h.Attempt))
 	}
 	if h.Duration > 0 {
-		parts = append(parts, logsDuration(h.Duration))
+		parts = append(parts, formatElapsed(h.Duration))
 	}
 	if h.Totals != nil {
 		parts = append(parts, logsTokens(h.Totals.InputTokens, h.Totals.OutputTokens, h.Totals.CacheReadTokens, h.Totals.CacheWriteTokens))
@@ -150,9 +151,9 @@ func (v *logsHuman) Header(h LogsHeader) error {
 	if h.Continued {
 		parts = nil
 	}
-	v.printf("%s\n", v.style(logsAnsiBold, strings.Join(append([]string{"── " + EscapeTerminal(name, false)}, parts...), " · ")))
+	v.printf("%s\n", v.style(logsAnsiBold, strings.Join(append([]string{"── " + termsafe.String(name)}, parts...), " · ")))
 	if h.Reason != "" && !h.Continued {
-		v.printf("  %s\n", v.style(logsAnsiYellow, v.cut(EscapeTerminal(h.Reason, false), 2)))
+		v.printf("  %s\n", v.style(logsAnsiYellow, v.cut(termsafe.String(h.Reason), 2)))
 	}
 	return v.err
 }
@@ -162,11 +163,11 @@ func (v *logsHuman) Event(e transcript.Event) error {
 	case transcript.KindText:
 		v.text(e)
 	case transcript.KindToolCall:
-		v.printf("  %s\n", v.style(logsAnsiCyan, v.cut("▸ "+EscapeTerminal(e.Summary, false), 2)))
+		v.printf("  %s\n", v.style(logsAnsiCyan, v.cut("▸ "+termsafe.String(e.Summary), 2)))
 	case transcript.KindToolResult:
 		v.toolResult(e)
 	case transcript.KindError:
-		msg := "✗ error: " + EscapeTerminal(e.Message, false)
+		msg := "✗ error: " + termsafe.String(e.Message)
 		if e.Status != 0 {
 			msg += fmt.Sprintf(" (HTTP %d)", e.Status)
 		}
@@ -176,13 +177,13 @@ func (v *logsHuman) Event(e transcript.Event) error {
 	case transcript.KindResult:
 		v.resultEvent(e)
 	case transcript.KindStderr:
-		v.printf("  %s %s\n", v.style(logsAnsiYellow, "stderr │"), v.cut(EscapeTerminal(e.Text, false), 11))
+		v.printf("  %s %s\n", v.style(logsAnsiYellow, "stderr │"), v.cut(termsafe.String(e.Text), 11))
 	case transcript.KindUnparsed:
 		what := "not an event"
 		if e.Reason == transcript.ReasonOversized {
 			what = "oversized line"
 		}
-		msg := fmt.Sprintf("⚠ line %d: %s (%s bytes): %s", e.Line, what, FormatCount(e.Bytes), EscapeTerminal(e.Excerpt, false))
+		msg := fmt.Sprintf("⚠ line %d: %s (%s bytes): %s", e.Line, what, formatCount(e.Bytes), termsafe.String(e.Excerpt))
 		if e.Bytes > int64(len(e.Excerpt)) {
 			msg += "…"
 		}
@@ -192,7 +193,7 @@ func (v *logsHuman) Event(e transcript.Event) error {
 }
 
 func (v *logsHuman) text(e transcript.Event) {
-	body := strings.TrimRight(EscapeTerminal(e.Text, true), "\n")
+	body := strings.TrimRight(termsafe.Text(e.Text), "\n")
 	body = strings.ReplaceAll(body, "\n", "\n  ")
 	if e.Role == transcript.RoleReasoning {
 		v.printf("  %s\n", v.style(logsAnsiDim, "~ "+strings.ReplaceAll(body, "\n  ", "\n  ~ ")))
@@ -215,28 +216,28 @@ func (v *logsHuman) toolResult(e transcript.Event) {
 	lines := strings.Split(out, "\n")
 	shown := min(len(lines), v.o.ResultLines)
 	for _, l := range lines[:shown] {
-		v.printf("    %s %s\n", bar, v.cut(EscapeTerminal(strings.TrimRight(l, "\r"), false), 6))
+		v.printf("    %s %s\n", bar, v.cut(termsafe.String(strings.TrimRight(l, "\r")), 6))
 	}
 	if rest := len(lines) - shown; rest > 0 {
 		word := "lines"
 		if rest == 1 {
 			word = "line"
 		}
-		v.printf("    %s %s\n", bar, v.style(logsAnsiDim, fmt.Sprintf("… %s more %s", FormatCount(int64(rest)), word)))
+		v.printf("    %s %s\n", bar, v.style(logsAnsiDim, fmt.Sprintf("… %s more %s", formatCount(int64(rest)), word)))
 	}
 }
 
 func (v *logsHuman) usage(e transcript.Event) {
 	parts := []string{"model call"}
 	if e.Model != "" {
-		parts = append(parts, EscapeTerminal(e.Model, false))
+		parts = append(parts, termsafe.String(e.Model))
 	}
 	parts = append(parts, logsTokenParts(e.InputTokens, e.OutputTokens, e.CacheReadTokens, e.CacheWriteTokens)...)
 	if e.CostUSD != nil {
 		parts = append(parts, logsCost(e.CostUSD))
 	}
 	if e.StopReason != "" {
-		parts = append(parts, "stop "+EscapeTerminal(e.StopReason, false))
+		parts = append(parts, "stop "+termsafe.String(e.StopReason))
 	}
 	v.printf("  %s\n", v.style(logsAnsiDim, "· "+strings.Join(parts, " · ")))
 }
@@ -250,7 +251,7 @@ func (v *logsHuman) resultEvent(e transcript.Event) {
 	}
 	parts := []string{}
 	if e.StopReason != "" {
-		parts = append(parts, EscapeTerminal(e.StopReason, false))
+		parts = append(parts, termsafe.String(e.StopReason))
 	}
 	if e.Reason == "eof" {
 		parts = append(parts, "the stream ended without its final event")
@@ -259,7 +260,7 @@ func (v *logsHuman) resultEvent(e transcript.Event) {
 		parts = append(parts, logsPlural(*e.Turns, "turn", "turns"))
 	}
 	if e.DurationMS != nil {
-		parts = append(parts, logsDuration(time.Duration(*e.DurationMS)*time.Millisecond))
+		parts = append(parts, formatElapsed(time.Duration(*e.DurationMS)*time.Millisecond))
 	}
 	if e.ExitCode != nil {
 		parts = append(parts, "exit "+strconv.FormatInt(*e.ExitCode, 10))
@@ -275,10 +276,10 @@ func (v *logsHuman) Footer(f LogsFooter) error {
 	t := f.Totals
 	parts := []string{logsTokens(t.InputTokens, t.OutputTokens, t.CacheReadTokens, t.CacheWriteTokens), logsCost(t.CostUSD)}
 	if t.Model != "" {
-		parts = append(parts, EscapeTerminal(t.Model, false))
+		parts = append(parts, termsafe.String(t.Model))
 	}
 	if v.result != nil && v.result.StopReason != "" {
-		parts = append(parts, "stop "+EscapeTerminal(v.result.StopReason, false))
+		parts = append(parts, "stop "+termsafe.String(v.result.StopReason))
 	}
 	failed := t.IsError
 	switch {
@@ -296,16 +297,16 @@ func (v *logsHuman) Footer(f LogsFooter) error {
 		label = "totals (failed)"
 	}
 	if f.Status != "" {
-		label = EscapeTerminal(f.Status, false) + ", totals"
+		label = termsafe.String(f.Status) + ", totals"
 	}
 	v.printf("%s %s\n", v.style(logsAnsiBold, "── "+label+":"), strings.Join(parts, " · "))
 	if failed && len(f.StderrTail) > 0 {
-		v.printf("%s\n", v.style(logsAnsiYellow, fmt.Sprintf("── stderr, last %d of %s lines:", len(f.StderrTail), FormatCount(f.StderrLines))))
+		v.printf("%s\n", v.style(logsAnsiYellow, fmt.Sprintf("── stderr, last %d of %s lines:", len(f.StderrTail), formatCount(f.StderrLines))))
 		for _, l := range f.StderrTail {
-			v.printf("  %s\n", v.cut(EscapeTerminal(l, false), 2))
+			v.printf("  %s\n", v.cut(termsafe.String(l), 2))
 		}
 	} else if f.StderrLines > 0 {
-		v.printf("%s\n", v.style(logsAnsiDim, fmt.Sprintf("── stderr: %s lines (--json shows them)", FormatCount(f.StderrLines))))
+		v.printf("%s\n", v.style(logsAnsiDim, fmt.Sprintf("── stderr: %s lines (--json shows them)", formatCount(f.StderrLines))))
 	}
 	return v.err
 }
@@ -317,7 +318,7 @@ func logsTokenParts(in, out, cr, cw *int64) []string {
 		what string
 	}{{in, "in"}, {out, "out"}, {cr, "cache read"}, {cw, "cache write"}} {
 		if x.n != nil {
-			parts = append(parts, FormatCount(*x.n)+" "+x.what)
+			parts = append(parts, formatCount(*x.n)+" "+x.what)
 		}
 	}
 	return parts
@@ -334,22 +335,9 @@ func logsCost(c *float64) string {
 	return "$" + strconv.FormatFloat(*c, 'f', -1, 64)
 }
 
-func logsDuration(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
-	case d < time.Minute:
-		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	default:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-}
-
 func logsPlural(n int64, one, many string) string {
 	if n == 1 {
 		return "1 " + one
 	}
-	return FormatCount(n) + " " + many
+	return formatCount(n) + " " + many
 }

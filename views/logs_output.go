@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/term"
+
+	"github.com/kewplan/kewplan/internal/termsafe"
 )
 
 // LogsOutputOptions say where `kewplan logs` may page.
@@ -49,7 +51,7 @@ func NewLogsOutput(s Streams, o LogsOutputOptions) *LogsOutput {
 // View returns the transcript view writing to this output: human (coloured and cut to the terminal's width
 // when the streams allow) or, with jsonLines, one normalised event per line.
 func (o *LogsOutput) View(jsonLines bool) LogsView {
-	return NewLogsView(o.w, jsonLines, LogsOptions{Color: o.s.Color && o.s.Terminal, Width: o.width})
+	return newLogsView(o.w, jsonLines, logsOptions{Color: o.s.Color && o.s.Terminal, Width: o.width})
 }
 
 // Raw prints a stored stream as it is. On a terminal its control characters are escaped: the stored bytes are
@@ -84,7 +86,7 @@ func (o *LogsOutput) RawChunk(chunk []byte) error {
 		_, err := o.w.Write(chunk)
 		return err
 	}
-	_, err := io.WriteString(o.w, EscapeTerminal(string(chunk), true))
+	_, err := io.WriteString(o.w, termsafe.Text(string(chunk)))
 	return err
 }
 

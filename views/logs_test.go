@@ -13,14 +13,14 @@ import (
 )
 
 // renderLogs renders a recorded stream the way `kewplan logs --runner` does.
-func renderLogs(t *testing.T, protocol string, in []byte, jsonLines bool, opts LogsOptions) string {
+func renderLogs(t *testing.T, protocol string, in []byte, jsonLines bool, opts logsOptions) string {
 	t.Helper()
 	p, ok := transcript.New("node", protocol, "")
 	if !ok {
 		t.Fatalf("unknown protocol %q", protocol)
 	}
 	var out bytes.Buffer
-	v := NewLogsView(&out, jsonLines, opts)
+	v := newLogsView(&out, jsonLines, opts)
 	if err := v.Header(LogsHeader{Node: "node", Runner: protocol}); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestLogsGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := renderLogs(t, protocol, in, false, LogsOptions{})
+			got := renderLogs(t, protocol, in, false, logsOptions{})
 			golden := filepath.Join("testdata", "logs", name+".txt")
 			if os.Getenv("KEWPLAN_UPDATE") != "" {
 				os.MkdirAll(filepath.Dir(golden), 0o755)
@@ -75,7 +75,7 @@ func TestLogsHostileText(t *testing.T) {
 		`{"type":"error","error":{"name":"X","data":{"message":"` + jsonEscape(evil) + `"}}}`,
 		"garbage " + evil + "\xff",
 	}
-	got := renderLogs(t, "opencode", []byte(strings.Join(lines, "\n")+"\n"), false, LogsOptions{})
+	got := renderLogs(t, "opencode", []byte(strings.Join(lines, "\n")+"\n"), false, logsOptions{})
 	for _, bad := range []string{"\x1b", "\x07", "\u202e", "\u2066", "\u009b", "\xff"} {
 		if strings.Contains(got, bad) {
 			t.Errorf("output contains %q raw:\n%s", bad, got)
@@ -86,7 +86,7 @@ func TestLogsHostileText(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
 	}
-	colored := renderLogs(t, "opencode", []byte(lines[0]+"\n"), false, LogsOptions{Color: true})
+	colored := renderLogs(t, "opencode", []byte(lines[0]+"\n"), false, logsOptions{Color: true})
 	if !strings.Contains(colored, "\x1b[1m") {
 		t.Errorf("Color: true wrote no styling:\n%q", colored)
 	}
@@ -110,7 +110,7 @@ func jsonEscape(s string) string {
 func TestLogsToolResultTruncated(t *testing.T) {
 	out := strings.Repeat("line\n", 12)
 	var b bytes.Buffer
-	v := NewLogsView(&b, false, LogsOptions{})
+	v := newLogsView(&b, false, logsOptions{})
 	v.Event(transcript.Event{Kind: transcript.KindToolResult, Output: out})
 	want := strings.Repeat("    │ line\n", 5) + "    │ … 7 more lines\n"
 	if diff := cmp.Diff(want, b.String()); diff != "" {
@@ -120,37 +120,13 @@ func TestLogsToolResultTruncated(t *testing.T) {
 
 func TestLogsFailedFooterShowsStderrTail(t *testing.T) {
 	var b bytes.Buffer
-	v := NewLogsView(&b, false, LogsOptions{})
+	v := newLogsView(&b, false, logsOptions{})
 	code := 1
 	v.Footer(LogsFooter{ExitCode: &code, StderrTail: []string{"fatal: \x1b[2Jboom"}, StderrLines: 40})
 	got := b.String()
 	for _, want := range []string{"totals (failed)", "exit 1", "stderr, last 1 of 40 lines", `fatal: \x1b[2Jboom`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("footer lacks %q:\n%s", want, got)
-		}
-	}
-}
-
-func TestEscapeTerminal(t *testing.T) {
-	tests := []struct {
-		in        string
-		multiline bool
-		want      string
-	}{
-		{"plain", false, "plain"},
-		{"héllo wörld ✓", false, "héllo wörld ✓"},
-		{"a\nb\tc", true, "a\nb\tc"},
-		{"a\nb\tc", false, `a\x0ab\x09c`},
-		{"\x1b[31mred", true, `\x1b[31mred`},
-		{"\r\x7f", true, `\x0d\x7f`},
-		{"\u0085\u009b", true, `\u0085\u009b`},
-		{"\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069", false, `\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069`},
-		{"\u2028", true, `\u2028`},
-		{"bad\xffbyte", false, `bad\xffbyte`},
-	}
-	for _, tt := range tests {
-		if got := EscapeTerminal(tt.in, tt.multiline); got != tt.want {
-			t.Errorf("EscapeTerminal(%q, %v) = %q, want %q", tt.in, tt.multiline, got, tt.want)
 		}
 	}
 }

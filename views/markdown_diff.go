@@ -10,22 +10,22 @@ import (
 	"github.com/kewplan/kewplan/plandiff"
 )
 
-// MarkdownCommentLimit is GitHub's limit on the body of a pull-request comment, in characters. The diff comment
+// markdownCommentLimit is GitHub's limit on the body of a pull-request comment, in characters. The diff comment
 // is cut to fit in bytes, which is never more than characters, so a cut comment always posts.
-const MarkdownCommentLimit = 65536
+const markdownCommentLimit = 65536
 
-// DiffCommentMarker opens every diff comment, so a CI job can find its earlier comment and update it in place.
-const DiffCommentMarker = "<!-- kewplan-diff -->"
+// diffCommentMarker opens every diff comment, so a CI job can find its earlier comment and update it in place.
+const diffCommentMarker = "<!-- kewplan-diff -->"
 
-// WriteDiffMarkdown writes the diff as a pull-request comment: the verdict line, a summary table, the credential
+// writeDiffMarkdown writes the diff as a pull-request comment: the verdict line, a summary table, the credential
 // exposure delta first, then nodes added, removed and changed with each argv diff in a collapsible section, and
-// the diagnostics. It never exceeds MarkdownCommentLimit: what does not fit is left out with a note saying so.
+// the diagnostics. It never exceeds markdownCommentLimit: what does not fit is left out with a note saying so.
 //
 // Every value from the plans is escaped: a pull request controls its configuration, and must not be able to
 // forge the verdict, close a table or a <details> element, or mention people in the comment.
-func WriteDiffMarkdown(w io.Writer, d *plandiff.Diff) error {
+func writeDiffMarkdown(w io.Writer, d *plandiff.Diff) error {
 	// Every value is escaped where it is quoted; the last pass (termsafe.Text) is a guard for any that is not.
-	_, err := io.WriteString(w, termsafe.Text(diffMarkdown(d, MarkdownCommentLimit)))
+	_, err := io.WriteString(w, termsafe.Text(diffMarkdown(d, markdownCommentLimit)))
 	return err
 }
 
@@ -42,10 +42,10 @@ func diffMarkdown(d *plandiff.Diff, limit int) string {
 func mdHead(d *plandiff.Diff) string {
 	var head strings.Builder
 	wCount, nCount := d.Counts()
-	head.WriteString(DiffCommentMarker + "\n")
+	head.WriteString(diffCommentMarker + "\n")
 	head.WriteString("## kewplan diff\n\n")
-	switch DiffVerdict(d) {
-	case VerdictWidened:
+	switch diffVerdict(d) {
+	case verdictWidened:
 		head.WriteString("**:warning: " + mdText(diffVerdictLine(d)) + "**\n")
 	default:
 		head.WriteString("**:white_check_mark: " + mdText(diffVerdictLine(d)) + "**\n")
@@ -164,7 +164,7 @@ func mdFit(head string, sections []mdSection, foot string, limit int) string {
 		fmt.Fprintf(&b, "\n> [!NOTE]\n> This comment is truncated: %d of %d entries are not shown, to stay under GitHub's "+
 			"%d-character comment limit. The exposure delta comes first, so every widening change listed above is real; "+
 			"run `kewplan diff` on the two plans (or read the job's SARIF upload) for the whole diff.\n",
-			total-shown, total, MarkdownCommentLimit)
+			total-shown, total, markdownCommentLimit)
 	}
 	b.WriteString(foot)
 	return b.String()
@@ -181,7 +181,7 @@ func mdNodeChange(c plandiff.NodeChange) string {
 		fmt.Fprintf(&b, "- depends on: %s\n", mdCode(dependsText(c)))
 	}
 	if c.Argv != nil {
-		lines := DiffArgvHunks(DiffArgvLines(c.Argv), DiffArgvContext)
+		lines := diffArgvHunks(diffArgvLines(c.Argv), diffArgvContext)
 		text := make([]string, len(lines))
 		for i, l := range lines {
 			text[i] = termsafe.String(l.Op + " " + l.Text)

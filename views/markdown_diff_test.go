@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -12,16 +13,16 @@ import (
 // hugeDiff is a diff far over GitHub's comment limit: thousands of new nodes, each with credentials and a long
 // argv, and as many changed ones.
 func hugeDiff(nodes int) *plandiff.Diff {
-	base := &planner.Document{FormatVersion: "1.0"}
-	head := &planner.Document{FormatVersion: "1.0"}
+	base := &jsonplan.Document{FormatVersion: "1.0"}
+	head := &jsonplan.Document{FormatVersion: "1.0"}
 	for i := 0; i < nodes; i++ {
 		name := fmt.Sprintf("node-%05d", i)
 		c := &planner.Container{Name: "kew-" + name, Node: name, RunID: planner.RunPlaceholder, Checkout: planner.CheckoutPlaceholder,
 			Image: "ghcr.io/acme/agent@sha256:" + strings.Repeat("a", 64), Network: "kew-allowlist", PidsLimit: 512,
 			Memory: "4g", Env: []string{"ANTHROPIC_API_KEY"}, Args: []string{"--model", "claude-sonnet-4-5"}}
-		n := planner.NodeDocument{Name: name, Runner: "claude-code", Role: "worker", Image: c.Image, Network: "allowlist",
+		n := jsonplan.NodeDocument{Name: name, Runner: "claude-code", Role: "worker", Image: c.Image, Network: "allowlist",
 			Credentials: []string{"ANTHROPIC_API_KEY"}, CredentialOrigins: []string{"builtin"}, Argv: c.Argv(),
-			Range: &planner.RangeDocument{Filename: "main.hcl", Start: planner.PosDocument{Line: i + 1, Column: 1}, End: planner.PosDocument{Line: i + 1, Column: 5}}}
+			Range: &jsonplan.Range{Filename: "main.hcl", Start: jsonplan.Pos{Line: i + 1, Column: 1}, End: jsonplan.Pos{Line: i + 1, Column: 5}}}
 		if i%2 == 0 {
 			head.Nodes = append(head.Nodes, n)
 			continue
@@ -36,11 +37,11 @@ func hugeDiff(nodes int) *plandiff.Diff {
 
 func TestDiffMarkdownFitsComment(t *testing.T) {
 	d := hugeDiff(4000)
-	md := diffMarkdown(d, MarkdownCommentLimit)
-	if len(md) > MarkdownCommentLimit {
-		t.Fatalf("markdown is %d bytes, over the %d-character comment limit", len(md), MarkdownCommentLimit)
+	md := diffMarkdown(d, markdownCommentLimit)
+	if len(md) > markdownCommentLimit {
+		t.Fatalf("markdown is %d bytes, over the %d-character comment limit", len(md), markdownCommentLimit)
 	}
-	if !strings.HasPrefix(md, DiffCommentMarker+"\n## kewplan diff\n\n**:warning: Review required: ") {
+	if !strings.HasPrefix(md, diffCommentMarker+"\n## kewplan diff\n\n**:warning: Review required: ") {
 		t.Errorf("the comment must open with the marker and the verdict line:\n%s", md[:200])
 	}
 	if !strings.Contains(md, "This comment is truncated:") {
@@ -61,7 +62,7 @@ func TestDiffMarkdownFitsComment(t *testing.T) {
 }
 
 func TestDiffMarkdownNotTruncatedWhenItFits(t *testing.T) {
-	md := diffMarkdown(hugeDiff(6), MarkdownCommentLimit)
+	md := diffMarkdown(hugeDiff(6), markdownCommentLimit)
 	if strings.Contains(md, "truncated") {
 		t.Errorf("a small diff must not be truncated:\n%s", md)
 	}
@@ -102,7 +103,7 @@ func TestDiffMarkdownEscapesPlanValues(t *testing.T) {
 		Changed: []plandiff.NodeChange{{Name: "c", Fields: []plandiff.FieldChange{{Field: "model", Base: "a", Head: evil}},
 			Argv: []plandiff.WordEdit{{Op: " ", Word: "docker"}, {Op: " ", Word: "run"}, {Op: "+", Word: fence}}}},
 	}
-	md := diffMarkdown(d, MarkdownCommentLimit)
+	md := diffMarkdown(d, markdownCommentLimit)
 	for _, bad := range []string{"</details>|", "@everyone", "<img", "\n# Verdict", "| **Approved**"} {
 		if strings.Contains(md, bad) {
 			t.Errorf("markdown carries %q unescaped:\n%s", bad, md)

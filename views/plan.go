@@ -1,7 +1,6 @@
 package views
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -10,74 +9,43 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hashicorp/hcl/v2"
-
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/termsafe"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
-// PlanJSON is the JSON plan document (`kewplan plan --json`, and saved plans with their `saved` object). The type
-// lives in planner, which writes and reads saved plans; these names are the ones views and `kewplan diff` use.
-type PlanJSON = planner.Document
+// planRenderer writes a plan document in one format.
+type planRenderer func(w io.Writer, doc *jsonplan.Document) error
 
-// NodeJSON is one node of a PlanJSON.
-type NodeJSON = planner.NodeDocument
-
-// NewPlanJSON converts a plan, with its diagnostics in the validate shape (files, name -> source, gives their
-// snippets; several maps are merged).
-func NewPlanJSON(p *planner.Plan, kewplanVersion string, files ...map[string][]byte) *PlanJSON {
-	doc := planner.NewDocument(p, kewplanVersion)
-	doc.Diagnostics = planRawDiagnostics(p.Diagnostics, files...)
-	return doc
-}
-
-// PlanRenderer writes a plan document in one format.
-type PlanRenderer func(w io.Writer, doc *PlanJSON) error
-
-// PlanFormats are the formats of `kewplan plan --format` and `kewplan show`; adding a format is one entry.
-var PlanFormats = map[string]PlanRenderer{
+// planFormats are the formats of `kewplan plan --format` and `kewplan show`; adding a format is one entry.
+var planFormats = map[string]planRenderer{
 	"human":    WritePlanHuman,
 	"json":     WritePlanJSON,
 	"markdown": WritePlanMarkdown,
 }
 
-// PlanFormatNames lists PlanFormats, sorted, for help texts and errors.
-func PlanFormatNames() []string {
-	return slices.Sorted(maps.Keys(PlanFormats))
+// planFormatNames lists planFormats, sorted, for help texts and errors.
+func planFormatNames() []string {
+	return slices.Sorted(maps.Keys(planFormats))
 }
 
 // WritePlanJSON writes the document as indented JSON. Map keys are sorted by encoding/json, so the bytes are
 // deterministic. The saved object is left out: `plan --json` prints only the plan. The nodes are encoded in
 // parallel and streamed in order, so a plan of many nodes is never held twice, as a document and as text.
-func WritePlanJSON(w io.Writer, doc *PlanJSON) error {
+func WritePlanJSON(w io.Writer, doc *jsonplan.Document) error {
 	c := *doc
 	c.Saved = nil
 	return c.WriteIndented(w)
 }
 
-// planRawDiagnostics encodes diagnostics in the validate shape, snippets included (a credential written by
-// value is redacted there).
-func planRawDiagnostics(diags hcl.Diagnostics, files ...map[string][]byte) []json.RawMessage {
-	out := make([]json.RawMessage, 0, len(diags))
-	for _, d := range DiagnosticsJSON(diags, files...) {
-		b, err := json.Marshal(d)
-		if err != nil {
-			continue // a struct of strings and numbers always encodes
-		}
-		out = append(out, b)
-	}
-	return out
-}
-
-// decodePlanDiagnostics reads the diagnostics of a document back; an entry this version cannot read is kept as
-// an error saying so, so nothing is silently dropped.
-func decodePlanDiagnostics(raws []json.RawMessage) []DiagnosticJSON {
-	out := make([]DiagnosticJSON, 0, len(raws))
-	for _, raw := range raws {
-		var d DiagnosticJSON
-		if err := json.Unmarshal(raw, &d); err != nil || d.Summary == "" {
-			d = DiagnosticJSON{Severity: SeverityError, Summary: "Unreadable diagnostic",
+// planDiagnostics are the diagnostics of a document to render: an entry a plan file held that could not be read,
+// or one without a summary, is shown as an error saying so, so nothing is silently dropped.
+func planDiagnostics(ds jsonplan.Diagnostics) []jsonplan.Diagnostic {
+	out := make([]jsonplan.Diagnostic, 0, len(ds))
+	for _, d := range ds {
+		if d.Unreadable || d.Summary == "" {
+			d = jsonplan.Diagnostic{Severity: jsonplan.SeverityError, Summary: "Unreadable diagnostic",
 				Detail: "The plan holds a diagnostic this version of kewplan cannot read."}
 		}
 		out = append(out, d)
@@ -85,7 +53,7 @@ func decodePlanDiagnostics(raws []json.RawMessage) []DiagnosticJSON {
 	return out
 }
 
-func planDiagLocation(d DiagnosticJSON) string {
+func planDiagLocation(d jsonplan.Diagnostic) string {
 	if d.Range == nil {
 		return ""
 	}
@@ -97,7 +65,7 @@ type planCounts struct {
 	nodes, runnable, errors, warnings, credentials int
 }
 
-func countPlan(doc *PlanJSON, diags []DiagnosticJSON) planCounts {
+func countPlan(doc *jsonplan.Document, diags []jsonplan.Diagnostic) planCounts {
 	c := planCounts{nodes: len(doc.Nodes), credentials: len(doc.Exposure)}
 	for _, n := range doc.Nodes {
 		if len(n.Argv) > 0 {
@@ -105,7 +73,7 @@ func countPlan(doc *PlanJSON, diags []DiagnosticJSON) planCounts {
 		}
 	}
 	for _, d := range diags {
-		if d.Severity == SeverityWarning {
+		if d.Severity == jsonplan.SeverityWarning {
 			c.warnings++
 		} else {
 			c.errors++
@@ -131,10 +99,10 @@ var planDockerValueFlags = map[string]bool{
 	"--network": true, "--runtime": true, "--dns": true, "--memory": true, "--cpus": true, "--label": true, "-v": true, "-w": true, "-e": true,
 }
 
-// ArgvLines splits a planned `docker run` argv into shell-quoted lines of one flag each (with its value), the
+// argvLines splits a planned `docker run` argv into shell-quoted lines of one flag each (with its value), the
 // image on its own line, then the container args the same way. Joined with " \\\n" they form a command a
 // reviewer can read and paste.
-func ArgvLines(argv []string) []string {
+func argvLines(argv []string) []string {
 	if len(argv) < 2 {
 		return []string{planner.ShellJoin(argv)}
 	}
@@ -169,7 +137,7 @@ func ArgvLines(argv []string) []string {
 }
 
 // planNodeFacts are the labelled lines of one node, shared by the human and markdown views.
-func planNodeFacts(n *NodeJSON) [][2]string {
+func planNodeFacts(n *jsonplan.NodeDocument) [][2]string {
 	unknown := map[string]bool{}
 	for _, u := range n.Unknown {
 		unknown[u] = true
@@ -245,7 +213,7 @@ func planNodeFacts(n *NodeJSON) [][2]string {
 }
 
 // planEgress is the node's reach with the origin of each host, "any host (network open)" or "no host".
-func planEgress(n *NodeJSON) string {
+func planEgress(n *jsonplan.NodeDocument) string {
 	for _, u := range n.Unknown {
 		if u == "runner" {
 			return planner.UnknownValue
@@ -254,10 +222,10 @@ func planEgress(n *NodeJSON) string {
 	return planner.DescribeEgress(n.Network, n.EgressHosts())
 }
 
-// ReachSentence is what a reviewer must weigh for one node, in one sentence: the credentials it holds next to the
+// reachSentence is what a reviewer must weigh for one node, in one sentence: the credentials it holds next to the
 // hosts it can reach, e.g. `fix holds ANTHROPIC_API_KEY and can reach api.anthropic.com (runner), github.com
 // (sandbox)`.
-func ReachSentence(n *NodeJSON) string {
+func reachSentence(n *jsonplan.NodeDocument) string {
 	holds := "holds no credential"
 	if len(n.Credentials) > 0 {
 		holds = "holds " + strings.Join(n.Credentials, ", ")
@@ -267,7 +235,7 @@ func ReachSentence(n *NodeJSON) string {
 
 // planRetryText is a retry policy in one line, with where its attributes came from: "3 attempts on api_error,
 // timeout; backoff 10s doubling, capped 5m (attempts from node main.hcl:20; backoff, on from sandbox main.hcl:4)".
-func planRetryText(r *planner.RetryDocument) string {
+func planRetryText(r *jsonplan.RetryDocument) string {
 	var text string
 	if r.Attempts <= 1 {
 		text = "1 attempt (no retry)"
@@ -277,7 +245,7 @@ func planRetryText(r *planner.RetryDocument) string {
 			on = strings.Join(r.On, ", ")
 		}
 		text = fmt.Sprintf("%d attempts on %s; backoff %s doubling, capped %s", r.Attempts, on, r.Backoff,
-			planner.FormatDuration(config.MaxRetryBackoff))
+			config.FormatDuration(config.MaxRetryBackoff))
 	}
 	// Group the attributes by origin, in the configuration's attribute order.
 	var origins []string
@@ -304,7 +272,7 @@ func planRetryText(r *planner.RetryDocument) string {
 }
 
 // planArgvNote says why a node has no argv, or "" when it has one.
-func planArgvNote(n *NodeJSON) string {
+func planArgvNote(n *jsonplan.NodeDocument) string {
 	switch {
 	case len(n.Argv) > 0:
 		return ""
@@ -322,9 +290,9 @@ func planArgvNote(n *NodeJSON) string {
 
 // WritePlanHuman writes the plan for a reviewer: each node in dependency order with its argv, the credential
 // exposure, the diagnostics, and a one-line summary.
-func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
+func WritePlanHuman(w io.Writer, doc *jsonplan.Document) error {
 	ew := &planWriter{w: w}
-	diags := decodePlanDiagnostics(doc.Diagnostics)
+	diags := planDiagnostics(doc.Diagnostics)
 	counts := countPlan(doc, diags)
 	if len(doc.Nodes) == 0 {
 		ew.printf("No nodes to plan.\n")
@@ -337,7 +305,7 @@ func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
 	}
 	for i := range doc.Nodes {
 		n := &doc.Nodes[i]
-		ew.printf("\nnode %s\n", NodeLabel(n.Name))
+		ew.printf("\nnode %s\n", nodeLabel(n.Name))
 		for _, f := range planNodeFacts(n) {
 			if k != nil && f[0] == "isolation" {
 				continue // Docker's runtime; the Job's runtime class is shown below
@@ -353,7 +321,7 @@ func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
 			continue
 		}
 		ew.printf("  argv\n")
-		lines := ArgvLines(n.Argv)
+		lines := argvLines(n.Argv)
 		for k, l := range lines {
 			indent := "      "
 			if k == 0 {
@@ -383,7 +351,7 @@ func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
 	if len(doc.Nodes) > 0 {
 		ew.printf("\nCredentials and egress\n")
 		for i := range doc.Nodes {
-			ew.printf("  %s\n", ReachSentence(&doc.Nodes[i]))
+			ew.printf("  %s\n", reachSentence(&doc.Nodes[i]))
 		}
 	}
 	writeBudgetHuman(ew, doc)
@@ -392,7 +360,7 @@ func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
 	}
 	if len(diags) > 0 && ew.err == nil {
 		ew.printf("\n")
-		ew.err = WriteDiagnosticJSONHuman(ew.w, diags, false)
+		ew.err = writeDiagnosticJSONHuman(ew.w, diags, false)
 	}
 	ew.printf("\n%s\n", planSummaryLine(counts))
 	return ew.err
@@ -400,9 +368,9 @@ func WritePlanHuman(w io.Writer, doc *PlanJSON) error {
 
 // WritePlanMarkdown writes the plan as a pull-request comment: a table of nodes, the exposure, the diagnostics,
 // and each argv in a collapsible section.
-func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
+func WritePlanMarkdown(w io.Writer, doc *jsonplan.Document) error {
 	ew := &planWriter{w: w}
-	diags := decodePlanDiagnostics(doc.Diagnostics)
+	diags := planDiagnostics(doc.Diagnostics)
 	counts := countPlan(doc, diags)
 	ew.printf("## kewplan plan\n\n%s\n\nConfig digest: `%s`\n", planSummaryLine(counts), doc.ConfigDigest)
 	k := planKubernetes(doc)
@@ -452,7 +420,7 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 	if len(doc.Nodes) > 0 {
 		ew.printf("\n### Credentials and egress\n\n")
 		for i := range doc.Nodes {
-			ew.printf("- %s\n", mdText(ReachSentence(&doc.Nodes[i])))
+			ew.printf("- %s\n", mdText(reachSentence(&doc.Nodes[i])))
 		}
 	}
 	writeBudgetMarkdown(ew, doc)
@@ -460,7 +428,7 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 		ew.printf("\n### Diagnostics\n\n")
 		for _, d := range diags {
 			title := "Error"
-			if d.Severity == SeverityWarning {
+			if d.Severity == jsonplan.SeverityWarning {
 				title = "Warning"
 			}
 			ew.printf("- **%s: %s**", title, mdText(d.Summary))
@@ -489,7 +457,7 @@ func WritePlanMarkdown(w io.Writer, doc *PlanJSON) error {
 				ew.printf("%s\n\n</details>\n", mdText(note))
 				continue
 			}
-			body := strings.Join(ArgvLines(n.Argv), " \\\n  ")
+			body := strings.Join(argvLines(n.Argv), " \\\n  ")
 			fence := mdFence(body)
 			ew.printf("%ssh\n%s\n%s\n\n</details>\n", fence, body, fence)
 		}
@@ -527,9 +495,9 @@ func (e *planWriter) printf(format string, args ...any) {
 	_, e.err = io.WriteString(e.w, termsafe.Text(fmt.Sprintf(format, args...)))
 }
 
-// NodeLabel names a node in human text the way its plan section heads it: "fix" quoted, or an instance address
+// nodeLabel names a node in human text the way its plan section heads it: "fix" quoted, or an instance address
 // as written in HCL (fix["api"], shard[2]), whose key the planner already quoted and escaped.
-func NodeLabel(name string) string {
+func nodeLabel(name string) string {
 	if strings.ContainsRune(name, '[') {
 		return name
 	}
@@ -537,7 +505,7 @@ func NodeLabel(name string) string {
 }
 
 // writePlanRetryMarkdown lists the nodes a retry block applies to; nothing when none does.
-func writePlanRetryMarkdown(ew *planWriter, doc *PlanJSON) {
+func writePlanRetryMarkdown(ew *planWriter, doc *jsonplan.Document) {
 	header := false
 	for i := range doc.Nodes {
 		n := &doc.Nodes[i]
@@ -553,22 +521,22 @@ func writePlanRetryMarkdown(ew *planWriter, doc *PlanJSON) {
 }
 
 // writePlanResumeHuman says which nodes a resume reuses and why the others run; nothing without a resume.
-func writePlanResumeHuman(ew *planWriter, r *planner.ResumeDocument) {
+func writePlanResumeHuman(ew *planWriter, r *jsonplan.ResumeDocument) {
 	if r == nil {
 		return
 	}
-	ew.printf("\nResume from run %s: %s reused, %s to run\n", Sanitize(r.FromRun), count(r.Reused, "node", "nodes"), count(r.Run, "node", "nodes"))
+	ew.printf("\nResume from run %s: %s reused, %s to run\n", termsafe.Flatten(r.FromRun), count(r.Reused, "node", "nodes"), count(r.Run, "node", "nodes"))
 	width := 0
 	for _, n := range r.Nodes {
 		width = max(width, len(n.Node))
 	}
 	for _, n := range r.Nodes {
-		ew.printf("  %-5s  %-*s  %s\n", n.Action, width, n.Node, Sanitize(n.Reason))
+		ew.printf("  %-5s  %-*s  %s\n", n.Action, width, n.Node, termsafe.Flatten(n.Reason))
 	}
 }
 
 // writePlanResumeMarkdown is writePlanResumeHuman's table.
-func writePlanResumeMarkdown(ew *planWriter, r *planner.ResumeDocument) {
+func writePlanResumeMarkdown(ew *planWriter, r *jsonplan.ResumeDocument) {
 	if r == nil {
 		return
 	}

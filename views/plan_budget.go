@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/jsonplan"
 )
 
 // formatUSD renders a dollar figure with two decimals, or as many as a smaller figure needs.
@@ -18,7 +18,7 @@ func formatUSD(v float64) string {
 
 // budgetCaps renders a node's caps with their origins: "max_usd 1.50 (node), max_turns 200 (sandbox), timeout
 // 45m (default)". A document written before budgets existed has none: "(not recorded)".
-func budgetCaps(b *planner.BudgetDocument) string {
+func budgetCaps(b *jsonplan.BudgetDocument) string {
 	if b == nil {
 		return "(not recorded)"
 	}
@@ -47,7 +47,7 @@ func budgetCaps(b *planner.BudgetDocument) string {
 }
 
 // budgetCost says how a node's cost will be known while it runs.
-func budgetCost(b *planner.BudgetDocument) string {
+func budgetCost(b *jsonplan.BudgetDocument) string {
 	if b == nil {
 		return "(not recorded)"
 	}
@@ -76,7 +76,7 @@ func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // budgetWorstCase renders the apply-wide worst case: the sum of the node caps, or unbounded with the nodes that
 // have no cost cap.
-func budgetWorstCase(ab *planner.ApplyBudgetDocument) string {
+func budgetWorstCase(ab *jsonplan.ApplyBudgetDocument) string {
 	switch {
 	case ab == nil:
 		return "(not recorded)"
@@ -90,7 +90,7 @@ func budgetWorstCase(ab *planner.ApplyBudgetDocument) string {
 }
 
 // budgetApplyCap renders the apply-wide cap against the worst case.
-func budgetApplyCap(ab *planner.ApplyBudgetDocument) string {
+func budgetApplyCap(ab *jsonplan.ApplyBudgetDocument) string {
 	switch {
 	case ab == nil:
 		return "(not recorded)"
@@ -110,7 +110,7 @@ func pick(cond bool, a, b string) string {
 }
 
 // writeBudgetHuman writes the plan's Budget section.
-func writeBudgetHuman(ew *planWriter, doc *PlanJSON) {
+func writeBudgetHuman(ew *planWriter, doc *jsonplan.Document) {
 	if len(doc.Nodes) == 0 {
 		return
 	}
@@ -120,7 +120,7 @@ func writeBudgetHuman(ew *planWriter, doc *PlanJSON) {
 }
 
 // writeBudgetMarkdown writes the plan's Budget section: the apply-wide figures, then one row per node.
-func writeBudgetMarkdown(ew *planWriter, doc *PlanJSON) {
+func writeBudgetMarkdown(ew *planWriter, doc *jsonplan.Document) {
 	if len(doc.Nodes) == 0 {
 		return
 	}

@@ -5,49 +5,21 @@ import (
 	"strings"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/k8srender"
 )
-
-// SetPlanEngine records the engine a plan runs on in its document: "docker", or "kubernetes" with the rendered
-// objects' summary and the engine block's settings (m and e are used only then).
-func SetPlanEngine(doc *PlanJSON, engine string, m *k8srender.Manifests, e *config.KubernetesEngine) error {
-	doc.Engine = engine
-	doc.Kubernetes = nil
-	if engine != config.EngineKubernetes || m == nil || e == nil {
-		return nil
-	}
-	raw, err := k8srender.NewPlanDocument(m, e).Marshal()
-	if err != nil {
-		return err
-	}
-	doc.Kubernetes = raw
-	return nil
-}
-
-// PlanEngine is the engine of a plan document: "docker" when the document names none (plans written before
-// engines existed).
-func PlanEngine(doc *PlanJSON) string {
-	if doc.Engine == "" {
-		return config.EngineDocker
-	}
-	return doc.Engine
-}
 
 // planKubernetes is the kubernetes object of a document, nil on Docker. A document whose object cannot be read
 // (a hand-edited plan file) is shown with an empty one, its nodes saying they have no objects, rather than not
 // at all.
-func planKubernetes(doc *PlanJSON) *k8srender.PlanDocument {
-	if PlanEngine(doc) != config.EngineKubernetes {
+func planKubernetes(doc *jsonplan.Document) *k8srender.PlanDocument {
+	if doc.EngineName() != config.EngineKubernetes {
 		return nil
 	}
-	if len(doc.Kubernetes) == 0 {
+	if doc.Kubernetes == nil {
 		return &k8srender.PlanDocument{}
 	}
-	k, err := k8srender.ParsePlanDocument(doc.Kubernetes)
-	if err != nil {
-		return &k8srender.PlanDocument{}
-	}
-	return k
+	return &doc.Kubernetes.PlanDocument
 }
 
 // writePlanKubernetesHead says where the objects go, after the plan's first line.
@@ -57,7 +29,7 @@ func writePlanKubernetesHead(ew *planWriter, k *k8srender.PlanDocument) {
 }
 
 // writePlanKubernetesNode is a node's Job summary, in place of the Docker argv.
-func writePlanKubernetesNode(ew *planWriter, n *NodeJSON, k *k8srender.PlanDocument) {
+func writePlanKubernetesNode(ew *planWriter, n *jsonplan.NodeDocument, k *k8srender.PlanDocument) {
 	kn := k.Node(n.Name)
 	if kn == nil {
 		ew.printf("  %-12s %s\n", "job", "(none: the node has errors, see below)")
@@ -126,7 +98,7 @@ func writePlanKubernetesTail(ew *planWriter, k *k8srender.PlanDocument) {
 
 // writePlanKubernetesMarkdown is the engine's sections of a markdown plan: the Jobs in place of the argv, then the
 // named differences.
-func writePlanKubernetesMarkdown(ew *planWriter, doc *PlanJSON, k *k8srender.PlanDocument) {
+func writePlanKubernetesMarkdown(ew *planWriter, doc *jsonplan.Document, k *k8srender.PlanDocument) {
 	if len(doc.Nodes) > 0 {
 		ew.printf("\n### Kubernetes Jobs\n\n| Node | Job | Steps | Runtime class | Secrets | Waits for |\n|---|---|---|---|---|---|\n")
 		for i := range doc.Nodes {

@@ -8,11 +8,12 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/testtools/k8stest"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/k8srender"
 )
 
 // kubernetesPlanDoc is the plan document of the Kubernetes example on the kubernetes engine.
-func kubernetesPlanDoc(t *testing.T) *PlanJSON {
+func kubernetesPlanDoc(t *testing.T) *jsonplan.Document {
 	t.Helper()
 	cfg, p, ok := k8stest.Plan(t, "../examples/kubernetes.hcl")
 	if !ok {
@@ -23,10 +24,8 @@ func kubernetesPlanDoc(t *testing.T) *PlanJSON {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	doc := NewPlanJSON(p, "test")
-	if err := SetPlanEngine(doc, config.EngineKubernetes, m, e); err != nil {
-		t.Fatal(err)
-	}
+	doc := jsonplan.NewDocument(p, "test")
+	doc.SetEngine(config.EngineKubernetes, m, e)
 	return doc
 }
 
@@ -84,11 +83,11 @@ func TestPlanKubernetesJSONRoundTrip(t *testing.T) {
 	if err := WritePlanJSON(&b, doc); err != nil {
 		t.Fatal(err)
 	}
-	var back PlanJSON
+	var back jsonplan.Document
 	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
 		t.Fatal(err)
 	}
-	if PlanEngine(&back) != config.EngineKubernetes {
+	if back.EngineName() != config.EngineKubernetes {
 		t.Fatalf("engine = %q", back.Engine)
 	}
 	k := planKubernetes(&back)
@@ -97,7 +96,7 @@ func TestPlanKubernetesJSONRoundTrip(t *testing.T) {
 	}
 	// A document from before engines is a Docker plan.
 	back.Engine, back.Kubernetes = "", nil
-	if PlanEngine(&back) != config.EngineDocker || planKubernetes(&back) != nil {
+	if back.EngineName() != config.EngineDocker || planKubernetes(&back) != nil {
 		t.Fatal("a document without engine is not docker")
 	}
 }
@@ -106,8 +105,11 @@ func TestPlanKubernetesJSONRoundTrip(t *testing.T) {
 func TestPlanKubernetesHostile(t *testing.T) {
 	doc := kubernetesPlanDoc(t)
 	for _, raw := range []string{`{"nodes": 3}`, `{"namespace": "a\u001b[31mred", "nodes": [{"node": "fix", "steps": [{"name": "x\u0007"}], "objects": [{"kind": "Job", "name": "j\u001b]0;t\u0007"}]}], "differences": [{"id": "x\u001b[2J"}]}`} {
-		doc.Kubernetes = json.RawMessage(raw)
-		for _, w := range []PlanRenderer{WritePlanHuman, WritePlanMarkdown} {
+		doc.Kubernetes = &jsonplan.Kubernetes{}
+		if err := json.Unmarshal([]byte(raw), doc.Kubernetes); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []planRenderer{WritePlanHuman, WritePlanMarkdown} {
 			var b bytes.Buffer
 			if err := w(&b, doc); err != nil {
 				t.Fatal(err)

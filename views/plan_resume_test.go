@@ -5,14 +5,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
 // TestPlanResumeSection: a plan applied with --resume says, in every format, which nodes are reused and why
 // the others run.
 func TestPlanResumeSection(t *testing.T) {
-	doc := NewPlanJSON(&planner.Plan{FormatVersion: planner.FormatVersion, ConfigDigest: "sha256:0"}, "test")
-	doc.Resume = planner.NewResumeDocument(&planner.ResumePlan{FromRun: "20261130T100000Z-abc123", Decisions: []planner.ResumeDecision{
+	doc := jsonplan.NewDocument(&planner.Plan{ConfigDigest: "sha256:0"}, "test")
+	doc.Resume = jsonplan.NewResumeDocument(&planner.ResumePlan{FromRun: "20261130T100000Z-abc123", Decisions: []planner.ResumeDecision{
 		{Node: "implement", Action: planner.ResumeReuse, Reason: "reused from 20261130T100000Z-abc123", FromRun: "20261130T100000Z-abc123"},
 		{Node: "fix", Action: planner.ResumeRun, Reason: "failed in 20261130T100000Z-abc123"},
 		{Node: "review", Action: planner.ResumeRun, Reason: "upstream fix will run\x1b[2J"},

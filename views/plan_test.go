@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -38,7 +39,7 @@ func TestArgvLines(t *testing.T) {
 		"--flag=v",
 		"-q",
 	}
-	if diff := cmp.Diff(want, ArgvLines(c.Argv())); diff != "" {
+	if diff := cmp.Diff(want, argvLines(c.Argv())); diff != "" {
 		t.Errorf("ArgvLines() mismatch (-want +got):\n%s", diff)
 	}
 }
@@ -57,8 +58,8 @@ func TestDotQuote(t *testing.T) {
 }
 
 func TestWritePlanEmpty(t *testing.T) {
-	doc := NewPlanJSON(&planner.Plan{FormatVersion: planner.FormatVersion, ConfigDigest: "sha256:0"}, "test")
-	for name, render := range PlanFormats {
+	doc := jsonplan.NewDocument(&planner.Plan{ConfigDigest: "sha256:0"}, "test")
+	for name, render := range planFormats {
 		var buf bytes.Buffer
 		if err := render(&buf, doc); err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -80,9 +81,9 @@ func TestWritePlanEmpty(t *testing.T) {
 // table cells, mention anyone or end the argv's code fence.
 func TestMarkdownHostileValues(t *testing.T) {
 	hostile := "x`|</details><img src=x>@octocat\n# head"
-	doc := &PlanJSON{FormatVersion: planner.FormatVersion, ConfigDigest: "sha256:0", Exposure: map[string][]string{}}
-	doc.Nodes = []NodeJSON{{Name: "n", Runner: "claude-code", Role: "worker", Image: hostile, Network: "allowlist",
-		Runtime: hostile, Model: hostile, Credentials: []string{"K"}, Prompt: planner.PromptDocument{SHA256: "abcdef0123456789", Bytes: 3},
+	doc := &jsonplan.Document{FormatVersion: jsonplan.FormatVersion, ConfigDigest: "sha256:0", Exposure: map[string][]string{}}
+	doc.Nodes = []jsonplan.NodeDocument{{Name: "n", Runner: "claude-code", Role: "worker", Image: hostile, Network: "allowlist",
+		Runtime: hostile, Model: hostile, Credentials: []string{"K"}, Prompt: jsonplan.PromptDocument{SHA256: "abcdef0123456789", Bytes: 3},
 		Argv: []string{"docker", "run", "img", "```", hostile}}}
 	var buf bytes.Buffer
 	if err := WritePlanMarkdown(&buf, doc); err != nil {

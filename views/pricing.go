@@ -25,10 +25,10 @@ type pricingView struct {
 }
 
 func (v *pricingView) Pricing(doc *PricingJSON) error {
-	if v.vt == ViewJSON {
+	if v.vt == viewJSON {
 		return jsonstream.Indented(v.streams.Stdout, doc)
 	}
-	return WritePricingHuman(v.streams.Stdout, doc)
+	return writePricingHuman(v.streams.Stdout, doc)
 }
 
 // PricingJSON is `kewplan pricing --json`: USD per million tokens, by model.
@@ -55,8 +55,8 @@ func NewPricingJSON(t *runners.PriceTable) *PricingJSON {
 	return doc
 }
 
-// WritePricingHuman writes the table: model, the four prices, and where each row comes from.
-func WritePricingHuman(w io.Writer, doc *PricingJSON) error {
+// writePricingHuman writes the table: model, the four prices, and where each row comes from.
+func writePricingHuman(w io.Writer, doc *PricingJSON) error {
 	pw := &planWriter{w: w}
 	pw.printf("Prices in USD per million tokens (built-in table as of %s).\n\n", doc.AsOf)
 	rows := [][]string{{"MODEL", "INPUT", "OUTPUT", "CACHE READ", "CACHE WRITE", "ORIGIN"}}

@@ -9,22 +9,22 @@ import (
 	"github.com/kewplan/kewplan/planner"
 )
 
-// RunnersJSON is `kewplan runners --json`.
-type RunnersJSON struct {
+// runnersJSON is `kewplan runners --json`.
+type runnersJSON struct {
 	Runners []planner.RunnerInfo `json:"runners"`
 }
 
-// WriteRunnersJSON writes the runners as indented JSON.
-func WriteRunnersJSON(w io.Writer, list []planner.RunnerInfo) error {
+// writeRunnersJSON writes the runners as indented JSON.
+func writeRunnersJSON(w io.Writer, list []planner.RunnerInfo) error {
 	if list == nil {
 		list = []planner.RunnerInfo{}
 	}
-	return jsonstream.Indented(w, RunnersJSON{Runners: list})
+	return jsonstream.Indented(w, runnersJSON{Runners: list})
 }
 
-// WriteRunnersHuman writes a table: name, protocol, where the runner comes from, its image, its model endpoints,
+// writeRunnersHuman writes a table: name, protocol, where the runner comes from, its image, its model endpoints,
 // and its credentials with their origins.
-func WriteRunnersHuman(w io.Writer, list []planner.RunnerInfo) error {
+func writeRunnersHuman(w io.Writer, list []planner.RunnerInfo) error {
 	pw := &planWriter{w: w}
 	rows := [][]string{{"RUNNER", "PROTOCOL", "ORIGIN", "IMAGE", "ENDPOINTS", "CREDENTIALS"}}
 	for _, r := range list {

@@ -12,22 +12,22 @@ import (
 	"github.com/kewplan/kewplan/executor/verdict"
 )
 
-// RunsJSON is the document of `kewplan runs --json`.
-type RunsJSON struct {
+// runsJSON is the document of `kewplan runs --json`.
+type runsJSON struct {
 	Runs []ledger.RunRecord `json:"runs"`
 }
 
-// RunJSON is the document of `kewplan runs show RUN --json`.
-type RunJSON struct {
+// runJSON is the document of `kewplan runs show RUN --json`.
+type runJSON struct {
 	Run   ledger.RunRecord `json:"run"`
-	Nodes []RunNodeJSON    `json:"nodes"`
+	Nodes []runNodeJSON    `json:"nodes"`
 	// EgressDenials are the requests the egress proxy refused during the run, in order; empty when none was.
-	EgressDenials []EgressDenialJSON `json:"egress_denials"`
+	EgressDenials []egressDenialJSON `json:"egress_denials"`
 }
 
-// RunNodeJSON is one node of `runs show --json`: its final record, every attempt, and the run it was reused
+// runNodeJSON is one node of `runs show --json`: its final record, every attempt, and the run it was reused
 // from.
-type RunNodeJSON struct {
+type runNodeJSON struct {
 	ledger.NodeRecord
 	// Attempts has one entry per attempt, oldest first; empty for a node that never started or was reused.
 	Attempts []AttemptJSON `json:"attempts"`
@@ -63,9 +63,9 @@ type AttemptJSON struct {
 	StderrLog        string     `json:"stderr_log"`
 }
 
-// AttemptFromRecord is the single attempt of a node recorded before attempts were (or by a run that made one):
+// attemptFromRecord is the single attempt of a node recorded before attempts were (or by a run that made one):
 // the node record itself. A node that never started has none.
-func AttemptFromRecord(n ledger.NodeRecord) []AttemptJSON {
+func attemptFromRecord(n ledger.NodeRecord) []AttemptJSON {
 	if n.StartedAt == nil {
 		return []AttemptJSON{}
 	}
@@ -82,38 +82,38 @@ func succeededStatus(s string) bool {
 	return s == ledger.StatusSucceeded || s == ledger.StatusApproved
 }
 
-// runNodes joins the records with their history; a node without history gets AttemptFromRecord.
-func runNodes(nodes []ledger.NodeRecord, hist map[string]NodeHistory) []RunNodeJSON {
-	out := make([]RunNodeJSON, len(nodes))
+// runNodes joins the records with their history; a node without history gets attemptFromRecord.
+func runNodes(nodes []ledger.NodeRecord, hist map[string]NodeHistory) []runNodeJSON {
+	out := make([]runNodeJSON, len(nodes))
 	for i, n := range nodes {
 		h, ok := hist[n.Node]
-		out[i] = RunNodeJSON{NodeRecord: n, ReusedFrom: Sanitize(h.ReusedFrom)}
+		out[i] = runNodeJSON{NodeRecord: n, ReusedFrom: termsafe.Flatten(h.ReusedFrom)}
 		switch {
 		case ok && h.Attempts != nil:
 			out[i].Attempts = make([]AttemptJSON, len(h.Attempts))
 			for k, a := range h.Attempts {
-				a.StopReason = Sanitize(a.StopReason)
+				a.StopReason = termsafe.Flatten(a.StopReason)
 				out[i].Attempts[k] = a
 			}
 		case h.ReusedFrom != "":
 			out[i].Attempts = []AttemptJSON{}
 		default:
-			out[i].Attempts = AttemptFromRecord(n)
+			out[i].Attempts = attemptFromRecord(n)
 			for k := range out[i].Attempts {
-				out[i].Attempts[k].StopReason = Sanitize(out[i].Attempts[k].StopReason)
+				out[i].Attempts[k].StopReason = termsafe.Flatten(out[i].Attempts[k].StopReason)
 			}
 		}
 	}
 	return out
 }
 
-// WriteRunsJSON writes the runs as one indented JSON document.
-func WriteRunsJSON(w io.Writer, runs []ledger.RunRecord) error {
+// writeRunsJSON writes the runs as one indented JSON document.
+func writeRunsJSON(w io.Writer, runs []ledger.RunRecord) error {
 	clean := make([]ledger.RunRecord, len(runs))
 	for i, r := range runs {
 		clean[i] = runRecordJSON(r)
 	}
-	return jsonstream.Indented(w, RunsJSON{Runs: clean})
+	return jsonstream.Indented(w, runsJSON{Runs: clean})
 }
 
 // runRecordJSON gives a run's cost lists as arrays, never null.
@@ -122,19 +122,19 @@ func runRecordJSON(r ledger.RunRecord) ledger.RunRecord {
 	return r
 }
 
-// WriteRunJSON writes one run and its nodes as one indented JSON document. Agent-derived strings are sanitised.
-func WriteRunJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord) error {
-	return WriteRunHistoryJSON(w, run, nodes, nil)
+// writeRunJSON writes one run and its nodes as one indented JSON document. Agent-derived strings are sanitised.
+func writeRunJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord) error {
+	return writeRunHistoryJSON(w, run, nodes, nil)
 }
 
-// WriteRunHistoryJSON is WriteRunJSON with each node's attempts and reuse (hist by node name; a node without an
+// writeRunHistoryJSON is writeRunJSON with each node's attempts and reuse (hist by node name; a node without an
 // entry shows its record as its one attempt).
-func WriteRunHistoryJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory) error {
-	return WriteRunEgressJSON(w, run, nodes, hist, nil)
+func writeRunHistoryJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory) error {
+	return writeRunEgressJSON(w, run, nodes, hist, nil)
 }
 
-// WriteRunEgressJSON is WriteRunHistoryJSON with the run's refused egress requests.
-func WriteRunEgressJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial) error {
+// writeRunEgressJSON is writeRunHistoryJSON with the run's refused egress requests.
+func writeRunEgressJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial) error {
 	clean := make([]ledger.NodeRecord, len(nodes))
 	for i, n := range nodes {
 		clean[i] = sanitizeNode(n)
@@ -145,22 +145,22 @@ func WriteRunEgressJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeR
 			clean[i].VerdictFindings = []verdict.Finding{}
 		}
 	}
-	return jsonstream.Indented(w, RunJSON{Run: runRecordJSON(*run), Nodes: runNodes(clean, hist), EgressDenials: egressDenialsJSON(denials)})
+	return jsonstream.Indented(w, runJSON{Run: runRecordJSON(*run), Nodes: runNodes(clean, hist), EgressDenials: egressDenialsJSON(denials)})
 }
 
 // sanitizeNode cleans every field of a node row that an agent could have influenced.
 func sanitizeNode(n ledger.NodeRecord) ledger.NodeRecord {
-	n.ReportedModel = Sanitize(n.ReportedModel)
-	n.SessionID = Sanitize(n.SessionID)
-	n.Reason = Sanitize(n.Reason)
-	n.VerdictSummary = Sanitize(n.VerdictSummary)
-	n.Commit = Sanitize(n.Commit)
-	n.Branch = Sanitize(n.Branch)
-	n.PullRequest = Sanitize(n.PullRequest)
-	n.SidecarLocation = Sanitize(n.SidecarLocation)
+	n.ReportedModel = termsafe.Flatten(n.ReportedModel)
+	n.SessionID = termsafe.Flatten(n.SessionID)
+	n.Reason = termsafe.Flatten(n.Reason)
+	n.VerdictSummary = termsafe.Flatten(n.VerdictSummary)
+	n.Commit = termsafe.Flatten(n.Commit)
+	n.Branch = termsafe.Flatten(n.Branch)
+	n.PullRequest = termsafe.Flatten(n.PullRequest)
+	n.SidecarLocation = termsafe.Flatten(n.SidecarLocation)
 	findings := make([]verdict.Finding, len(n.VerdictFindings))
 	for i, f := range n.VerdictFindings {
-		findings[i] = verdict.Finding{Path: Sanitize(f.Path), Line: f.Line, Message: Sanitize(f.Message)}
+		findings[i] = verdict.Finding{Path: termsafe.Flatten(f.Path), Line: f.Line, Message: termsafe.Flatten(f.Message)}
 	}
 	if n.VerdictFindings != nil {
 		n.VerdictFindings = findings
@@ -184,8 +184,8 @@ func escapeNode(n ledger.NodeRecord) ledger.NodeRecord {
 	return n
 }
 
-// WriteRunsHuman lists runs, newest first, as a table.
-func WriteRunsHuman(w io.Writer, runs []ledger.RunRecord) error {
+// writeRunsHuman lists runs, newest first, as a table.
+func writeRunsHuman(w io.Writer, runs []ledger.RunRecord) error {
 	if len(runs) == 0 {
 		_, err := fmt.Fprintln(w, "No runs recorded yet. Run kewplan apply first.")
 		return err
@@ -194,33 +194,33 @@ func WriteRunsHuman(w io.Writer, runs []ledger.RunRecord) error {
 	for _, r := range runs {
 		dur := "-"
 		if r.EndedAt != nil {
-			dur = FormatDuration(r.EndedAt.Sub(r.StartedAt))
+			dur = formatDuration(r.EndedAt.Sub(r.StartedAt))
 		}
 		rows = append(rows, []string{r.ID, r.StartedAt.UTC().Format("2006-01-02 15:04:05Z"), r.Status,
-			fmt.Sprintf("%d/%d", r.Succeeded, r.Nodes), dur, FormatCount(r.InputTokens), FormatCount(r.OutputTokens), FormatCostSource(r.CostUSD, r.CostSource)})
+			fmt.Sprintf("%d/%d", r.Succeeded, r.Nodes), dur, formatCount(r.InputTokens), formatCount(r.OutputTokens), formatCostSource(r.CostUSD, r.CostSource)})
 	}
 	applyTable(w, rows)
 	return nil
 }
 
-// WriteRunHuman shows one run: a header, then each node with its telemetry, outcome, verdict and logs.
-func WriteRunHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord) error {
-	return WriteRunHistoryHuman(w, run, nodes, nil)
+// writeRunHuman shows one run: a header, then each node with its telemetry, outcome, verdict and logs.
+func writeRunHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord) error {
+	return writeRunHistoryHuman(w, run, nodes, nil)
 }
 
-// WriteRunHistoryHuman is WriteRunHuman with each node's reuse and, when it took more than one, its attempts.
-func WriteRunHistoryHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory) error {
-	return WriteRunEgressHuman(w, run, nodes, hist, nil)
+// writeRunHistoryHuman is writeRunHuman with each node's reuse and, when it took more than one, its attempts.
+func writeRunHistoryHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory) error {
+	return writeRunEgressHuman(w, run, nodes, hist, nil)
 }
 
-// WriteRunEgressHuman is WriteRunHistoryHuman with a section listing the run's refused egress requests.
-func WriteRunEgressHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial) error {
+// writeRunEgressHuman is writeRunHistoryHuman with a section listing the run's refused egress requests.
+func writeRunEgressHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial) error {
 	joined := runNodes(nodes, hist)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Run %s: %s\n", run.ID, run.Status)
 	fmt.Fprintf(&b, "  started        %s\n", run.StartedAt.UTC().Format(time.RFC3339))
 	if run.EndedAt != nil {
-		fmt.Fprintf(&b, "  ended          %s (%s)\n", run.EndedAt.UTC().Format(time.RFC3339), FormatDuration(run.EndedAt.Sub(run.StartedAt)))
+		fmt.Fprintf(&b, "  ended          %s (%s)\n", run.EndedAt.UTC().Format(time.RFC3339), formatDuration(run.EndedAt.Sub(run.StartedAt)))
 	}
 	if run.ConfigDigest != "" {
 		fmt.Fprintf(&b, "  config digest  %s\n", run.ConfigDigest)
@@ -253,14 +253,14 @@ func WriteRunEgressHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.Node
 		field("model", model)
 		field("session", n.SessionID)
 		if n.StartedAt != nil {
-			field("duration", FormatDuration(n.Duration()))
+			field("duration", formatDuration(n.Duration()))
 		}
 		if n.ExitCode != nil {
 			field("exit code", fmt.Sprint(*n.ExitCode))
 		}
 		if n.StartedAt != nil {
 			field("tokens", fmt.Sprintf("%s input, %s output, %s cache read, %s cache write",
-				FormatCount(n.InputTokens), FormatCount(n.OutputTokens), FormatCount(n.CacheReadTokens), FormatCount(n.CacheWriteTokens)))
+				formatCount(n.InputTokens), formatCount(n.OutputTokens), formatCount(n.CacheReadTokens), formatCount(n.CacheWriteTokens)))
 			field("cost", runNodeCost(n.CostUSD, n.CostSource))
 			field("stream", fmt.Sprintf("%d events, %d unparsed lines, %d oversized lines", n.Events, n.UnparsedLines, n.OversizedLines))
 		}
@@ -297,7 +297,7 @@ func WriteRunEgressHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.Node
 		field("stderr log", n.StderrLog)
 		if len(n.Argv) > 0 {
 			b.WriteString("  argv\n")
-			lines := ArgvLines(n.Argv)
+			lines := argvLines(n.Argv)
 			for i, line := range lines {
 				if i < len(lines)-1 {
 					line += " \\"
@@ -312,8 +312,8 @@ func WriteRunEgressHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.Node
 	}
 	writeEgressDenialsHuman(&b, denials)
 	fmt.Fprintf(&b, "\nTotals: %d of %d nodes succeeded; %s input, %s output, %s cache read, %s cache write tokens; cost %s.\n",
-		run.Succeeded, run.Nodes, FormatCount(run.InputTokens), FormatCount(run.OutputTokens), FormatCount(run.CacheReadTokens),
-		FormatCount(run.CacheWriteTokens), FormatCostTotal(run.CostUSD, run.CostSource, run.CostEstimated, run.CostUnknown))
+		run.Succeeded, run.Nodes, formatCount(run.InputTokens), formatCount(run.OutputTokens), formatCount(run.CacheReadTokens),
+		formatCount(run.CacheWriteTokens), formatCostTotal(run.CostUSD, run.CostSource, run.CostEstimated, run.CostUnknown))
 	// Every agent-derived field is escaped above; the last pass (termsafe.Text) guards any that is not.
 	_, err := io.WriteString(w, termsafe.Text(b.String()))
 	return err
@@ -323,13 +323,13 @@ func WriteRunEgressHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.Node
 func runNodeCost(c *float64, source string) string {
 	switch source {
 	case "reported":
-		return FormatCost(c) + " (reported by the agent)"
+		return formatCost(c) + " (reported by the agent)"
 	case "estimated":
-		return FormatCost(c) + " (estimated: tokens × price)"
+		return formatCost(c) + " (estimated: tokens × price)"
 	case "unknown":
 		return "unknown (no usage reported, or no price for its model)"
 	}
-	return FormatCost(c)
+	return formatCost(c)
 }
 
 // writeAttemptsHuman lists a node's attempts when there was more than one (a single attempt is the node's own
@@ -348,15 +348,15 @@ func writeAttemptsHuman(b *strings.Builder, attempts []AttemptJSON) {
 		if a.StartedAt != nil {
 			started = a.StartedAt.UTC().Format("15:04:05Z")
 			if a.EndedAt != nil {
-				dur = FormatDuration(a.EndedAt.Sub(*a.StartedAt))
+				dur = formatDuration(a.EndedAt.Sub(*a.StartedAt))
 			}
 		}
 		why := a.StopReason
 		if a.RetryWait != "" {
 			why = strings.TrimPrefix(why+"; retried after "+a.RetryWait, "; ")
 		}
-		rows = append(rows, []string{fmt.Sprint(a.Attempt), a.Status, exit, started, dur, FormatCount(a.InputTokens),
-			FormatCount(a.OutputTokens), FormatCost(a.CostUSD), why})
+		rows = append(rows, []string{fmt.Sprint(a.Attempt), a.Status, exit, started, dur, formatCount(a.InputTokens),
+			formatCount(a.OutputTokens), formatCost(a.CostUSD), why})
 	}
 	var t strings.Builder
 	applyTable(&t, rows)

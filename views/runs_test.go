@@ -34,16 +34,16 @@ func runsFixture() (ledger.RunRecord, []ledger.NodeRecord) {
 func TestRunsViewGoldens(t *testing.T) {
 	run, nodes := runsFixture()
 	var list, listJSON, show, showJSON bytes.Buffer
-	if err := WriteRunsHuman(&list, []ledger.RunRecord{run}); err != nil {
+	if err := writeRunsHuman(&list, []ledger.RunRecord{run}); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteRunsJSON(&listJSON, []ledger.RunRecord{run}); err != nil {
+	if err := writeRunsJSON(&listJSON, []ledger.RunRecord{run}); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteRunHuman(&show, &run, nodes); err != nil {
+	if err := writeRunHuman(&show, &run, nodes); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteRunJSON(&showJSON, &run, nodes); err != nil {
+	if err := writeRunJSON(&showJSON, &run, nodes); err != nil {
 		t.Fatal(err)
 	}
 	applyGolden(t, "runs_list.golden", list.Bytes())
@@ -59,8 +59,8 @@ func TestRunsViewGoldens(t *testing.T) {
 
 func TestRunsViewEmpty(t *testing.T) {
 	var human, js bytes.Buffer
-	WriteRunsHuman(&human, nil)
-	WriteRunsJSON(&js, nil)
+	writeRunsHuman(&human, nil)
+	writeRunsJSON(&js, nil)
 	if !strings.Contains(human.String(), "No runs recorded yet") || strings.TrimSpace(js.String()) != "{\n  \"runs\": []\n}" {
 		t.Errorf("empty: %q %q", human.String(), js.String())
 	}
@@ -89,10 +89,10 @@ func TestRunsShowHistory(t *testing.T) {
 		}},
 	}
 	var human, js bytes.Buffer
-	if err := WriteRunHistoryHuman(&human, &run, nodes, hist); err != nil {
+	if err := writeRunHistoryHuman(&human, &run, nodes, hist); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteRunHistoryJSON(&js, &run, nodes, hist); err != nil {
+	if err := writeRunHistoryJSON(&js, &run, nodes, hist); err != nil {
 		t.Fatal(err)
 	}
 	applyGolden(t, "runs_show_history.golden", human.Bytes())
@@ -126,13 +126,13 @@ func TestRunsShowBudget(t *testing.T) {
 		{RunID: run.ID, Node: "docs", Status: "skipped", Reason: `dependency "fix" exceeded its budget`, EndedAt: &end},
 	}
 	var list, show, showJSON bytes.Buffer
-	if err := WriteRunsHuman(&list, []ledger.RunRecord{run}); err != nil {
+	if err := writeRunsHuman(&list, []ledger.RunRecord{run}); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteRunHuman(&show, &run, nodes); err != nil {
+	if err := writeRunHuman(&show, &run, nodes); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteRunJSON(&showJSON, &run, nodes); err != nil {
+	if err := writeRunJSON(&showJSON, &run, nodes); err != nil {
 		t.Fatal(err)
 	}
 	applyGolden(t, "runs_list_budget.golden", list.Bytes())

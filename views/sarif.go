@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/kewplan/kewplan/internal/jsonstream"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -18,24 +19,24 @@ import (
 // SARIF 2.1.0, in the subset GitHub code scanning reads
 // (https://docs.github.com/en/code-security/code-scanning/integrating-with-code-scanning/sarif-support-for-code-scanning).
 const (
-	SARIFSchema  = "https://json.schemastore.org/sarif-2.1.0.json"
-	SARIFVersion = "2.1.0"
-	// SARIFInformationURI is where the tool's documentation lives.
-	SARIFInformationURI = "https://github.com/kewplan/kewplan"
+	sarifSchema  = "https://json.schemastore.org/sarif-2.1.0.json"
+	sarifVersion = "2.1.0"
+	// sarifInformationURI is where the tool's documentation lives.
+	sarifInformationURI = "https://github.com/kewplan/kewplan"
 )
 
 // SARIF categories (runAutomationDetails.id): plan and diff results of one commit are separate analyses, so
 // uploading one does not close the other's alerts.
 const (
-	SARIFCategoryPlan = "kewplan/plan/"
-	SARIFCategoryDiff = "kewplan/diff/"
+	sarifCategoryPlan = "kewplan/plan/"
+	sarifCategoryDiff = "kewplan/diff/"
 )
 
 // Rules for diagnostics that no catalogue rule raised (a configuration error found while planning, such as a
 // reference to an unknown variable).
 const (
-	SARIFRuleConfigurationError   = "configuration-error"
-	SARIFRuleConfigurationWarning = "configuration-warning"
+	sarifRuleConfigurationError   = "configuration-error"
+	sarifRuleConfigurationWarning = "configuration-warning"
 )
 
 // sarifSecuritySeverity scores the rules about credentials and container hardening (GitHub: over 9.0 critical,
@@ -59,114 +60,114 @@ var sarifSecuritySeverity = map[string]string{
 	planner.RulePolicyEgress:               "7.0",
 }
 
-// SARIFLog is a SARIF 2.1.0 log.
-type SARIFLog struct {
+// sarifLog is a SARIF 2.1.0 log.
+type sarifLog struct {
 	Schema  string     `json:"$schema"`
 	Version string     `json:"version"`
-	Runs    []SARIFRun `json:"runs"`
+	Runs    []sarifRun `json:"runs"`
 }
 
-// SARIFRun is one run of the tool.
-type SARIFRun struct {
-	Tool              SARIFTool              `json:"tool"`
-	AutomationDetails SARIFAutomationDetails `json:"automationDetails"`
-	Results           []SARIFResult          `json:"results"`
+// sarifRun is one run of the tool.
+type sarifRun struct {
+	Tool              sarifTool              `json:"tool"`
+	AutomationDetails sarifAutomationDetails `json:"automationDetails"`
+	Results           []sarifResult          `json:"results"`
 	// Properties is the run's property bag: a plan's budget (the apply-wide worst case and each node's caps).
-	Properties *SARIFRunProps `json:"properties,omitempty"`
+	Properties *sarifRunProps `json:"properties,omitempty"`
 }
 
-// SARIFRunProps are what a plan's SARIF run carries beyond its results.
-type SARIFRunProps struct {
-	Budget *SARIFBudget `json:"budget,omitempty"`
+// sarifRunProps are what a plan's SARIF run carries beyond its results.
+type sarifRunProps struct {
+	Budget *sarifBudget `json:"budget,omitempty"`
 }
 
-// SARIFBudget is the plan's budget in a SARIF run: the apply-wide figures and each node's caps, as in --json.
-type SARIFBudget struct {
-	*planner.ApplyBudgetDocument
-	Nodes map[string]*planner.BudgetDocument `json:"nodes"`
+// sarifBudget is the plan's budget in a SARIF run: the apply-wide figures and each node's caps, as in --json.
+type sarifBudget struct {
+	*jsonplan.ApplyBudgetDocument
+	Nodes map[string]*jsonplan.BudgetDocument `json:"nodes"`
 }
 
-// SARIFTool wraps the driver.
-type SARIFTool struct {
-	Driver SARIFDriver `json:"driver"`
+// sarifTool wraps the driver.
+type sarifTool struct {
+	Driver sarifDriver `json:"driver"`
 }
 
-// SARIFDriver describes kewplan and its rules.
-type SARIFDriver struct {
+// sarifDriver describes kewplan and its rules.
+type sarifDriver struct {
 	Name           string      `json:"name"`
 	InformationURI string      `json:"informationUri"`
 	Version        string      `json:"version"`
-	Rules          []SARIFRule `json:"rules"`
+	Rules          []sarifRule `json:"rules"`
 }
 
-// SARIFAutomationDetails carries the analysis category.
-type SARIFAutomationDetails struct {
+// sarifAutomationDetails carries the analysis category.
+type sarifAutomationDetails struct {
 	ID string `json:"id"`
 }
 
-// SARIFRule is a reportingDescriptor.
-type SARIFRule struct {
+// sarifRule is a reportingDescriptor.
+type sarifRule struct {
 	ID                   string             `json:"id"`
 	Name                 string             `json:"name"`
-	ShortDescription     SARIFText          `json:"shortDescription"`
-	FullDescription      SARIFText          `json:"fullDescription"`
-	Help                 SARIFHelp          `json:"help"`
-	DefaultConfiguration SARIFConfiguration `json:"defaultConfiguration"`
-	Properties           SARIFRuleProps     `json:"properties"`
+	ShortDescription     sarifText          `json:"shortDescription"`
+	FullDescription      sarifText          `json:"fullDescription"`
+	Help                 sarifHelp          `json:"help"`
+	DefaultConfiguration sarifConfiguration `json:"defaultConfiguration"`
+	Properties           sarifRuleProps     `json:"properties"`
 }
 
-// SARIFText is a message string.
-type SARIFText struct {
+// sarifText is a message string.
+type sarifText struct {
 	Text string `json:"text"`
 }
 
-// SARIFHelp is a rule's documentation in text and markdown.
-type SARIFHelp struct {
+// sarifHelp is a rule's documentation in text and markdown.
+type sarifHelp struct {
 	Text     string `json:"text"`
 	Markdown string `json:"markdown"`
 }
 
-// SARIFConfiguration is a rule's default reporting configuration.
-type SARIFConfiguration struct {
+// sarifConfiguration is a rule's default reporting configuration.
+type sarifConfiguration struct {
 	Level string `json:"level"`
 }
 
-// SARIFRuleProps are the rule properties GitHub reads.
-type SARIFRuleProps struct {
+// sarifRuleProps are the rule properties GitHub reads.
+type sarifRuleProps struct {
 	Tags             []string `json:"tags"`
 	Precision        string   `json:"precision"`
 	SecuritySeverity string   `json:"security-severity,omitempty"`
 	ProblemSeverity  string   `json:"problem.severity,omitempty"`
 }
 
-// SARIFResult is one alert.
-type SARIFResult struct {
+// sarifResult is one alert.
+type sarifResult struct {
 	RuleID              string            `json:"ruleId"`
 	RuleIndex           int               `json:"ruleIndex"`
 	Level               string            `json:"level"`
-	Message             SARIFText         `json:"message"`
-	Locations           []SARIFLocation   `json:"locations"`
+	Message             sarifText         `json:"message"`
+	Locations           []sarifLocation   `json:"locations"`
 	PartialFingerprints map[string]string `json:"partialFingerprints"`
 }
 
-// SARIFLocation is a result's location.
-type SARIFLocation struct {
-	PhysicalLocation SARIFPhysicalLocation `json:"physicalLocation"`
+// sarifLocation is a result's location.
+type sarifLocation struct {
+	PhysicalLocation sarifPhysicalLocation `json:"physicalLocation"`
 }
 
-// SARIFPhysicalLocation is a file and a region of it.
-type SARIFPhysicalLocation struct {
-	ArtifactLocation SARIFArtifactLocation `json:"artifactLocation"`
-	Region           SARIFRegion           `json:"region"`
+// sarifPhysicalLocation is a file and a region of it.
+type sarifPhysicalLocation struct {
+	ArtifactLocation sarifArtifactLocation `json:"artifactLocation"`
+	Region           sarifRegion           `json:"region"`
 }
 
-// SARIFArtifactLocation names a file relative to the repository root.
-type SARIFArtifactLocation struct {
+// sarifArtifactLocation names a file relative to the repository root.
+type sarifArtifactLocation struct {
 	URI string `json:"uri"`
 }
 
-// SARIFRegion is a span: lines and columns are 1-based, endColumn is the column after the last character.
-type SARIFRegion struct {
+// sarifRegion is a span: lines and columns are 1-based, endColumn is the column after the last character.
+type sarifRegion struct {
 	StartLine   int `json:"startLine"`
 	StartColumn int `json:"startColumn"`
 	EndLine     int `json:"endLine"`
@@ -186,8 +187,8 @@ type SARIFOptions struct {
 	DefaultURI string
 }
 
-// SourcesFromFiles adapts a name -> source map (config.Config.Files) to SARIFOptions.Source.
-func SourcesFromFiles(files ...map[string][]byte) func(string) ([]byte, bool) {
+// sourcesFromFiles adapts a name -> source map (config.Config.Files) to SARIFOptions.Source.
+func sourcesFromFiles(files ...map[string][]byte) func(string) ([]byte, bool) {
 	return func(name string) ([]byte, bool) {
 		for _, m := range files {
 			if src, ok := m[name]; ok {
@@ -198,23 +199,23 @@ func SourcesFromFiles(files ...map[string][]byte) func(string) ([]byte, bool) {
 	}
 }
 
-// NewPlanSARIF converts a plan's diagnostics into a SARIF log: one result per diagnostic, under the rule that
+// newPlanSARIF converts a plan's diagnostics into a SARIF log: one result per diagnostic, under the rule that
 // raised it.
-func NewPlanSARIF(doc *PlanJSON, opts SARIFOptions) *SARIFLog {
+func newPlanSARIF(doc *jsonplan.Document, opts SARIFOptions) *sarifLog {
 	rules := append(planner.Rules(), configurationRules()...)
-	b := newSARIFBuilder(rules, SARIFCategoryPlan, opts)
+	b := newSARIFBuilder(rules, sarifCategoryPlan, opts)
 	fallback := opts.DefaultURI
 	for _, n := range doc.Nodes {
 		if fallback == "" && n.Range != nil {
 			fallback = n.Range.Filename
 		}
 	}
-	for _, d := range decodePlanDiagnostics(doc.Diagnostics) {
+	for _, d := range planDiagnostics(doc.Diagnostics) {
 		rule := d.Rule
 		if _, ok := b.index[rule]; !ok || rule == "" {
-			rule = SARIFRuleConfigurationError
+			rule = sarifRuleConfigurationError
 			if d.Severity == planner.SeverityWarning {
-				rule = SARIFRuleConfigurationWarning
+				rule = sarifRuleConfigurationWarning
 			}
 		}
 		level := "error"
@@ -235,11 +236,11 @@ func NewPlanSARIF(doc *PlanJSON, opts SARIFOptions) *SARIFLog {
 	}
 	log := b.log()
 	if doc.Budget != nil {
-		sb := &SARIFBudget{ApplyBudgetDocument: doc.Budget, Nodes: map[string]*planner.BudgetDocument{}}
+		sb := &sarifBudget{ApplyBudgetDocument: doc.Budget, Nodes: map[string]*jsonplan.BudgetDocument{}}
 		for _, n := range doc.Nodes {
 			sb.Nodes[n.Name] = n.Budget
 		}
-		log.Runs[0].Properties = &SARIFRunProps{Budget: sb}
+		log.Runs[0].Properties = &sarifRunProps{Budget: sb}
 	}
 	return log
 }
@@ -247,20 +248,20 @@ func NewPlanSARIF(doc *PlanJSON, opts SARIFOptions) *SARIFLog {
 func init() {
 	// `kewplan plan --format sarif` and `kewplan show --format sarif`. The plan document carries each
 	// diagnostic's source snippet, which is what the fingerprints hash.
-	PlanFormats["sarif"] = func(w io.Writer, doc *PlanJSON) error {
-		return WritePlanSARIF(w, doc, SARIFOptions{KewplanVersion: doc.KewplanVersion})
+	planFormats["sarif"] = func(w io.Writer, doc *jsonplan.Document) error {
+		return writePlanSARIF(w, doc, SARIFOptions{KewplanVersion: doc.KewplanVersion})
 	}
 }
 
-// WritePlanSARIF writes a plan's diagnostics as SARIF.
-func WritePlanSARIF(w io.Writer, doc *PlanJSON, opts SARIFOptions) error {
-	return jsonstream.Indented(w, NewPlanSARIF(doc, opts))
+// writePlanSARIF writes a plan's diagnostics as SARIF.
+func writePlanSARIF(w io.Writer, doc *jsonplan.Document, opts SARIFOptions) error {
+	return jsonstream.Indented(w, newPlanSARIF(doc, opts))
 }
 
-// NewDiffSARIF converts a diff's widening findings into a SARIF log. Narrowing is not an alert; a diff without
+// newDiffSARIF converts a diff's widening findings into a SARIF log. Narrowing is not an alert; a diff without
 // widening has no results, which closes the alerts of an earlier upload.
-func NewDiffSARIF(d *plandiff.Diff, opts SARIFOptions) *SARIFLog {
-	b := newSARIFBuilder(plandiff.Rules(), SARIFCategoryDiff, opts)
+func newDiffSARIF(d *plandiff.Diff, opts SARIFOptions) *sarifLog {
+	b := newSARIFBuilder(plandiff.Rules(), sarifCategoryDiff, opts)
 	for _, f := range d.Exposure {
 		if !f.Widening {
 			continue
@@ -274,21 +275,21 @@ func NewDiffSARIF(d *plandiff.Diff, opts SARIFOptions) *SARIFLog {
 	return b.log()
 }
 
-// WriteDiffSARIF writes a diff's widening findings as SARIF.
-func WriteDiffSARIF(w io.Writer, d *plandiff.Diff, opts DiffOptions) error {
-	return jsonstream.Indented(w, NewDiffSARIF(d, SARIFOptions{KewplanVersion: opts.KewplanVersion, Source: opts.Source, URI: opts.URI}))
+// writeDiffSARIF writes a diff's widening findings as SARIF.
+func writeDiffSARIF(w io.Writer, d *plandiff.Diff, opts DiffOptions) error {
+	return jsonstream.Indented(w, newDiffSARIF(d, SARIFOptions{KewplanVersion: opts.KewplanVersion, Source: opts.Source, URI: opts.URI}))
 }
 
 func configurationRules() []planner.Rule {
 	return []planner.Rule{
 		{
-			ID: SARIFRuleConfigurationError, Severity: planner.SeverityError,
+			ID: sarifRuleConfigurationError, Severity: planner.SeverityError,
 			Summary:     "Configuration error",
 			Description: "The configuration could not be planned as written: a reference, a type or a function call is wrong. The result's message says what and where.",
 			Help:        "Fix the configuration as the message says; kewplan validate shows the same diagnostic with a source snippet.",
 		},
 		{
-			ID: SARIFRuleConfigurationWarning, Severity: planner.SeverityWarning,
+			ID: sarifRuleConfigurationWarning, Severity: planner.SeverityWarning,
 			Summary:     "Configuration warning",
 			Description: "The configuration plans, but something in it is probably not what was meant. The result's message says what and where.",
 			Help:        "Read the message; kewplan validate shows the same diagnostic with a source snippet.",
@@ -298,9 +299,9 @@ func configurationRules() []planner.Rule {
 
 // sarifBuilder collects results against a fixed rule list.
 type sarifBuilder struct {
-	rules   []SARIFRule
+	rules   []sarifRule
 	index   map[string]int
-	results []SARIFResult
+	results []sarifResult
 	seen    map[string]int // fingerprint hash -> occurrences so far
 	opts    SARIFOptions
 	cat     string
@@ -313,17 +314,17 @@ func newSARIFBuilder(rules []planner.Rule, category string, opts SARIFOptions) *
 			continue
 		}
 		b.index[r.ID] = len(b.rules)
-		b.rules = append(b.rules, sarifRule(r))
+		b.rules = append(b.rules, newSARIFRule(r))
 	}
 	return b
 }
 
-func sarifRule(r planner.Rule) SARIFRule {
+func newSARIFRule(r planner.Rule) sarifRule {
 	level := "error"
 	if r.Severity == planner.SeverityWarning {
 		level = "warning"
 	}
-	props := SARIFRuleProps{Tags: []string{"kewplan"}, Precision: "very-high"}
+	props := sarifRuleProps{Tags: []string{"kewplan"}, Precision: "very-high"}
 	if s, ok := sarifSecuritySeverity[r.ID]; ok {
 		props.SecuritySeverity = s
 		props.Tags = append(props.Tags, "security")
@@ -338,13 +339,13 @@ func sarifRule(r planner.Rule) SARIFRule {
 	if help == "" {
 		help = full
 	}
-	return SARIFRule{
+	return sarifRule{
 		ID:                   r.ID,
 		Name:                 sarifRuleName(r.ID),
-		ShortDescription:     SARIFText{Text: sarifClip(r.Summary, 1024)},
-		FullDescription:      SARIFText{Text: sarifClip(full, 1024)},
-		Help:                 SARIFHelp{Text: full + "\n\n" + help, Markdown: fmt.Sprintf("**%s**\n\n%s\n\n**How to fix:** %s", r.Summary, full, help)},
-		DefaultConfiguration: SARIFConfiguration{Level: level},
+		ShortDescription:     sarifText{Text: sarifClip(r.Summary, 1024)},
+		FullDescription:      sarifText{Text: sarifClip(full, 1024)},
+		Help:                 sarifHelp{Text: full + "\n\n" + help, Markdown: fmt.Sprintf("**%s**\n\n%s\n\n**How to fix:** %s", r.Summary, full, help)},
+		DefaultConfiguration: sarifConfiguration{Level: level},
 		Properties:           props,
 	}
 }
@@ -375,12 +376,12 @@ func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // add records a result. discriminator tells apart results of one rule on one line (two credentials added to one
 // node); it must not hold a line number.
-func (b *sarifBuilder) add(ruleID, level, message, discriminator string, rng *RangeJSON, sn *SnippetJSON, fallbackURI string) {
+func (b *sarifBuilder) add(ruleID, level, message, discriminator string, rng *jsonplan.Range, sn *jsonplan.Snippet, fallbackURI string) {
 	file := fallbackURI
-	region := SARIFRegion{StartLine: 1, StartColumn: 1, EndLine: 1, EndColumn: 2}
+	region := sarifRegion{StartLine: 1, StartColumn: 1, EndLine: 1, EndColumn: 2}
 	if rng != nil && rng.Filename != "" && rng.Start.Line > 0 {
 		file = rng.Filename
-		region = SARIFRegion{StartLine: rng.Start.Line, StartColumn: max(rng.Start.Column, 1),
+		region = sarifRegion{StartLine: rng.Start.Line, StartColumn: max(rng.Start.Column, 1),
 			EndLine: max(rng.End.Line, rng.Start.Line), EndColumn: rng.End.Column}
 		if region.EndLine == region.StartLine && region.EndColumn <= region.StartColumn {
 			region.EndColumn = region.StartColumn + 1
@@ -395,7 +396,7 @@ func (b *sarifBuilder) add(ruleID, level, message, discriminator string, rng *Ra
 	uri := b.uri(file)
 	line := ""
 	switch {
-	case ruleID == planner.RuleCredentialByValue || (sn != nil && strings.Contains(sn.Code, redactedSpan)):
+	case ruleID == planner.RuleCredentialByValue || (sn != nil && strings.Contains(sn.Code, jsonplan.RedactedSpan)):
 		// The line holds a secret: even a hash of it stays out of the report.
 	case b.opts.Source != nil:
 		if src, ok := b.opts.Source(file); ok {
@@ -403,7 +404,7 @@ func (b *sarifBuilder) add(ruleID, level, message, discriminator string, rng *Ra
 		}
 	}
 	if line == "" && sn != nil && sn.StartLine > 0 && sn.StartLine <= region.StartLine &&
-		ruleID != planner.RuleCredentialByValue && !strings.Contains(sn.Code, redactedSpan) {
+		ruleID != planner.RuleCredentialByValue && !strings.Contains(sn.Code, jsonplan.RedactedSpan) {
 		line = sourceLine([]byte(sn.Code), region.StartLine-sn.StartLine+1)
 	}
 	h := sha256.New()
@@ -413,13 +414,13 @@ func (b *sarifBuilder) add(ruleID, level, message, discriminator string, rng *Ra
 	}
 	sum := hex.EncodeToString(h.Sum(nil))[:16]
 	b.seen[sum]++
-	b.results = append(b.results, SARIFResult{
+	b.results = append(b.results, sarifResult{
 		RuleID:    ruleID,
 		RuleIndex: b.index[ruleID],
 		Level:     level,
-		Message:   SARIFText{Text: message},
-		Locations: []SARIFLocation{{PhysicalLocation: SARIFPhysicalLocation{
-			ArtifactLocation: SARIFArtifactLocation{URI: uri},
+		Message:   sarifText{Text: message},
+		Locations: []sarifLocation{{PhysicalLocation: sarifPhysicalLocation{
+			ArtifactLocation: sarifArtifactLocation{URI: uri},
 			Region:           region,
 		}}},
 		PartialFingerprints: map[string]string{"primaryLocationLineHash": fmt.Sprintf("%s:%d", sum, b.seen[sum])},
@@ -452,19 +453,19 @@ func SARIFRelativeURI(name string) string {
 	return b.String()
 }
 
-func (b *sarifBuilder) log() *SARIFLog {
+func (b *sarifBuilder) log() *sarifLog {
 	results := b.results
 	if results == nil {
-		results = []SARIFResult{}
+		results = []sarifResult{}
 	}
-	return &SARIFLog{
-		Schema:  SARIFSchema,
-		Version: SARIFVersion,
-		Runs: []SARIFRun{{
-			Tool: SARIFTool{Driver: SARIFDriver{
-				Name: "kewplan", InformationURI: SARIFInformationURI, Version: orDev(b.opts.KewplanVersion), Rules: b.rules,
+	return &sarifLog{
+		Schema:  sarifSchema,
+		Version: sarifVersion,
+		Runs: []sarifRun{{
+			Tool: sarifTool{Driver: sarifDriver{
+				Name: "kewplan", InformationURI: sarifInformationURI, Version: orDev(b.opts.KewplanVersion), Rules: b.rules,
 			}},
-			AutomationDetails: SARIFAutomationDetails{ID: b.cat},
+			AutomationDetails: sarifAutomationDetails{ID: b.cat},
 			Results:           results,
 		}},
 	}

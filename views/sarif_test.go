@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -221,7 +222,7 @@ func planSARIF(t *testing.T, dir, policy string) []byte {
 		}
 		return SARIFRelativeURI(name)
 	}
-	if err := WritePlanSARIF(&buf, NewPlanJSON(p, "test", files...), SARIFOptions{KewplanVersion: "test", URI: uri}); err != nil {
+	if err := writePlanSARIF(&buf, jsonplan.NewDocument(p, "test", files...), SARIFOptions{KewplanVersion: "test", URI: uri}); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
@@ -230,13 +231,13 @@ func planSARIF(t *testing.T, dir, policy string) []byte {
 func TestPlanSARIF(t *testing.T) {
 	out := planSARIF(t, filepath.Join("..", "planner", "testdata", "policy-violations"), "")
 	checkSARIF(t, out)
-	var log SARIFLog
+	var log sarifLog
 	if err := json.Unmarshal(out, &log); err != nil {
 		t.Fatal(err)
 	}
 	run := log.Runs[0]
-	if run.AutomationDetails.ID != SARIFCategoryPlan {
-		t.Errorf("automationDetails.id = %q, want %q", run.AutomationDetails.ID, SARIFCategoryPlan)
+	if run.AutomationDetails.ID != sarifCategoryPlan {
+		t.Errorf("automationDetails.id = %q, want %q", run.AutomationDetails.ID, sarifCategoryPlan)
 	}
 	// Every rule of the catalogue is described, whether or not it fired.
 	var ids []string
@@ -290,7 +291,7 @@ func TestSARIFFingerprintsSurviveLineMoves(t *testing.T) {
 	moved := append([]byte("# A comment the pull request added.\n\n#   and another.\n"),
 		bytes.ReplaceAll(src, []byte("\n  network    ="), []byte("\n    network    ="))...)
 	dir := t.TempDir()
-	collect := func(log SARIFLog) (fps []string, lines []int) {
+	collect := func(log sarifLog) (fps []string, lines []int) {
 		for _, r := range log.Runs[0].Results {
 			fps = append(fps, r.RuleID+" "+r.PartialFingerprints["primaryLocationLineHash"])
 			lines = append(lines, r.Locations[0].PhysicalLocation.Region.StartLine)
@@ -312,12 +313,12 @@ func TestSARIFFingerprintsSurviveLineMoves(t *testing.T) {
 }
 
 // planSARIFAt writes src as dir/main.hcl and plans it, so two runs share their file names.
-func planSARIFAt(t *testing.T, dir string, src []byte) SARIFLog {
+func planSARIFAt(t *testing.T, dir string, src []byte) sarifLog {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), src, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var log SARIFLog
+	var log sarifLog
 	if err := json.Unmarshal(planSARIF(t, dir, ""), &log); err != nil {
 		t.Fatal(err)
 	}
@@ -335,16 +336,16 @@ func TestSARIFDeterministic(t *testing.T) {
 }
 
 func TestSARIFResultWithoutRange(t *testing.T) {
-	doc := &PlanJSON{FormatVersion: "1.0", Diagnostics: []json.RawMessage{
-		json.RawMessage(`{"severity":"error","summary":"Something broke","detail":"Badly."}`),
-		json.RawMessage(`{"severity":"warning","summary":"Unruled","detail":"x","rule":"no-such-rule"}`),
+	doc := &jsonplan.Document{FormatVersion: "1.0", Diagnostics: jsonplan.Diagnostics{
+		{Severity: "error", Summary: "Something broke", Detail: "Badly."},
+		{Severity: "warning", Summary: "Unruled", Detail: "x", Rule: "no-such-rule"},
 	}}
 	var buf bytes.Buffer
-	if err := WritePlanSARIF(&buf, doc, SARIFOptions{DefaultURI: "examples/quickstart.hcl"}); err != nil {
+	if err := writePlanSARIF(&buf, doc, SARIFOptions{DefaultURI: "examples/quickstart.hcl"}); err != nil {
 		t.Fatal(err)
 	}
 	checkSARIF(t, buf.Bytes())
-	var log SARIFLog
+	var log sarifLog
 	if err := json.Unmarshal(buf.Bytes(), &log); err != nil {
 		t.Fatal(err)
 	}

@@ -10,11 +10,11 @@ import (
 	"github.com/kewplan/kewplan/runners"
 )
 
-// WriteTelemetryJSON writes the document `kewplan telemetry --json` prints: the RunTotals exactly, indented, so
+// writeTelemetryJSON writes the document `kewplan telemetry --json` prints: the RunTotals exactly, indented, so
 // that a script reads the same keys the executor records. cost_usd is null when the agent reported no cost,
 // turns when the vocabulary does not count them. Model and session id come from an untrusted stream; JSON
 // escaping already makes every control character in them inert.
-func WriteTelemetryJSON(w io.Writer, t runners.RunTotals) error {
+func writeTelemetryJSON(w io.Writer, t runners.RunTotals) error {
 	b, err := json.MarshalIndent(t, "", "  ")
 	if err != nil {
 		return err
@@ -23,9 +23,9 @@ func WriteTelemetryJSON(w io.Writer, t runners.RunTotals) error {
 	return err
 }
 
-// WriteTelemetry writes t as a small two-column table for a person re-checking a run's bill or log: what the
+// writeTelemetry writes t as a small two-column table for a person re-checking a run's bill or log: what the
 // stream reported, what kewplan had to fall back on, and what it could not know.
-func WriteTelemetry(w io.Writer, runner string, t runners.RunTotals) error {
+func writeTelemetry(w io.Writer, runner string, t runners.RunTotals) error {
 	model := "unknown (the stream names none and no model was routed)"
 	switch t.ModelSource {
 	case runners.ModelReported:
@@ -47,7 +47,7 @@ func WriteTelemetry(w io.Writer, runner string, t runners.RunTotals) error {
 	}
 	turns := "-"
 	if t.Turns != nil {
-		turns = FormatCount(*t.Turns)
+		turns = formatCount(*t.Turns)
 	}
 	cost := "unknown (the agent reported no cost)"
 	if t.CostUSD != nil {
@@ -60,13 +60,13 @@ func WriteTelemetry(w io.Writer, runner string, t runners.RunTotals) error {
 		{"Status", status},
 		{"Finished", finished},
 		{"Turns", turns},
-		{"Input", FormatCount(t.InputTokens) + " " + plural(t.InputTokens, "token", "tokens")},
-		{"Output", FormatCount(t.OutputTokens) + " " + plural(t.OutputTokens, "token", "tokens")},
-		{"Cache read", FormatCount(t.CacheReadTokens) + " " + plural(t.CacheReadTokens, "token", "tokens")},
-		{"Cache write", FormatCount(t.CacheWriteTokens) + " " + plural(t.CacheWriteTokens, "token", "tokens")},
+		{"Input", formatCount(t.InputTokens) + " " + plural(t.InputTokens, "token", "tokens")},
+		{"Output", formatCount(t.OutputTokens) + " " + plural(t.OutputTokens, "token", "tokens")},
+		{"Cache read", formatCount(t.CacheReadTokens) + " " + plural(t.CacheReadTokens, "token", "tokens")},
+		{"Cache write", formatCount(t.CacheWriteTokens) + " " + plural(t.CacheWriteTokens, "token", "tokens")},
 		{"Cost", cost},
-		{"Lines", FormatCount(t.Events) + " " + plural(t.Events, "event", "events") + ", " + FormatCount(t.UnparsedLines) + " unparsed, " +
-			FormatCount(t.OversizedLines) + " oversized"},
+		{"Lines", formatCount(t.Events) + " " + plural(t.Events, "event", "events") + ", " + formatCount(t.UnparsedLines) + " unparsed, " +
+			formatCount(t.OversizedLines) + " oversized"},
 	}
 	for _, r := range rows {
 		if _, err := fmt.Fprintf(w, "%-12s %s\n", r[0], r[1]); err != nil {

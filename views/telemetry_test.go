@@ -64,7 +64,7 @@ Lines        0 events, 0 unparsed, 0 oversized
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := WriteTelemetry(&b, "claude-code", tt.t); err != nil {
+			if err := writeTelemetry(&b, "claude-code", tt.t); err != nil {
 				t.Fatal(err)
 			}
 			got := b.String()
@@ -84,7 +84,7 @@ Lines        0 events, 0 unparsed, 0 oversized
 
 func TestWriteTelemetryJSON(t *testing.T) {
 	var b bytes.Buffer
-	if err := WriteTelemetryJSON(&b, runners.RunTotals{Model: "m\x1b", ModelSource: runners.ModelReported}); err != nil {
+	if err := writeTelemetryJSON(&b, runners.RunTotals{Model: "m\x1b", ModelSource: runners.ModelReported}); err != nil {
 		t.Fatal(err)
 	}
 	want := `{

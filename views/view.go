@@ -13,18 +13,18 @@ import (
 type ViewType int
 
 const (
-	// ViewHuman is text for people: colour and live lines when Streams say so.
-	ViewHuman ViewType = iota
-	// ViewJSON is a JSON document (or NDJSON events) on stdout; what a person should still see goes to stderr.
-	ViewJSON
+	// viewHuman is text for people: colour and live lines when Streams say so.
+	viewHuman ViewType = iota
+	// viewJSON is a JSON document (or NDJSON events) on stdout; what a person should still see goes to stderr.
+	viewJSON
 )
 
-// ViewTypeOf is ViewJSON when a command's --json flag is set, ViewHuman otherwise.
+// ViewTypeOf is viewJSON when a command's --json flag is set, viewHuman otherwise.
 func ViewTypeOf(asJSON bool) ViewType {
 	if asJSON {
-		return ViewJSON
+		return viewJSON
 	}
-	return ViewHuman
+	return viewHuman
 }
 
 // Streams are where the views write and what they may assume about them.
@@ -51,17 +51,26 @@ func (v *View) Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte) {
 	if len(diags) == 0 {
 		return
 	}
-	_ = WriteDiagnostics(v.streams.Stderr, diags, v.streams.Color, files...)
+	_ = writeDiagnostics(v.streams.Stderr, diags, v.streams.Color, files...)
 }
 
-// Error reports an error that ends the command: "Error: …" on stderr.
+// Error reports an error that ends the command: "Error: …" on stderr. An error may quote a plan file, a
+// configuration or an agent's output, so it is escaped (termsafe.Text) like every other string from them.
 func (v *View) Error(err error) {
-	fmt.Fprintf(v.streams.Stderr, "Error: %v\n", err)
+	fmt.Fprintf(v.streams.Stderr, "Error: %s\n", errorText(err))
+}
+
+// errorText is err's message escaped for a terminal.
+func errorText(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return termsafe.Text(err.Error())
 }
 
 // UsageError reports a command line that does not parse, and where to read the usage.
 func (v *View) UsageError(err error) {
-	fmt.Fprintf(v.streams.Stderr, "Error: %v\n", err)
+	fmt.Fprintf(v.streams.Stderr, "Error: %s\n", errorText(err))
 	fmt.Fprintf(v.streams.Stderr, "Run 'kewplan --help' for usage.\n")
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/internal/safefile"
 	"github.com/kewplan/kewplan/internal/termsafe"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/k8sengine"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
@@ -133,8 +134,8 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 		if err := c.decideResume(a); err != nil {
 			return nil, err
 		}
-		doc := views.NewPlanJSON(pl.plan, version, pl.files...)
-		doc.Resume = planner.NewResumeDocument(a.resumePlan)
+		doc := jsonplan.NewDocument(pl.plan, version, pl.files...)
+		doc.Resume = jsonplan.NewResumeDocument(a.resumePlan)
 		return a, view.Plan(doc)
 	}
 	if len(c.Vars) > 0 || len(c.VarFiles) > 0 || len(c.Targets) > 0 || c.Policy != "" {

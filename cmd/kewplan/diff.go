@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/kewplan/kewplan/internal/safefile"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planfile"
-	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
 )
 
@@ -68,7 +68,7 @@ func (c *DiffCmd) Run(env *Env) error {
 }
 
 // readPlanArg reads and decodes one plan argument; role ("BASE" or "HEAD") makes errors say which one failed.
-func readPlanArg(env *Env, name, role string) (*planner.Document, error) {
+func readPlanArg(env *Env, name, role string) (*jsonplan.Document, error) {
 	var data []byte
 	var err error
 	if name == "-" {
@@ -77,9 +77,9 @@ func readPlanArg(env *Env, name, role string) (*planner.Document, error) {
 		data, err = readPlanFile(name)
 	}
 	if err == nil {
-		data, err = planfile.Decompress(data) // a saved plan is gzip-compressed
-		if err == nil && len(data) > plandiff.MaxPlanBytes {
-			err = fmt.Errorf("%s: %w", name, plandiff.ErrTooLarge)
+		data, err = planfile.Decompress(data, plandiff.MaxPlanBytes) // a saved plan is gzip-compressed
+		if errors.Is(err, planfile.ErrInflated) {
+			err = fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	if err != nil {

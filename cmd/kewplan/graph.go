@@ -4,6 +4,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
 )
@@ -31,7 +32,7 @@ func (c *GraphCmd) Run(env *Env) error {
 		return ExitCode(1)
 	}
 	p, planDiags := planner.Build(cfg, planner.Inputs{Vars: vals, FS: config.DirFS(cfg.Dir), Targets: c.Targets})
-	if err := view.Graph(views.NewPlanJSON(p, version)); err != nil {
+	if err := view.Graph(jsonplan.NewDocument(p, version)); err != nil {
 		return err
 	}
 	if planDiags.HasErrors() {

@@ -97,27 +97,3 @@ func (env *Env) streams() views.Streams {
 type diagnosticsView interface {
 	Diagnostics(diags hcl.Diagnostics, files ...map[string][]byte)
 }
-
-// dedupeDiagnostics drops diagnostics identical to an earlier one, which happens when two stages evaluate the
-// same expression (validate's own evaluation and the planner's).
-func dedupeDiagnostics(diags hcl.Diagnostics) hcl.Diagnostics {
-	type key struct {
-		sev             hcl.DiagnosticSeverity
-		summary, detail string
-		rng             hcl.Range
-	}
-	seen := map[key]bool{}
-	out := diags[:0:0]
-	for _, d := range diags {
-		k := key{sev: d.Severity, summary: d.Summary, detail: d.Detail}
-		if d.Subject != nil {
-			k.rng = *d.Subject
-		}
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		out = append(out, d)
-	}
-	return out
-}

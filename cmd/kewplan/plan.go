@@ -7,6 +7,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/k8srender"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
@@ -60,11 +61,9 @@ func (c *PlanCmd) Run(env *Env) error {
 	pl.cfg = nil
 	paths.dir = dir
 	paths.isConfig = func(name string) bool { _, ok := cfgFiles[name]; return ok }
-	doc := views.NewPlanJSON(p, version, files...)
+	doc := jsonplan.NewDocument(p, version, files...)
 	doc.ConfigDir = relConfigDir(dir)
-	if err := views.SetPlanEngine(doc, engine, m, kube); err != nil {
-		return err
-	}
+	doc.SetEngine(engine, m, kube)
 	if c.Format == views.PlanFormatYAML {
 		view.Diagnostics(p.Diagnostics, files...)
 		if m != nil && !p.HasErrors() {
@@ -173,7 +172,7 @@ func planFromFlags(env *Env, view diagnosticsView, path string, vf VarFlags, tar
 		return nil, false
 	}
 	// The configuration's own warnings belong to the plan too.
-	p.Diagnostics = dedupeDiagnostics(append(append(append(hcl.Diagnostics{}, diags...), d...), planDiags...))
+	p.Diagnostics = config.DedupeDiagnostics(append(append(append(hcl.Diagnostics{}, diags...), d...), planDiags...))
 	config.SortDiagnostics(p.Diagnostics)
 	out.plan = p
 	return out, true

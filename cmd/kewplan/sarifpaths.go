@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -37,7 +38,7 @@ func (p *sarifPaths) source(name string) ([]byte, bool) { return readRelativeSou
 // docConfigDir is the configuration directory a plan document was made from, relative to the working directory:
 // from a saved plan's config_path (relative to the plan file, which is at planPath), else from the document's
 // config_dir (relative to the working directory it was planned in); "" when neither says.
-func docConfigDir(doc *planner.Document, planPath string) string {
+func docConfigDir(doc *jsonplan.Document, planPath string) string {
 	if doc.Saved != nil && doc.Saved.ConfigPath != "" && planPath != "" && planPath != "-" {
 		loc := filepath.Join(filepath.Dir(planPath), filepath.FromSlash(doc.Saved.ConfigPath))
 		if info, err := os.Stat(loc); err == nil && !info.IsDir() {
@@ -56,7 +57,7 @@ func docConfigDir(doc *planner.Document, planPath string) string {
 }
 
 // savedConfigFiles says which names a saved plan records as configuration files; nil for a plan --json document.
-func savedConfigFiles(doc *planner.Document) func(string) bool {
+func savedConfigFiles(doc *jsonplan.Document) func(string) bool {
 	if doc.Saved == nil {
 		return nil
 	}

@@ -70,7 +70,7 @@ func (c *ValidateCmd) Run(env *Env) error {
 	} else {
 		diags = d
 	}
-	diags = dedupeDiagnostics(diags)
+	diags = config.DedupeDiagnostics(diags)
 	config.SortDiagnostics(diags)
 
 	valid, err := views.NewValidate(views.ViewTypeOf(c.JSON), env.streams()).Results(diags, configSources(cfg)...)

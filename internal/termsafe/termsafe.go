@@ -38,12 +38,15 @@ func ANSICQuote(s string) string { return "$'" + escape(s, false, true) + "'" }
 
 func isControlByte(c byte) bool { return c < 0x20 || c == 0x7f }
 
-// isUnsafeRune reports C1 controls and the bidirectional formatting characters.
+// isUnsafeRune reports C1 controls, the line and paragraph separators and the bidirectional formatting
+// characters: the one list every function of this package escapes (or, Flatten, drops).
 func isUnsafeRune(r rune) bool {
 	switch {
 	case r >= 0x80 && r <= 0x9f:
 		return true
 	case r == 0x061c, r == 0x200e, r == 0x200f:
+		return true
+	case r == 0x2028, r == 0x2029: // a terminal or an editor may break the line there
 		return true
 	case r >= 0x202a && r <= 0x202e:
 		return true
@@ -92,6 +95,39 @@ func escape(s string, keepLayout, quote bool) string {
 			b.WriteString(s[i : i+size])
 		}
 		i += size
+	}
+	return b.String()
+}
+
+// Flatten makes s safe inside one line of a live display or an event: the characters String escapes are dropped
+// instead (so no escape sequence survives and nothing is added to the line's width), newlines, tabs and carriage
+// returns become spaces, and each byte of invalid UTF-8 becomes U+FFFD.
+func Flatten(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		s = s[size:]
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b.WriteRune(utf8.RuneError)
+		case r == '\n' || r == '\t' || r == '\r':
+			b.WriteByte(' ')
+		case r < utf8.RuneSelf && isControlByte(byte(r)), isUnsafeRune(r):
+			// dropped
+		default:
+			b.WriteRune(r)
+		}
 	}
 	return b.String()
 }

@@ -18,6 +18,7 @@ func TestEscape(t *testing.T) {
 		{"c1\u0085\u009b", `c1\u0085\u009b`, `c1\u0085\u009b`},
 		{"if \u202eevil\u202c", `if \u202eevil\u202c`, `if \u202eevil\u202c`},
 		{"\u2066\u2067\u2068\u2069\u200e\u200f\u061c", `\u2066\u2067\u2068\u2069\u200e\u200f\u061c`, `\u2066\u2067\u2068\u2069\u200e\u200f\u061c`},
+		{"\u2028\u2029", `\u2028\u2029`, `\u2028\u2029`},
 		{"bad\xff\xfe", `bad\xff\xfe`, `bad\xff\xfe`},
 		{"café ☕ \\x1b", "café ☕ \\x1b", "café ☕ \\x1b"},
 	} {
@@ -78,5 +79,67 @@ func BenchmarkText(b *testing.B) {
 	b.SetBytes(int64(len(s)))
 	for b.Loop() {
 		_ = Text(s)
+	}
+}
+
+// dangerous is every character of the three escapers kewplan had before this package was its only one (its own
+// list, views.EscapeTerminal's and views.Sanitize's), with C0, DEL, C1 and invalid UTF-8: their union.
+func dangerous() []string {
+	var out []string
+	for c := 0; c < 0x20; c++ {
+		out = append(out, string(rune(c)))
+	}
+	out = append(out, "\x7f")
+	for r := rune(0x80); r <= 0x9f; r++ {
+		out = append(out, string(r))
+	}
+	for _, r := range []rune{0x061c, 0x200e, 0x200f, 0x2028, 0x2029, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e,
+		0x2066, 0x2067, 0x2068, 0x2069} {
+		out = append(out, string(r))
+	}
+	return append(out, "\xff", "\xfe", "\xc3", "\xe2\x80", "\xed\xa0\x80") // invalid: lone, truncated, surrogate
+}
+
+// TestEveryFunctionEscapesTheUnion: no exported function lets a character of any of the old lists through (Text
+// keeps newline and tab, its layout; Flatten turns them into spaces).
+func TestEveryFunctionEscapesTheUnion(t *testing.T) {
+	funcs := map[string]func(string) string{"String": String, "Text": Text, "ANSICQuote": ANSICQuote, "Flatten": Flatten}
+	for _, ch := range dangerous() {
+		in := "a" + ch + "b"
+		if !NeedsEscape(in) {
+			t.Errorf("NeedsEscape(%q) = false", in)
+		}
+		for name, f := range funcs {
+			out := f(in)
+			if !utf8.ValidString(out) {
+				t.Errorf("%s(%q) = %q is not valid UTF-8", name, in, out)
+			}
+			if name == "Text" && (ch == "\n" || ch == "\t") {
+				continue
+			}
+			for _, r := range out {
+				if r < 0x20 || r == 0x7f || isUnsafeRune(r) {
+					t.Errorf("%s(%q) = %q lets %U through", name, in, out, r)
+				}
+			}
+		}
+	}
+}
+
+func TestFlatten(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain text", "plain text"},
+		{"\x1b[2Jclear", "[2Jclear"},
+		{"osc\x1b]52;c;ZXZpbA==\x07end", "osc]52;c;ZXZpbA==end"},
+		{"cr\roverwrite\nnext\ttab", "cr overwrite next tab"},
+		{"c1\u009b31mred", "c131mred"},
+		{"bad\xffutf8", "bad\uFFFDutf8"},
+		{"rtl\u202eevil\u200f\u061c\u2028", "rtlevil"},
+		{"del\x7f", "del"},
+		{"ünïcødé ✓", "ünïcødé ✓"},
+	} {
+		if got := Flatten(tc.in); got != tc.want {
+			t.Errorf("Flatten(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

@@ -1,9 +1,11 @@
-package planner
+package jsonplan
 
 import (
 	"encoding/json"
 
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/kewplan/kewplan/planner"
 )
 
 // SavedState is the `saved` object of a saved plan: what `apply PLANFILE` needs to re-plan exactly the reviewed
@@ -13,10 +15,10 @@ type SavedState struct {
 	// ConfigPath is the configuration (file or directory), relative to the plan file's directory, with forward
 	// slashes, so a checkout can move without invalidating its plan files.
 	ConfigPath string `json:"config_path"`
-	// Variables are the variable values the plan used, canonical JSON (see EncodeVariables).
+	// Variables are the variable values the plan used, canonical JSON (see planner.EncodeVariables).
 	Variables map[string]json.RawMessage `json:"variables"`
 	// Files are the digests of every configuration file and every file read by file() or templatefile().
-	Files []FileDigest `json:"files"`
+	Files []planner.FileDigest `json:"files"`
 	// Targets are the --target names the plan was made with; empty: all nodes.
 	Targets []string `json:"targets"`
 	// Policy is the organisation policy file given with --policy, if any: applying the plan enforces it again,
@@ -31,14 +33,14 @@ type SavedState struct {
 
 // NewSavedState records the inputs of p (its variable values and file digests) and its targets; the paths are
 // filled in by whoever writes the plan file, relative to it.
-func NewSavedState(p *Plan, targets []string) *SavedState {
+func NewSavedState(p *planner.Plan, targets []string) *SavedState {
 	vars := p.DigestInputs.Variables
 	if vars == nil {
 		vars = map[string]json.RawMessage{}
 	}
 	return &SavedState{
 		Variables: vars,
-		Files:     append([]FileDigest{}, p.DigestInputs.Files...),
+		Files:     append([]planner.FileDigest{}, p.DigestInputs.Files...),
 		Targets:   nonNil(targets),
 	}
 }
@@ -51,4 +53,6 @@ type SavedPolicy struct {
 }
 
 // Vars decodes the recorded variable values.
-func (s *SavedState) Vars() (map[string]cty.Value, error) { return DecodeVariables(s.Variables) }
+func (s *SavedState) Vars() (map[string]cty.Value, error) {
+	return planner.DecodeVariables(s.Variables)
+}

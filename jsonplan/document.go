@@ -1,18 +1,28 @@
-package planner
+package jsonplan
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/parallel"
+	"github.com/kewplan/kewplan/internal/termsafe"
+	"github.com/kewplan/kewplan/planner"
 )
+
+// FormatVersion is the version of the document's shape (saved plans and `plan --json`). A major change is a
+// breaking change for `kewplan diff` and `kewplan apply PLANFILE`.
+const FormatVersion = "1.0"
 
 // Document is the JSON plan (`kewplan plan --json`) and, with Saved set, a saved plan (`--out FILE`): the saved
 // plan is a superset, so `kewplan diff` and `kewplan show` read either. The keys are stable within a major
@@ -25,17 +35,15 @@ type Document struct {
 	// Engine is the engine the plan runs on, "docker" or "kubernetes"; absent in plans written before engines
 	// existed, which are Docker plans.
 	Engine string `json:"engine,omitempty"`
-	// Kubernetes is, on the kubernetes engine, the rendered objects and the engine block's settings in the shape
-	// k8srender.PlanDocument; raw like Diagnostics, so that shape has a single owner (k8srender imports planner).
-	Kubernetes json.RawMessage     `json:"kubernetes,omitempty"`
+	// Kubernetes is, on the kubernetes engine, the rendered objects and the engine block's settings.
+	Kubernetes *Kubernetes         `json:"kubernetes,omitempty"`
 	Nodes      []NodeDocument      `json:"nodes"`
 	Exposure   map[string][]string `json:"exposure"`
 	// Budget is the apply-wide cap and worst case; nil in a document written before budgets existed.
 	Budget *ApplyBudgetDocument `json:"budget"`
-	// Diagnostics are in the shape `kewplan validate --json` prints (views.DiagnosticsJSON writes them); the
-	// planner keeps them raw so that shape has a single owner.
-	Diagnostics []json.RawMessage `json:"diagnostics"`
-	Saved       *SavedState       `json:"saved,omitempty"`
+	// Diagnostics are in the shape `kewplan validate --json` prints.
+	Diagnostics Diagnostics `json:"diagnostics"`
+	Saved       *SavedState `json:"saved,omitempty"`
 	// ConfigDir is the configuration's directory relative to the working directory the plan was made in (forward
 	// slashes, "." for that directory itself), so that tools reading the plan later (diff's SARIF) can map the
 	// file names of ranges, which are relative to the configuration's directory, back to repository paths.
@@ -63,14 +71,14 @@ type ResumeNodeDocument struct {
 }
 
 // NewResumeDocument converts a resume plan; nil for nil.
-func NewResumeDocument(rp *ResumePlan) *ResumeDocument {
+func NewResumeDocument(rp *planner.ResumePlan) *ResumeDocument {
 	if rp == nil {
 		return nil
 	}
 	d := &ResumeDocument{FromRun: rp.FromRun, Nodes: make([]ResumeNodeDocument, 0, len(rp.Decisions))}
 	for _, dec := range rp.Decisions {
 		d.Nodes = append(d.Nodes, ResumeNodeDocument{Node: dec.Node, Action: dec.Action, Reason: dec.Reason, FromRun: dec.FromRun})
-		if dec.Action == ResumeReuse {
+		if dec.Action == planner.ResumeReuse {
 			d.Reused++
 		} else {
 			d.Run++
@@ -103,7 +111,7 @@ type NodeDocument struct {
 	Memory      string               `json:"memory"`
 	CPUs        string               `json:"cpus"`
 	TmpfsSize   string               `json:"tmpfs_size"`
-	Range       *RangeDocument       `json:"range"`
+	Range       *Range               `json:"range"`
 	Errors      bool                 `json:"errors,omitempty"`
 	PullRequest *PullRequestDoc      `json:"pull_request,omitempty"`
 	// Budget is the node's caps; nil in a document written before budgets existed.
@@ -132,10 +140,10 @@ type EgressHostDocument struct {
 }
 
 // EgressHosts converts a document's egress list back to the plan's (views and the diff describe it alike).
-func (n *NodeDocument) EgressHosts() []EgressHost {
-	out := make([]EgressHost, 0, len(n.Egress))
+func (n *NodeDocument) EgressHosts() []planner.EgressHost {
+	out := make([]planner.EgressHost, 0, len(n.Egress))
 	for _, e := range n.Egress {
-		out = append(out, EgressHost{Host: e.Host, Port: e.Port, Origins: nonNil(e.Origins)})
+		out = append(out, planner.EgressHost{Host: e.Host, Port: e.Port, Origins: nonNil(e.Origins)})
 	}
 	return out
 }
@@ -150,7 +158,7 @@ type RetryDocument struct {
 }
 
 // NewRetryDocument converts a policy; nil when no retry block applies.
-func NewRetryDocument(r RetryPolicy) *RetryDocument {
+func NewRetryDocument(r planner.RetryPolicy) *RetryDocument {
 	if !r.Configured() {
 		return nil
 	}
@@ -158,7 +166,7 @@ func NewRetryDocument(r RetryPolicy) *RetryDocument {
 	for k, v := range r.Origins {
 		origin[k] = v
 	}
-	return &RetryDocument{Attempts: r.Attempts, Backoff: FormatDuration(r.Backoff), On: nonNil(r.On), Origin: origin}
+	return &RetryDocument{Attempts: r.Attempts, Backoff: config.FormatDuration(r.Backoff), On: nonNil(r.On), Origin: origin}
 }
 
 // PromptDocument describes the prompt by digest; an unknown prompt has sha256 "" and bytes 0.
@@ -173,29 +181,15 @@ type PullRequestDoc struct {
 	Title string `json:"title"`
 }
 
-// RangeDocument is a source range: the same shape as a diagnostic's range.
-type RangeDocument struct {
-	Filename string      `json:"filename"`
-	Start    PosDocument `json:"start"`
-	End      PosDocument `json:"end"`
-}
-
-// PosDocument is a position in a source file.
-type PosDocument struct {
-	Line   int `json:"line"`
-	Column int `json:"column"`
-	Byte   int `json:"byte"`
-}
-
-// NewRangeDocument converts an hcl range; nil for the zero range.
-func NewRangeDocument(r hcl.Range) *RangeDocument {
+// NewRange converts an hcl range; nil for the zero range.
+func NewRange(r hcl.Range) *Range {
 	if r.Filename == "" {
 		return nil
 	}
-	return &RangeDocument{
+	return &Range{
 		Filename: filepath.ToSlash(r.Filename),
-		Start:    PosDocument{Line: r.Start.Line, Column: r.Start.Column, Byte: r.Start.Byte},
-		End:      PosDocument{Line: r.End.Line, Column: r.End.Column, Byte: r.End.Byte},
+		Start:    Pos{Line: r.Start.Line, Column: r.Start.Column, Byte: r.Start.Byte},
+		End:      Pos{Line: r.End.Line, Column: r.End.Column, Byte: r.End.Byte},
 	}
 }
 
@@ -211,16 +205,16 @@ func (d *Document) WriteIndented(w io.Writer) error {
 	return jsonstream.IndentedList(w, &c, "nodes", len(d.Nodes), func(i int) any { return &d.Nodes[i] })
 }
 
-// NewDocument converts a plan into its JSON document, without diagnostics (the caller adds them in the validate
-// shape) and without Saved.
-func NewDocument(p *Plan, kewplanVersion string) *Document {
+// NewDocument converts a plan into its JSON document, with its diagnostics (files, name -> source, gives their
+// snippets; several maps are merged), without an engine (SetEngine) and without Saved.
+func NewDocument(p *planner.Plan, kewplanVersion string, files ...map[string][]byte) *Document {
 	d := &Document{
-		FormatVersion:  p.FormatVersion,
+		FormatVersion:  FormatVersion,
 		KewplanVersion: kewplanVersion,
 		ConfigDigest:   p.ConfigDigest,
 		Nodes:          make([]NodeDocument, len(p.Nodes)),
 		Exposure:       map[string][]string{},
-		Diagnostics:    []json.RawMessage{},
+		Diagnostics:    NewDiagnostics(p.Diagnostics, files...),
 	}
 	d.Budget = newApplyBudgetDocument(p.Budget)
 	for c, nodes := range p.Exposure {
@@ -232,7 +226,7 @@ func NewDocument(p *Plan, kewplanVersion string) *Document {
 }
 
 // newNodeDocument is one node of the plan document.
-func newNodeDocument(np *NodePlan) NodeDocument {
+func newNodeDocument(np *planner.NodePlan) NodeDocument {
 	nd := NodeDocument{
 		Name:              np.Name,
 		Runner:            np.Runner,
@@ -241,7 +235,7 @@ func newNodeDocument(np *NodePlan) NodeDocument {
 		Image:             np.Image,
 		Network:           np.Network,
 		Runtime:           np.Runtime,
-		Isolation:         IsolationTier(np.Runtime),
+		Isolation:         planner.IsolationTier(np.Runtime),
 		Model:             np.Model,
 		Credentials:       nonNil(np.Credentials),
 		CredentialOrigins: nonNil(np.CredentialOrigins),
@@ -254,12 +248,12 @@ func newNodeDocument(np *NodePlan) NodeDocument {
 		CPUs:              np.CPUs,
 		TmpfsSize:         np.TmpfsSize,
 		Egress:            egressDocuments(np.Egress),
-		Range:             NewRangeDocument(np.DeclRange),
+		Range:             NewRange(np.DeclRange),
 		Errors:            np.Errors,
 		Retry:             NewRetryDocument(np.Retry),
 	}
-	if contains(np.Unknown, "runtime") {
-		nd.Isolation = UnknownValue
+	if slices.Contains(np.Unknown, "runtime") {
+		nd.Isolation = planner.UnknownValue
 	}
 	if np.PullRequest != nil {
 		nd.PullRequest = &PullRequestDoc{Base: np.PullRequest.Base, Title: np.PullRequest.Title}
@@ -281,7 +275,7 @@ func newNodeDocument(np *NodePlan) NodeDocument {
 	return nd
 }
 
-func egressDocuments(hosts []EgressHost) []EgressHostDocument {
+func egressDocuments(hosts []planner.EgressHost) []EgressHostDocument {
 	out := make([]EgressHostDocument, 0, len(hosts))
 	for _, h := range hosts {
 		out = append(out, EgressHostDocument{Host: h.Host, Port: h.Port, Origins: nonNil(h.Origins)})
@@ -308,11 +302,8 @@ func (d *Document) Node(name string) *NodeDocument {
 
 // HasErrors reports whether any diagnostic of the document is an error.
 func (d *Document) HasErrors() bool {
-	for _, raw := range d.Diagnostics {
-		var sev struct {
-			Severity string `json:"severity"`
-		}
-		if json.Unmarshal(raw, &sev) == nil && strings.EqualFold(sev.Severity, SeverityError) {
+	for _, dg := range d.Diagnostics {
+		if !dg.Unreadable && strings.EqualFold(dg.Severity, SeverityError) {
 			return true
 		}
 	}
@@ -332,7 +323,35 @@ func (d *Document) Check() error {
 		return fmt.Errorf("not a kewplan plan: it has no format_version")
 	}
 	if major != want {
-		return fmt.Errorf("plan format %s is not supported: this kewplan reads format %s.x", d.FormatVersion, want)
+		return fmt.Errorf("plan format %s is not supported: this kewplan reads format %s.x", termsafe.String(d.FormatVersion), want)
 	}
 	return nil
+}
+
+// DecodeError is Decode's error for bytes that are not one JSON plan document (bad JSON, a wrong type, a second
+// value); Err is encoding/json's error, which callers may place in the bytes.
+type DecodeError struct{ Err error }
+
+func (e *DecodeError) Error() string { return e.Err.Error() }
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Decode reads one plan document from data: a *DecodeError when data is not one JSON document of this shape,
+// else Check's error when this version cannot read its format. The caller bounds data's size and nesting first
+// (jsonlimit). A saved object's variables are never nil.
+func Decode(data []byte) (*Document, error) {
+	var doc Document
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		return nil, &DecodeError{Err: err}
+	}
+	if dec.More() {
+		return nil, &DecodeError{Err: errors.New("more than one JSON value")}
+	}
+	if err := doc.Check(); err != nil {
+		return nil, err
+	}
+	if doc.Saved != nil && doc.Saved.Variables == nil {
+		doc.Saved.Variables = map[string]json.RawMessage{}
+	}
+	return &doc, nil
 }
