@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/testtools/golden"
 	"github.com/kewplan/kewplan/internal/testtools/k8stest"
-	"github.com/kewplan/kewplan/internal/testtools/testkit"
 	"github.com/kewplan/kewplan/k8srender"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -42,8 +42,7 @@ func TestRenderGolden(t *testing.T) {
 	var names []string
 	for _, f := range files {
 		names = append(names, f.Name)
-		golden := filepath.Join("testdata", "kubernetes", f.Name)
-		testkit.Golden(t, golden, f.Data)
+		golden.Check(t, filepath.Join("testdata", "kubernetes", f.Name), f.Data)
 	}
 	if diff := cmp.Diff([]string{"00-shared.yaml", "01-kew-fix.yaml", "02-kew-review.yaml"}, names); diff != "" {
 		t.Errorf("Files() names mismatch (-want +got):\n%s", diff)

@@ -14,6 +14,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/testtools/golden"
 	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
@@ -61,24 +62,6 @@ func planCase(t *testing.T, dir string) (*config.Config, *planner.Plan, goldenCa
 	return cfg, p, gc
 }
 
-// checkGolden compares got with the golden file, or rewrites it when KEWPLAN_UPDATE is set.
-func checkGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if os.Getenv("KEWPLAN_UPDATE") != "" {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with KEWPLAN_UPDATE=1 to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
-	}
-}
-
 // TestGolden plans every testdata/<case>/ and compares each view with its golden file.
 func TestGolden(t *testing.T) {
 	dirs, err := filepath.Glob("testdata/*/main.hcl")
@@ -97,14 +80,14 @@ func TestGolden(t *testing.T) {
 				}
 				return buf.Bytes()
 			}
-			checkGolden(t, filepath.Join(dir, "plan.json"), render(func(b *bytes.Buffer) error { return views.WritePlanJSON(b, doc) }))
-			checkGolden(t, filepath.Join(dir, "plan.txt"), render(func(b *bytes.Buffer) error { return views.WritePlanHuman(b, doc) }))
+			golden.Check(t, filepath.Join(dir, "plan.json"), render(func(b *bytes.Buffer) error { return views.WritePlanJSON(b, doc) }))
+			golden.Check(t, filepath.Join(dir, "plan.txt"), render(func(b *bytes.Buffer) error { return views.WritePlanHuman(b, doc) }))
 			for _, v := range gc.Views {
 				switch v {
 				case "markdown":
-					checkGolden(t, filepath.Join(dir, "plan.md"), render(func(b *bytes.Buffer) error { return views.WritePlanMarkdown(b, doc) }))
+					golden.Check(t, filepath.Join(dir, "plan.md"), render(func(b *bytes.Buffer) error { return views.WritePlanMarkdown(b, doc) }))
 				case "dot":
-					checkGolden(t, filepath.Join(dir, "graph.dot"), render(func(b *bytes.Buffer) error { return views.WriteGraphDOT(b, doc) }))
+					golden.Check(t, filepath.Join(dir, "graph.dot"), render(func(b *bytes.Buffer) error { return views.WriteGraphDOT(b, doc) }))
 				default:
 					t.Fatalf("case.json: unknown view %q", v)
 				}

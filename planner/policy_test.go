@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/testtools/golden"
 )
 
 // planPolicyCase loads testdata/<name>/main.hcl, and testdata/<name>/org/policy.hcl as the --policy file when it
@@ -62,23 +63,6 @@ func severityWord(s hcl.DiagnosticSeverity) string {
 	return "error"
 }
 
-func checkGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if os.Getenv("KEWPLAN_UPDATE") != "" {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with KEWPLAN_UPDATE=1 to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
-	}
-}
-
 func TestPolicyGolden(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -95,7 +79,7 @@ func TestPolicyGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := planPolicyCase(t, tt.name)
-			checkGolden(t, filepath.Join("testdata", tt.name, "policy.golden"), policyDiagnosticsText(p.Diagnostics))
+			golden.Check(t, filepath.Join("testdata", tt.name, "policy.golden"), []byte(policyDiagnosticsText(p.Diagnostics)))
 			var refused []string
 			for _, n := range p.Nodes {
 				if n.Errors {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/kewplan/kewplan/internal/testtools/testkit"
+	"github.com/kewplan/kewplan/internal/testtools/golden"
 	"github.com/kewplan/kewplan/runners"
 )
 
@@ -54,8 +54,7 @@ func TestGolden(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			golden := filepath.Join("testdata", "golden", name+".jsonl")
-			testkit.Golden(t, golden, got.Bytes())
+			golden.Check(t, filepath.Join("testdata", "golden", name+".jsonl"), got.Bytes())
 		})
 	}
 }

@@ -2,7 +2,6 @@ package views
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/kewplan/kewplan/executor"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/internal/testtools/golden"
 	"github.com/kewplan/kewplan/runners"
 )
 
@@ -77,7 +77,7 @@ func TestApplyViewGoldens(t *testing.T) {
 				h = d
 			}
 			applyEvents(h)
-			applyGolden(t, tc.name+".golden", buf.Bytes())
+			golden.Check(t, filepath.Join("testdata", tc.name+".golden"), buf.Bytes())
 			out := buf.String()
 			if !tc.live && strings.Contains(out, "\x1b") {
 				t.Error("an escape sequence reached the output")
@@ -89,24 +89,6 @@ func TestApplyViewGoldens(t *testing.T) {
 				t.Error("a control character reached the output")
 			}
 		})
-	}
-}
-
-func applyGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if os.Getenv("KEWPLAN_UPDATE") != "" {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (refresh with KEWPLAN_UPDATE=1)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", name, diff)
 	}
 }
 

@@ -3,33 +3,14 @@ package views
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kewplan/kewplan/executor/conform"
+	"github.com/kewplan/kewplan/internal/testtools/golden"
 )
-
-// conformGolden compares got with testdata/<name>, or writes it with KEWPLAN_UPDATE=1.
-func conformGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if os.Getenv("KEWPLAN_UPDATE") != "" {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (refresh with KEWPLAN_UPDATE=1)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", name, diff)
-	}
-}
 
 // sampleConformReport has every verdict, a long evidence line, and container output carrying an escape sequence.
 func sampleConformReport() *conform.Report {
@@ -71,9 +52,9 @@ func TestConformReportViews(t *testing.T) {
 	if err := conformReportJSON(&js, sampleConformReport()); err != nil {
 		t.Fatal(err)
 	}
-	conformGolden(t, "conform_human.golden", human.Bytes())
-	conformGolden(t, "conform_color.golden", color.Bytes())
-	conformGolden(t, "conform_json.golden", js.Bytes())
+	golden.Check(t, filepath.Join("testdata", "conform_human.golden"), human.Bytes())
+	golden.Check(t, filepath.Join("testdata", "conform_color.golden"), color.Bytes())
+	golden.Check(t, filepath.Join("testdata", "conform_json.golden"), js.Bytes())
 	if bytes.Contains(human.Bytes(), []byte("\x1b")) {
 		t.Error("the plain human view let an escape sequence through")
 	}
@@ -94,6 +75,6 @@ func TestSmokeReportViews(t *testing.T) {
 	if err := smokeReportJSON(&js, sampleSmokeReport()); err != nil {
 		t.Fatal(err)
 	}
-	conformGolden(t, "smoke_human.golden", human.Bytes())
-	conformGolden(t, "smoke_json.golden", js.Bytes())
+	golden.Check(t, filepath.Join("testdata", "smoke_human.golden"), human.Bytes())
+	golden.Check(t, filepath.Join("testdata", "smoke_json.golden"), js.Bytes())
 }

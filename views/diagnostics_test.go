@@ -3,7 +3,6 @@ package views
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/kewplan/kewplan/internal/testtools/golden"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -69,25 +69,6 @@ func testDiagnostics(t *testing.T) hcl.Diagnostics {
 	}
 }
 
-// golden compares got with testdata/<name>, or writes it with KEWPLAN_UPDATE=1.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if os.Getenv("KEWPLAN_UPDATE") != "" {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with KEWPLAN_UPDATE=1 to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", name, diff)
-	}
-}
-
 func TestWriteDiagnostics(t *testing.T) {
 	files := map[string][]byte{"main.hcl": []byte(diagSource)}
 	for _, tc := range []struct {
@@ -98,7 +79,7 @@ func TestWriteDiagnostics(t *testing.T) {
 		if err := writeDiagnostics(&buf, testDiagnostics(t), tc.color, files); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, tc.name, buf.Bytes())
+		golden.Check(t, filepath.Join("testdata", tc.name), buf.Bytes())
 		if strings.Contains(buf.String(), "secretvalue") {
 			t.Errorf("%s: a credential value was printed", tc.name)
 		}
@@ -118,7 +99,7 @@ func TestValidateJSON(t *testing.T) {
 	if err := writeValidateJSON(&buf, doc); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "diagnostics.json.golden", buf.Bytes())
+	golden.Check(t, filepath.Join("testdata", "diagnostics.json.golden"), buf.Bytes())
 	if strings.Contains(buf.String(), "secretvalue") {
 		t.Error("a credential value was printed")
 	}

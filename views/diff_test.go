@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/testtools/golden"
 	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
@@ -52,24 +53,6 @@ func diffCase(t *testing.T, name string) *plandiff.Diff {
 	base := planDir(t, filepath.Join(dir, "base"))
 	head := planDir(t, filepath.Join(dir, "head"))
 	return plandiff.Compare("base.json", base, "head.json", head)
-}
-
-// diffGolden compares got with testdata/<path>, or writes it with KEWPLAN_UPDATE=1.
-func diffGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if os.Getenv("KEWPLAN_UPDATE") != "" {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with KEWPLAN_UPDATE=1 to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
-	}
 }
 
 var diffCases = []struct {
@@ -138,7 +121,7 @@ func TestDiffGolden(t *testing.T) {
 				if err := diffFormats[format](&buf, d, opts); err != nil {
 					t.Fatalf("%s: %v", format, err)
 				}
-				diffGolden(t, filepath.Join(dir, file), buf.Bytes())
+				golden.Check(t, filepath.Join(dir, file), buf.Bytes())
 				if format == "sarif" {
 					checkSARIF(t, buf.Bytes())
 				}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kewplan/kewplan/internal/testtools/golden"
 	"github.com/kewplan/kewplan/transcript"
 )
 
@@ -49,18 +50,7 @@ func TestLogsGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := renderLogs(t, protocol, in, false, logsOptions{})
-			golden := filepath.Join("testdata", "logs", name+".txt")
-			if os.Getenv("KEWPLAN_UPDATE") != "" {
-				os.MkdirAll(filepath.Dir(golden), 0o755)
-				os.WriteFile(golden, []byte(got), 0o644)
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (KEWPLAN_UPDATE=1 writes it)", err)
-			}
-			if diff := cmp.Diff(string(want), got); diff != "" {
-				t.Errorf("transcript mismatch (-want +got):\n%s", diff)
-			}
+			golden.Check(t, filepath.Join("testdata", "logs", name+".txt"), []byte(got))
 		})
 	}
 }

@@ -2,9 +2,11 @@ package views
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kewplan/kewplan/internal/testtools/golden"
 	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -28,9 +30,9 @@ func TestPlanResumeSection(t *testing.T) {
 	if err := WritePlanJSON(&js, doc); err != nil {
 		t.Fatal(err)
 	}
-	applyGolden(t, "plan_resume.golden", human.Bytes())
-	applyGolden(t, "plan_resume_md.golden", md.Bytes())
-	applyGolden(t, "plan_resume_json.golden", js.Bytes())
+	golden.Check(t, filepath.Join("testdata", "plan_resume.golden"), human.Bytes())
+	golden.Check(t, filepath.Join("testdata", "plan_resume_md.golden"), md.Bytes())
+	golden.Check(t, filepath.Join("testdata", "plan_resume_json.golden"), js.Bytes())
 	if strings.Contains(human.String(), "\x1b") {
 		t.Error("a control character reached the terminal")
 	}

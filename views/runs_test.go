@@ -2,12 +2,14 @@ package views
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/executor/verdict"
+	"github.com/kewplan/kewplan/internal/testtools/golden"
 )
 
 func runsFixture() (ledger.RunRecord, []ledger.NodeRecord) {
@@ -46,10 +48,10 @@ func TestRunsViewGoldens(t *testing.T) {
 	if err := writeRunJSON(&showJSON, &run, nodes); err != nil {
 		t.Fatal(err)
 	}
-	applyGolden(t, "runs_list.golden", list.Bytes())
-	applyGolden(t, "runs_list_json.golden", listJSON.Bytes())
-	applyGolden(t, "runs_show.golden", show.Bytes())
-	applyGolden(t, "runs_show_json.golden", showJSON.Bytes())
+	golden.Check(t, filepath.Join("testdata", "runs_list.golden"), list.Bytes())
+	golden.Check(t, filepath.Join("testdata", "runs_list_json.golden"), listJSON.Bytes())
+	golden.Check(t, filepath.Join("testdata", "runs_show.golden"), show.Bytes())
+	golden.Check(t, filepath.Join("testdata", "runs_show_json.golden"), showJSON.Bytes())
 	for _, out := range []string{show.String(), showJSON.String()} {
 		if strings.ContainsAny(out, "\x1b\x07") {
 			t.Error("an agent's control character reached runs show")
@@ -95,8 +97,8 @@ func TestRunsShowHistory(t *testing.T) {
 	if err := writeRunHistoryJSON(&js, &run, nodes, hist); err != nil {
 		t.Fatal(err)
 	}
-	applyGolden(t, "runs_show_history.golden", human.Bytes())
-	applyGolden(t, "runs_show_history_json.golden", js.Bytes())
+	golden.Check(t, filepath.Join("testdata", "runs_show_history.golden"), human.Bytes())
+	golden.Check(t, filepath.Join("testdata", "runs_show_history_json.golden"), js.Bytes())
 	for _, out := range []string{human.String(), js.String()} {
 		if strings.ContainsAny(out, "\x1b") {
 			t.Error("an agent's control character reached runs show")
@@ -135,9 +137,9 @@ func TestRunsShowBudget(t *testing.T) {
 	if err := writeRunJSON(&showJSON, &run, nodes); err != nil {
 		t.Fatal(err)
 	}
-	applyGolden(t, "runs_list_budget.golden", list.Bytes())
-	applyGolden(t, "runs_show_budget.golden", show.Bytes())
-	applyGolden(t, "runs_show_budget_json.golden", showJSON.Bytes())
+	golden.Check(t, filepath.Join("testdata", "runs_list_budget.golden"), list.Bytes())
+	golden.Check(t, filepath.Join("testdata", "runs_show_budget.golden"), show.Bytes())
+	golden.Check(t, filepath.Join("testdata", "runs_show_budget_json.golden"), showJSON.Bytes())
 	for _, want := range []string{"at least $1.2421 (unknown for mute; estimated for fix)", "budget         max_usd 1.00 reached at 1.20 (the node's own cap)",
 		"$1.2000 (estimated: tokens × price)", "unknown (no usage reported"} {
 		if !strings.Contains(show.String(), want) {

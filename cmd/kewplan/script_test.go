@@ -6,6 +6,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/kewplan/kewplan/internal/testtools/golden"
 	"github.com/kewplan/kewplan/views"
 )
 
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
-		UpdateScripts:       os.Getenv("KEWPLAN_UPDATE") != "",
+		UpdateScripts:       golden.Updating(),
 		RequireExplicitExec: true,
 		Setup: func(e *testscript.Env) error {
 			// Scripts that need the Docker engine reach it the way the user's shell does.

@@ -1,6 +1,6 @@
-// Package testkit is what kewplan's tests share: the Docker engine or a skip (a failure when CI is set), a
-// throwaway git repository, golden files refreshed with KEWPLAN_UPDATE=1, and the rule that a missing
-// prerequisite skips locally and fails under CI. Only tests import it.
+// Package testkit is what kewplan's tests share around the engine: the Docker engine or a skip (a failure when CI
+// is set), a throwaway git repository, and the rule that a missing prerequisite skips locally and fails under CI.
+// Golden files are internal/testtools/golden's, which imports no kewplan package. Only tests import it.
 package testkit
 
 import (
@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/kewplan/kewplan/executor/engine"
 )
@@ -39,31 +37,6 @@ func Engine(t testing.TB) *engine.Engine {
 	}
 	t.Cleanup(func() { eng.Close() })
 	return eng
-}
-
-// Updating reports whether golden files are being rewritten (KEWPLAN_UPDATE=1).
-func Updating() bool { return os.Getenv("KEWPLAN_UPDATE") != "" }
-
-// Golden compares got with the file at path, or writes it when KEWPLAN_UPDATE is set. A difference fails the test
-// with both texts.
-func Golden(t testing.TB, path string, got []byte) {
-	t.Helper()
-	if Updating() {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (KEWPLAN_UPDATE=1 writes it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s mismatch (-want +got; KEWPLAN_UPDATE=1 rewrites it):\n%s", path, diff)
-	}
 }
 
 // GitRepo is a fresh repository with one commit of README.md on branch main, made without the machine's git
