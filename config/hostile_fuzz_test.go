@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
 
-// hostileHCLSeeds are the hostile-input cases of issue 14, seeded into the HCL fuzz targets.
+// hostileHCLSeeds are the hostile-input cases, seeded into the HCL fuzz targets.
 var hostileHCLSeeds = []string{
 	"locals {\n  a = " + strings.Repeat("(", 2000) + "1" + strings.Repeat(")", 2000) + "\n}\n",
 	"locals {\n  a = " + strings.Repeat("!", 2000) + "true\n}\n",

@@ -58,7 +58,7 @@ func wantError(t *testing.T, diags hcl.Diagnostics, parts ...string) {
 	}
 }
 
-// TestFIFOsAreRefused: every file the configuration reads is checked without blocking (issue 14).
+// TestFIFOsAreRefused: every file the configuration reads is checked without blocking.
 func TestFIFOsAreRefused(t *testing.T) {
 	t.Run("configuration file in a directory", func(t *testing.T) {
 		dir := t.TempDir()

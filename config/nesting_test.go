@@ -64,7 +64,7 @@ func TestCheckNesting(t *testing.T) {
 	}
 }
 
-// TestDeepNestingDoesNotCrash: the inputs that overflowed the parser's stack (issue 14) get a diagnostic at the
+// TestDeepNestingDoesNotCrash: the inputs that overflowed the parser's stack get a diagnostic at the
 // line where the limit was crossed, from every entry point that parses HCL.
 func TestDeepNestingDoesNotCrash(t *testing.T) {
 	const k = 100_000

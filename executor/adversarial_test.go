@@ -2,7 +2,7 @@
 
 package executor
 
-// The adversarial suite (issue 9): every attack and fault of the security notes' checklist (§6) that applies to
+// The adversarial suite: every attack and fault of the security notes' checklist (§6) that applies to
 // kewplan, tried against the real engine where the item needs it. Each test records one row per item (id, attack,
 // expected, observed, pass) into the JSON-lines file named by $KEWPLAN_ADV_REPORT (or only logs it when unset);
 // `make adversarial` runs these tests together with the existing tests that already cover an item and prints the

@@ -15,7 +15,7 @@ import (
 // BenchmarkApplyEgressOverhead measures what the egress proxy costs an apply, per node: the same N reviewer nodes
 // (KEWPLAN_BENCH_NODES, default 4) applied serially with their model endpoint allowed (apply builds nothing once
 // the proxy image exists, then starts, probes and removes one proxy) and with no egress host at all (no proxy).
-// A benchmark, not a threshold: `make bench-apply` reports egress-overhead-ms/node (issue 15's goal: under 100).
+// A benchmark, not a threshold: `make bench-apply` reports egress-overhead-ms/node (the goal: under 100).
 func BenchmarkApplyEgressOverhead(b *testing.B) {
 	n := 4
 	if s := os.Getenv("KEWPLAN_BENCH_NODES"); s != "" {

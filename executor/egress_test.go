@@ -91,7 +91,7 @@ func readEgressReport(t *testing.T, path string) egressReport {
 	return egressReport{}
 }
 
-// TestEgressProxyDoneWhen is issue 15's done-when: a claude-code node on the default allowlist network reaches
+// TestEgressProxyDoneWhen: a claude-code node on the default allowlist network reaches
 // api.anthropic.com:443 through kewplan's own proxy and nothing else (another host, an IP literal, another port,
 // another node's host), cannot resolve external names, and every refusal is in the ledger; nothing is left.
 func TestEgressProxyDoneWhen(t *testing.T) {

@@ -183,7 +183,7 @@ node "%[1]sreview" {
 	}
 	f.assertClean(sum.RunID)
 	fix := resultOf(t, sum, f.node("fix"))
-	// Held, not failed: nothing was pushed, and a human decides (the broker's refusal of a planted file, issue 14).
+	// Held, not failed: nothing was pushed, and a human decides (the broker's refusal of a planted file).
 	if fix.Status != ledger.StatusHeld || !strings.Contains(fix.Reason, "which a downstream reviewer would read as its verdict") {
 		t.Errorf("worker: %s (%s), want held: the planted sidecar refused", fix.Status, fix.Reason)
 	}

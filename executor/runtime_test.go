@@ -1,6 +1,6 @@
 package executor
 
-// The isolation tier against the real engine (issue 22): a node on gVisor's runsc runs the fake agent under
+// The isolation tier against the real engine: a node on gVisor's runsc runs the fake agent under
 // gVisor's kernel with the contract's hardening intact and its work pushed; a runtime the engine lacks is refused
 // in preflight with the fix. The runsc tests fail (not skip) under CI when the engine has no runsc: `make
 // test-deps` registers it (scripts/runsc-setup.sh).

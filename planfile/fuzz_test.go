@@ -9,7 +9,7 @@ import (
 	"github.com/kewplan/kewplan/planfile"
 )
 
-// hostilePlanSeeds are the hostile-input cases of issue 14 as plan documents.
+// hostilePlanSeeds are the hostile-input cases as plan documents.
 var hostilePlanSeeds = []string{
 	`{"format_version":"1.0","nodes":` + strings.Repeat("[", 20000) + `}`,
 	`{"format_version":"1.0","saved":{"variables":{"x":` + strings.Repeat(`{"a":`, 600) + `1` + strings.Repeat("}", 600) + `}}}`,

@@ -32,7 +32,7 @@ func planJSON(t *testing.T, path string) []byte {
 }
 
 // TestPlanBytesDoNotDependOnThePath: the same configuration planned through a relative path, an absolute path and
-// from a second checkout gives identical `plan --json` bytes (issue 14), diagnostics and their snippets included.
+// from a second checkout gives identical `plan --json` bytes, diagnostics and their snippets included.
 func TestPlanBytesDoNotDependOnThePath(t *testing.T) {
 	for _, rel := range []string{"../examples/quickstart.hcl", "../examples/review-pipeline.hcl", "testdata/rules", "testdata/warnings"} {
 		t.Run(rel, func(t *testing.T) {

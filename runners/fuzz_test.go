@@ -86,7 +86,7 @@ func fuzzMeter(f *testing.F, protocol string) {
 	f.Fuzz(func(t *testing.T, stream []byte) { checkMeter(t, protocol, stream) })
 }
 
-// hostileStreamSeeds are the hostile-input cases of issue 14 as stream lines: deep nesting, terminal control
+// hostileStreamSeeds are the hostile-input cases as stream lines: deep nesting, terminal control
 // sequences and bidi overrides in the fields meters keep (model, session), invalid UTF-8.
 var hostileStreamSeeds = []string{
 	`{"type":"system","model":` + strings.Repeat("[", 20000) + "\n",

@@ -13,7 +13,7 @@ import (
 )
 
 // FuzzPlanViews: whatever a plan file holds, the human and markdown plans write no raw control character,
-// bidirectional override or invalid UTF-8 (issue 14), and never panic.
+// bidirectional override or invalid UTF-8, and never panic.
 func FuzzPlanViews(f *testing.F) {
 	goldens, _ := filepath.Glob("../planner/testdata/*/plan.json")
 	for _, g := range goldens {

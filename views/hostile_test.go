@@ -13,7 +13,7 @@ import (
 	"github.com/kewplan/kewplan/planner"
 )
 
-// hostileValue clears the screen, retitles the window and reverses the text after it (issue 14).
+// hostileValue clears the screen, retitles the window and reverses the text after it.
 const hostileValue = "m\x1b[2J\x1b]0;PWNED\x07\u202eevil\u2066\u009b"
 
 // rawControl returns the first character of out that a terminal would obey or that reorders text, or "".

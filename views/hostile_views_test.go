@@ -23,7 +23,7 @@ const hostileText = hostileValue + "\nline two"
 
 // TestHostileStringsEscapedInViews renders every human and markdown view with hostileValue in each field a
 // configuration, a plan file or an agent controls, and asserts that no byte a terminal would obey (C0 other than
-// newline and tab, DEL, C1) and no bidirectional override reaches the output (issue 14).
+// newline and tab, DEL, C1) and no bidirectional override reaches the output.
 func TestHostileStringsEscapedInViews(t *testing.T) {
 	h := hostileValue
 	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)

@@ -1,4 +1,4 @@
-// Command advreport prints the adversarial suite's table (issue 9): one row per item of the security notes'
+// Command advreport prints the adversarial suite's table: one row per item of the security notes'
 // checklist (§6), with what the tests observed and whether kewplan held. `make adversarial` runs it.
 //
 // Two sources feed the table. The suite's own tests (executor/adversarial*_test.go) append JSON rows to the file
@@ -148,7 +148,7 @@ var catalogue = []item{
 	{ID: "G3", Attack: "fuzz the name validators (credentials, networks, node and container names)", Expected: "accepted set matches the rule; nothing starting with '-'",
 		Tests: []string{"executor.FuzzAdvNames"}},
 
-	// H: budgets (issue 16), beyond the security checklist: a cap that fails open spends real money.
+	// H: budgets, beyond the security checklist: a cap that fails open spends real money.
 	{ID: "H1", Attack: "a stream that never reports usage", Expected: "cost recorded unknown (null), never 0; the total says so",
 		Tests: []string{"executor.TestBudgetStreams"}},
 	{ID: "H2", Attack: "usage only in the final event", Expected: "the cap is enforced on it: budget_exceeded, estimated cost",

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// These benchmarks are what `make bench` reports for issue 20. Each compares two things measured in the same
+// These benchmarks are what `make bench` reports. Each compares two things measured in the same
 // iteration (so a loaded machine slows both alike) and reports the ratio with b.ReportMetric; none asserts a
 // time. The kewplan binary is built once, as `make build` builds it. Every measured program runs as a child of
 // this small process, so that a child's peak memory is its own (Linux counts the parent's at fork).
