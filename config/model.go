@@ -242,6 +242,9 @@ type PullRequest struct {
 type Policy struct {
 	RequirePinnedImages      bool
 	RequirePinnedImagesRange hcl.Range
+	// RequireBrokeredCredentials refuses a node whose container would hold its credentials (mode forward).
+	RequireBrokeredCredentials      bool
+	RequireBrokeredCredentialsRange hcl.Range
 	AllowedNetworks          []string
 	AllowedNetworksRange     hcl.Range
 	AllowedImagePrefixes     []string

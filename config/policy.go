@@ -32,6 +32,7 @@ var policyBlockSchema = &hcl.BodySchema{
 		{Name: "max_pids_limit"},
 		{Name: "required_runtime"},
 		{Name: "allowed_egress"},
+		{Name: "require_brokered_credentials"},
 	},
 }
 
@@ -67,6 +68,12 @@ func decodePolicyBlock(block *hcl.Block) (*Policy, hcl.Diagnostics) {
 		p.RequirePinnedImagesRange = attr.Range
 		if v, ok := policyLiteral(attr, cty.Bool, &diags); ok {
 			p.RequirePinnedImages = v.True()
+		}
+	}
+	if attr, ok := content.Attributes["require_brokered_credentials"]; ok {
+		p.RequireBrokeredCredentialsRange = attr.Range
+		if v, ok := policyLiteral(attr, cty.Bool, &diags); ok {
+			p.RequireBrokeredCredentials = v.True()
 		}
 	}
 	if attr, ok := content.Attributes["allowed_networks"]; ok {

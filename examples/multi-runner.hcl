@@ -36,6 +36,8 @@ node "opencode" {
   repo   = local.repo
   branch = "kew/fix-opencode"
   prompt = local.prompt
+  # Its agent reads its API base URL from no environment variable, so its container holds the key.
+  credentials = "forward"
 }
 
 node "pi" {
@@ -44,6 +46,8 @@ node "pi" {
   repo   = local.repo
   branch = "kew/fix-pi"
   prompt = local.prompt
+  # Its agent reads its API base URL from no environment variable, so its container holds the key.
+  credentials = "forward"
 }
 
 node "hermes" {

@@ -54,4 +54,6 @@ node "review" {
   ref        = node.fix.commit
   prompt     = templatefile("prompts/review.md.tftpl", { commit = node.fix.commit, branch = "kew/fix" })
   depends_on = [node.fix]
+  # Its agent reads its API base URL from no environment variable, so its container holds the key.
+  credentials = "forward"
 }

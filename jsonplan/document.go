@@ -100,6 +100,15 @@ type NodeDocument struct {
 	Model             string   `json:"model"`
 	Credentials       []string `json:"credentials"`
 	CredentialOrigins []string `json:"credential_origins"`
+	// CredentialMode is "brokered" (the container holds placeholders; the egress proxy adds the values for
+	// BrokeredEndpoints only) or "forward" (the container holds the values); "" for a node without credentials.
+	CredentialMode string `json:"credential_mode,omitempty"`
+	// CredentialModes is the mode of each credential, by name.
+	CredentialModes map[string]string `json:"credential_modes,omitempty"`
+	// BrokeredEndpoints are the hosts for which the proxy adds a brokered node's credentials.
+	BrokeredEndpoints []string `json:"brokered_endpoints,omitempty"`
+	// BaseURLVariable is the variable a brokered node's agent reads its API base URL from, set to the proxy.
+	BaseURLVariable string `json:"base_url_variable,omitempty"`
 	// Egress are the hosts the node may reach through the egress proxy, sorted by host and port; empty for an
 	// open node (its network says it reaches any host) and for an allowlist node that reaches none.
 	Egress      []EgressHostDocument `json:"egress"`
@@ -257,6 +266,15 @@ func newNodeDocument(np *planner.NodePlan) NodeDocument {
 	}
 	if np.PullRequest != nil {
 		nd.PullRequest = &PullRequestDoc{Base: np.PullRequest.Base, Title: np.PullRequest.Title}
+	}
+	if np.CredentialMode != "" && len(np.Credentials) > 0 {
+		nd.CredentialMode = np.CredentialMode
+		nd.CredentialModes = make(map[string]string, len(np.Credentials))
+		for _, c := range np.Credentials {
+			nd.CredentialModes[c] = np.CredentialMode
+		}
+		nd.BrokeredEndpoints = slices.Clone(np.BrokeredEndpoints)
+		nd.BaseURLVariable = np.BaseURLVar
 	}
 	if c := np.Container; c != nil {
 		nd.Argv = c.Argv()

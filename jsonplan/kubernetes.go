@@ -58,4 +58,16 @@ func (d *Document) SetEngine(engine string, m *k8srender.Manifests, e *config.Ku
 		return
 	}
 	d.Kubernetes = &Kubernetes{PlanDocument: *k8srender.NewPlanDocument(m, e)}
+	// A cluster does not broker credentials (k8srender's brokered-credentials difference): the agent step reads
+	// the values from the credentials Secret, so the document says forward, whatever the Docker plan would do.
+	for i := range d.Nodes {
+		n := &d.Nodes[i]
+		if n.CredentialMode != config.CredentialsBrokered {
+			continue
+		}
+		n.CredentialMode, n.BrokeredEndpoints = config.CredentialsForward, nil
+		for c := range n.CredentialModes {
+			n.CredentialModes[c] = config.CredentialsForward
+		}
+	}
 }

@@ -31,14 +31,16 @@ const (
 	DiffRuntimeClass   = "runtime-class"
 	DiffEgressProxy    = "egress-proxy"
 	DiffProxyCreds     = "egress-proxy-credentials"
+	DiffBrokered       = "brokered-credentials"
 )
 
 // Differences lists the differences that apply to the plan rendered with engine e, in a fixed order.
 func Differences(e *config.KubernetesEngine, p *planner.Plan) []Difference {
 	var pids int64
-	open, limited, proxied := false, false, false
+	open, limited, proxied, brokered := false, false, false, false
 	for _, np := range p.Nodes {
 		proxied = proxied || usesProxy(np)
+		brokered = brokered || np.CredentialMode == config.CredentialsBrokered
 		if np.PidsLimit > pids {
 			pids = np.PidsLimit
 		}
@@ -89,6 +91,11 @@ func Differences(e *config.KubernetesEngine, p *planner.Plan) []Difference {
 		out = append(out, Difference{ID: DiffProxyCreds,
 			Docker:     "Each node's proxy secret is random per apply and passed to its container by value only.",
 			Kubernetes: "kewplan's proxy runs per run (a Deployment, Service, Secret and NetworkPolicy) and holds each node to its own allowlist by a per-node secret in the proxy's Secret, read by secretKeyRef; the git steps have a user of their own that reaches only the repository's host. apply passes random secrets; in manifests from render or plan --format yaml they are derived from the configuration digest and the run, so they keep mistakes apart, not an agent that knows the run's configuration. The proxy's NetworkPolicy allows egress to public addresses on the allowlisted ports; the host names are the proxy's to enforce."})
+	}
+	if brokered {
+		out = append(out, Difference{ID: DiffBrokered,
+			Docker:     "A brokered node's container holds placeholders for its credentials and its base-URL variable points at kewplan's egress proxy, which adds the real values only on requests to the runner's endpoints while the node runs.",
+			Kubernetes: "The credentials are not brokered: the agent step reads the real values from credentials_secret by secretKeyRef, as with credentials = \"forward\". Brokering on a cluster is not implemented, so the plan on this engine says forward."})
 	}
 	if e.RuntimeClass == "" {
 		out = append(out, Difference{ID: DiffRuntimeClass,

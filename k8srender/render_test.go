@@ -209,7 +209,7 @@ func TestRenderDifferencesAndOptions(t *testing.T) {
 		ids = append(ids, d.ID)
 	}
 	want := []string{k8srender.DiffPidsLimit, k8srender.DiffTmpNoexec, k8srender.DiffHomeMode, k8srender.DiffNetworkPolicy,
-		k8srender.DiffGitSteps, k8srender.DiffDiskWatchdog, k8srender.DiffCleanup, k8srender.DiffResourceReserv, k8srender.DiffEgressProxy}
+		k8srender.DiffGitSteps, k8srender.DiffDiskWatchdog, k8srender.DiffCleanup, k8srender.DiffResourceReserv, k8srender.DiffEgressProxy, k8srender.DiffBrokered}
 	if diff := cmp.Diff(want, ids); diff != "" {
 		t.Errorf("differences mismatch (-want +got):\n%s", diff)
 	}

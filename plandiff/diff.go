@@ -34,6 +34,10 @@ const (
 	KindRuntimeNarrowed   = "narrowing-runtime"
 	KindEgressAdded       = "widening-egress"
 	KindEgressRemoved     = "narrowing-egress"
+	// KindCredentialModeWidened: a credential a node could only use through kewplan's proxy (brokered) is now
+	// held by its container (forward); KindCredentialModeNarrowed the other way.
+	KindCredentialModeWidened  = "widening-credential-mode"
+	KindCredentialModeNarrowed = "narrowing-credential-mode"
 )
 
 // Finding is one entry of the credential exposure delta.
@@ -386,6 +390,7 @@ func compareNode(b, h *jsonplan.NodeDocument) (*NodeChange, []Finding) {
 		})
 	}
 	findings = append(findings, compareEgress(b, h)...)
+	findings = append(findings, compareCredentialModes(b, h, r)...)
 	switch {
 	case pinned(b.Image) && !pinned(h.Image):
 		findings = append(findings, Finding{
@@ -623,4 +628,29 @@ func nodeLabel(name string) string {
 		return name
 	}
 	return strconv.Quote(name)
+}
+
+// compareCredentialModes finds each credential both plans give the node whose mode changed: brokered → forward
+// widens (the container now holds the value), forward → brokered narrows. A plan written before modes existed
+// forwarded every credential.
+func compareCredentialModes(b, h *jsonplan.NodeDocument, r *hcl.Range) []Finding {
+	mode := func(n *jsonplan.NodeDocument, cred string) string {
+		if m := n.CredentialModes[cred]; m != "" {
+			return m
+		}
+		return config.CredentialsForward
+	}
+	var out []Finding
+	for _, cred := range intersect(b.Credentials, h.Credentials) {
+		bm, hm := mode(b, cred), mode(h, cred)
+		switch {
+		case bm == config.CredentialsBrokered && hm == config.CredentialsForward:
+			out = append(out, Finding{Kind: KindCredentialModeWidened, Widening: true, Node: h.Name, Credential: cred, Range: r,
+				Message: fmt.Sprintf("Node %s now holds %s in its container (forward); it could only use it through kewplan's proxy (brokered).", nodeLabel(h.Name), cred)})
+		case bm == config.CredentialsForward && hm == config.CredentialsBrokered:
+			out = append(out, Finding{Kind: KindCredentialModeNarrowed, Node: h.Name, Credential: cred, Range: r,
+				Message: fmt.Sprintf("Node %s now holds only a placeholder for %s (brokered).", nodeLabel(h.Name), cred)})
+		}
+	}
+	return out
 }

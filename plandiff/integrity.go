@@ -69,7 +69,10 @@ func checkNodeArgv(n *jsonplan.NodeDocument) []string {
 	// variables are forwarded the same way but are not credentials.
 	var forwarded []string
 	for _, o := range run.Options {
-		if o.Name == "--env" && !strings.Contains(o.Value, "=") && !slices.Contains(planner.ProxyVariables, o.Value) {
+		// A brokered node's base-URL variable is forwarded by name too (apply points it at the proxy): the
+		// document names it, and it is no credential.
+		if o.Name == "--env" && !strings.Contains(o.Value, "=") && !slices.Contains(planner.ProxyVariables, o.Value) &&
+			(n.BaseURLVariable == "" || o.Value != n.BaseURLVariable) {
 			forwarded = append(forwarded, o.Value)
 		}
 	}

@@ -31,6 +31,12 @@ func Rules() []planner.Rule {
 			Help:        "Check that the node needs the host. If it does not, remove it from the egress block (or the runner's endpoints); if it does, approve the change explicitly.",
 		},
 		{
+			ID: KindCredentialModeWidened, Severity: planner.SeverityError,
+			Summary:     "Credential now held by the container",
+			Description: "A credential the node could only use through kewplan's egress proxy (brokered: its container held a placeholder) is now forwarded into its container. Whatever a prompt-injected agent can read it can send to any host it reaches, write into a commit or print.",
+			Help:        "Keep the node brokered (remove credentials = \"forward\", keep network = \"allowlist\" and kewplan's own proxy), or approve the change explicitly.",
+		},
+		{
 			ID: KindImageUnpinned, Severity: planner.SeverityError,
 			Summary:     "Image moved off its pinned digest",
 			Description: "The node's image was pinned by @sha256: digest and no longer is (or a new node runs an unpinned image): the tag can be moved to other content after this review.",

@@ -40,6 +40,8 @@ type builder struct {
 	badRunners map[string]bool
 	// sandboxRetry is the retry policy of every node without a retry block of its own: one policy, shared.
 	sandboxRetry RetryPolicy
+	// forwardWarned are the runners whose nodes fell back to forwarded credentials, warned about once (under mu).
+	forwardWarned map[string]bool
 }
 
 // resolvedRunner is a node's effective runner: a built-in, a custom runner block, or a block overriding a
@@ -377,6 +379,7 @@ func (b *builder) planNode(g *graph, x *expansion, in *instance) (*NodePlan, hcl
 	}
 
 	b.planEgress(np, n, r)
+	b.planCredentials(e, n, nv, r)
 
 	var args []string
 	argsKnown := false
@@ -600,6 +603,7 @@ func (b *builder) container(np *NodePlan, args []string) *Container {
 		DNS:       dns,
 		Proxied:   sb.Network != config.NetworkOpen && len(np.Egress) > 0,
 		Env:       append([]string(nil), np.Credentials...),
+		BaseURL:   np.BaseURLVar,
 		Args:      append([]string(nil), args...),
 	}
 }

@@ -46,6 +46,9 @@ type Container struct {
 	// ProxyVariables by name (apply supplies their values, which hold the node's proxy secret) and sets NO_PROXY.
 	Proxied bool
 	Env     []string // credential names forwarded by name, in declared order; never NAME=value
+	// BaseURL is the base-URL variable of a brokered node, forwarded by name: apply sets it to the egress proxy's
+	// broker, and the credentials of Env to placeholders. "" for a node whose credentials are forwarded.
+	BaseURL string
 	Args    []string // container command (the entrypoint's "$@")
 }
 
@@ -100,7 +103,7 @@ func (c *Container) Argv() []string {
 		proxy, fixed = ProxyVariables, fixedEnv
 	}
 	// 33 words at most besides the repeated ones: a large plan builds an argv per node, in one allocation each.
-	argv := make([]string, 0, 33+2*(len(c.DNS)+len(c.Env)+len(proxy)+len(fixed))+len(c.Args))
+	argv := make([]string, 0, 35+2*(len(c.DNS)+len(c.Env)+len(proxy)+len(fixed))+len(c.Args))
 	mount := func(path string) string {
 		if opt := c.tmpfsOptions(path); opt != "" {
 			return path + ":" + opt
@@ -127,7 +130,11 @@ func (c *Container) Argv() []string {
 	argv = append(argv,
 		"--label", LabelNode+"="+c.Node, "--label", LabelRun+"="+c.RunID,
 		"-v", c.Checkout+":"+WorkDir, "-w", WorkDir)
-	for _, names := range [][]string{c.Env, proxy, fixed} {
+	var baseURL []string
+	if c.BaseURL != "" {
+		baseURL = []string{c.BaseURL}
+	}
+	for _, names := range [][]string{c.Env, baseURL, proxy, fixed} {
 		for _, name := range names {
 			argv = append(argv, "-e", name)
 		}

@@ -72,6 +72,15 @@ type NodePlan struct {
 	// CredentialOrigins says where each credential came from, parallel to Credentials: "builtin" or the
 	// runner block's range as "file:line" for an override or a custom runner. Policy review flags widening.
 	CredentialOrigins []string
+	// CredentialMode is how the container gets its credentials: config.CredentialsBrokered (it holds placeholders;
+	// the egress proxy adds the real values on requests to BrokeredEndpoints only) or config.CredentialsForward
+	// (it holds the values). "" when the node has no runner or credentials.
+	CredentialMode string
+	// BaseURLVar is the variable a brokered node's agent reads its API base URL from, pointed at the proxy.
+	BaseURLVar string
+	// BrokeredEndpoints are the hosts ("host" or "host:port") for which the proxy adds a brokered node's
+	// credentials: its runner's endpoints.
+	BrokeredEndpoints []string
 	// Egress are the hosts an allowlist node may reach through the egress proxy, sorted, with their origins; nil
 	// for an open node (it reaches any host) and empty for an allowlist node that may reach none.
 	Egress    []EgressHost

@@ -21,6 +21,7 @@ const (
 	RulePolicyMaxPidsLimit         = "policy-max-pids-limit"
 	RulePolicyRuntime              = "policy-runtime"
 	RulePolicyEgress               = "policy-egress"
+	RulePolicyCredentialMode       = "policy-credential-mode"
 )
 
 // PolicyRules are the catalogue entries of the organisation policy; they are part of Rules().
@@ -31,6 +32,12 @@ func PolicyRules() []Rule {
 			Summary:     "Image not pinned, as the policy requires",
 			Description: "The organisation policy sets require_pinned_images: every image must be named by its @sha256: digest, so that the image that runs is the one that was reviewed. A tag can be moved to other content after approval.",
 			Help:        "Pin the image in the sandbox block: \"name:tag@sha256:<digest>\" (docker inspect --format '{{index .RepoDigests 0}}' shows the digest).",
+		},
+		{
+			ID: RulePolicyCredentialMode, Severity: SeverityError,
+			Summary:     "Credentials forwarded, which the policy forbids",
+			Description: "The organisation policy sets require_brokered_credentials: no container may hold a real credential. A brokered node holds a placeholder, and kewplan's egress proxy adds the value only on requests to its runner's endpoints while it runs; a forwarded one holds the value, which a prompt-injected agent can send to any host it reaches, write into a commit or print.",
+			Help:        "Make the node brokered: remove credentials = \"forward\", give its runner a base_url variable and endpoints, and keep network = \"allowlist\" with kewplan's own proxy.",
 		},
 		{
 			ID: RulePolicyAllowedNetworks, Severity: SeverityError,
@@ -170,6 +177,9 @@ func checkPolicy(cfg *config.Config, plan *Plan, pol *config.Policy) (hcl.Diagno
 		if pol.RequiredRuntime != "" && np.Runtime != pol.RequiredRuntime && !policyRuntimeUndecided(cfg, np) {
 			add(RulePolicyRuntime, policyRuntimeRange(cfg, np), np.Runtime, np.Name)
 		}
+		if pol.RequireBrokeredCredentials && len(np.Credentials) > 0 && np.CredentialMode == config.CredentialsForward {
+			add(RulePolicyCredentialMode, policyCredentialModeRange(cfg, np), strings.Join(np.Credentials, ", "), np.Name)
+		}
 	}
 
 	var diags hcl.Diagnostics
@@ -211,6 +221,9 @@ func checkPolicy(cfg *config.Config, plan *Plan, pol *config.Policy) (hcl.Diagno
 				detail = fmt.Sprintf("%s can reach %s, which none of the hosts the policy%s allows covers: %s.",
 					policyCapitalise(countNodes(v.nodes)), v.what, where, policyPatternList(pol.AllowedEgress))
 			}
+		case RulePolicyCredentialMode:
+			detail = fmt.Sprintf("%s would hold %s in %s (credentials forwarded), and the policy%s requires brokered credentials: a container holds only a placeholder.",
+				policyCapitalise(countNodes(v.nodes)), v.what, pick(len(v.nodes) == 1, "its container", "their containers"), where)
 		case RulePolicyMaxPidsLimit:
 			detail = fmt.Sprintf("%s %s pids_limit %s, and the policy%s allows at most %d.",
 				policyCapitalise(countNodes(v.nodes)), pick(len(v.nodes) == 1, "has", "have"), v.what, where, pol.MaxPidsLimit)
@@ -387,4 +400,18 @@ func policyCapitalise(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// policyCredentialModeRange is where a node's credentials mode was decided: its own credentials attribute, the
+// sandbox's, or the node's block.
+func policyCredentialModeRange(cfg *config.Config, np *NodePlan) hcl.Range {
+	if cfg != nil {
+		if n := cfg.Nodes[np.Block]; n != nil && n.Credentials != nil {
+			return n.Credentials.Range()
+		}
+		if cfg.Sandbox != nil && cfg.Sandbox.CredentialsExplicit {
+			return cfg.Sandbox.CredentialsRange
+		}
+	}
+	return np.DeclRange
 }

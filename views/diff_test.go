@@ -62,7 +62,7 @@ var diffCases = []struct {
 	kinds []string
 }{
 	{"diff-widen-credential", verdictWidened, []string{plandiff.KindCredentialAdded}},
-	{"diff-widen-network", verdictWidened, []string{plandiff.KindNetworkOpened, plandiff.KindNetworkOpened}},
+	{"diff-widen-network", verdictWidened, []string{plandiff.KindCredentialModeWidened, plandiff.KindCredentialModeWidened, plandiff.KindNetworkOpened, plandiff.KindNetworkOpened}},
 	{"diff-widen-new-runner", verdictWidened, []string{plandiff.KindCredentialAdded}},
 	{"diff-widen-image", verdictWidened, []string{plandiff.KindImageUnpinned}},
 	{"diff-widen-hardening", verdictWidened, []string{
@@ -70,7 +70,7 @@ var diffCases = []struct {
 		plandiff.KindHardeningLost, plandiff.KindHardeningLost, plandiff.KindHardeningLost,
 	}},
 	{"diff-narrow", verdictNarrowed, []string{
-		plandiff.KindCredentialRemoved, plandiff.KindCredentialRemoved,
+		plandiff.KindCredentialRemoved, plandiff.KindCredentialRemoved, plandiff.KindCredentialModeNarrowed, plandiff.KindCredentialModeNarrowed,
 		plandiff.KindHardeningGained, plandiff.KindHardeningGained, plandiff.KindImagePinned, plandiff.KindNetworkClosed,
 		plandiff.KindCredentialRemoved, plandiff.KindHardeningGained, plandiff.KindHardeningGained, plandiff.KindNetworkClosed,
 	}},

@@ -172,6 +172,9 @@ func planNodeFacts(n *jsonplan.NodeDocument) [][2]string {
 			}
 		}
 		creds = strings.Join(parts, ", ")
+		if m := credentialModeText(n); m != "" {
+			creds += "; " + m
+		}
 	}
 	isolation := planner.IsolationTier(n.Runtime)
 	if unknown["runtime"] {
@@ -227,10 +230,54 @@ func planEgress(n *jsonplan.NodeDocument) string {
 // (sandbox)`.
 func reachSentence(n *jsonplan.NodeDocument) string {
 	holds := "holds no credential"
-	if len(n.Credentials) > 0 {
+	switch {
+	case len(n.Credentials) > 0 && n.CredentialMode == config.CredentialsBrokered:
+		holds = fmt.Sprintf("holds placeholders for %s (brokered: usable only through the proxy, at %s)", strings.Join(n.Credentials, ", "), strings.Join(n.BrokeredEndpoints, ", "))
+	case len(n.Credentials) > 0:
 		holds = "holds " + strings.Join(n.Credentials, ", ")
 	}
 	return fmt.Sprintf("%s %s and can reach %s", n.Name, holds, planEgress(n))
+}
+
+// credentialModeText says how a node's container gets its credentials: "brokered (…)" or "forward (…)"; "" for
+// a document that does not say (written before credential modes).
+func credentialModeText(n *jsonplan.NodeDocument) string {
+	switch n.CredentialMode {
+	case config.CredentialsBrokered:
+		return fmt.Sprintf("brokered (the container holds placeholders; the proxy adds the credentials only for %s)", strings.Join(n.BrokeredEndpoints, ", "))
+	case config.CredentialsForward:
+		return "forward (the container holds the values)"
+	}
+	return ""
+}
+
+// exposureModes splits the nodes each credential reaches into those whose containers hold it and those that
+// can only use it through the proxy (brokered).
+func exposureModes(doc *jsonplan.Document) (held, brokered map[string][]string) {
+	held, brokered = map[string][]string{}, map[string][]string{}
+	for i := range doc.Nodes {
+		n := &doc.Nodes[i]
+		for _, c := range n.Credentials {
+			if n.CredentialModes[c] == config.CredentialsBrokered {
+				brokered[c] = append(brokered[c], n.Name)
+			} else {
+				held[c] = append(held[c], n.Name)
+			}
+		}
+	}
+	return held, brokered
+}
+
+// exposureCell is a credential's nodes in the exposure table: "fix, lint" or "fix (brokered), lint".
+func exposureCell(nodes []string, brokered map[string]bool) string {
+	parts := make([]string, len(nodes))
+	for i, n := range nodes {
+		parts[i] = n
+		if brokered[n] {
+			parts[i] += " (brokered)"
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // planRetryText is a retry policy in one line, with where its attributes came from: "3 attempts on api_error,
@@ -343,9 +390,13 @@ func WritePlanHuman(w io.Writer, doc *jsonplan.Document) error {
 			width = max(width, len(c))
 		}
 		sort.Strings(names)
+		_, brokered := exposureModes(doc)
 		ew.printf("  %-*s  %s\n", width, "CREDENTIAL", "NODES")
 		for _, c := range names {
-			ew.printf("  %-*s  %s\n", width, c, strings.Join(doc.Exposure[c], ", "))
+			ew.printf("  %-*s  %s\n", width, c, exposureCell(doc.Exposure[c], setOf(brokered[c])))
+		}
+		if len(brokered) > 0 {
+			ew.printf("  (brokered: the node's container holds a placeholder and can only use the credential through kewplan's proxy; the others hold the value)\n")
 		}
 	}
 	if len(doc.Nodes) > 0 {
@@ -413,8 +464,12 @@ func WritePlanMarkdown(w io.Writer, doc *jsonplan.Document) error {
 			names = append(names, c)
 		}
 		sort.Strings(names)
+		_, brokered := exposureModes(doc)
 		for _, c := range names {
-			ew.printf("| %s | %s |\n", mdCode(c), mdText(strings.Join(doc.Exposure[c], ", ")))
+			ew.printf("| %s | %s |\n", mdCode(c), mdText(exposureCell(doc.Exposure[c], setOf(brokered[c]))))
+		}
+		if len(brokered) > 0 {
+			ew.printf("\n_Brokered: the node's container holds a placeholder and can only use the credential through kewplan's proxy; the others hold the value._\n")
 		}
 	}
 	if len(doc.Nodes) > 0 {
@@ -545,4 +600,12 @@ func writePlanResumeMarkdown(ew *planWriter, r *jsonplan.ResumeDocument) {
 	for _, n := range r.Nodes {
 		ew.printf("| %s | %s | %s |\n", mdCode(n.Node), n.Action, mdText(n.Reason))
 	}
+}
+
+func setOf(names []string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
 }

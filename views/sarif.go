@@ -57,6 +57,8 @@ var sarifSecuritySeverity = map[string]string{
 	plandiff.KindHardeningLost:             "6.5",
 	plandiff.KindImageUnpinned:             "5.0",
 	plandiff.KindEgressAdded:               "7.0",
+	plandiff.KindCredentialModeWidened:     "8.0",
+	planner.RulePolicyCredentialMode:       "8.0",
 	planner.RulePolicyEgress:               "7.0",
 }
 

@@ -263,6 +263,7 @@ func TestPlanSARIF(t *testing.T) {
 		"error policy-credentials ../planner/testdata/policy-violations/main.hcl:44",
 		"error policy-max-pids-limit ../planner/testdata/policy-violations/main.hcl:15",
 		"error policy-require-pinned-images ../planner/testdata/policy-violations/main.hcl:19",
+		"warning credentials-forwarded ../planner/testdata/policy-violations/main.hcl:14",
 		"warning image-not-pinned ../planner/testdata/policy-violations/main.hcl:19",
 		"warning open-network-credentials ../planner/testdata/policy-violations/main.hcl:14",
 	}

@@ -250,6 +250,15 @@ func ProxiedContainerConfig(c *planner.Container, env, proxyEnv map[string]strin
 			cfg.Env = append(cfg.Env, name+"="+v)
 		}
 	}
+	if c.BaseURL != "" {
+		// A brokered node: the base URL of kewplan's broker, from the proxy apply started, as the argv shows.
+		if !isEnvName(c.BaseURL) {
+			return nil, fmt.Errorf("container %s: the base-URL variable is not an environment variable name; refusing it", c.Name)
+		}
+		if v, ok := proxyEnv[c.BaseURL]; ok {
+			cfg.Env = append(cfg.Env, c.BaseURL+"="+v)
+		}
+	}
 	for _, name := range c.ProxyEnv() {
 		if v, ok := proxyEnv[name]; ok {
 			cfg.Env = append(cfg.Env, name+"="+v)

@@ -1,0 +1,129 @@
+package planner
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/runners"
+)
+
+// Brokered credentials. A brokered node's container holds, under each of its runner's credential names, a
+// placeholder minted per node and run, and its runner's base-URL variable points at kewplan's egress proxy; the
+// proxy swaps the placeholder for the real value on requests to the runner's endpoints only, while the node runs.
+// A forwarded node's container holds the values, as the container entrypoint contract describes.
+
+// Rule ids of the credentials mode.
+const (
+	// RuleCredentialsNotBrokered: the configuration asks for brokered credentials where they cannot be brokered
+	// (no base-URL variable, no endpoint, no kewplan proxy). An error when asked for explicitly.
+	RuleCredentialsNotBrokered = "credentials-not-brokered"
+	// RuleCredentialsForwarded: brokering is only the default and this node cannot have it, so its container
+	// holds the real values.
+	RuleCredentialsForwarded = "credentials-forwarded"
+)
+
+func init() {
+	RegisterRules(
+		Rule{ID: RuleCredentialsNotBrokered, Severity: SeverityError,
+			Summary:     "Credentials cannot be brokered",
+			Description: "The configuration asks for brokered credentials (the container holds a placeholder, kewplan's egress proxy adds the real value for the runner's endpoint only), but this node's agent cannot be pointed at the proxy: its runner names no base-URL variable or no endpoint, the node has no egress proxy (network = \"open\"), or the egress goes through an operator's proxy, which cannot add the credential. kewplan fails closed rather than forward the value silently.",
+			Help:        "Declare the variable the agent reads its API base URL from (base_url in the runner block) and its endpoints, use network = \"allowlist\" with kewplan's own proxy, or set credentials = \"forward\" on the node or the sandbox to hand the agent the value knowingly."},
+		Rule{ID: RuleCredentialsForwarded, Severity: SeverityWarning,
+			Summary:     "Credentials forwarded, not brokered",
+			Description: "Brokered credentials are the default, but this node cannot have them, so its container holds the real values: whatever a prompt-injected agent can read, it can send to any host it reaches.",
+			Help:        "Make the node brokerable (see credentials-not-brokered), or set credentials = \"forward\" to say the exposure is accepted."},
+	)
+}
+
+// planCredentials decides the node's credentials mode and, brokered, the base-URL variable and the hosts for
+// which the proxy adds the credentials.
+func (b *builder) planCredentials(e *nodeEval, n *config.Node, nv *config.NodeValues, r *resolvedRunner) {
+	np := e.np
+	sb := b.cfg.Sandbox
+	want, explicit, subject := sb.Credentials, sb.CredentialsExplicit, rangePtr(sb.CredentialsRange)
+	if want == "" {
+		want = config.CredentialsBrokered
+	}
+	switch e.attrState("credentials", n.Credentials) {
+	case evalKnown:
+		want, explicit, subject = nv.Credentials, true, rangePtr(n.Credentials.Range())
+	case evalUnknown:
+		e.diags = append(e.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Credentials mode not known at plan time",
+			Subject: rangePtr(n.Credentials.Range()),
+			Detail:  fmt.Sprintf("The credentials mode of %s depends on a value known only after apply, so whether its container holds its credentials cannot be reviewed before it runs. Write \"brokered\" or \"forward\".", describeNode(np.Name))})
+		return
+	case evalInvalid:
+		return
+	}
+	if subject == nil || subject.Filename == "" {
+		subject = rangePtr(np.DeclRange)
+	}
+	np.CredentialMode = config.CredentialsForward
+	if want == config.CredentialsForward || r == nil || len(np.Credentials) == 0 {
+		return
+	}
+	why := b.unbrokerable(np, r)
+	if why == "" {
+		np.CredentialMode = config.CredentialsBrokered
+		np.BaseURLVar = b.baseURLVar(r)
+		for _, h := range r.endpoints() {
+			np.BrokeredEndpoints = append(np.BrokeredEndpoints, h.String())
+		}
+		return
+	}
+	if explicit {
+		e.diags = append(e.diags, NewDiagnostic(RuleCredentialsNotBrokered, subject,
+			fmt.Sprintf("%s cannot have brokered credentials: %s", capitalise(describeNode(np.Name)), why)))
+		e.refused = true
+		return
+	}
+	// One warning per cause: the open network (at the sandbox's network), else per runner (at the first node).
+	key, subjectW, who := r.name, rangePtr(n.DeclRange), fmt.Sprintf("The nodes on runner %q hold %s in their containers", r.name, strings.Join(np.Credentials, ", "))
+	if sb.Network == config.NetworkOpen {
+		key, who = "\x00open", "Every node holds its credentials in its container"
+		if sb.NetworkRange.Filename != "" {
+			subjectW = rangePtr(sb.NetworkRange)
+		}
+	}
+	b.mu.Lock()
+	if b.forwardWarned == nil {
+		b.forwardWarned = map[string]bool{}
+	}
+	first := !b.forwardWarned[key]
+	b.forwardWarned[key] = true
+	b.mu.Unlock()
+	if first {
+		e.diags = append(e.diags, NewDiagnostic(RuleCredentialsForwarded, subjectW, who+": "+why))
+	}
+}
+
+// baseURLVar is the variable the runner's agent reads its API base URL from: the runner block's base_url, else
+// the built-in's; "" for none.
+func (b *builder) baseURLVar(r *resolvedRunner) string {
+	if r.decl != nil && r.decl.BaseURL != "" {
+		return r.decl.BaseURL
+	}
+	v, _ := runners.BaseURLVariable(r.name)
+	return v
+}
+
+// unbrokerable says why the node's credentials cannot be brokered, "" when they can.
+func (b *builder) unbrokerable(np *NodePlan, r *resolvedRunner) string {
+	sb := b.cfg.Sandbox
+	switch {
+	case sb.Network == config.NetworkOpen:
+		return "with network = \"open\" its container reaches hosts directly, with no egress proxy to add the credential."
+	case sb.Egress.Proxy != "":
+		return fmt.Sprintf("its egress goes through the operator's proxy %s, which cannot add kewplan's credentials; remove sandbox.egress.proxy to use kewplan's own.", sb.Egress.Proxy)
+	case b.baseURLVar(r) == "":
+		return fmt.Sprintf("its runner %q reads its API base URL from no environment variable kewplan knows, so its agent cannot be pointed at the proxy; declare base_url = \"<VARIABLE>\" in runner %q if the agent has one.", r.name, r.name)
+	case contains(np.Credentials, b.baseURLVar(r)):
+		return fmt.Sprintf("its runner %q lists its base-URL variable %s among its credentials, so the container would get the proxy's address in place of a credential; remove it from the runner's credentials.", r.name, b.baseURLVar(r))
+	case len(r.endpoints()) == 0:
+		return fmt.Sprintf("its runner %q declares no endpoint, so there is no host the proxy could add the credential for; list the model API's host in the runner's endpoints.", r.name)
+	}
+	return ""
+}
