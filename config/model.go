@@ -245,16 +245,16 @@ type Policy struct {
 	// RequireBrokeredCredentials refuses a node whose container would hold its credentials (mode forward).
 	RequireBrokeredCredentials      bool
 	RequireBrokeredCredentialsRange hcl.Range
-	AllowedNetworks          []string
-	AllowedNetworksRange     hcl.Range
-	AllowedImagePrefixes     []string
-	AllowedImagePrefixRange  hcl.Range
-	Credentials              map[string][]string // credential name -> runners allowed to receive it
-	CredentialsRange         hcl.Range
-	MaxPidsLimit             int64 // 0: no limit set
-	MaxPidsLimitRange        hcl.Range
-	RequiredRuntime          string // "": any runtime; else every node must run on it (e.g. "runsc")
-	RequiredRuntimeRange     hcl.Range
+	AllowedNetworks                 []string
+	AllowedNetworksRange            hcl.Range
+	AllowedImagePrefixes            []string
+	AllowedImagePrefixRange         hcl.Range
+	Credentials                     map[string][]string // credential name -> runners allowed to receive it
+	CredentialsRange                hcl.Range
+	MaxPidsLimit                    int64 // 0: no limit set
+	MaxPidsLimitRange               hcl.Range
+	RequiredRuntime                 string // "": any runtime; else every node must run on it (e.g. "runsc")
+	RequiredRuntimeRange            hcl.Range
 	// AllowedEgress bounds every node's egress list: each host a node may reach must fall under one of these
 	// patterns (rule policy-egress). nil when not written.
 	AllowedEgress      []HostPattern
