@@ -277,7 +277,8 @@ func (s *Server) forwardBrokered(w http.ResponseWriter, r *http.Request, d *Deci
 	defer stop()
 	if br.node.endsAt != nil {
 		var cancelDeadline context.CancelFunc
-		ctx, cancelDeadline = context.WithDeadline(ctx, *br.node.endsAt)
+		// Measured on the proxy's clock, like the check that admitted the request.
+		ctx, cancelDeadline = context.WithTimeout(ctx, br.node.endsAt.Sub(s.opts.Now()))
 		defer cancelDeadline()
 	}
 	// The dial takes its target from this value only (dialContext), like a forward-proxy tunnel.
