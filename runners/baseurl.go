@@ -71,7 +71,7 @@ var credentialHeaders = map[string]CredentialHeader{
 	// Claude Code sends ANTHROPIC_API_KEY "as X-Api-Key header" and ANTHROPIC_AUTH_TOKEN in the Authorization
 	// header "prefixed with Bearer" (https://code.claude.com/docs/en/env-vars). CLAUDE_CODE_OAUTH_TOKEN (from
 	// `claude setup-token`) is an OAuth access token and travels as a bearer token too (not stated on that page).
-	"ANTHROPIC_API_KEY": {Header: "x-api-key"},
+	"ANTHROPIC_API_KEY":       {Header: "x-api-key"},
 	"CLAUDE_CODE_OAUTH_TOKEN": {Header: "Authorization", Scheme: "Bearer"},
 	"ANTHROPIC_AUTH_TOKEN":    {Header: "Authorization", Scheme: "Bearer"},
 	// OpenRouter and OpenAI keys are bearer tokens (OpenAI-compatible SDKs send Authorization: Bearer).
