@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -315,7 +316,7 @@ func (s *Server) recordBrokered(ctx context.Context, d *Decision, start time.Tim
 	if aborted != nil && d.Allowed {
 		d.Allowed, d.Reason = false, ReasonUpstreamFailed
 	}
-	d.BytesIn, d.BytesOut = in.n, cw.n
+	d.BytesIn, d.BytesOut = in.n.Load(), cw.n
 	d.DurationMS = s.opts.Now().Sub(start).Milliseconds()
 	s.record(*d)
 	if aborted != nil {
@@ -574,15 +575,16 @@ func EndNodeAt(ctx context.Context, addr, controlSecret, node string) error {
 	return nil
 }
 
-// countingReader counts the request bytes that went upstream.
+// countingReader counts the request bytes that went upstream. The transport reads the body on its own
+// goroutine, which may still run when the answer has ended: the count is atomic.
 type countingReader struct {
 	r io.ReadCloser
-	n int64
+	n atomic.Int64
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
 }
 
