@@ -32,8 +32,13 @@ const maxConfigBytes = 16 << 20
 //	{
 //	  "listen": "0.0.0.0:3128",
 //	  "allow_private_addresses": false,
+//	  "control_secret": "<64 hex>",
+//	  "upstream_ca_pem": "",
 //	  "nodes": [
-//	    {"name": "fix", "secret": "<64 hex>", "allow": ["api.anthropic.com", "github.com", "pypi.org:8443"]}
+//	    {"name": "fix", "secret": "<64 hex>", "allow": ["github.com", "pypi.org:8443"],
+//	     "broker": {"api": "anthropic", "endpoints": ["api.anthropic.com"], "ends_at": "2026-12-01T10:00:00Z",
+//	       "credentials": [{"name": "ANTHROPIC_API_KEY", "placeholder": "kewplan-placeholder-<64 hex>",
+//	         "value": "sk-ant-...", "header": "x-api-key"}]}}
 //	  ]
 //	}
 type Config struct {
@@ -45,6 +50,12 @@ type Config struct {
 	// model gateway or a test stub inside the operator's network. Loopback, link-local (cloud metadata),
 	// multicast and unspecified addresses are refused regardless.
 	AllowPrivateAddresses bool `json:"allow_private_addresses"`
+	// ControlSecret authenticates apply on the proxy's control endpoint (ControlEndNodePath: the apply tells the
+	// proxy that a node ended). Empty disables the endpoint; otherwise at least 32 characters (NewSecret).
+	ControlSecret string `json:"control_secret,omitempty"`
+	// UpstreamCAPEM is PEM text of certificates trusted, in addition to the system roots, for brokered requests
+	// only (a model gateway with its own CA; the tests' stand-in). The forward proxy never terminates TLS.
+	UpstreamCAPEM string `json:"upstream_ca_pem,omitempty"`
 }
 
 // NodeConfig is one agent's credentials and allowlist.
@@ -55,6 +66,9 @@ type NodeConfig struct {
 	// A name is allowed on port 443 only unless an entry names another port; plain HTTP is forwarded only to a
 	// host:port entry whose port is not 443.
 	Allow []string `json:"allow"`
+	// Broker, when set, lets the node call its runner's model API through the proxy's credential broker with a
+	// placeholder instead of the real key (see BrokerConfig).
+	Broker *BrokerConfig `json:"broker,omitempty"`
 }
 
 // nodeNamePattern is what a node name may be in the proxy's configuration: kewplan's node names, which are
@@ -122,6 +136,9 @@ func ParseConfig(data []byte) (*Config, error) {
 				return nil, fmt.Errorf("node %q: entry %q: %s", n.Name, a, why)
 			}
 		}
+	}
+	if err := checkBrokers(&cfg); err != nil {
+		return nil, err
 	}
 	return &cfg, nil
 }

@@ -3,6 +3,11 @@
 // allowlist, resolves names itself (agents have no DNS), refuses IP literals and addresses on the host's side of
 // the network, and writes every decision as one JSON line.
 //
+// On the same listener it is also a credential broker (broker.go): an agent whose base URL is
+// /broker/<node>/<endpoint>/ presents a per-run placeholder, and the proxy forwards its request over verified TLS
+// to that endpoint with the node's real credential, which only the proxy holds; apply ends a node on
+// /control/nodes/<node>/end, after which its placeholders are refused.
+//
 // It also holds what apply needs to run the proxy: the configuration file format (Config), per-node secrets and
 // proxy URLs, the health probe, and the facts of its image built FROM scratch from kewplan's own binary (with, for a
 // dynamically linked build, its ELF interpreter and shared libraries: RuntimeFiles).

@@ -53,6 +53,20 @@ type Decision struct {
 	Port    int       `json:"port"`
 	Allowed bool      `json:"allowed"`
 	Reason  string    `json:"reason"`
+	// Kind is "" for a forward-proxy decision, KindBroker for a brokered request (Host and Port are then the
+	// runner endpoint), KindControl for a call on the control endpoint. The fields below are theirs.
+	Kind string `json:"kind,omitempty"`
+	// Path is the request's path on the proxy (no query: a query string may carry anything).
+	Path string `json:"path,omitempty"`
+	// Status is the HTTP status the agent (or apply) received.
+	Status int `json:"status,omitempty"`
+	// Credential is the name (never the value) of the credential a brokered request used.
+	Credential string `json:"credential,omitempty"`
+	// BytesIn is the request body sent upstream, BytesOut the response body the agent received.
+	BytesIn  int64 `json:"bytes_in,omitempty"`
+	BytesOut int64 `json:"bytes_out,omitempty"`
+	// DurationMS is from the request's arrival to the end of its answer.
+	DurationMS int64 `json:"duration_ms,omitempty"`
 }
 
 // Options are the parts of the proxy a test replaces; the zero value is the production proxy.
@@ -70,10 +84,11 @@ type Options struct {
 // Server is kewplan's egress proxy: an HTTP forward proxy that lets each authenticated node CONNECT only to the
 // hosts and ports of its own allowlist, resolves names itself, and logs every decision as one JSON line.
 type Server struct {
-	cfg   *Config
-	opts  Options
-	nodes map[string]*nodeAllow
-	proxy *goproxy.ProxyHttpServer
+	cfg    *Config
+	opts   Options
+	nodes  map[string]*nodeAllow
+	proxy  *goproxy.ProxyHttpServer
+	broker *broker
 
 	logMu sync.Mutex
 	log   io.Writer
@@ -145,11 +160,17 @@ func NewServer(cfg *Config, decisions io.Writer, opts Options) (*Server, error) 
 	}
 	p.ConnectDial = nil
 	s.proxy = p
+	if err := s.initBroker(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
 // ServeHTTP judges a request and hands an allowed one to goproxy.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.serveOwn(w, r) {
+		return
+	}
 	if r.Method != http.MethodConnect && !r.URL.IsAbs() {
 		if r.Method == http.MethodGet && r.URL.Path == HealthPath {
 			w.Header().Set("Content-Type", "text/plain")
