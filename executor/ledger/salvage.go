@@ -157,3 +157,27 @@ func (l *Ledger) PrunedRuns() (map[string]time.Time, error) {
 	}
 	return out, rows.Err()
 }
+
+// Summary says what was kept: "3 commits, 2 files changed, 14 kB".
+func (s *Salvage) Summary() string {
+	plural := func(n int, one, many string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return fmt.Sprintf("%d %s", n, many)
+	}
+	return fmt.Sprintf("%s, %s, %s", plural(s.Commits, "commit", "commits"),
+		plural(s.FilesChanged, "file changed", "files changed"), FormatBytes(s.Bytes))
+}
+
+// FormatBytes writes a size in decimal units: "812 B", "14 kB", "3.2 MB".
+func FormatBytes(n int64) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d B", n)
+	case n < 1000*1000:
+		return fmt.Sprintf("%d kB", (n+500)/1000)
+	default:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+}
