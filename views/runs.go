@@ -158,6 +158,7 @@ func sanitizeNode(n ledger.NodeRecord) ledger.NodeRecord {
 	n.Branch = termsafe.Flatten(n.Branch)
 	n.PullRequest = termsafe.Flatten(n.PullRequest)
 	n.SidecarLocation = termsafe.Flatten(n.SidecarLocation)
+	n.Salvage = sanitizeSalvage(n.Salvage)
 	findings := make([]verdict.Finding, len(n.VerdictFindings))
 	for i, f := range n.VerdictFindings {
 		findings[i] = verdict.Finding{Path: termsafe.Flatten(f.Path), Line: f.Line, Message: termsafe.Flatten(f.Message)}
@@ -280,6 +281,7 @@ func writeRunEgressHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.Node
 			field("pushed to", n.Branch)
 		}
 		field("pull request", n.PullRequest)
+		writeSalvageHuman(field, raw.Salvage)
 		if n.Verdict != "" {
 			field("verdict", n.Verdict)
 			field("summary", n.VerdictSummary)

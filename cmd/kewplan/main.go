@@ -31,6 +31,7 @@ type CLI struct {
 	Pricing   PricingCmd   `cmd:"" help:"Show the price table (USD per million tokens) that estimates costs, with a configuration's overrides."`
 	Apply     ApplyCmd     `cmd:"" help:"Run the dispatch graph: containers on the Docker engine, or Jobs on Kubernetes (--engine kubernetes)."`
 	Runs      RunsCmd      `cmd:"" help:"List recorded runs, or show one."`
+	Salvage   SalvageCmd   `cmd:"" help:"Publish what a stopped worker made (kept by apply) to a new branch, through the host broker."`
 	Telemetry TelemetryCmd `cmd:"" help:"Meter a recorded agent stream offline and print its totals."`
 	Logs      LogsCmd      `cmd:"" help:"Show a readable transcript of what an agent did: a run's nodes, or a recorded stream."`
 	Diff      DiffCmd      `cmd:"" help:"Compare two plans and flag any widening of credential exposure."`

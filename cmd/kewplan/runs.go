@@ -12,8 +12,9 @@ import (
 
 // RunsCmd is `kewplan runs [--json] [--state-dir DIR]` and `kewplan runs show RUN [--json]`.
 type RunsCmd struct {
-	List RunsListCmd `cmd:"" default:"withargs" help:"List recorded runs, newest first."`
-	Show RunsShowCmd `cmd:"" help:"Show one run: each node with its telemetry, outcome and verdict."`
+	List  RunsListCmd  `cmd:"" default:"withargs" help:"List recorded runs, newest first."`
+	Show  RunsShowCmd  `cmd:"" help:"Show one run: each node with its telemetry, outcome and verdict."`
+	Prune RunsPruneCmd `cmd:"" help:"Remove old runs' checkouts, logs and kept work; their ledger rows stay, marked pruned."`
 }
 
 // Help shows an example.

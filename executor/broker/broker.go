@@ -32,6 +32,8 @@ type PullRequest struct {
 	Title string
 	// Body is the pull request's description; "" gives a short default naming the commit.
 	Body string
+	// Draft opens it as a draft pull request.
+	Draft bool
 }
 
 // PushResult is what the broker did.

@@ -33,6 +33,9 @@ func openPullRequest(ctx context.Context, g *hostGit, req Request, head string) 
 		body = fmt.Sprintf("Pushed by kewplan's host broker from commit %s.", head)
 	}
 	args := []string{"pr", "create", "--repo", host + "/" + repo, "--head", req.Branch, "--title", title, "--body", body}
+	if req.PullRequest.Draft {
+		args = append(args, "--draft")
+	}
 	if req.PullRequest.Base != "" {
 		args = append(args, "--base", req.PullRequest.Base)
 	}

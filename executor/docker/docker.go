@@ -254,12 +254,15 @@ func (d *dockerEngine) Attempt(ctx context.Context, at *adapter.Attempt) *adapte
 		return f
 	}
 	if f := d.runAgent(ctx, at); f != nil {
+		d.keepWork(ctx, at, repo, base, f, false)
 		return f
 	}
 	if at.Node.Role == config.RoleReviewer {
 		return judgeReview(at, base)
 	}
-	return d.publish(ctx, at, repo, base)
+	f = d.publish(ctx, at, repo, base)
+	d.keepWork(ctx, at, repo, base, f, true)
+	return f
 }
 
 // VersionFloorWarnings names each engine component older than the release that fixes a container-escape or

@@ -127,6 +127,8 @@ var migrations = []string{
 		time    TEXT NOT NULL,
 		PRIMARY KEY (run_id, seq)
 	);`,
+	// salvage: what was kept of a worker that ended without its push, and the runs `runs prune` removed.
+	salvageMigration,
 }
 
 // Open opens (creating and migrating as needed) the ledger at path.
@@ -277,6 +279,8 @@ type NodeRecord struct {
 	Attempts int `json:"-"`
 	// ReusedFrom is the run whose outputs this node reused (status reused), "" when it ran.
 	ReusedFrom string `json:"reused_from,omitempty"`
+	// Salvage is what was kept of a worker that ended without its push; null when nothing was.
+	Salvage *Salvage `json:"salvage,omitempty"`
 }
 
 // Duration is how long the node ran (zero when it never started or has not ended).
@@ -407,7 +411,10 @@ func (l *Ledger) RecordNode(r *NodeResult) error {
 		if err != nil {
 			return err
 		}
-		return recordNodeHistory(tx, r)
+		if err := recordNodeHistory(tx, r); err != nil {
+			return err
+		}
+		return recordSalvage(tx, r)
 	})
 }
 
@@ -582,5 +589,8 @@ func (l *Ledger) nodes(runID string) ([]NodeRecord, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	return out, l.fillNodeHistory(runID, out)
+	if err := l.fillNodeHistory(runID, out); err != nil {
+		return nil, err
+	}
+	return out, l.fillSalvage(runID, out)
 }

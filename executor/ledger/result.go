@@ -94,6 +94,8 @@ type NodeResult struct {
 	Fingerprint string
 	Attempts    int
 	ReusedFrom  string
+	// Salvage is what was kept of a worker that ended without its push (nil: nothing was).
+	Salvage *Salvage
 }
 
 // RecordedCost is the node's cost and its source as the ledger records them: the budget's figure when the node was

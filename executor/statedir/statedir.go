@@ -1,5 +1,5 @@
 // Package statedir is the one description of a state directory's layout: where the run ledger, the apply lock,
-// each node's checkout, logs and verdict copy, the broker's scratch repositories and the egress proxy's image
+// each node's checkout, logs, verdict copy and salvage, the broker's scratch repositories and the egress proxy's image
 // cache live. Apply, `runs`, `logs`, `--resume` and the sweeps all take their paths from a Dir; no other package
 // joins a path under a state directory. It creates and reads nothing itself.
 package statedir
@@ -67,6 +67,15 @@ func (d Dir) Logs(run, node, slug string, attempt int) (stdout, stderr string) {
 // Verdict is where a reviewer's verdict sidecar is copied once its container is gone.
 func (d Dir) Verdict(run, node, slug string) string {
 	return filepath.Join(d.Root, "verdicts", run, NodeName(node, slug))
+}
+
+// RunSalvage holds one run's salvage, one directory per node.
+func (d Dir) RunSalvage(run string) string { return filepath.Join(d.Root, "salvage", run) }
+
+// Salvage is where the work of a worker that ended without its push is kept (a bundle of its commits, a patch
+// of its uncommitted changes), beside its logs.
+func (d Dir) Salvage(run, node, slug string) string {
+	return filepath.Join(d.RunSalvage(run), NodeName(node, slug))
 }
 
 // Broker is the host-owned scratch space in which the broker publishes a worker's commits.

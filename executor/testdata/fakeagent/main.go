@@ -21,6 +21,11 @@
 //	mode=turns     stream turns=N assistant messages (ids msg_turn_1…), each as blocks=K content blocks repeating the
 //	               message's usage=I,O[,CR,CW] (real counts; "none" omits usage), pausing gap=D between turns, then a
 //	               normal run (sleep=1h then makes it wait to be killed)
+//	commits=N      with any mode, first: make N commits (work-1.txt … work-N.txt), as mode=commit does
+//	edit=NAME:TEXT with any mode, first: write NAME with TEXT and leave it uncommitted
+//	link=NAME:PATH with any mode, first: make NAME a symbolic link to PATH (a host path, say), uncommitted
+//	fifo=NAME      with any mode, first: make NAME a FIFO, uncommitted
+//	sparse=NAME:N  with any mode, first: make NAME a sparse file of N bytes, uncommitted
 //	final_usage=none   the closing assistant message carries no usage
 //	tokens=I,O,CR,CW   usage figures of the result event (default 11,22,33,44; "none" omits usage and modelUsage)
 //	probe=1        with any mode: first report the probe (as mode=probe does), so one run both probes and works
@@ -89,6 +94,10 @@ func main() {
 
 	if opts.get("probe", "") == "1" {
 		emit(map[string]any{"type": "system", "subtype": "probe", "session_id": session, "probe": probe()})
+	}
+	if err := leaveWork(opts); err != nil {
+		fmt.Fprintln(os.Stderr, "fakeagent:", err)
+		os.Exit(7)
 	}
 	switch mode := opts.get("mode", "succeed"); mode {
 	case "succeed":
@@ -329,4 +338,43 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// leaveWork makes the commits and the uncommitted files the directives ask for, before the mode runs.
+func leaveWork(o options) error {
+	n, _ := strconv.Atoi(o.get("commits", "0"))
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("work-%d.txt", i)
+		if _, err := gitobj.CommitFile(mustGetwd(), name, fmt.Sprintf("work %d\n", i), "fakeagent: add "+name); err != nil {
+			return fmt.Errorf("commit %s: %w", name, err)
+		}
+	}
+	if name, text, ok := strings.Cut(o.get("edit", ""), ":"); ok {
+		if err := os.WriteFile(name, []byte(text+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	if name, target, ok := strings.Cut(o.get("link", ""), ":"); ok {
+		if err := os.Symlink(target, name); err != nil {
+			return err
+		}
+	}
+	if name := o.get("fifo", ""); name != "" {
+		if err := syscall.Mkfifo(name, 0o644); err != nil {
+			return fmt.Errorf("mkfifo %s: %w", name, err)
+		}
+	}
+	if name, size, ok := strings.Cut(o.get("sparse", ""), ":"); ok {
+		n, err := strconv.ParseInt(size, 10, 64)
+		if err != nil {
+			return err
+		}
+		f, err := os.Create(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return f.Truncate(n)
+	}
+	return nil
 }

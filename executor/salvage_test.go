@@ -1,0 +1,222 @@
+package executor
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
+	"github.com/kewplan/kewplan/planner"
+)
+
+// Salvage against the real engine: what a stopped worker made is kept before its checkout is removed, and is
+// published only by PublishSalvage, through the broker.
+
+// bareRemote makes the fixture's repository a bare clone of it, so that pushes land in a repository nobody has
+// checked out.
+func (f *fixture) bareRemote() string {
+	f.t.Helper()
+	bare := filepath.Join(f.dir, "remote.git")
+	if out, err := exec.Command("git", "clone", "--quiet", "--bare", f.repo, bare).CombinedOutput(); err != nil {
+		f.t.Fatalf("git clone --bare: %v\n%s", err, out)
+	}
+	f.repo = bare
+	return bare
+}
+
+func gitOut(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=test", "GIT_AUTHOR_EMAIL=test@kewplan.invalid", "GIT_COMMITTER_NAME=test", "GIT_COMMITTER_EMAIL=test@kewplan.invalid")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestSalvageBudgetKilledWorker is the issue's test: a worker that commits twice and edits a file is killed at its
+// budget; its work is kept (2 commits, 1 file changed), recorded with the reason, nothing is pushed, and
+// PublishSalvage then pushes both commits and a commit of the edit to kew/salvage/<slug>-<run> of a bare
+// repository, with the prompt file in none of them.
+func TestSalvageBudgetKilledWorker(t *testing.T) {
+	f := newFixture(t)
+	remote := f.bareRemote()
+	cfg := f.config(`
+node "%[1]sfix" {
+  runner  = "claude-code"
+  model   = "claude-sonnet-4-5"
+  repo    = %[2]q
+  prompt  = "mode=turns\ncommits=2\nedit=README.md:edited by the agent\nturns=2\nusage=100000,20000\nsleep=1h"
+  timeout = "5m"
+  budget {
+    max_usd = 1.0
+  }
+}
+`)
+	sum, rec, err := f.apply(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	fix := resultOf(t, sum, f.node("fix"))
+	if fix.Status != ledger.StatusBudgetExceeded || fix.Pushed {
+		t.Fatalf("fix: %s pushed=%v (%s), want budget_exceeded and nothing pushed", fix.Status, fix.Pushed, fix.Reason)
+	}
+	s := fix.Salvage
+	if s == nil || s.Commits != 2 || s.FilesChanged != 1 || s.Worktree == "" || s.Why != "the budget of $1.00 was reached" {
+		t.Fatalf("fix: salvage %+v, want 2 commits and 1 file changed kept because the budget of $1.00 was reached", s)
+	}
+	if !strings.Contains(rec.warningText(), "kewplan salvage "+sum.RunID+" "+f.node("fix")) {
+		t.Errorf("no warning says how to publish it:\n%s", rec.warningText())
+	}
+	dir := statedir.Dir{Root: f.stateDir}
+	if _, err := os.Stat(dir.Checkout(sum.RunID, f.node("fix"), fix.Node, 1)); !os.IsNotExist(err) {
+		t.Errorf("the checkout is still there: %v", err)
+	}
+	if out := gitOut(t, "--git-dir="+remote, "branch", "--list"); strings.Contains(out, "kew/") {
+		t.Fatalf("something was pushed before kewplan salvage: %s", out)
+	}
+	_, rows := f.ledgerRun(sum.RunID)
+	if row := rows[f.node("fix")].Salvage; row == nil || row.Worktree != s.Worktree || row.Summary() != s.Summary() {
+		t.Fatalf("ledger salvage %+v, want %+v", row, s)
+	}
+
+	out, err := PublishSalvage(context.Background(), SalvageOptions{StateDir: f.stateDir, RunID: sum.RunID, Node: f.node("fix")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBranch := "kew/salvage/" + filepath.Base(s.Dir) + "-" + sum.RunID
+	if out.Branch != wantBranch || out.Commit != s.Worktree {
+		t.Fatalf("PublishSalvage() = %+v, want %s at %s", out, wantBranch, s.Worktree)
+	}
+	revs := strings.Fields(gitOut(t, "--git-dir="+remote, "rev-list", s.BaseCommit+".."+wantBranch))
+	if len(revs) != 3 || revs[0] != s.Worktree || revs[1] != s.Head {
+		t.Fatalf("the salvage branch holds %v, want the edit's commit on top of the agent's two (head %s)", revs, s.Head)
+	}
+	for _, id := range revs {
+		if files := gitOut(t, "--git-dir="+remote, "ls-tree", "-r", "--name-only", id); strings.Contains(files, planner.PromptFilename) {
+			t.Errorf("commit %s holds the prompt file:\n%s", id, files)
+		}
+	}
+	if got := gitOut(t, "--git-dir="+remote, "show", wantBranch+":README.md"); got != "edited by the agent\n" {
+		t.Errorf("README.md on the salvage branch = %q", got)
+	}
+	if got := gitOut(t, "--git-dir="+remote, "show", wantBranch+":work-2.txt"); got != "work 2\n" {
+		t.Errorf("work-2.txt on the salvage branch = %q", got)
+	}
+	_, rows = f.ledgerRun(sum.RunID)
+	if row := rows[f.node("fix")].Salvage; row == nil || row.PublishedBranch != wantBranch {
+		t.Errorf("the ledger does not record the publication: %+v", row)
+	}
+	// No force: a branch that holds a commit the kept work does not contain is refused.
+	other := strings.TrimSpace(gitOut(t, "--git-dir="+remote, "commit-tree", s.BaseCommit+"^{tree}", "-p", s.BaseCommit, "-m", "someone else"))
+	gitOut(t, "--git-dir="+remote, "update-ref", "refs/heads/taken", other)
+	if _, err := PublishSalvage(context.Background(), SalvageOptions{StateDir: f.stateDir, RunID: sum.RunID, Node: f.node("fix"),
+		Branch: "taken"}); err == nil || !strings.Contains(err.Error(), "already has commits") {
+		t.Errorf("publishing over another commit: %v, want a refusal (no force push)", err)
+	}
+	if got := strings.TrimSpace(gitOut(t, "--git-dir="+remote, "rev-parse", "refs/heads/taken")); got != other {
+		t.Errorf("branch taken moved to %s", got)
+	}
+}
+
+// TestSalvageHostileWorktree: a failed worker whose uncommitted tree holds a symbolic link to a host file, a FIFO
+// and a 1 GiB sparse file: none is followed, opened or copied; its one ordinary edit is kept.
+func TestSalvageHostileWorktree(t *testing.T) {
+	f := newFixture(t)
+	secret := filepath.Join(f.dir, "host-secret.txt")
+	if err := os.WriteFile(secret, []byte("HOST SECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.config(`
+node "%[1]sfix" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  prompt = "mode=fail\nedit=notes.txt:kept\nlink=secret.txt:` + secret + `\nfifo=pipe\nsparse=huge.bin:1073741824"
+}
+`)
+	sum, _, err := f.apply(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	fix := resultOf(t, sum, f.node("fix"))
+	s := fix.Salvage
+	if fix.Status != ledger.StatusFailed || s == nil || s.Commits != 0 || s.FilesChanged != 1 || s.Why != "the agent failed" {
+		t.Fatalf("fix: %s, salvage %+v; want failed with notes.txt kept", fix.Status, s)
+	}
+	skipped := strings.Join(s.Skipped, "\n")
+	for _, want := range []string{"secret.txt: is a symbolic link", "pipe: is a named pipe", "huge.bin: 1073741824 bytes, over the"} {
+		if !strings.Contains(skipped, want) {
+			t.Errorf("skipped %q, want it to name %q", skipped, want)
+		}
+	}
+	if s.Bytes > 1<<20 {
+		t.Errorf("%d bytes kept: the sparse file was copied", s.Bytes)
+	}
+	patch, err := os.ReadFile(filepath.Join(s.Dir, "uncommitted.patch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(patch), "HOST SECRET") || !strings.Contains(string(patch), "+kept") {
+		t.Errorf("patch:\n%s", patch)
+	}
+}
+
+// TestRunsPruneKeepsTheNewest: three runs that each keep work; prune --keep 1 removes the two older runs' logs and
+// salvage and marks them, and leaves the newest intact; --before a date before them all removes nothing.
+func TestRunsPruneKeepsTheNewest(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(`
+node "%[1]sfix" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  prompt = "mode=fail\nedit=notes.txt:kept"
+}
+`)
+	var runs []string
+	for i := 0; i < 3; i++ {
+		sum, _, err := f.apply(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resultOf(t, sum, f.node("fix")).Salvage == nil {
+			t.Fatalf("run %d kept nothing", i)
+		}
+		runs = append(runs, sum.RunID)
+	}
+	dir := statedir.Dir{Root: f.stateDir}
+	if out, err := Prune(PruneOptions{StateDir: f.stateDir, Before: time.Unix(1, 0)}); err != nil || len(out.Pruned) != 0 || out.Kept != 3 {
+		t.Fatalf("Prune(--before 1970) = %+v, %v; want nothing pruned", out, err)
+	}
+	out, err := Prune(PruneOptions{StateDir: f.stateDir, Keep: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Pruned) != 2 || out.Kept != 1 || out.Bytes == 0 {
+		t.Fatalf("Prune(--keep 1) = %+v, want the two older runs pruned", out)
+	}
+	for i, id := range runs {
+		_, logsErr := os.Stat(dir.RunLogs(id))
+		_, salvageErr := os.Stat(dir.RunSalvage(id))
+		_, rows := f.ledgerRun(id)
+		s := rows[f.node("fix")].Salvage
+		newest := i == len(runs)-1
+		if newest != (logsErr == nil) || newest != (salvageErr == nil) || s == nil || s.Pruned == newest {
+			t.Errorf("run %d (%s): logs %v, salvage %v, ledger salvage %+v; want newest=%v intact", i, id, logsErr, salvageErr, s, newest)
+		}
+	}
+	if _, err := PublishSalvage(context.Background(), SalvageOptions{StateDir: f.stateDir, RunID: runs[0], Node: f.node("fix")}); err == nil ||
+		!strings.Contains(err.Error(), "runs prune") {
+		t.Errorf("publishing pruned work: %v, want a refusal naming runs prune", err)
+	}
+}
