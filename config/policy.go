@@ -33,6 +33,7 @@ var policyBlockSchema = &hcl.BodySchema{
 		{Name: "required_runtime"},
 		{Name: "allowed_egress"},
 	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "approvals"}},
 }
 
 // policyFileSchema is the top level of a file given with --policy: one policy block and nothing else.
@@ -62,6 +63,7 @@ func decodePolicyBlock(block *hcl.Block) (*Policy, hcl.Diagnostics) {
 	}
 	content, moreDiags := bodyContent(block.Body, policyBlockSchema, "a policy block")
 	diags = append(diags, moreDiags...)
+	p.Approvals = decodeApprovalsBlocks(content.Blocks, &diags)
 
 	if attr, ok := content.Attributes["require_pinned_images"]; ok {
 		p.RequirePinnedImagesRange = attr.Range
