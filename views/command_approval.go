@@ -163,6 +163,7 @@ func (v *approvalsView) Approvals(where string, r *approval.Result, required boo
 			need = fmt.Sprintf("%d required only when the plan widens exposure against apply --base", r.Required)
 		}
 		fmt.Fprintf(w, "Approvals (%s, signers %s): %d valid, %s.\n", termsafe.String(where), termsafe.String(r.Signers), len(r.Valid), need)
+		fmt.Fprintf(w, "  plan digest %s (what kewplan approve signs)\n", r.Digest)
 		for _, a := range r.Valid {
 			fmt.Fprintf(w, "  approved by %s (%s %s)\n", termsafe.String(a.Principals), termsafe.String(a.KeyType), a.Key)
 		}
