@@ -105,6 +105,9 @@ func approvalsWhere(a *config.Approvals) string {
 // says for each whether it applies to this apply (false: "widening" and nothing widens against --base). The
 // error names everything that is missing.
 func checkPlanApprovals(view views.Approvals, planPath, digest string, reqs []*config.Approvals, needed []bool, now time.Time) ([]approval.Approval, error) {
+	if len(reqs) == 0 {
+		return nil, nil // an approvals file beside a plan no policy asks approvals for is not read
+	}
 	af, err := approval.ReadFile(approval.PathFor(planPath))
 	if err != nil {
 		return nil, err
