@@ -259,7 +259,9 @@ type Policy struct {
 	// patterns (rule policy-egress). nil when not written.
 	AllowedEgress      []HostPattern
 	AllowedEgressRange hcl.Range
-	DeclRange          hcl.Range
+	// Approvals asks for signed approvals of a saved plan before apply runs it; nil when not written.
+	Approvals *Approvals
+	DeclRange hcl.Range
 }
 
 // NodeOutputNames are the attributes of node.<name> that other nodes may reference. At plan time they are

@@ -34,6 +34,7 @@ var policyBlockSchema = &hcl.BodySchema{
 		{Name: "allowed_egress"},
 		{Name: "require_brokered_credentials"},
 	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "approvals"}},
 }
 
 // policyFileSchema is the top level of a file given with --policy: one policy block and nothing else.
@@ -63,6 +64,7 @@ func decodePolicyBlock(block *hcl.Block) (*Policy, hcl.Diagnostics) {
 	}
 	content, moreDiags := bodyContent(block.Body, policyBlockSchema, "a policy block")
 	diags = append(diags, moreDiags...)
+	p.Approvals = decodeApprovalsBlocks(content.Blocks, &diags)
 
 	if attr, ok := content.Attributes["require_pinned_images"]; ok {
 		p.RequirePinnedImagesRange = attr.Range

@@ -2,12 +2,13 @@ package views
 
 import (
 	"fmt"
-	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/kewplan/kewplan/internal/termsafe"
 
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/runners"

@@ -1,10 +1,11 @@
 package views
 
 import (
-	"github.com/kewplan/kewplan/internal/termsafe"
-	"github.com/kewplan/kewplan/jsonplan"
 	"io"
 	"strings"
+
+	"github.com/kewplan/kewplan/internal/termsafe"
+	"github.com/kewplan/kewplan/jsonplan"
 )
 
 // WriteGraphDOT writes the dispatch graph as Graphviz DOT: a box per node labelled with its runner and role,

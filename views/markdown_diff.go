@@ -2,10 +2,11 @@ package views
 
 import (
 	"fmt"
-	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"path/filepath"
 	"strings"
+
+	"github.com/kewplan/kewplan/internal/termsafe"
 
 	"github.com/kewplan/kewplan/plandiff"
 )

@@ -1,10 +1,11 @@
 package views
 
 import (
-	"github.com/kewplan/kewplan/internal/jsonstream"
-	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"strings"
+
+	"github.com/kewplan/kewplan/internal/jsonstream"
+	"github.com/kewplan/kewplan/internal/termsafe"
 
 	"github.com/kewplan/kewplan/planner"
 )

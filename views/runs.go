@@ -2,11 +2,12 @@ package views
 
 import (
 	"fmt"
-	"github.com/kewplan/kewplan/internal/jsonstream"
-	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/kewplan/kewplan/internal/jsonstream"
+	"github.com/kewplan/kewplan/internal/termsafe"
 
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/executor/verdict"

@@ -3,9 +3,10 @@ package views
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/kewplan/kewplan/internal/termsafe"
 	"io"
 	"strconv"
+
+	"github.com/kewplan/kewplan/internal/termsafe"
 
 	"github.com/kewplan/kewplan/runners"
 )

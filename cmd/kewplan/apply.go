@@ -44,6 +44,8 @@ type ApplyCmd struct {
 	Policy      string   `name:"policy" placeholder:"FILE" help:"Also enforce the organisation policy block in FILE (a saved plan enforces the policy it was made with)."`
 	Resume      string   `name:"resume" placeholder:"RUN|latest" help:"Resume run RUN (or the latest run): reuse the outputs of every node that succeeded there with the same inputs, and run the others."`
 	Engine      string   `name:"engine" placeholder:"docker|kubernetes" help:"Run the nodes as containers on Docker or as Jobs on Kubernetes (default: the configuration's only engine block, else docker)."`
+	Base        string   `name:"base" placeholder:"BASEPLAN" help:"The plan this one changes (a saved plan or plan --json output): a policy's approvals with when = \"widening\" are asked for only when this plan widens exposure against it."`
+	SignReceipt string   `name:"sign-receipt" placeholder:"KEYFILE" help:"Sign the run's receipt (<state-dir>/receipts/RUN.json) with this SSH key (namespace kewplan-receipt)."`
 	VarFlags    `embed:""`
 }
 
@@ -64,6 +66,12 @@ func (c *ApplyCmd) Run(env *Env) error {
 	a, err := c.plan(env, view)
 	if err != nil {
 		return err
+	}
+	// Approvals are checked before anything starts; a plan with errors is refused by approve below.
+	if !a.plan.HasErrors() {
+		if err := c.gate(env, a); err != nil {
+			return err
+		}
 	}
 	if ok, err := c.approve(env, view, a); !ok || err != nil {
 		return err
@@ -102,6 +110,9 @@ type toApply struct {
 	// engine is the engine the nodes run on (config.EngineDocker or config.EngineKubernetes); savedEngine the one
 	// a saved plan was made for.
 	engine, savedEngine string
+	// file is the saved plan (nil for apply DIR); gate is what the approval gate decided, for the receipt.
+	file *planfile.File
+	gate approvalState
 }
 
 // ResumeLatest is the --resume value naming the newest finished run.
@@ -156,7 +167,7 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 		return nil, fmt.Errorf("saved plan variables: %w", err)
 	}
 	view.SavedPlan(c.Path, len(p.Nodes), p.ConfigDigest)
-	a := &toApply{cfg: cfg, vars: vars, plan: p, saved: true, savedEngine: f.Engine(), resume: c.Resume}
+	a := &toApply{cfg: cfg, vars: vars, plan: p, saved: true, savedEngine: f.Engine(), resume: c.Resume, file: f}
 	if !c.selectEngine(view, a) {
 		return nil, ExitCode(1)
 	}
@@ -267,6 +278,9 @@ func (c *ApplyCmd) apply(env *Env, view views.Apply, a *toApply, minFree int64) 
 			view.PreflightFailed(pe.Problems)
 			return ExitCode(1)
 		}
+		return err
+	}
+	if err := c.writeReceipt(env, a, stateDir, sum); err != nil {
 		return err
 	}
 	switch sum.Status {

@@ -30,6 +30,8 @@ type CLI struct {
 	Runners   RunnersCmd   `cmd:"" help:"List built-in and declared runners with their credentials and protocol."`
 	Pricing   PricingCmd   `cmd:"" help:"Show the price table (USD per million tokens) that estimates costs, with a configuration's overrides."`
 	Apply     ApplyCmd     `cmd:"" help:"Run the dispatch graph: containers on the Docker engine, or Jobs on Kubernetes (--engine kubernetes)."`
+	Approve   ApproveCmd   `cmd:"" help:"Sign a saved plan's digest with your SSH key, as an approval apply checks."`
+	Verify    VerifyCmd    `cmd:"" help:"Check a receipt's signature, and that it records a run of a saved plan."`
 	Runs      RunsCmd      `cmd:"" help:"List recorded runs, or show one."`
 	Salvage   SalvageCmd   `cmd:"" help:"Publish what a stopped worker made (kept by apply) to a new branch, through the host broker."`
 	Telemetry TelemetryCmd `cmd:"" help:"Meter a recorded agent stream offline and print its totals."`

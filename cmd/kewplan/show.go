@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/views"
@@ -46,8 +47,9 @@ func (c *ShowCmd) Run(env *Env) error {
 		return ExitCode(exitError)
 	}
 	var stale error
+	var cfg *config.Config
 	if doc.Saved != nil {
-		if _, _, err := f.Reload(); err != nil {
+		if cfg, _, err = f.Reload(); err != nil {
 			switch {
 			case errors.Is(err, planfile.ErrMismatch):
 				view.Stale(err)
@@ -61,6 +63,11 @@ func (c *ShowCmd) Run(env *Env) error {
 	}
 	if err := view.Plan(doc); err != nil {
 		return err
+	}
+	if stale == nil && cfg != nil {
+		if err := c.showApprovals(env, f, cfg); err != nil {
+			return err
+		}
 	}
 	if stale != nil {
 		view.Stale(stale)

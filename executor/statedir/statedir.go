@@ -1,7 +1,7 @@
 // Package statedir is the one description of a state directory's layout: where the run ledger, the apply lock,
-// each node's checkout, logs, verdict copy and salvage, the broker's scratch repositories and the egress proxy's image
-// cache live. Apply, `runs`, `logs`, `--resume` and the sweeps all take their paths from a Dir; no other package
-// joins a path under a state directory. It creates and reads nothing itself.
+// each node's checkout, logs, verdict copy and salvage, each run's receipt, the broker's scratch repositories and
+// the egress proxy's image cache live. Apply, `runs`, `logs`, `--resume` and the sweeps all take their paths from
+// a Dir; no other package joins a path under a state directory. It creates and reads nothing itself.
 package statedir
 
 import (
@@ -80,6 +80,10 @@ func (d Dir) Salvage(run, node, slug string) string {
 
 // Broker is the host-owned scratch space in which the broker publishes a worker's commits.
 func (d Dir) Broker() string { return filepath.Join(d.Root, "broker") }
+
+// Receipt is the receipt of one run (kewplan apply writes it when the run ends; its signature, when signed, is
+// beside it with the suffix .sig).
+func (d Dir) Receipt(run string) string { return filepath.Join(d.Root, "receipts", run+".json") }
 
 // EgressImageCache remembers the egress proxy image's tag for the binary that built it.
 func (d Dir) EgressImageCache() string { return filepath.Join(d.Root, "egress-image.json") }

@@ -1,0 +1,196 @@
+package views
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/kewplan/kewplan/approval"
+	"github.com/kewplan/kewplan/internal/jsonstream"
+	"github.com/kewplan/kewplan/internal/termsafe"
+)
+
+// Approve is the view of `kewplan approve`.
+type Approve interface {
+	Approved(plan, approvalsFile string, e approval.Entry, total int) error
+}
+
+// NewApprove returns approve's view: a sentence, or JSON.
+func NewApprove(vt ViewType, s Streams) Approve { return &approveView{NewView(s), vt} }
+
+type approveView struct {
+	*View
+	vt ViewType
+}
+
+// ApprovedJSON is `kewplan approve --json`.
+type ApprovedJSON struct {
+	Plan          string `json:"plan"`
+	ApprovalsFile string `json:"approvals_file"`
+	PlanDigest    string `json:"plan_digest"`
+	Key           string `json:"key"`
+	Approvals     int    `json:"approvals"`
+}
+
+func (v *approveView) Approved(plan, approvalsFile string, e approval.Entry, total int) error {
+	if v.vt == viewJSON {
+		return jsonstream.Indented(v.streams.Stdout, ApprovedJSON{Plan: plan, ApprovalsFile: approvalsFile, PlanDigest: e.PlanDigest, Key: e.Key, Approvals: total})
+	}
+	_, err := fmt.Fprintf(v.streams.Stdout, "Approved %s (plan digest %s) with the key %s.\n%s holds %d %s; apply counts those whose key the policy's allowed signers list.\n",
+		termsafe.String(plan), e.PlanDigest, e.Key, termsafe.String(approvalsFile), total, plural(total, "approval", "approvals"))
+	return err
+}
+
+// Verify is the view of `kewplan verify`.
+type Verify interface {
+	Verified(name string, v *approval.VerifiedReceipt, plan string) error
+}
+
+// NewVerify returns verify's view: a summary, or JSON.
+func NewVerify(vt ViewType, s Streams) Verify { return &verifyView{NewView(s), vt} }
+
+type verifyView struct {
+	*View
+	vt ViewType
+}
+
+// VerifiedJSON is `kewplan verify --json`.
+type VerifiedJSON struct {
+	Receipt  string            `json:"receipt"`
+	SignedBy approval.Approval `json:"signed_by"`
+	Plan     string            `json:"plan,omitempty"` // the plan it was matched against
+	Content  *approval.Receipt `json:"content"`
+}
+
+func (v *verifyView) Verified(name string, r *approval.VerifiedReceipt, plan string) error {
+	if v.vt == viewJSON {
+		return jsonstream.Indented(v.streams.Stdout, VerifiedJSON{Receipt: name, SignedBy: r.Signer, Plan: plan, Content: r.Receipt})
+	}
+	return buffered(v.streams.Stdout, func(w io.Writer) error {
+		fmt.Fprintf(w, "Receipt %s: signed by %s (%s).\n", termsafe.String(name), termsafe.String(r.Signer.Principals), r.Signer.Key)
+		if plan != "" {
+			fmt.Fprintf(w, "It matches the plan %s (%s).\n", termsafe.String(plan), r.Receipt.Plan.Digest)
+		}
+		WriteReceiptSummary(w, r.Receipt)
+		return nil
+	})
+}
+
+// WriteReceiptSummary writes a receipt for people: the run, the plan and its approvers, then a line per node. It
+// is also what the CI example posts as a comment.
+func WriteReceiptSummary(w io.Writer, r *approval.Receipt) {
+	fmt.Fprintf(w, "Run %s: %s, plan %s", termsafe.String(r.RunID), termsafe.String(r.Status), termsafe.String(r.Plan.Digest))
+	if !r.Plan.Saved {
+		fmt.Fprint(w, " (not a saved plan)")
+	}
+	fmt.Fprintln(w, ".")
+	if len(r.Approvals) == 0 {
+		fmt.Fprintln(w, "Approved by: nobody (no policy asked for approvals).")
+	}
+	for _, a := range r.Approvals {
+		fmt.Fprintf(w, "Approved by: %s (%s)\n", termsafe.String(a.Principals), a.Key)
+	}
+	for _, n := range r.Nodes {
+		what := "kept " + shortCommit(n.BaseCommit)
+		switch {
+		case n.Pushed:
+			what = "pushed " + shortCommit(n.Commit)
+		case n.Verdict != "":
+			what = "verdict " + termsafe.String(n.Verdict)
+		}
+		exit := "no exit status"
+		if n.ExitCode != nil {
+			exit = fmt.Sprintf("exit %d", *n.ExitCode)
+		}
+		cost := "cost unknown"
+		if n.CostUSD != nil {
+			cost = fmt.Sprintf("$%.4f", *n.CostUSD)
+		}
+		fmt.Fprintf(w, "  %s  %s  %s, %s, %d+%d tokens, %s, %d egress %s, image %s\n",
+			termsafe.String(n.Name), termsafe.String(n.Status), what, exit, n.InputTokens, n.OutputTokens, cost,
+			n.EgressDenials, plural(n.EgressDenials, "denial", "denials"), termsafe.String(n.ImageID))
+	}
+}
+
+func shortCommit(c string) string {
+	if c == "" {
+		return "nothing"
+	}
+	if len(c) > 12 {
+		return termsafe.String(c[:12])
+	}
+	return termsafe.String(c)
+}
+
+// Approvals is the view of a plan's approvals, in show and apply.
+type Approvals interface {
+	// Approvals lists the approvals that count and those that do not; where names the policy's approvals block.
+	Approvals(where string, r *approval.Result, required bool) error
+	// Unchecked says an approvals file exists but no policy names the signers to check it against.
+	Unchecked(approvalsFile string, n int) error
+	// ReceiptWritten names the receipt apply wrote.
+	ReceiptWritten(path string, signed bool) error
+}
+
+// NewApprovals returns the approvals' view: lines for people, or one NDJSON event each (apply --json).
+func NewApprovals(vt ViewType, s Streams) Approvals { return &approvalsView{NewView(s), vt} }
+
+type approvalsView struct {
+	*View
+	vt ViewType
+}
+
+// ApprovalsEventJSON is the NDJSON event apply --json writes once the approvals were checked.
+type ApprovalsEventJSON struct {
+	Type     string           `json:"type"` // "approvals"
+	Policy   string           `json:"policy"`
+	Required bool             `json:"required"`
+	Result   *approval.Result `json:"result"`
+}
+
+func (v *approvalsView) Approvals(where string, r *approval.Result, required bool) error {
+	if v.vt == viewJSON {
+		b, err := json.Marshal(ApprovalsEventJSON{Type: "approvals", Policy: where, Required: required, Result: r})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(v.streams.Stdout, "%s\n", b)
+		return err
+	}
+	return buffered(v.streams.Stdout, func(w io.Writer) error {
+		need := fmt.Sprintf("%d required", r.Required)
+		if !required {
+			need = fmt.Sprintf("%d required only when the plan widens exposure against apply --base", r.Required)
+		}
+		fmt.Fprintf(w, "Approvals (%s, signers %s): %d valid, %s.\n", termsafe.String(where), termsafe.String(r.Signers), len(r.Valid), need)
+		fmt.Fprintf(w, "  plan digest %s (what kewplan approve signs)\n", r.Digest)
+		for _, a := range r.Valid {
+			fmt.Fprintf(w, "  approved by %s (%s %s)\n", termsafe.String(a.Principals), termsafe.String(a.KeyType), a.Key)
+		}
+		for _, rj := range r.Rejected {
+			fmt.Fprintf(w, "  approval %d does not count: %s\n", rj.Entry, termsafe.String(rj.Reason))
+		}
+		return nil
+	})
+}
+
+func (v *approvalsView) Unchecked(approvalsFile string, n int) error {
+	if v.vt == viewJSON {
+		return nil
+	}
+	_, err := fmt.Fprintf(v.streams.Stdout, "%s holds %d %s, not checked: no policy of this plan asks for approvals.\n",
+		termsafe.String(approvalsFile), n, plural(n, "approval", "approvals"))
+	return err
+}
+
+func (v *approvalsView) ReceiptWritten(path string, signed bool) error {
+	if v.vt == viewJSON {
+		return nil // the receipt is at <state-dir>/receipts/RUN.json, RUN the apply_done event's run_id
+	}
+	how := "unsigned: give --sign-receipt KEYFILE to sign it"
+	if signed {
+		how = "signed, " + termsafe.String(path+approval.SignatureSuffix)
+	}
+	_, err := fmt.Fprintf(v.streams.Stdout, "Receipt: %s (%s).\n", termsafe.String(path), how)
+	return err
+}
