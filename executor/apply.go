@@ -200,9 +200,10 @@ func (a *applier) newRun() *adapter.Run {
 			_, _, err := a.ledger.Run(id)
 			return err == nil
 		},
-		Warn:         a.warn,
-		EgressDenied: a.egressDenied,
-		AddSecret:    a.addSecret,
+		Warn:          a.warn,
+		EgressDenied:  a.egressDenied,
+		BrokerRequest: a.brokerRequest,
+		AddSecret:     a.addSecret,
 	}
 }
 
@@ -328,6 +329,8 @@ type applier struct {
 	mu      sync.Mutex                      // guards outputs, imageIDs after preflight
 	outputs map[string]map[string]cty.Value // finished nodes' outputs, for re-planning
 	planMu  sync.Mutex                      // serialises re-plans
+	// attempts is each running node's current attempt (under mu), for what the engine reports by node.
+	attempts map[string]int
 	slots   *slotQueue                      // the Parallelism slots of running nodes (slots.go)
 }
 

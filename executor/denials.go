@@ -38,6 +38,19 @@ func (a *applier) egressDenied(d ledger.EgressDenial) {
 	a.hook.EgressDenied(d)
 }
 
+// brokerRequest records a request the egress proxy brokered for a node, with the node's current attempt.
+func (a *applier) brokerRequest(r ledger.BrokerRequest) {
+	a.mu.Lock()
+	r.Attempt = a.attempts[r.Node]
+	a.mu.Unlock()
+	r.RunID = a.runID
+	if a.ledger != nil {
+		if err := a.ledger.RecordBrokerRequest(r); err != nil {
+			a.warn(r.Node, err.Error())
+		}
+	}
+}
+
 // summarize fills the summary's denials once the engine's proxy is gone.
 func (e *egressDenials) summarize(sum *ApplySummary) {
 	e.mu.Lock()

@@ -52,6 +52,9 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	if f := a.driveNode(ctx, planned, res); f != nil {
 		res.Status, res.Reason = f.Status, f.Reason
 	}
+	if e, ok := a.engine.(adapter.NodeEnder); ok {
+		e.NodeEnded(context.WithoutCancel(ctx), planned) // its brokered credentials die with it
+	}
 	return res
 }
 
@@ -73,6 +76,12 @@ func (a *applier) driveNode(ctx context.Context, planned *planner.NodePlan, res 
 // attemptNode is one attempt of a node on the apply's engine, with the loop's services: its slot, its stream
 // (logs, meter, budgets) and where its files go.
 func (a *applier) attemptNode(ctx context.Context, np *planner.NodePlan, res *ledger.NodeResult) *nodeFailure {
+	a.mu.Lock()
+	if a.attempts == nil {
+		a.attempts = map[string]int{}
+	}
+	a.attempts[np.Name] = res.Attempts
+	a.mu.Unlock()
 	var opened *nodeStream
 	at := &adapter.Attempt{
 		Node: np, Number: res.Attempts, Result: res,

@@ -54,6 +54,12 @@ type ImageResolver interface {
 	ImageID(ctx context.Context, ref string) (string, error)
 }
 
+// NodeEnder is an engine that must hear when a node has ended for good (its last attempt is over): brokered
+// credentials are refused from then on.
+type NodeEnder interface {
+	NodeEnded(ctx context.Context, node *planner.NodePlan)
+}
+
 // Run is what the loop hands an engine for the whole apply.
 type Run struct {
 	ID     string
@@ -78,6 +84,9 @@ type Run struct {
 	Warn func(node, msg string)
 	// EgressDenied records and reports one request the run's egress proxy refused.
 	EgressDenied func(ledger.EgressDenial)
+	// BrokerRequest records one request the run's egress proxy brokered (or refused to broker) for a node; the
+	// loop fills in the node's current attempt.
+	BrokerRequest func(ledger.BrokerRequest)
 	// AddSecret registers a value (an egress proxy secret, say) that is masked wherever a string leaves the
 	// apply, like a credential.
 	AddSecret func(value string)

@@ -422,7 +422,21 @@ func (d *dockerEngine) runAgent(ctx context.Context, at *adapter.Attempt) (f *ad
 
 	// The container, from the same planner.Container the argv shows.
 	c := FillContainer(np.Container, d.run.ID, dir)
-	spec, err := ApplyProxiedContainerSpec(c, d.env, d.egressEnv(np.Name), d.run.PID)
+	env, proxyEnv := d.env, d.egressEnv(np.Name)
+	if creds, baseURL := d.brokerEnv(np); creds != nil {
+		// Brokered: the container holds placeholders, never a value, and reaches its model API through the
+		// proxy's broker.
+		env = creds
+		merged := maps.Clone(proxyEnv)
+		if merged == nil {
+			merged = map[string]string{}
+		}
+		maps.Copy(merged, baseURL)
+		proxyEnv = merged
+	} else if np.Container.BaseURL != "" {
+		return adapter.Failed(ledger.StatusFailed, "the node's credentials are brokered, but kewplan's egress proxy has no broker for it (an operator's proxy cannot add credentials); nothing ran")
+	}
+	spec, err := ApplyProxiedContainerSpec(c, env, proxyEnv, d.run.PID)
 	if err != nil {
 		return adapter.Failed(ledger.StatusFailed, err.Error())
 	}

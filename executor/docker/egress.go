@@ -53,6 +53,12 @@ type egressState struct {
 	users   map[string]string // proxy user -> node name
 	stderr  *adapter.TailWriter
 	lines   *lineWriter
+	// broker holds each brokered node (by node name), baseURLs its base URL; control is the secret of the
+	// proxy's control endpoint at controlAddr ("" when no node is brokered).
+	broker      map[string]*brokerNode
+	baseURLs    map[string]string
+	control     string
+	controlAddr string
 }
 
 // egressEnv is the proxy environment of a node's container (nil when the node is not proxied).
@@ -205,9 +211,13 @@ func (d *dockerEngine) startEgressProxy(ctx context.Context, nodes []*planner.No
 		return err
 	}
 
-	st := &egressState{name: EgressProxyPrefix + d.run.ID, urls: map[string]string{}, users: map[string]string{}, stderr: &adapter.TailWriter{Max: 2048}}
+	st := &egressState{name: EgressProxyPrefix + d.run.ID, urls: map[string]string{}, users: map[string]string{}, stderr: &adapter.TailWriter{Max: 2048},
+		broker: map[string]*brokerNode{}, baseURLs: map[string]string{}}
 	d.egress = st
 	cfg := egress.Config{Listen: egress.DefaultListen, AllowPrivateAddresses: d.run.EgressAllowPrivateAddresses}
+	if cfg.UpstreamCAPEM, err = d.upstreamCA(); err != nil {
+		return err
+	}
 	allowlists := map[string]bool{}
 	secrets := map[string]string{}
 	for i, np := range nodes {
@@ -223,7 +233,14 @@ func (d *dockerEngine) startEgressProxy(ctx context.Context, nodes []*planner.No
 		for j, h := range np.Egress {
 			allow[j] = h.String()
 		}
-		cfg.Nodes = append(cfg.Nodes, egress.NodeConfig{Name: user, Secret: secret, Allow: allow})
+		bc, bn, err := d.brokerConfig(np, user)
+		if err != nil {
+			return err
+		}
+		if bn != nil {
+			st.broker[np.Name] = bn
+		}
+		cfg.Nodes = append(cfg.Nodes, egress.NodeConfig{Name: user, Secret: secret, Allow: allow, Broker: bc})
 		st.users[user] = np.Name
 		st.secrets = append(st.secrets, secret)
 		d.run.AddSecret(secret)
@@ -233,6 +250,13 @@ func (d *dockerEngine) startEgressProxy(ctx context.Context, nodes []*planner.No
 		} else if d.run.Config != nil && d.run.Config.Sandbox != nil {
 			allowlists[d.run.Config.Sandbox.AllowlistNetwork] = true
 		}
+	}
+	if len(st.broker) > 0 {
+		if st.control, err = egress.NewSecret(); err != nil {
+			return err
+		}
+		cfg.ControlSecret = st.control
+		d.run.AddSecret(st.control)
 	}
 	stdin, err := json.Marshal(cfg)
 	if err != nil {
@@ -265,6 +289,7 @@ func (d *dockerEngine) startEgressProxy(ctx context.Context, nodes []*planner.No
 	if err := d.probeEgress(ctx, svc, net.JoinHostPort(probeIP.String(), strconv.Itoa(egress.DefaultPort))); err != nil {
 		return err
 	}
+	st.controlAddr = controlAddress(net.IP(probeIP.AsSlice()))
 	for _, np := range nodes {
 		netName := ""
 		if np.Container != nil {
@@ -278,6 +303,9 @@ func (d *dockerEngine) startEgressProxy(ctx context.Context, nodes []*planner.No
 		}
 		user, secret, _ := strings.Cut(secrets[np.Name], "\x00")
 		st.urls[np.Name] = egress.ProxyURL(ip.String(), egress.DefaultPort, user, secret)
+		if bn := st.broker[np.Name]; bn != nil {
+			st.baseURLs[np.Name] = egress.BrokerBaseURL(ip.String(), egress.DefaultPort, user, bn.endpoint, bn.path)
+		}
 	}
 	return nil
 }
@@ -321,13 +349,19 @@ func (d *dockerEngine) egressStderr() string {
 // egressDecision reads one line of the proxy's decision log: a denial is recorded in the ledger, then reported.
 func (d *dockerEngine) egressDecision(line []byte) {
 	var dec egress.Decision
-	if err := json.Unmarshal(line, &dec); err != nil || dec.Allowed {
+	if err := json.Unmarshal(line, &dec); err != nil || dec.Kind == egress.KindControl {
 		return
 	}
 	st := d.egress
 	node := st.users[dec.Node]
 	if node == "" && dec.Node != "" {
 		node = dec.Node
+	}
+	if dec.Kind == egress.KindBroker {
+		d.brokerDecision(dec, node)
+	}
+	if dec.Allowed {
+		return
 	}
 	t := dec.Time
 	if t.IsZero() {

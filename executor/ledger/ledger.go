@@ -129,6 +129,8 @@ var migrations = []string{
 	);`,
 	// salvage: what was kept of a worker that ended without its push, and the runs `runs prune` removed.
 	salvageMigration,
+	// broker_requests: every request kewplan's egress proxy brokered for a node (the real credential added).
+	brokerMigration,
 }
 
 // Open opens (creating and migrating as needed) the ledger at path.

@@ -97,6 +97,13 @@ func networkCommand(args []string) bool {
 		return false
 	}
 	switch args[1] {
+	case "--model-stub":
+		if len(args) < 5 {
+			fmt.Fprintln(os.Stderr, "usage: --model-stub ADDR CERT_B64 KEY_B64")
+			os.Exit(2)
+		}
+		modelStub(args[2], args[3], args[4])
+		return true
 	case "--stub":
 		l, err := net.Listen("tcp", args[2])
 		if err != nil {

@@ -150,6 +150,15 @@ func main() {
 		assistant("msg_gate2", map[string]any{"type": "text", "text": "through the gate"})
 	case "egress":
 		egressMode(opts, session)
+	case "model":
+		modelMode(session, model)
+		if v := opts.get("verdict", ""); v != "" {
+			b, _ := json.Marshal(map[string]any{"verdict": v, "summary": "fake review", "findings": []any{}})
+			if err := os.WriteFile("/work/.kew-review-verdict.json", b, 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, "fakeagent:", err)
+				os.Exit(5)
+			}
+		}
 	case "probe":
 		emit(map[string]any{"type": "system", "subtype": "probe", "session_id": session, "probe": probe()})
 	case "verdict":

@@ -1,0 +1,80 @@
+package ledger
+
+import (
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+const brokerMigration = `CREATE TABLE broker_requests (
+		run_id      TEXT NOT NULL,
+		seq         INTEGER NOT NULL,
+		node        TEXT NOT NULL DEFAULT '',
+		attempt     INTEGER NOT NULL DEFAULT 0,
+		method      TEXT NOT NULL DEFAULT '',
+		host        TEXT NOT NULL DEFAULT '',
+		path        TEXT NOT NULL DEFAULT '',
+		status      INTEGER NOT NULL DEFAULT 0,
+		credential  TEXT NOT NULL DEFAULT '',
+		bytes_in    INTEGER NOT NULL DEFAULT 0,
+		bytes_out   INTEGER NOT NULL DEFAULT 0,
+		duration_ms INTEGER NOT NULL DEFAULT 0,
+		reason      TEXT NOT NULL DEFAULT '',
+		time        TEXT NOT NULL,
+		PRIMARY KEY (run_id, seq)
+	);`
+
+// BrokerRequest is one request kewplan's egress proxy brokered for a node: the agent presented its placeholder,
+// and the proxy forwarded the request to its runner's endpoint with the real credential (Status < 400), or refused
+// it (Reason says why). Path and Reason are untrusted text a view sanitises.
+type BrokerRequest struct {
+	RunID      string
+	Node       string
+	Attempt    int
+	Method     string
+	Host       string // the runner endpoint
+	Path       string
+	Status     int
+	Credential string // the credential's name, never its value
+	BytesIn    int64
+	BytesOut   int64
+	DurationMS int64
+	Reason     string
+	Time       time.Time
+}
+
+// RecordBrokerRequest appends a brokered request to its run, in arrival order.
+func (l *Ledger) RecordBrokerRequest(r BrokerRequest) error {
+	return l.tx(func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT INTO broker_requests (run_id, seq, node, attempt, method, host, path, status, credential, bytes_in, bytes_out, duration_ms, reason, time)
+			VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM broker_requests WHERE run_id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.RunID, r.RunID, r.Node, r.Attempt, r.Method, r.Host, r.Path, r.Status, r.Credential, r.BytesIn, r.BytesOut, r.DurationMS, r.Reason, ts(r.Time))
+		return err
+	})
+}
+
+// BrokerRequests are a run's brokered requests, in the order they ended.
+func (l *Ledger) BrokerRequests(runID string) ([]BrokerRequest, error) {
+	rows, err := l.db.Query(`SELECT node, attempt, method, host, path, status, credential, bytes_in, bytes_out, duration_ms, reason, time
+		FROM broker_requests WHERE run_id = ? ORDER BY seq`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: brokered requests of run %s: %w", l.path, runID, err)
+	}
+	defer rows.Close()
+	var out []BrokerRequest
+	for rows.Next() {
+		r := BrokerRequest{RunID: runID}
+		var t sql.NullString
+		if err := rows.Scan(&r.Node, &r.Attempt, &r.Method, &r.Host, &r.Path, &r.Status, &r.Credential, &r.BytesIn, &r.BytesOut, &r.DurationMS, &r.Reason, &t); err != nil {
+			return nil, fmt.Errorf("ledger %s: brokered requests of run %s: %w", l.path, runID, err)
+		}
+		if p := parseTS(t); p != nil {
+			r.Time = *p
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger %s: brokered requests of run %s: %w", l.path, runID, err)
+	}
+	return out, nil
+}

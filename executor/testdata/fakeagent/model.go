@@ -1,0 +1,119 @@
+package main
+
+// The brokered-credentials stand-ins:
+//
+//	--model-stub ADDR CERT_B64 KEY_B64   an HTTPS server speaking a sliver of Anthropic's Messages API: POST
+//	                                     /v1/messages answers JSON, or server-sent events with "stream":true; it
+//	                                     prints one line per request with the sha256 of the x-api-key it received
+//	mode=model                           the agent calls $ANTHROPIC_BASE_URL/v1/messages with $ANTHROPIC_API_KEY
+//	                                     (through HTTP_PROXY, as SDKs do), once plain and once streamed, and reports
+//	                                     the answers and the sha256 of every value of its environment and of
+//	                                     /proc/1/environ (so a test can tell a real key never reached it)
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+
+func modelStub(addr, certB64, keyB64 string) {
+	certPEM, _ := base64.StdEncoding.DecodeString(certB64)
+	keyPEM, _ := base64.StdEncoding.DecodeString(keyB64)
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "model stub:", err)
+		os.Exit(1)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/messages", func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("x-api-key")
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		fmt.Printf("request key_sha256=%s placeholder=%v authorization=%q\n", sha(key), strings.HasPrefix(key, "kewplan-placeholder-"), r.Header.Get("Authorization"))
+		if strings.Contains(string(body), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fl, _ := w.(http.Flusher)
+			for _, ev := range []string{
+				`event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"msg_stub","model":"claude-sonnet-4-5","usage":{"input_tokens":120,"output_tokens":1}}}`,
+				`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"streamed"}}`,
+				`event: message_delta` + "\n" + `data: {"type":"message_delta","usage":{"output_tokens":25}}`,
+				`event: message_stop` + "\n" + `data: {"type":"message_stop"}`,
+			} {
+				fmt.Fprint(w, ev+"\n\n")
+				if fl != nil {
+					fl.Flush()
+				}
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"msg_stub","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"hello from the stub"}],"usage":{"input_tokens":120,"output_tokens":25}}`)
+	})
+	srv := &http.Server{Addr: addr, Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Println("listening", addr)
+	if err := srv.ListenAndServeTLS("", ""); err != nil {
+		fmt.Fprintln(os.Stderr, "model stub:", err)
+		os.Exit(1)
+	}
+}
+
+// modelMode calls the model API at the base URL the container was given.
+func modelMode(session, model string) {
+	base, key := os.Getenv("ANTHROPIC_BASE_URL"), os.Getenv("ANTHROPIC_API_KEY")
+	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
+	call := func(stream bool) map[string]any {
+		body := fmt.Sprintf(`{"model":%q,"max_tokens":16,"stream":%v,"messages":[{"role":"user","content":"hi"}]}`, model, stream)
+		req, err := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(body))
+		if err != nil {
+			return map[string]any{"error": err.Error()}
+		}
+		req.Header.Set("x-api-key", key)
+		req.Header.Set("anthropic-version", "2023-06-01")
+		req.Header.Set("content-type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return map[string]any{"error": err.Error()}
+		}
+		defer resp.Body.Close()
+		var events []string
+		text := ""
+		if stream {
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				if e, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+					events = append(events, e)
+				}
+			}
+		} else {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			text = string(b)
+		}
+		return map[string]any{"status": resp.StatusCode, "body": text, "events": events}
+	}
+	var envHashes []string
+	for _, kv := range os.Environ() {
+		if _, v, ok := strings.Cut(kv, "="); ok && v != "" {
+			envHashes = append(envHashes, sha(v))
+		}
+	}
+	if b, err := os.ReadFile("/proc/1/environ"); err == nil {
+		for _, kv := range strings.Split(string(b), "\x00") {
+			if _, v, ok := strings.Cut(kv, "="); ok && v != "" {
+				envHashes = append(envHashes, sha(v))
+			}
+		}
+	}
+	report := map[string]any{"type": "system", "subtype": "model", "session_id": session, "base_url_set": base != "",
+		"key_is_placeholder": strings.HasPrefix(key, "kewplan-placeholder-"), "env_sha256": envHashes,
+		"plain": call(false), "streamed": call(true)}
+	emit(report)
+}
