@@ -331,7 +331,7 @@ type applier struct {
 	planMu  sync.Mutex                      // serialises re-plans
 	// attempts is each running node's current attempt (under mu), for what the engine reports by node.
 	attempts map[string]int
-	slots   *slotQueue                      // the Parallelism slots of running nodes (slots.go)
+	slots    *slotQueue // the Parallelism slots of running nodes (slots.go)
 }
 
 func (a *applier) warn(node, msg string) {
