@@ -9,6 +9,7 @@ import (
 	"github.com/rogpeppe/go-internal/diff"
 
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/runners"
@@ -43,6 +44,8 @@ type Runs interface {
 	RunHistory(run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory) error
 	// RunEgress is RunHistory with the run's refused egress requests.
 	RunEgress(run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial) error
+	// Brokered lists, after the run (human view only), the requests kewplan's proxy brokered per node.
+	Brokered(reqs []ledger.BrokerRequest) error
 }
 
 // NewRuns returns the runs' view: tables, or JSON.
@@ -73,6 +76,44 @@ func (v *runsView) RunEgress(run *ledger.RunRecord, nodes []ledger.NodeRecord, h
 		return writeRunEgressJSON(v.streams.Stdout, run, nodes, hist, denials)
 	}
 	return writeRunEgressHuman(v.streams.Stdout, run, nodes, hist, denials)
+}
+
+func (v *runsView) Brokered(reqs []ledger.BrokerRequest) error {
+	if v.vt == viewJSON || len(reqs) == 0 {
+		return nil
+	}
+	type tally struct {
+		n, refused     int
+		in, out, msecs int64
+	}
+	var order []string
+	by := map[string]*tally{}
+	for _, r := range reqs {
+		t := by[r.Node]
+		if t == nil {
+			t = &tally{}
+			by[r.Node] = t
+			order = append(order, r.Node)
+		}
+		t.n++
+		if r.Status >= 400 || r.Reason != "" {
+			t.refused++
+		}
+		t.in, t.out, t.msecs = t.in+r.BytesIn, t.out+r.BytesOut, t.msecs+r.DurationMS
+	}
+	w := v.streams.Stdout
+	fmt.Fprintf(w, "\nBrokered requests (the proxy added the real credential)\n")
+	for _, node := range order {
+		t := by[node]
+		fmt.Fprintf(w, "  %s: %d %s, %d refused; %d bytes sent, %d received, %d ms in all\n", termsafe.String(node),
+			t.n, plural(t.n, "request", "requests"), t.refused, t.in, t.out, t.msecs)
+	}
+	for _, r := range reqs {
+		if r.Reason != "" {
+			fmt.Fprintf(w, "  refused  %s %s %s: %s\n", termsafe.String(r.Node), termsafe.String(r.Method), termsafe.String(r.Path), termsafe.String(r.Reason))
+		}
+	}
+	return nil
 }
 
 // Telemetry is the view of `kewplan telemetry`.

@@ -85,7 +85,15 @@ func (c *RunsShowCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	return views.NewRuns(views.ViewTypeOf(c.JSON), env.streams()).RunEgress(run, nodes, nodeHistory(nodes, attempts), denials)
+	brokered, err := l.BrokerRequests(run.ID)
+	if err != nil {
+		return err
+	}
+	view := views.NewRuns(views.ViewTypeOf(c.JSON), env.streams())
+	if err := view.RunEgress(run, nodes, nodeHistory(nodes, attempts), denials); err != nil {
+		return err
+	}
+	return view.Brokered(brokered)
 }
 
 // openLedger opens an existing ledger; it never creates one where there is none.
