@@ -82,6 +82,11 @@ func argvAgrees(t *testing.T, f *fixture, np *planner.NodePlan, runtime string) 
 	if !c.Proxied {
 		t.Fatal("a claude-code node on the allowlist network is not proxied")
 	}
+	if c.BaseURL != "" {
+		// A brokered node's base URL comes from the proxy too.
+		proxyEnv[c.BaseURL] = egress.BrokerBaseURL("10.9.8.7", egress.DefaultPort, "argv", "api.anthropic.com", "")
+		environ = append(environ, c.BaseURL+"="+proxyEnv[c.BaseURL])
+	}
 	for _, name := range c.ProxyEnv() {
 		environ = append(environ, name+"="+proxyEnv[name])
 	}
