@@ -242,6 +242,10 @@ type PullRequest struct {
 type Policy struct {
 	RequirePinnedImages      bool
 	RequirePinnedImagesRange hcl.Range
+	// RefuseUnmaskableCredentials makes apply refuse to start when a forwarded credential's value is too short
+	// to be masked in logs (planner.RuleCredentialTooShortToMask, otherwise a warning).
+	RefuseUnmaskableCredentials      bool
+	RefuseUnmaskableCredentialsRange hcl.Range
 	// RequireBrokeredCredentials refuses a node whose container would hold its credentials (mode forward).
 	RequireBrokeredCredentials      bool
 	RequireBrokeredCredentialsRange hcl.Range

@@ -33,6 +33,7 @@ var policyBlockSchema = &hcl.BodySchema{
 		{Name: "required_runtime"},
 		{Name: "allowed_egress"},
 		{Name: "require_brokered_credentials"},
+		{Name: "refuse_unmaskable_credentials"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "approvals"}},
 }
@@ -70,6 +71,12 @@ func decodePolicyBlock(block *hcl.Block) (*Policy, hcl.Diagnostics) {
 		p.RequirePinnedImagesRange = attr.Range
 		if v, ok := policyLiteral(attr, cty.Bool, &diags); ok {
 			p.RequirePinnedImages = v.True()
+		}
+	}
+	if attr, ok := content.Attributes["refuse_unmaskable_credentials"]; ok {
+		p.RefuseUnmaskableCredentialsRange = attr.Range
+		if v, ok := policyLiteral(attr, cty.Bool, &diags); ok {
+			p.RefuseUnmaskableCredentials = v.True()
 		}
 	}
 	if attr, ok := content.Attributes["require_brokered_credentials"]; ok {

@@ -219,7 +219,13 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 			problems = append(problems, p)
 		}
 	}
-	a.envWarnings = append(a.envWarnings, a.shortCredentialWarnings()...)
+	if short := a.shortCredentialWarnings(); a.opts.Plan.RefuseUnmaskableCredentials {
+		for _, w := range short {
+			problems = append(problems, w+"; the policy sets refuse_unmaskable_credentials")
+		}
+	} else {
+		a.envWarnings = append(a.envWarnings, short...)
+	}
 	p, w := a.engine.Preflight(ctx, a.run)
 	problems = append(problems, p...)
 	a.envWarnings = append(a.envWarnings, w...)

@@ -2,10 +2,13 @@ package executor
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/kewplan/kewplan/egress"
+	"github.com/kewplan/kewplan/executor/adapter"
 	"github.com/kewplan/kewplan/internal/testtools/redacttest"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -89,3 +92,25 @@ func TestShortCredentialWarnings(t *testing.T) {
 		t.Error("the rule is not in the catalogue")
 	}
 }
+
+// A policy that sets refuse_unmaskable_credentials turns the warning into a refusal before anything starts.
+func TestShortCredentialRefusedByPolicy(t *testing.T) {
+	p := &planner.Plan{RefuseUnmaskableCredentials: true, Nodes: []*planner.NodePlan{{Name: "short", Credentials: []string{"OPENAI_API_KEY"}}}}
+	_, err := Apply(context.Background(), ApplyOptions{Plan: p, StateDir: t.TempDir(), Environ: []string{"OPENAI_API_KEY=abc"},
+		Engine: refusingEngine{}})
+	var pe *PreflightError
+	if !errors.As(err, &pe) || !strings.Contains(pe.Error(), planner.RuleCredentialTooShortToMask) || !strings.Contains(pe.Error(), "refuse_unmaskable_credentials") {
+		t.Fatalf("Apply = %v, want a preflight refusal naming the rule and the policy", err)
+	}
+}
+
+// refusingEngine is an engine whose preflight finds nothing and that must never be asked to run anything.
+type refusingEngine struct{}
+
+func (refusingEngine) Preflight(context.Context, *adapter.Run) ([]string, []string) { return nil, nil }
+func (refusingEngine) Sweep(context.Context, *adapter.Run)                          {}
+func (refusingEngine) Start(context.Context, *adapter.Run) error                    { panic("started") }
+func (refusingEngine) Attempt(context.Context, *adapter.Attempt) *adapter.Failure   { panic("attempted") }
+func (refusingEngine) End(context.Context, *adapter.Run)                            {}
+func (refusingEngine) Abort(context.Context) []error                                { return nil }
+func (refusingEngine) Close() error                                                 { return nil }

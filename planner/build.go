@@ -143,6 +143,9 @@ func (b *builder) build(p *Plan) {
 	diags = append(diags, checkSharedBranches(b.cfg, p.Nodes)...)
 	diags = append(diags, b.warnings(p)...)
 	p.Exposure = exposure(p.Nodes)
+	for _, pol := range []*config.Policy{b.cfg.Policy, b.in.Policy} {
+		p.RefuseUnmaskableCredentials = p.RefuseUnmaskableCredentials || (pol != nil && pol.RefuseUnmaskableCredentials)
+	}
 
 	p.DigestInputs.Files = ConfigFileDigests(b.cfg.Dir, b.cfg.Files)
 	for name, sum := range b.reads.Files {

@@ -33,6 +33,9 @@ type Plan struct {
 	Diagnostics  hcl.Diagnostics
 	// Budget is the apply-wide cap and worst case.
 	Budget *ApplyBudget
+	// RefuseUnmaskableCredentials is the policy's refuse_unmaskable_credentials (the configuration's or the
+	// --policy file's): apply refuses to start when a credential is too short to mask.
+	RefuseUnmaskableCredentials bool
 	// DigestInputs are what ConfigDigest covers, kept for saved plans and their staleness check.
 	DigestInputs DigestInputs
 }
