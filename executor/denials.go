@@ -67,14 +67,16 @@ func (e *egressDenials) summarize(sum *ApplySummary) {
 type runSecrets struct {
 	mu     sync.Mutex
 	values []string
+	labels []string // parallel to values
 }
 
-func (a *applier) addSecret(v string) {
+func (a *applier) addSecret(v, label string) {
 	if len(v) < minSecretBytes {
 		return
 	}
 	a.secrets.mu.Lock()
 	a.secrets.values = append(a.secrets.values, v)
+	a.secrets.labels = append(a.secrets.labels, label)
 	a.secrets.mu.Unlock()
 }
 
@@ -83,9 +85,9 @@ func (a *applier) maskAll(s string, names []string) string {
 	s = a.maskString(s, names)
 	a.secrets.mu.Lock()
 	defer a.secrets.mu.Unlock()
-	for _, v := range a.secrets.values {
+	for i, v := range a.secrets.values {
 		if strings.Contains(s, v) {
-			s = strings.ReplaceAll(s, v, "[redacted proxy secret]")
+			s = strings.ReplaceAll(s, v, "[redacted "+a.secrets.labels[i]+"]")
 		}
 	}
 	return s

@@ -22,7 +22,7 @@ func maskApplier(env map[string]string, runSecrets ...string) *applier {
 		}}},
 	}
 	for _, v := range runSecrets {
-		a.addSecret(v) // as the engine registers its egress proxy's secrets
+		a.addSecret(v, "proxy secret") // as the engine registers its egress proxy's secrets
 	}
 	return a
 }

@@ -87,9 +87,9 @@ type Run struct {
 	// BrokerRequest records one request the run's egress proxy brokered (or refused to broker) for a node; the
 	// loop fills in the node's current attempt.
 	BrokerRequest func(ledger.BrokerRequest)
-	// AddSecret registers a value (an egress proxy secret, say) that is masked wherever a string leaves the
-	// apply, like a credential.
-	AddSecret func(value string)
+	// AddSecret registers a value (an egress proxy secret, a credential's placeholder) that is masked wherever a
+	// string leaves the apply, like a credential, as "[redacted LABEL]".
+	AddSecret func(value, label string)
 }
 
 // Attempt is one attempt of one node, as the loop hands it to Engine.Attempt.

@@ -70,7 +70,7 @@ func (d *dockerEngine) brokerConfig(np *planner.NodePlan, user string) (*egress.
 		}
 		cfg.Credentials = append(cfg.Credentials, egress.BrokerCredential{Name: name, Placeholder: ph, Value: value, Header: header, Scheme: scheme})
 		bn.placeholders[name] = ph
-		d.run.AddSecret(ph) // harmless after the run, still never printed
+		d.run.AddSecret(ph, name) // harmless after the run, still never printed: masked as the credential it stands for
 	}
 	return cfg, bn, nil
 }

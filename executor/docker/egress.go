@@ -171,8 +171,8 @@ func (d *dockerEngine) useExistingProxy(ctx context.Context, proxy string, nodes
 	st := &egressState{urls: map[string]string{}, users: map[string]string{}}
 	if pw, ok := u.User.Password(); ok {
 		st.secrets = append(st.secrets, pw, proxy)
-		d.run.AddSecret(pw)
-		d.run.AddSecret(proxy)
+		d.run.AddSecret(pw, "proxy secret")
+		d.run.AddSecret(proxy, "proxy secret")
 	}
 	d.egress = st
 	hostport := u.Host
@@ -243,7 +243,7 @@ func (d *dockerEngine) startEgressProxy(ctx context.Context, nodes []*planner.No
 		cfg.Nodes = append(cfg.Nodes, egress.NodeConfig{Name: user, Secret: secret, Allow: allow, Broker: bc})
 		st.users[user] = np.Name
 		st.secrets = append(st.secrets, secret)
-		d.run.AddSecret(secret)
+		d.run.AddSecret(secret, "proxy secret")
 		secrets[np.Name] = user + "\x00" + secret
 		if np.Container != nil {
 			allowlists[np.Container.Network] = true
@@ -256,7 +256,7 @@ func (d *dockerEngine) startEgressProxy(ctx context.Context, nodes []*planner.No
 			return err
 		}
 		cfg.ControlSecret = st.control
-		d.run.AddSecret(st.control)
+		d.run.AddSecret(st.control, "proxy secret")
 	}
 	stdin, err := json.Marshal(cfg)
 	if err != nil {

@@ -179,7 +179,7 @@ func (e *Engine) shared(ctx context.Context) error {
 				return
 			}
 			secrets[user] = secret
-			e.run.AddSecret(secret)
+			e.run.AddSecret(secret, "proxy secret")
 		}
 		m, _ := k8srender.Render(e.run.Plan, k8srender.Options{Engine: e.opts.Engine, RunID: e.run.ID, NameSuffix: e.nameSuffix(1), ProxySecrets: secrets})
 		if m == nil {
