@@ -108,6 +108,10 @@ type Sandbox struct {
 	Credentials         string
 	CredentialsRange    hcl.Range
 	CredentialsExplicit bool
+	// ProtectedBranches are branch patterns no worker may push to, on top of the built-in ones (main, master,
+	// trunk, develop, release/*); "*" matches within one path component, "**" across components.
+	ProtectedBranches      []string
+	ProtectedBranchesRange hcl.Range
 	// Egress is the sandbox's egress block; defaults applied when none was written.
 	Egress SandboxEgress
 	// Retry is the sandbox's retry block, the default of every node; nil when none was written.
@@ -186,6 +190,10 @@ type Node struct {
 	Runtime hcl.Expression // nil: the sandbox's runtime
 	// Credentials is the node's credentials mode; nil: the sandbox's.
 	Credentials hcl.Expression
+	// AllowProtectedPush lets a worker push to a protected branch (see planner.ProtectedBranch); a literal, so
+	// no variable can switch it on. AllowProtectedPushRange is the attribute's range when written.
+	AllowProtectedPush      bool
+	AllowProtectedPushRange hcl.Range
 	// ForEach and Count are the node's meta-arguments (at most one is set): the node plans one instance per key
 	// of ForEach, or Count instances. nil when not written. See EvalExpansion.
 	ForEach hcl.Expression
@@ -263,6 +271,14 @@ type Policy struct {
 	// patterns (rule policy-egress). nil when not written.
 	AllowedEgress      []HostPattern
 	AllowedEgressRange hcl.Range
+	// AllowedRepositories bounds the repositories a worker may push to: each worker's repository (as
+	// "host/path", without scheme, credentials or ".git") must match one of these patterns (rule policy-push).
+	// nil when not written.
+	AllowedRepositories      []string
+	AllowedRepositoriesRange hcl.Range
+	// AllowedBranches bounds the branches a worker may push to (rule policy-push); nil when not written.
+	AllowedBranches      []string
+	AllowedBranchesRange hcl.Range
 	// Approvals asks for signed approvals of a saved plan before apply runs it; nil when not written.
 	Approvals *Approvals
 	DeclRange hcl.Range

@@ -33,6 +33,7 @@ var nodeSchema = &hcl.BodySchema{
 		{Name: "for_each"},
 		{Name: "count"},
 		{Name: "credentials"},
+		{Name: "allow_protected_push"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "pull_request"},
@@ -98,6 +99,18 @@ func decodeNodeBlock(block *hcl.Block) (*Node, hcl.Diagnostics) {
 	n.Prompt, n.Timeout = get("prompt"), get("timeout")
 	n.Runtime, n.Credentials = get("runtime"), get("credentials")
 	n.ForEach, n.Count = get("for_each"), get("count")
+	if attr, ok := content.Attributes["allow_protected_push"]; ok {
+		v, d := constValue(attr, where)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if b, err := convert.Convert(v, cty.Bool); err != nil || b.IsNull() {
+				diags = append(diags, wrongTypeDiag(attr, where, "true or false", v.Type()))
+			} else {
+				n.AllowProtectedPush = b.True()
+				n.AllowProtectedPushRange = attr.Range
+			}
+		}
+	}
 	if n.ForEach != nil && n.Count != nil {
 		diags = append(diags, errorDiag(`Invalid combination of "count" and "for_each"`,
 			`The "count" and "for_each" meta-arguments are mutually-exclusive, only one should be used to be explicit about the number of instances to be planned.`,

@@ -34,6 +34,8 @@ var policyBlockSchema = &hcl.BodySchema{
 		{Name: "allowed_egress"},
 		{Name: "require_brokered_credentials"},
 		{Name: "refuse_unmaskable_credentials"},
+		{Name: "allowed_repositories"},
+		{Name: "allowed_branches"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "approvals"}},
 }
@@ -139,6 +141,26 @@ func decodePolicyBlock(block *hcl.Block) (*Policy, hcl.Diagnostics) {
 		if patterns != nil {
 			p.AllowedEgress = SortHostPatterns(patterns)
 		}
+	}
+	if attr, ok := content.Attributes["allowed_repositories"]; ok {
+		p.AllowedRepositoriesRange = attr.Range
+		p.AllowedRepositories = decodePolicyStringList(attr, &diags, func(s string, r hcl.Range) *hcl.Diagnostic {
+			if msg := CheckRepositoryPattern(s); msg != "" {
+				return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid repository pattern in policy",
+					Detail: fmt.Sprintf("The entry %q of allowed_repositories cannot be used: %s", printable(s), msg), Subject: r.Ptr()}
+			}
+			return nil
+		})
+	}
+	if attr, ok := content.Attributes["allowed_branches"]; ok {
+		p.AllowedBranchesRange = attr.Range
+		p.AllowedBranches = decodePolicyStringList(attr, &diags, func(s string, r hcl.Range) *hcl.Diagnostic {
+			if msg := CheckBranchPattern(s); msg != "" {
+				return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid branch pattern in policy",
+					Detail: fmt.Sprintf("The entry %q of allowed_branches cannot be used: %s", printable(s), msg), Subject: r.Ptr()}
+			}
+			return nil
+		})
 	}
 	if attr, ok := content.Attributes["max_pids_limit"]; ok {
 		p.MaxPidsLimitRange = attr.Range

@@ -50,6 +50,7 @@ var sandboxSchema = &hcl.BodySchema{
 		{Name: "runtime"},
 		{Name: "tmpfs_size"},
 		{Name: "credentials"},
+		{Name: "protected_branches"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "egress"}, {Type: "retry"}, {Type: "budget"}},
 }
@@ -110,6 +111,19 @@ func decodeSandboxBlock(block *hcl.Block) (*Sandbox, hcl.Diagnostics) {
 			}
 			sb.CredentialsRange = attr.Expr.Range()
 		}
+	}
+	if attr, ok := content.Attributes["protected_branches"]; ok {
+		list, ranges, d := constStringList(attr, where)
+		diags = append(diags, d...)
+		for i, pat := range list {
+			if msg := CheckBranchPattern(pat); msg != "" {
+				diags = append(diags, errorDiag("Invalid protected branch pattern",
+					fmt.Sprintf("The entry %q of protected_branches cannot be used: %s", printable(pat), msg), ranges[i]))
+				continue
+			}
+			sb.ProtectedBranches = append(sb.ProtectedBranches, strings.TrimPrefix(pat, "refs/heads/"))
+		}
+		sb.ProtectedBranchesRange = attr.Range
 	}
 	if attr, ok := content.Attributes["allowlist_network"]; ok {
 		s, d := constString(attr, where)

@@ -89,17 +89,24 @@ func NewResumeDocument(rp *planner.ResumePlan) *ResumeDocument {
 
 // NodeDocument is one node of a Document.
 type NodeDocument struct {
-	Name              string   `json:"name"`
-	Runner            string   `json:"runner"`
-	Protocol          string   `json:"protocol"`
-	Role              string   `json:"role"`
-	Image             string   `json:"image"`
-	Network           string   `json:"network"`
-	Runtime           string   `json:"runtime"`   // "" for the engine's default runtime
-	Isolation         string   `json:"isolation"` // the runtime for people: "gVisor (runsc)"
-	Model             string   `json:"model"`
-	Credentials       []string `json:"credentials"`
-	CredentialOrigins []string `json:"credential_origins"`
+	Name      string `json:"name"`
+	Runner    string `json:"runner"`
+	Protocol  string `json:"protocol"`
+	Role      string `json:"role"`
+	Image     string `json:"image"`
+	Network   string `json:"network"`
+	Runtime   string `json:"runtime"`   // "" for the engine's default runtime
+	Isolation string `json:"isolation"` // the runtime for people: "gVisor (runsc)"
+	Model     string `json:"model"`
+	// Repository is the node's repository URL with any user, password or query masked ("https://***@…"); ""
+	// when it is known only after apply (Unknown lists "repo").
+	Repository string `json:"repository"`
+	// Ref is the ref the node is cloned at; "" for the remote's default branch.
+	Ref string `json:"ref"`
+	// Push is where a worker's commits go; nil for a reviewer, which pushes nothing.
+	Push              *PushDocument `json:"push"`
+	Credentials       []string      `json:"credentials"`
+	CredentialOrigins []string      `json:"credential_origins"`
 	// CredentialMode is "brokered" (the container holds placeholders; the egress proxy adds the values for
 	// BrokeredEndpoints only) or "forward" (the container holds the values); "" for a node without credentials.
 	CredentialMode string `json:"credential_mode,omitempty"`
@@ -184,6 +191,22 @@ type PromptDocument struct {
 	Bytes  int    `json:"bytes"`
 }
 
+// PushDocument is where a worker's commits go: the branch of its repository, the pull request it opens, and the
+// branches it may not push to.
+type PushDocument struct {
+	// Branch is "" when it is known only after apply (the node's Unknown lists "branch").
+	Branch      string          `json:"branch"`
+	PullRequest *PullRequestDoc `json:"pull_request"`
+	// Protected is true when Branch is a protected branch, which the node may push to because it sets
+	// allow_protected_push (otherwise the plan refuses it).
+	Protected bool `json:"protected"`
+	// AllowProtectedPush is the node's allow_protected_push.
+	AllowProtectedPush bool `json:"allow_protected_push"`
+	// ProtectedBranches are the branch patterns the node may not push to; the broker checks them again at
+	// apply, with the remote's default branch.
+	ProtectedBranches []string `json:"protected_branches"`
+}
+
 // PullRequestDoc is a node's evaluated pull_request block.
 type PullRequestDoc struct {
 	Base  string `json:"base"`
@@ -266,6 +289,16 @@ func newNodeDocument(np *planner.NodePlan) NodeDocument {
 	}
 	if np.PullRequest != nil {
 		nd.PullRequest = &PullRequestDoc{Base: np.PullRequest.Base, Title: np.PullRequest.Title}
+	}
+	nd.Repository, nd.Ref = planner.MaskURL(np.Repo), np.Ref
+	if np.Pushes() || slices.Contains(np.Unknown, "role") {
+		push := &PushDocument{PullRequest: nd.PullRequest, AllowProtectedPush: np.AllowProtectedPush,
+			ProtectedBranches: nonNil(np.ProtectedBranches)}
+		if !slices.Contains(np.Unknown, "branch") {
+			push.Branch = np.Branch
+			_, push.Protected = planner.ProtectedBranchPattern(np.ProtectedBranches, np.Branch)
+		}
+		nd.Push = push
 	}
 	if np.CredentialMode != "" && len(np.Credentials) > 0 {
 		nd.CredentialMode = np.CredentialMode

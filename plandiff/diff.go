@@ -313,6 +313,7 @@ func addedNodeFindings(n *jsonplan.NodeDocument) []Finding {
 			})
 		}
 	}
+	out = append(out, addedPushFindings(n, r)...)
 	if n.Image != "" && !pinned(n.Image) {
 		out = append(out, Finding{
 			Kind: KindImageUnpinned, Widening: true, Node: n.Name, Range: r,
@@ -344,6 +345,9 @@ func compareNode(b, h *jsonplan.NodeDocument) (*NodeChange, []Finding) {
 	field("network", b.Network, h.Network)
 	field("isolation", planner.IsolationTier(nodeRuntime(b)), planner.IsolationTier(nodeRuntime(h)))
 	field("model", b.Model, h.Model)
+	field("repository", b.Repository, h.Repository)
+	field("ref", b.Ref, h.Ref)
+	field("pushes to", pushText(b), pushText(h))
 	field("prompt", promptText(b), promptText(h))
 	field("unknown", strings.Join(sortedSet(b.Unknown), ", "), strings.Join(sortedSet(h.Unknown), ", "))
 	field("credentials", strings.Join(sortedSet(b.Credentials), ", "), strings.Join(sortedSet(h.Credentials), ", "))
@@ -391,6 +395,7 @@ func compareNode(b, h *jsonplan.NodeDocument) (*NodeChange, []Finding) {
 	}
 	findings = append(findings, compareEgress(b, h)...)
 	findings = append(findings, compareCredentialModes(b, h, r)...)
+	findings = append(findings, comparePush(b, h, r)...)
 	switch {
 	case pinned(b.Image) && !pinned(h.Image):
 		findings = append(findings, Finding{

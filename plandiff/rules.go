@@ -54,5 +54,6 @@ func Rules() []planner.Rule {
 			Description: "A node's cap on cost, tokens, turns or time (max_usd, max_tokens, max_turns, timeout), or the apply-wide max_usd, was raised or removed: an agent that loops can now spend more before kewplan stops it.",
 			Help:        "Check that the run needs the larger budget, then approve the change explicitly; otherwise restore the cap.",
 		},
+		pushRule,
 	}
 }

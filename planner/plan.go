@@ -55,23 +55,30 @@ type NodePlan struct {
 	// instance ("fix-api", "shard-2", "fix-my-api-3f2a9c1d"), the block name otherwise, at most 59 characters.
 	// The container is "kew-<Slug>", the default branch "kew/<Slug>"; checkout, log and verdict paths must use
 	// it too.
-	Slug        string
-	Runner      string
-	Protocol    string
-	Role        string // config.RoleWorker or config.RoleReviewer
-	Image       string
-	Network     string // config.NetworkAllowlist or config.NetworkOpen
-	Runtime     string // container runtime (isolation tier), e.g. "runsc"; "" for the engine's default
-	Model       string
-	Repo        string
-	Ref         string
-	Branch      string
-	Timeout     time.Duration
-	PidsLimit   int64    // the sandbox's limits, which every container of the plan gets
-	Memory      string   // "" when unset
-	CPUs        string   // "" when unset
-	TmpfsSize   string   // the size= of the /tmp and /home/agent tmpfs mounts
-	Credentials []string // names, in declared order
+	Slug     string
+	Runner   string
+	Protocol string
+	Role     string // config.RoleWorker or config.RoleReviewer
+	Image    string
+	Network  string // config.NetworkAllowlist or config.NetworkOpen
+	Runtime  string // container runtime (isolation tier), e.g. "runsc"; "" for the engine's default
+	Model    string
+	Repo     string
+	Ref      string
+	// Branch is the branch a worker pushes to (its branch attribute, else "kew/<slug>"); a reviewer pushes
+	// nothing (see Pushes).
+	Branch string
+	// AllowProtectedPush is the node's allow_protected_push: it may push to a protected branch.
+	AllowProtectedPush bool
+	// ProtectedBranches are the branch patterns the node may not push to (ProtectedBranches): the broker checks
+	// them again at apply, with the remote's default branch.
+	ProtectedBranches []string
+	Timeout           time.Duration
+	PidsLimit         int64    // the sandbox's limits, which every container of the plan gets
+	Memory            string   // "" when unset
+	CPUs              string   // "" when unset
+	TmpfsSize         string   // the size= of the /tmp and /home/agent tmpfs mounts
+	Credentials       []string // names, in declared order
 	// CredentialOrigins says where each credential came from, parallel to Credentials: "builtin" or the
 	// runner block's range as "file:line" for an override or a custom runner. Policy review flags widening.
 	CredentialOrigins []string

@@ -63,7 +63,7 @@ var diffCases = []struct {
 }{
 	{"diff-widen-credential", verdictWidened, []string{plandiff.KindCredentialAdded}},
 	{"diff-widen-network", verdictWidened, []string{plandiff.KindCredentialModeWidened, plandiff.KindCredentialModeWidened, plandiff.KindNetworkOpened, plandiff.KindNetworkOpened}},
-	{"diff-widen-new-runner", verdictWidened, []string{plandiff.KindCredentialAdded}},
+	{"diff-widen-new-runner", verdictWidened, []string{plandiff.KindCredentialAdded, plandiff.KindPushWidened}},
 	{"diff-widen-image", verdictWidened, []string{plandiff.KindImageUnpinned}},
 	{"diff-widen-hardening", verdictWidened, []string{
 		plandiff.KindHardeningLost, plandiff.KindHardeningLost, plandiff.KindHardeningLost,
@@ -76,8 +76,12 @@ var diffCases = []struct {
 	}},
 	{"diff-reorder", verdictUnchanged, nil},
 	{"diff-widen-runtime", verdictWidened, []string{
-		plandiff.KindCredentialAdded, plandiff.KindCredentialAdded, plandiff.KindEgressAdded,
+		plandiff.KindCredentialAdded, plandiff.KindCredentialAdded, plandiff.KindEgressAdded, plandiff.KindPushWidened,
 		plandiff.KindRuntimeWidened, plandiff.KindRuntimeWidened,
+	}},
+	{"diff-widen-push", verdictWidened, []string{
+		plandiff.KindPushWidened, plandiff.KindCredentialAdded, plandiff.KindCredentialAdded, plandiff.KindEgressAdded,
+		plandiff.KindPushWidened, plandiff.KindPushWidened, plandiff.KindPushWidened,
 	}},
 	{"diff-narrow-runtime", verdictNarrowed, []string{plandiff.KindRuntimeNarrowed, plandiff.KindRuntimeNarrowed}},
 	{"diff-widen-budget", verdictWidened, []string{

@@ -191,6 +191,9 @@ func planNodeFacts(n *jsonplan.NodeDocument) [][2]string {
 		{"network", val("network", n.Network)},
 		{"isolation", isolation},
 		{"model", val("model", n.Model)},
+		{"repository", val("repo", n.Repository)},
+		{"ref", planRefText(n, unknown["ref"])},
+		{"pushes to", planPushText(n, unknown)},
 		{"prompt", prompt},
 		{"credentials", creds},
 		{"egress", planEgress(n)},
@@ -201,7 +204,7 @@ func planNodeFacts(n *jsonplan.NodeDocument) [][2]string {
 	var rest []string
 	for _, u := range n.Unknown {
 		switch u {
-		case "runner", "role", "model", "prompt", "argv", "runtime":
+		case "runner", "role", "model", "prompt", "argv", "runtime", "repo", "ref", "branch":
 		default:
 			rest = append(rest, u)
 		}
@@ -213,6 +216,95 @@ func planNodeFacts(n *jsonplan.NodeDocument) [][2]string {
 		facts = append(facts, [2]string{"retry", planRetryText(n.Retry)})
 	}
 	return facts
+}
+
+// planRefText is the ref a node is cloned at, for people.
+func planRefText(n *jsonplan.NodeDocument, unknown bool) string {
+	switch {
+	case unknown:
+		return planner.UnknownValue
+	case n.Ref == "":
+		return "(the remote's default branch)"
+	}
+	return n.Ref
+}
+
+// planPushText is where a node's commits go, for people: "kew/fix (pull request into main: "Fix the bug")",
+// "main (protected; allow_protected_push)", or "none (reviewer)".
+func planPushText(n *jsonplan.NodeDocument, unknown map[string]bool) string {
+	if n.Push == nil {
+		if n.Role == config.RoleWorker {
+			return "(not recorded in this plan)"
+		}
+		return "none (reviewer)"
+	}
+	branch := n.Push.Branch
+	if unknown["branch"] || branch == "" {
+		branch = planner.UnknownValue
+	}
+	var notes []string
+	if unknown["role"] {
+		notes = append(notes, "if the node is a worker")
+	}
+	if n.Push.Protected {
+		notes = append(notes, "a protected branch, allowed by allow_protected_push")
+	}
+	if pr := n.Push.PullRequest; pr != nil {
+		notes = append(notes, pullRequestText(pr.Base, pr.Title))
+	} else {
+		notes = append(notes, "no pull request")
+	}
+	return branch + " (" + strings.Join(notes, "; ") + ")"
+}
+
+// pullRequestText describes a pull request by its base and title.
+func pullRequestText(base, title string) string {
+	into := "the default branch"
+	if base != "" {
+		into = base
+	}
+	if title == "" {
+		return "pull request into " + into
+	}
+	return fmt.Sprintf("pull request into %s: %q", into, title)
+}
+
+// writesLine is one repository of the plan's closing write section: "github.com/acme/widgets: fix → kew/fix
+// (pull request into main), lint → kew/lint; read by review".
+func writesLine(rw jsonplan.RepositoryWrites) string {
+	name := rw.Repository
+	if name == "" {
+		name = planner.UnknownValue
+	}
+	var parts []string
+	for _, w := range rw.Writes {
+		branch := w.Branch
+		if branch == "" {
+			branch = planner.UnknownValue
+		}
+		p := w.Node + " → " + branch
+		var notes []string
+		if w.Protected {
+			notes = append(notes, "protected")
+		}
+		if w.PullRequestBase != "" {
+			notes = append(notes, "pull request into "+w.PullRequestBase)
+		}
+		if len(notes) > 0 {
+			p += " (" + strings.Join(notes, ", ") + ")"
+		}
+		parts = append(parts, p)
+	}
+	line := name + ": "
+	if len(parts) == 0 {
+		line += "no push"
+	} else {
+		line += strings.Join(parts, ", ")
+	}
+	if len(rw.Readers) > 0 {
+		line += "; read by " + strings.Join(rw.Readers, ", ")
+	}
+	return line
 }
 
 // planEgress is the node's reach with the origin of each host, "any host (network open)" or "no host".
@@ -405,6 +497,12 @@ func WritePlanHuman(w io.Writer, doc *jsonplan.Document) error {
 			ew.printf("  %s\n", reachSentence(&doc.Nodes[i]))
 		}
 	}
+	if len(doc.Nodes) > 0 {
+		ew.printf("\nWhere the work lands\n")
+		for _, rw := range doc.Writes() {
+			ew.printf("  %s\n", writesLine(rw))
+		}
+	}
 	writeBudgetHuman(ew, doc)
 	if k != nil {
 		writePlanKubernetesTail(ew, k)
@@ -476,6 +574,21 @@ func WritePlanMarkdown(w io.Writer, doc *jsonplan.Document) error {
 		ew.printf("\n### Credentials and egress\n\n")
 		for i := range doc.Nodes {
 			ew.printf("- %s\n", mdText(reachSentence(&doc.Nodes[i])))
+		}
+	}
+	if len(doc.Nodes) > 0 {
+		ew.printf("\n### Where the work lands\n\n| Node | Repository | Ref | Pushes to |\n|---|---|---|---|\n")
+		for i := range doc.Nodes {
+			n := &doc.Nodes[i]
+			facts := map[string]string{}
+			for _, f := range planNodeFacts(n) {
+				facts[f[0]] = f[1]
+			}
+			ew.printf("| %s | %s | %s | %s |\n", mdCode(n.Name), planMDCode(facts["repository"]), planMDCode(facts["ref"]), mdText(facts["pushes to"]))
+		}
+		ew.printf("\n")
+		for _, rw := range doc.Writes() {
+			ew.printf("- %s\n", mdText(writesLine(rw)))
 		}
 	}
 	writeBudgetMarkdown(ew, doc)

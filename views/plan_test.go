@@ -84,6 +84,7 @@ func TestMarkdownHostileValues(t *testing.T) {
 	doc := &jsonplan.Document{FormatVersion: jsonplan.FormatVersion, ConfigDigest: "sha256:0", Exposure: map[string][]string{}}
 	doc.Nodes = []jsonplan.NodeDocument{{Name: "n", Runner: "claude-code", Role: "worker", Image: hostile, Network: "allowlist",
 		Runtime: hostile, Model: hostile, Credentials: []string{"K"}, Prompt: jsonplan.PromptDocument{SHA256: "abcdef0123456789", Bytes: 3},
+		Repository: hostile, Ref: hostile, Push: &jsonplan.PushDocument{Branch: hostile, PullRequest: &jsonplan.PullRequestDoc{Base: hostile, Title: hostile}},
 		Argv: []string{"docker", "run", "img", "```", hostile}}}
 	var buf bytes.Buffer
 	if err := WritePlanMarkdown(&buf, doc); err != nil {
@@ -98,10 +99,11 @@ func TestMarkdownHostileValues(t *testing.T) {
 		}
 	}
 	nodes, budget, _ := strings.Cut(out, "### Budget")
+	nodes, writes, _ := strings.Cut(nodes, "### Where the work lands")
 	for _, part := range []struct {
 		text  string
 		pipes int
-	}{{nodes, 11}, {budget, 4}} {
+	}{{nodes, 11}, {writes, 5}, {budget, 4}} {
 		for _, line := range strings.Split(part.text, "\n") {
 			if strings.HasPrefix(line, "| `n`") || strings.HasPrefix(line, "| <code>n") {
 				if cells := strings.Count(strings.ReplaceAll(line, `\|`, ""), "|"); cells != part.pipes {

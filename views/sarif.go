@@ -60,6 +60,10 @@ var sarifSecuritySeverity = map[string]string{
 	plandiff.KindCredentialModeWidened:     "8.0",
 	planner.RulePolicyCredentialMode:       "8.0",
 	planner.RulePolicyEgress:               "7.0",
+	planner.RulePushProtectedBranch:        "7.0",
+	planner.RuleProtectedPush:              "5.0",
+	planner.RulePolicyPush:                 "7.0",
+	plandiff.KindPushWidened:               "7.0",
 }
 
 // sarifLog is a SARIF 2.1.0 log.
@@ -81,6 +85,15 @@ type sarifRun struct {
 // sarifRunProps are what a plan's SARIF run carries beyond its results.
 type sarifRunProps struct {
 	Budget *sarifBudget `json:"budget,omitempty"`
+	// Writes are where each node's work lands, by node, as in --json.
+	Writes map[string]sarifWrite `json:"writes,omitempty"`
+}
+
+// sarifWrite is one node's repository, clone ref and push (null for a reviewer).
+type sarifWrite struct {
+	Repository string                 `json:"repository"`
+	Ref        string                 `json:"ref"`
+	Push       *jsonplan.PushDocument `json:"push"`
 }
 
 // sarifBudget is the plan's budget in a SARIF run: the apply-wide figures and each node's caps, as in --json.
@@ -237,12 +250,22 @@ func newPlanSARIF(doc *jsonplan.Document, opts SARIFOptions) *sarifLog {
 		b.add(rule, level, text, discriminator, d.Range, d.Snippet, fallback)
 	}
 	log := b.log()
+	props := &sarifRunProps{}
 	if doc.Budget != nil {
 		sb := &sarifBudget{ApplyBudgetDocument: doc.Budget, Nodes: map[string]*jsonplan.BudgetDocument{}}
 		for _, n := range doc.Nodes {
 			sb.Nodes[n.Name] = n.Budget
 		}
-		log.Runs[0].Properties = &sarifRunProps{Budget: sb}
+		props.Budget = sb
+	}
+	if len(doc.Nodes) > 0 {
+		props.Writes = make(map[string]sarifWrite, len(doc.Nodes))
+		for _, n := range doc.Nodes {
+			props.Writes[n.Name] = sarifWrite{Repository: n.Repository, Ref: n.Ref, Push: n.Push}
+		}
+	}
+	if props.Budget != nil || props.Writes != nil {
+		log.Runs[0].Properties = props
 	}
 	return log
 }
