@@ -2,6 +2,9 @@ package broker
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/kewplan/kewplan/planner"
 )
 
 // Request asks the host broker to publish a worker's commits after a clean exit.
@@ -24,6 +27,39 @@ type Request struct {
 	// MaxObjectBytes bounds the object data copied out of the checkout, and what it inflates to; 0 means
 	// DefaultMaxObjectBytes.
 	MaxObjectBytes int64
+	// ProtectedBranches are the branch patterns Branch may not match (planner.ProtectedBranches; nil means the
+	// built-in ones). The remote's default branch, which only the remote knows, is protected too: the broker asks
+	// it with git ls-remote --symref before pushing. AllowProtectedPush (the node's allow_protected_push) lifts
+	// both.
+	ProtectedBranches  []string
+	AllowProtectedPush bool
+}
+
+// ProtectedBranchError refuses a push to a protected branch (rule planner.RulePushProtectedBranch).
+type ProtectedBranchError struct {
+	Branch string
+	// Why says what protects it: "the remote's default branch" or the pattern it matches.
+	Why string
+}
+
+func (e *ProtectedBranchError) Error() string {
+	return fmt.Sprintf("%s: the branch %q is protected (%s), so nothing was pushed; a worker pushes to a branch of its own "+
+		"and reaches it through a pull request (set allow_protected_push = true on the node to push there knowingly)",
+		planner.RulePushProtectedBranch, e.Branch, e.Why)
+}
+
+// protectedBranchWhy returns why branch is protected by patterns (nil: the built-in ones), or "".
+func protectedBranchWhy(patterns []string, branch string) string {
+	if patterns == nil {
+		patterns = planner.ProtectedBranches(nil, "")
+	}
+	if pat, ok := planner.ProtectedBranchPattern(patterns, branch); ok {
+		if pat == branch {
+			return "a protected branch"
+		}
+		return "it matches " + pat
+	}
+	return ""
 }
 
 // PullRequest is a node's pull_request block, evaluated.

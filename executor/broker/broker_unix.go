@@ -54,6 +54,19 @@ func brokerPush(ctx context.Context, req Request) (*PushResult, error) {
 			return nil, fmt.Errorf("host broker: create %s: %w", filepath.Base(repo), err)
 		}
 	}
+	if !req.AllowProtectedPush {
+		if why := protectedBranchWhy(req.ProtectedBranches, req.Branch); why != "" {
+			return nil, fmt.Errorf("host broker: %w", &ProtectedBranchError{Branch: req.Branch, Why: why})
+		}
+		def, err := g.remoteDefaultBranch(ctx, host, req.Repo)
+		if err != nil {
+			return nil, fmt.Errorf("host broker: %w", err)
+		}
+		if def != "" && def == req.Branch {
+			return nil, fmt.Errorf("host broker: %w", &ProtectedBranchError{Branch: req.Branch,
+				Why: "it is the remote's default branch (git ls-remote --symref)"})
+		}
+	}
 	if err := copyCheckoutObjects(ctx, g, req, stage); err != nil {
 		return nil, fmt.Errorf("host broker: checkout %s: %w", req.Checkout, err)
 	}

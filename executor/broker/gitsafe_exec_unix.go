@@ -136,6 +136,11 @@ func (g *hostGit) sealed(ctx context.Context, stdin io.Reader, args ...string) (
 // push runs `git push` from gitDir with the push environment: the host's transport settings, nothing else of its
 // configuration.
 func (g *hostGit) push(ctx context.Context, gitDir string, args ...string) ([]byte, error) {
+	return g.remote(ctx, gitDir, append([]string{"push", "--no-recurse-submodules", "--no-signed"}, args...)...)
+}
+
+// remote runs a git command that talks to a remote (push, ls-remote) from gitDir with the push environment.
+func (g *hostGit) remote(ctx context.Context, gitDir string, args ...string) ([]byte, error) {
 	transport, err := g.transportConfig(ctx, gitDir)
 	if err != nil {
 		return nil, err
@@ -144,12 +149,28 @@ func (g *hostGit) push(ctx context.Context, gitDir string, args ...string) ([]by
 	for i, kv := range transport {
 		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, kv[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, kv[1]))
 	}
-	full := make([]string, 0, 2*len(pushConfig)+len(args)+3)
+	full := make([]string, 0, 2*len(pushConfig)+len(args)+1)
 	for _, c := range pushConfig {
 		full = append(full, "-c", c)
 	}
-	full = append(full, "--git-dir="+gitDir, "push", "--no-recurse-submodules", "--no-signed")
+	full = append(full, "--git-dir="+gitDir)
 	return runHostCommand(ctx, g.git, g.dir, env, nil, append(full, args...)...)
+}
+
+// remoteDefaultBranch asks the remote which branch its HEAD names (git ls-remote --symref), "" for a remote
+// without one (an empty repository, or a detached HEAD). Only the remote knows it, so the plan cannot check it.
+func (g *hostGit) remoteDefaultBranch(ctx context.Context, gitDir, repo string) (string, error) {
+	out, err := g.remote(ctx, gitDir, "ls-remote", "--symref", "--", repo, "HEAD")
+	if err != nil {
+		return "", fmt.Errorf("ask %s for its default branch: %w", redactURLCredentials(repo), err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		target, name, ok := strings.Cut(strings.TrimPrefix(line, "ref: "), "\t")
+		if ok && strings.HasPrefix(line, "ref: ") && name == "HEAD" {
+			return strings.TrimPrefix(target, "refs/heads/"), nil
+		}
+	}
+	return "", nil
 }
 
 // transportConfig reads the host's system, global and command-line (GIT_CONFIG_COUNT) configuration and keeps

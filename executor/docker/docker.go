@@ -565,7 +565,8 @@ func judgeReview(at *adapter.Attempt, base string) *adapter.Failure {
 func (d *dockerEngine) publish(ctx context.Context, at *adapter.Attempt, repo, base string) *adapter.Failure {
 	np, res := at.Node, at.Result
 	req := broker.Request{Checkout: at.Checkout, Repo: repo, BaseCommit: base, Branch: np.Branch,
-		StateDir: d.run.Dir.Broker(), Environ: d.run.Environ}
+		StateDir: d.run.Dir.Broker(), Environ: d.run.Environ,
+		ProtectedBranches: np.ProtectedBranches, AllowProtectedPush: np.AllowProtectedPush}
 	if np.PullRequest != nil {
 		req.PullRequest = &broker.PullRequest{Base: np.PullRequest.Base, Title: np.PullRequest.Title}
 	}
@@ -573,6 +574,10 @@ func (d *dockerEngine) publish(ctx context.Context, at *adapter.Attempt, repo, b
 	var planted *broker.PlantedFileError
 	if errors.As(err, &planted) {
 		return adapter.Failed(ledger.StatusHeld, fmt.Sprintf("held for a human: %v", planted))
+	}
+	var protected *broker.ProtectedBranchError
+	if errors.As(err, &protected) {
+		return adapter.Failed(ledger.StatusFailed, fmt.Sprintf("the agent succeeded but its push was refused: %v", protected))
 	}
 	if err != nil {
 		return adapter.Failed(ledger.StatusFailed, fmt.Sprintf("the agent succeeded but its commits were not published: %v", err))
