@@ -125,6 +125,51 @@ node "%[1]sfix" {
 	if got := strings.TrimSpace(gitOut(t, "--git-dir="+remote, "rev-parse", "refs/heads/taken")); got != other {
 		t.Errorf("branch taken moved to %s", got)
 	}
+	// Every check of a push applies: kept work never lands on a protected branch.
+	mainBefore := gitOut(t, "--git-dir="+remote, "rev-parse", "refs/heads/main")
+	if _, err := PublishSalvage(context.Background(), SalvageOptions{StateDir: f.stateDir, RunID: sum.RunID, Node: f.node("fix"),
+		Branch: "main"}); err == nil || !strings.Contains(err.Error(), planner.RulePushProtectedBranch) {
+		t.Errorf("publishing to main: %v, want a %s refusal", err, planner.RulePushProtectedBranch)
+	}
+	if got := gitOut(t, "--git-dir="+remote, "rev-parse", "refs/heads/main"); got != mainBefore {
+		t.Errorf("main moved to %s", got)
+	}
+}
+
+// TestPushToTheRemoteDefaultBranchRefused: a worker whose branch no pattern of the plan protects, but which the
+// remote names as its default branch (only the remote knows that), plans cleanly and is refused at push with
+// push-protected-branch; its commit is kept, and the remote's branch does not move.
+func TestPushToTheRemoteDefaultBranchRefused(t *testing.T) {
+	f := newFixture(t)
+	remote := f.bareRemote()
+	gitOut(t, "--git-dir="+remote, "branch", "production", "main")
+	gitOut(t, "--git-dir="+remote, "symbolic-ref", "HEAD", "refs/heads/production")
+	before := gitOut(t, "--git-dir="+remote, "rev-parse", "refs/heads/production")
+	cfg := f.config(`
+node "%[1]sfix" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  branch = "production"
+  prompt = "mode=turns\ncommits=1\nturns=1"
+}
+`)
+	sum, _, err := f.apply(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	fix := resultOf(t, sum, f.node("fix"))
+	if fix.Status != ledger.StatusFailed || fix.Pushed || !strings.Contains(fix.Reason, planner.RulePushProtectedBranch) ||
+		!strings.Contains(fix.Reason, "default branch") {
+		t.Fatalf("fix: %s pushed=%v (%s), want failed with %s naming the default branch", fix.Status, fix.Pushed, fix.Reason, planner.RulePushProtectedBranch)
+	}
+	if got := gitOut(t, "--git-dir="+remote, "rev-parse", "refs/heads/production"); got != before {
+		t.Errorf("production moved to %s", got)
+	}
+	if s := fix.Salvage; s == nil || s.Commits != 1 || s.Why != "its push was refused" {
+		t.Errorf("fix: salvage %+v, want its commit kept because its push was refused", s)
+	}
 }
 
 // TestSalvageHostileWorktree: a failed worker whose uncommitted tree holds a symbolic link to a host file, a FIFO
