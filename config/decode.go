@@ -319,6 +319,19 @@ func constStringList(attr *hcl.Attribute, where string) ([]string, []hcl.Range, 
 	return list, ranges, diags
 }
 
+// constBool decodes a literal true or false.
+func constBool(attr *hcl.Attribute, where string) (bool, hcl.Diagnostics) {
+	v, diags := constValue(attr, where)
+	if diags.HasErrors() {
+		return false, diags
+	}
+	b, err := convert.Convert(v, cty.Bool)
+	if err != nil || b.IsNull() || !b.IsKnown() {
+		return false, hcl.Diagnostics{wrongTypeDiag(attr, where, "true or false", v.Type())}
+	}
+	return b.True(), nil
+}
+
 // constWholeNumber decodes a literal whole number.
 func constWholeNumber(attr *hcl.Attribute, where string) (int64, hcl.Diagnostics) {
 	v, diags := constValue(attr, where)

@@ -112,6 +112,9 @@ type Sandbox struct {
 	// trunk, develop, release/*); "*" matches within one path component, "**" across components.
 	ProtectedBranches      []string
 	ProtectedBranchesRange hcl.Range
+	// ResumeFromSalvage makes apply --resume start a worker that runs again from the work kept of it in the run
+	// resumed (its commits and uncommitted changes), instead of from its ref; every node's default.
+	ResumeFromSalvage bool
 	// Egress is the sandbox's egress block; defaults applied when none was written.
 	Egress SandboxEgress
 	// Retry is the sandbox's retry block, the default of every node; nil when none was written.
@@ -194,6 +197,8 @@ type Node struct {
 	// no variable can switch it on. AllowProtectedPushRange is the attribute's range when written.
 	AllowProtectedPush      bool
 	AllowProtectedPushRange hcl.Range
+	// ResumeFromSalvage is the node's resume_from_salvage; nil when not written (the sandbox's applies).
+	ResumeFromSalvage *bool
 	// ForEach and Count are the node's meta-arguments (at most one is set): the node plans one instance per key
 	// of ForEach, or Count instances. nil when not written. See EvalExpansion.
 	ForEach hcl.Expression

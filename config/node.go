@@ -34,6 +34,7 @@ var nodeSchema = &hcl.BodySchema{
 		{Name: "count"},
 		{Name: "credentials"},
 		{Name: "allow_protected_push"},
+		{Name: "resume_from_salvage"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "pull_request"},
@@ -100,15 +101,17 @@ func decodeNodeBlock(block *hcl.Block) (*Node, hcl.Diagnostics) {
 	n.Runtime, n.Credentials = get("runtime"), get("credentials")
 	n.ForEach, n.Count = get("for_each"), get("count")
 	if attr, ok := content.Attributes["allow_protected_push"]; ok {
-		v, d := constValue(attr, where)
-		diags = append(diags, d...)
-		if !d.HasErrors() {
-			if b, err := convert.Convert(v, cty.Bool); err != nil || b.IsNull() {
-				diags = append(diags, wrongTypeDiag(attr, where, "true or false", v.Type()))
-			} else {
-				n.AllowProtectedPush = b.True()
-				n.AllowProtectedPushRange = attr.Range
-			}
+		if b, d := constBool(attr, where); !d.HasErrors() {
+			n.AllowProtectedPush, n.AllowProtectedPushRange = b, attr.Range
+		} else {
+			diags = append(diags, d...)
+		}
+	}
+	if attr, ok := content.Attributes["resume_from_salvage"]; ok {
+		if b, d := constBool(attr, where); !d.HasErrors() {
+			n.ResumeFromSalvage = &b
+		} else {
+			diags = append(diags, d...)
 		}
 	}
 	if n.ForEach != nil && n.Count != nil {

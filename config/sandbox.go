@@ -51,6 +51,7 @@ var sandboxSchema = &hcl.BodySchema{
 		{Name: "tmpfs_size"},
 		{Name: "credentials"},
 		{Name: "protected_branches"},
+		{Name: "resume_from_salvage"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "egress"}, {Type: "retry"}, {Type: "budget"}},
 }
@@ -124,6 +125,11 @@ func decodeSandboxBlock(block *hcl.Block) (*Sandbox, hcl.Diagnostics) {
 			sb.ProtectedBranches = append(sb.ProtectedBranches, strings.TrimPrefix(pat, "refs/heads/"))
 		}
 		sb.ProtectedBranchesRange = attr.Range
+	}
+	if attr, ok := content.Attributes["resume_from_salvage"]; ok {
+		b, d := constBool(attr, where)
+		diags = append(diags, d...)
+		sb.ResumeFromSalvage = b
 	}
 	if attr, ok := content.Attributes["allowlist_network"]; ok {
 		s, d := constString(attr, where)

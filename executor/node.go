@@ -87,6 +87,7 @@ func (a *applier) attemptNode(ctx context.Context, np *planner.NodePlan, res *le
 		Node: np, Number: res.Attempts, Result: res,
 		Checkout:    a.dir.Checkout(a.runID, np.Name, np.Slug, res.Attempts),
 		VerdictCopy: a.dir.Verdict(a.runID, np.Name, np.Slug),
+		FromSalvage: a.salvageStart(np),
 		TakeSlot:    func(ctx context.Context) *adapter.Failure { return a.takeSlot(ctx, np, res) },
 		OpenStream: func() (adapter.Stream, *adapter.Failure) {
 			s, f := a.openStream(np, res)

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor/broker"
 	"github.com/kewplan/kewplan/executor/checkout"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/executor/statedir"
@@ -60,6 +62,17 @@ func (a *applier) reuseNodes() map[string]*ledger.NodeResult {
 	return out
 }
 
+// salvageStart is the kept work np starts from under apply --resume, or nil.
+func (a *applier) salvageStart(np *planner.NodePlan) *planner.SalvageStart {
+	if a.opts.Resume == nil || !np.ResumeFromSalvage || !np.Pushes() {
+		return nil
+	}
+	if d := a.opts.Resume.Decision(np.Name); d != nil && d.Action == planner.ResumeRun {
+		return d.FromSalvage
+	}
+	return nil
+}
+
 // ResumeLatest names the newest finished run of a ledger (apply --resume latest).
 const ResumeLatest = "latest"
 
@@ -107,6 +120,16 @@ func LoadPreviousRun(ctx context.Context, dir statedir.Dir, runID string, plan *
 			var fp planner.InputFingerprint
 			if json.Unmarshal([]byte(n.Fingerprint), &fp) == nil {
 				pn.Fingerprint = &fp
+			}
+		}
+		if s := n.Salvage; s != nil && !s.Pruned && s.BaseCommit != "" {
+			commit := s.Worktree
+			if commit == "" {
+				commit = s.Head
+			}
+			bundle := filepath.Join(s.Dir, broker.SalvageBundleName)
+			if _, err := os.Stat(bundle); err == nil {
+				pn.Salvage = &planner.SalvageStart{Run: runID, Bundle: bundle, BaseCommit: s.BaseCommit, Commit: commit, Summary: s.Summary()}
 			}
 		}
 		if np := plan.Node(n.Node); np != nil && n.Pushed && n.Branch != "" && np.Repo != "" {

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -263,5 +264,66 @@ node "%[1]sfix" {
 	if _, err := PublishSalvage(context.Background(), SalvageOptions{StateDir: f.stateDir, RunID: runs[0], Node: f.node("fix")}); err == nil ||
 		!strings.Contains(err.Error(), "runs prune") {
 		t.Errorf("publishing pruned work: %v, want a refusal naming runs prune", err)
+	}
+}
+
+// TestResumeFromSalvage: a worker with resume_from_salvage = true that failed after committing twice and editing a
+// file is resumed: the resume plan says it starts from the kept work, its new checkout holds that work (the
+// edit as the host's commit), and its push carries the kept commits. (The second agent makes no commit of its own:
+// the stand-in reads loose objects only, and the kept work arrives packed.)
+func TestResumeFromSalvage(t *testing.T) {
+	f := newFixture(t)
+	remote := f.bareRemote()
+	const node = `
+node "%%[1]sfix" {
+  runner              = "claude-code"
+  model               = "claude-sonnet-4-5"
+  repo                = %%[2]q
+  prompt              = %q
+  resume_from_salvage = true
+}
+`
+	cfg := f.config(fmt.Sprintf(node, "mode=fail\ncommits=2\nedit=README.md:edited by the agent"))
+	sum1, _, err := f.apply(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fix1 := resultOf(t, sum1, f.node("fix"))
+	if fix1.Status != ledger.StatusFailed || fix1.Salvage == nil || fix1.Salvage.Commits != 2 || fix1.Salvage.Worktree == "" {
+		t.Fatalf("first run: %s, salvage %+v", fix1.Status, fix1.Salvage)
+	}
+
+	again := f.config(fmt.Sprintf(node, "mode=succeed"))
+	p := f.plan(again)
+	prev, err := LoadPreviousRun(context.Background(), statedir.Dir{Root: f.stateDir}, sum1.RunID, p, again.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := planner.Resume(p, prev, nil)
+	d := rp.Decision(f.node("fix"))
+	if d == nil || d.Action != planner.ResumeRun || d.FromSalvage == nil || d.FromSalvage.Commit != fix1.Salvage.Worktree ||
+		!strings.Contains(d.Reason, "starts from the work kept in "+sum1.RunID) {
+		t.Fatalf("resume decision %+v, want a run from the kept work", d)
+	}
+	sum2, rec, err := f.apply(context.Background(), again, func(o *ApplyOptions) { o.Plan, o.Resume = p, rp })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum2.RunID)
+	fix2 := resultOf(t, sum2, f.node("fix"))
+	if fix2.Status != ledger.StatusSucceeded || !fix2.Pushed {
+		t.Fatalf("resumed run: %s pushed=%v (%s)", fix2.Status, fix2.Pushed, fix2.Reason)
+	}
+	if !strings.Contains(rec.warningText(), "starts from the work kept in run "+sum1.RunID) {
+		t.Errorf("no event says where the node started from:\n%s", rec.warningText())
+	}
+	revs := strings.Fields(gitOut(t, "--git-dir="+remote, "rev-list", fix1.Salvage.BaseCommit+".."+fix2.Branch))
+	if len(revs) != 3 || revs[0] != fix1.Salvage.Worktree || revs[1] != fix1.Salvage.Head || fix2.Commit != fix1.Salvage.Worktree {
+		t.Fatalf("pushed history %v (commit %s), want the kept edit's commit on the kept head %s", revs, fix2.Commit, fix1.Salvage.Head)
+	}
+	for file, want := range map[string]string{"README.md": "edited by the agent\n", "work-1.txt": "work 1\n", "work-2.txt": "work 2\n"} {
+		if got := gitOut(t, "--git-dir="+remote, "show", fix2.Branch+":"+file); strings.TrimSpace(got) != strings.TrimSpace(want) {
+			t.Errorf("%s on %s = %q, want %q", file, fix2.Branch, got, want)
+		}
 	}
 }

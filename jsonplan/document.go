@@ -68,6 +68,8 @@ type ResumeNodeDocument struct {
 	Action  string `json:"action"` // "reuse" or "run"
 	Reason  string `json:"reason"`
 	FromRun string `json:"from_run,omitempty"` // the run whose outputs are reused
+	// FromSalvage is set when the node runs from the work kept of it in the run resumed.
+	FromSalvage *planner.SalvageStart `json:"from_salvage,omitempty"`
 }
 
 // NewResumeDocument converts a resume plan; nil for nil.
@@ -77,7 +79,8 @@ func NewResumeDocument(rp *planner.ResumePlan) *ResumeDocument {
 	}
 	d := &ResumeDocument{FromRun: rp.FromRun, Nodes: make([]ResumeNodeDocument, 0, len(rp.Decisions))}
 	for _, dec := range rp.Decisions {
-		d.Nodes = append(d.Nodes, ResumeNodeDocument{Node: dec.Node, Action: dec.Action, Reason: dec.Reason, FromRun: dec.FromRun})
+		d.Nodes = append(d.Nodes, ResumeNodeDocument{Node: dec.Node, Action: dec.Action, Reason: dec.Reason, FromRun: dec.FromRun,
+			FromSalvage: dec.FromSalvage})
 		if dec.Action == planner.ResumeReuse {
 			d.Reused++
 		} else {

@@ -73,6 +73,9 @@ type NodePlan struct {
 	// ProtectedBranches are the branch patterns the node may not push to (ProtectedBranches): the broker checks
 	// them again at apply, with the remote's default branch.
 	ProtectedBranches []string
+	// ResumeFromSalvage is the node's (or the sandbox's) resume_from_salvage: apply --resume starts it, when it
+	// runs again, from the work kept of it in the run resumed.
+	ResumeFromSalvage bool
 	Timeout           time.Duration
 	PidsLimit         int64    // the sandbox's limits, which every container of the plan gets
 	Memory            string   // "" when unset

@@ -127,6 +127,10 @@ func checkProtectedPushes(cfg *config.Config, in Inputs, p *Plan) hcl.Diagnostic
 			continue
 		}
 		np.AllowProtectedPush = n.AllowProtectedPush
+		np.ResumeFromSalvage = cfg.Sandbox != nil && cfg.Sandbox.ResumeFromSalvage
+		if n.ResumeFromSalvage != nil {
+			np.ResumeFromSalvage = *n.ResumeFromSalvage
+		}
 		if contains(np.Unknown, "ref") {
 			np.ProtectedBranches = ProtectedBranches(sandbox, "")
 		} else {

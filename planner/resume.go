@@ -138,6 +138,19 @@ type PreviousNode struct {
 	BranchHead    string
 	// ReusedFrom is the run this node's outputs were themselves reused from, when the previous run was a resume.
 	ReusedFrom string
+	// Salvage is the work the run kept of the node (a worker stopped before its push); nil when none is on disk.
+	Salvage *SalvageStart
+}
+
+// SalvageStart is kept work a resumed worker starts from: the bundle of run Run, cloned at BaseCommit and checked
+// out at Commit (the host's commit of the uncommitted changes, else the agent's head).
+type SalvageStart struct {
+	Run        string `json:"run"`
+	Bundle     string `json:"-"` // a host path: not in the plan document
+	BaseCommit string `json:"base_commit"`
+	Commit     string `json:"commit"`
+	// Summary is what was kept, for people: "3 commits, 2 files changed, 14 kB".
+	Summary string `json:"summary"`
 }
 
 // PreviousRun is a recorded run a resume starts from.
@@ -164,6 +177,8 @@ type ResumeDecision struct {
 	Outputs map[string]string
 	// Fingerprint is the node's fingerprint in the new plan, when it could be computed.
 	Fingerprint *InputFingerprint
+	// FromSalvage is set when the node runs from the work kept of it in the run resumed (its resume_from_salvage).
+	FromSalvage *SalvageStart
 }
 
 // DecideNode decides one node: np is its new plan rendered with its dependencies' outputs, upstream those
@@ -197,6 +212,10 @@ func DecideNode(np *NodePlan, upstream map[string]map[string]cty.Value, runID st
 			d.FromRun = prev.ReusedFrom
 		}
 		d.Reason = "reused from " + d.FromRun
+	}
+	if d.Action == ResumeRun && np.ResumeFromSalvage && np.Pushes() && prev != nil && prev.Salvage != nil {
+		d.FromSalvage = prev.Salvage
+		d.Reason += "; starts from the work kept in " + prev.Salvage.Run + " (" + prev.Salvage.Summary + ")"
 	}
 	return d
 }

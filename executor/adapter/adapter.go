@@ -103,6 +103,9 @@ type Attempt struct {
 	Result *ledger.NodeResult
 	// Checkout is where a host checkout of this attempt goes, VerdictCopy where a reviewer's verdict is stored.
 	Checkout, VerdictCopy string
+	// FromSalvage, when set, is kept work the checkout starts from (apply --resume of a node with
+	// resume_from_salvage): cloned at its base commit and checked out at its commit, instead of the node's ref.
+	FromSalvage *planner.SalvageStart
 	// TakeSlot waits for the node's --parallelism slot and announces its start; an engine calls it once, just
 	// before what costs (after a host clone, before a Job). A failure (cancelled while waiting, the apply-wide
 	// budget crossed) ends the attempt with it.

@@ -114,6 +114,46 @@ func Clone(ctx context.Context, repo, ref, dir string) (string, error) {
 	return head, nil
 }
 
+// StartFromBundle checks out commit of a host-made git bundle (kept work of an earlier run, which descends from
+// the commit the checkout was cloned at) in a checkout the agent has not touched yet, and returns it.
+func StartFromBundle(ctx context.Context, dir, bundle, commit string) (string, error) {
+	if strings.HasPrefix(bundle, "-") || !isHex40(commit) {
+		return "", fmt.Errorf("kept work %s at %q: not a bundle and a commit id", bundle, commit)
+	}
+	if _, err := RunGit(ctx, dir, "fetch", "--quiet", "--no-tags", "--", bundle, "+refs/kew/*:refs/kew-salvage/*"); err != nil {
+		return "", fmt.Errorf("start from the kept work %s: %w", bundle, err)
+	}
+	if _, err := RunGit(ctx, dir, "checkout", "--quiet", "--detach", commit); err != nil {
+		return "", fmt.Errorf("start from the kept work %s: %w", bundle, err)
+	}
+	refs, _ := RunGit(ctx, dir, "for-each-ref", "--format=%(refname)", "refs/kew-salvage/")
+	for _, ref := range strings.Fields(refs) {
+		if _, err := RunGit(ctx, dir, "update-ref", "-d", ref); err != nil {
+			return "", fmt.Errorf("start from the kept work %s: %w", bundle, err)
+		}
+	}
+	head, err := RunGit(ctx, dir, "rev-parse", "--verify", "HEAD^{commit}")
+	if err != nil {
+		return "", err
+	}
+	if head != commit {
+		return "", fmt.Errorf("start from the kept work %s: HEAD is %s, want %s", bundle, head, commit)
+	}
+	return head, nil
+}
+
+func isHex40(s string) bool {
+	if len(s) != 40 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // MakeWritableByAgent gives the container's uid the checkout. As root, chown -R to 1001:1001 without following
 // links; as another user, open it up with permission bits (the container runs as 1001, not as us).
 func MakeWritableByAgent(dir string) error {

@@ -361,7 +361,18 @@ func (d *dockerEngine) prepareCheckout(ctx context.Context, at *adapter.Attempt)
 	if d.run.Config != nil {
 		repo = checkout.ResolveRepo(repo, d.run.Config.Dir)
 	}
-	base, err := checkout.Clone(ctx, repo, np.Ref, dir)
+	ref := np.Ref
+	if at.FromSalvage != nil {
+		ref = at.FromSalvage.BaseCommit // the kept work descends from the commit it was cloned at, wherever ref is now
+	}
+	base, err := checkout.Clone(ctx, repo, ref, dir)
+	if err == nil && at.FromSalvage != nil {
+		var head string
+		if head, err = checkout.StartFromBundle(ctx, dir, at.FromSalvage.Bundle, at.FromSalvage.Commit); err == nil {
+			at.Warn(fmt.Sprintf("starts from the work kept in run %s (%s): commit %s on top of %s", at.FromSalvage.Run,
+				at.FromSalvage.Summary, head[:12], base[:12]))
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", "", adapter.Failed(ledger.StatusCancelled, "the apply was cancelled while cloning")
