@@ -75,7 +75,7 @@ func (m *nodeMeter) add(u BrokerUsage) {
 		m.usage.Model = u.Model
 	}
 	switch u.CostSource {
-	case costReported, costEstimated:
+	case CostReported, CostEstimated:
 		m.usage.CostUSD += u.CostUSD
 		m.anyCost = true
 	default:

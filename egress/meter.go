@@ -280,23 +280,23 @@ func (m *usageMeter) result(price *BrokerPrice) BrokerUsage {
 		cached := min(m.cachedTokens, *m.promptTokens)
 		u.InputTokens, u.CacheReadTokens = *m.promptTokens-cached, cached
 	}
-	u.CostSource = costUnknown
+	u.CostSource = CostUnknown
 	switch {
 	case m.reportedCost != nil:
-		u.CostUSD, u.CostSource = *m.reportedCost, costReported
+		u.CostUSD, u.CostSource = *m.reportedCost, CostReported
 	case price != nil && u.Reported:
-		u.CostUSD, u.CostSource = price.cost(u), costEstimated
+		u.CostUSD, u.CostSource = price.cost(u), CostEstimated
 	case !u.Reported:
 		// No usage in the answer (an error, a refusal, a models list): nothing was billed that the meter can see.
 	}
 	return u
 }
 
-// Cost sources, as the agent's meter names them.
+// Cost sources of BrokerUsage, as the agent's meter names them.
 const (
-	costReported  = "reported"
-	costEstimated = "estimated"
-	costUnknown   = "unknown"
+	CostReported  = "reported"
+	CostEstimated = "estimated"
+	CostUnknown   = "unknown"
 )
 
 // jsonPicker scans one JSON document incrementally and hands the raw bytes of the values at the picked paths to
