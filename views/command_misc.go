@@ -46,6 +46,8 @@ type Runs interface {
 	RunEgress(run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial) error
 	// Brokered lists, after the run (human view only), the requests kewplan's proxy brokered per node.
 	Brokered(reqs []ledger.BrokerRequest) error
+	// Meters lists, after the run (human view only), both meters of every brokered attempt and their findings.
+	Meters(meters []ledger.NodeMeters) error
 }
 
 // NewRuns returns the runs' view: tables, or JSON.

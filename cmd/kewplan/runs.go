@@ -93,7 +93,14 @@ func (c *RunsShowCmd) Run(env *Env) error {
 	if err := view.RunEgress(run, nodes, nodeHistory(nodes, attempts), denials); err != nil {
 		return err
 	}
-	return view.Brokered(brokered)
+	if err := view.Brokered(brokered); err != nil {
+		return err
+	}
+	meters, err := l.Meters(run.ID)
+	if err != nil {
+		return err
+	}
+	return view.Meters(meters)
 }
 
 // openLedger opens an existing ledger; it never creates one where there is none.
