@@ -288,3 +288,25 @@ func cpuTime() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// FuzzUsageMeter: any answer, cut anywhere, gives the meter's result for the whole answer (for lines shorter
+// than maxSSELine), never a panic and never a negative figure.
+func FuzzUsageMeter(f *testing.F) {
+	for _, a := range meterAnswers {
+		f.Add([]byte(a.body), uint16(len(a.body)/2), a.sse)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, cut uint16, sse bool) {
+		if len(body) > maxSSELine {
+			return
+		}
+		c := int(cut) % (len(body) + 1)
+		whole := meterOf(sse, sonnetPrice, [][]byte{body})
+		split := meterOf(sse, sonnetPrice, [][]byte{body[:c], body[c:]})
+		if diff := cmp.Diff(whole, split); diff != "" {
+			t.Errorf("cut at %d changed the result (-whole +split):\n%s", c, diff)
+		}
+		if whole.InputTokens < 0 || whole.OutputTokens < 0 || whole.CacheReadTokens < 0 || whole.CacheWriteTokens < 0 || whole.CostUSD < 0 {
+			t.Errorf("negative figures: %+v", whole)
+		}
+	})
+}
