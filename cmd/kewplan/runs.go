@@ -89,15 +89,15 @@ func (c *RunsShowCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
+	meters, err := l.Meters(run.ID)
+	if err != nil {
+		return err
+	}
 	view := views.NewRuns(views.ViewTypeOf(c.JSON), env.streams())
-	if err := view.RunEgress(run, nodes, nodeHistory(nodes, attempts), denials); err != nil {
+	if err := view.RunEgress(run, nodes, nodeHistory(nodes, attempts), denials, meters); err != nil {
 		return err
 	}
 	if err := view.Brokered(brokered); err != nil {
-		return err
-	}
-	meters, err := l.Meters(run.ID)
-	if err != nil {
 		return err
 	}
 	return view.Meters(meters)
