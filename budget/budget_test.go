@@ -325,3 +325,24 @@ func TestTrackerTurnsAtTheProxy(t *testing.T) {
 		t.Errorf("decision %q (%v)", d.String(), ok)
 	}
 }
+
+// TestApplyWideOnTheProxysFigures: the apply-wide max_usd sums each node's larger figure, so two agents that
+// print nothing still stop the apply once the proxy's figures cross it.
+func TestApplyWideOnTheProxysFigures(t *testing.T) {
+	fired := 0
+	apply := budget.NewApply(1, func(budget.Decision) { fired++ })
+	var trackers []*budget.Tracker
+	for _, n := range []string{"a", "b"} {
+		m, _ := runners.NewMeter("claude-code", "claude-sonnet-4-5")
+		trackers = append(trackers, budget.NewTracker(m, budget.NodeConfig{Node: n, Protocol: "claude-code", Price: price(t, "claude-sonnet-4-5"), Apply: apply}, nil))
+	}
+	trackers[0].Proxy(budget.ProxyUsage{Calls: 1, Tokens: 200_000, CostUSD: 0.6, CostSource: budget.SourceEstimated})
+	if _, ok := apply.Exceeded(); ok {
+		t.Fatal("the apply stopped at $0.60 of $1")
+	}
+	trackers[1].Proxy(budget.ProxyUsage{Calls: 1, Tokens: 200_000, CostUSD: 0.6, CostSource: budget.SourceEstimated})
+	d, ok := apply.Exceeded()
+	if !ok || fired != 1 || d.Scope != budget.ScopeApply || d.Value != 1.2 {
+		t.Errorf("apply decision %+v (%v), fired %d; want exceeded at 1.20 once", d, ok, fired)
+	}
+}
