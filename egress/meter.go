@@ -140,7 +140,10 @@ func (m *usageMeter) Write(p []byte) (int, error) {
 func (m *usageMeter) scanLines(body []byte) {
 	for len(body) > 0 {
 		i := bytes.IndexByte(body, '\n')
-		m.handleLine(body[:i])
+		// The data of a skipped event is most of a long answer: its lines are passed over on their first byte.
+		if !m.skipEvent || i == 0 || body[0] != 'd' {
+			m.handleLine(body[:i])
+		}
 		body = body[i+1:]
 	}
 }
