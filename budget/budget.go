@@ -3,6 +3,7 @@ package budget
 import (
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/kewplan/kewplan/runners"
 )
@@ -78,6 +79,12 @@ type Decision struct {
 	WarnAt float64
 	// Source is the cost source of Value when Cap is max_usd.
 	Source string
+	// Metered is set when the node's model calls were also metered by kewplan's proxy: Value is then the larger
+	// of Agent (the agent's own stream) and Proxy (the provider's figures, read by the proxy).
+	Metered      bool
+	Agent, Proxy float64
+	// AgentUnknown is set when the agent's cost is unknown (Cap max_usd).
+	AgentUnknown bool
 }
 
 // String renders the decision for people and the ledger: "max_usd 1.50 reached at 1.62".
@@ -88,6 +95,14 @@ func (d Decision) String() string {
 		s := fmt.Sprintf("%s %s reached at %s", d.Cap, lim, val)
 		if d.Scope == ScopeApply {
 			s = "apply-wide " + s
+		}
+		if d.Metered {
+			_, agent := formatFigures(d.Cap, d.Limit, d.Agent)
+			_, proxy := formatFigures(d.Cap, d.Limit, d.Proxy)
+			if d.AgentUnknown {
+				agent = "no cost"
+			}
+			s += fmt.Sprintf(" (the agent reported %s, the proxy metered %s)", agent, proxy)
 		}
 		return s
 	case Warn:
@@ -121,14 +136,29 @@ type NodeConfig struct {
 	Apply *Apply
 }
 
+// ProxyUsage is what kewplan's egress proxy metered for a node from the provider's own answers to its model
+// calls (brokered credentials): the second meter, which the agent does not write.
+type ProxyUsage struct {
+	Calls  int64 `json:"calls"`  // model calls, those refused at a cap included: what max_turns counts
+	Tokens int64 `json:"tokens"` // input + output + cache writes, as Usage.Tokens
+	// CostUSD and CostSource: the provider's own figure (reported), tokens × price (estimated), or unknown.
+	CostUSD    float64 `json:"cost_usd"`
+	CostSource string  `json:"cost_source"`
+}
+
 // Tracker follows one node's run. It is a runners.Meter that wraps the node's own meter, so the executor feeds
-// it with runners.Feed exactly as it fed the meter. Like a meter, it is not safe for concurrent use.
+// it with runners.Feed exactly as it fed the meter; the proxy's figures arrive through Proxy, from another
+// goroutine, and every cap is judged on the larger of the two meters.
 type Tracker struct {
 	meter    runners.Meter
 	cfg      NodeConfig
 	liveCost bool
 	notify   func(Decision)
-	usage    Usage
+
+	mu       sync.Mutex
+	agent    Usage       // the agent's stream
+	proxy    *ProxyUsage // nil until the proxy metered a call
+	usage    Usage       // the larger of the two, judged
 	warned   bool
 	exceeded *Decision
 }
@@ -139,6 +169,7 @@ type Tracker struct {
 func NewTracker(meter runners.Meter, cfg NodeConfig, notify func(Decision)) *Tracker {
 	t := &Tracker{meter: meter, cfg: cfg, liveCost: runners.ReportsCostLive(cfg.Protocol), notify: notify}
 	t.usage.CostSource = SourceUnknown
+	t.agent.CostSource = SourceUnknown
 	if cfg.Apply != nil {
 		cfg.Apply.update(cfg.Node, t.usage)
 	}
@@ -147,8 +178,24 @@ func NewTracker(meter runners.Meter, cfg NodeConfig, notify func(Decision)) *Tra
 
 // Line observes one stdout line (runners.Meter), calling notify on a transition.
 func (t *Tracker) Line(line []byte) {
+	t.mu.Lock()
 	wasExceeded := t.exceeded != nil
-	d := t.Observe(line)
+	t.mu.Unlock()
+	t.report(wasExceeded, t.Observe(line))
+}
+
+// Proxy takes the proxy's figures for the node so far and judges them with the agent's, calling notify on a
+// transition as Line does. It may be called from any goroutine.
+func (t *Tracker) Proxy(p ProxyUsage) {
+	t.mu.Lock()
+	wasExceeded := t.exceeded != nil
+	t.proxy = &p
+	d := t.judge()
+	t.mu.Unlock()
+	t.report(wasExceeded, d)
+}
+
+func (t *Tracker) report(wasExceeded bool, d Decision) {
 	if t.notify == nil || d.Kind == OK || d.Kind == Exceeded && wasExceeded {
 		return
 	}
@@ -156,16 +203,41 @@ func (t *Tracker) Line(line []byte) {
 }
 
 // Oversized records a skipped oversized line (runners.Meter).
-func (t *Tracker) Oversized() { t.meter.Oversized() }
+func (t *Tracker) Oversized() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.meter.Oversized()
+}
 
 // Totals reports the wrapped meter's totals (runners.Meter).
-func (t *Tracker) Totals() runners.RunTotals { return t.meter.Totals() }
+func (t *Tracker) Totals() runners.RunTotals {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.meter.Totals()
+}
 
-// Usage is the spend so far.
-func (t *Tracker) Usage() Usage { return t.usage }
+// Usage is the spend so far: the larger of the two meters.
+func (t *Tracker) Usage() Usage {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.usage
+}
+
+// Meters are the two meters apart: the agent's stream, and the proxy's figures (ok false when the proxy
+// metered no call of the node).
+func (t *Tracker) Meters() (agent Usage, proxy ProxyUsage, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.proxy != nil {
+		proxy, ok = *t.proxy, true
+	}
+	return t.agent, proxy, ok
+}
 
 // Exceeded returns the decision that stopped the node, if any.
 func (t *Tracker) Exceeded() (Decision, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.exceeded == nil {
 		return Decision{}, false
 	}
@@ -175,8 +247,16 @@ func (t *Tracker) Exceeded() (Decision, bool) {
 // Observe feeds one line to the meter and decides. Warn is returned once, on the line that first crosses
 // warn_at; Exceeded on the line that crosses a cap and on every line after it (the run must stop).
 func (t *Tracker) Observe(line []byte) Decision {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.meter.Line(line)
-	t.usage = t.measure()
+	t.agent = t.measure()
+	return t.judge()
+}
+
+// judge combines the two meters (the larger of each figure) and decides; t.mu is held.
+func (t *Tracker) judge() Decision {
+	t.usage = larger(t.agent, t.proxy)
 	var ad Decision
 	if t.cfg.Apply != nil {
 		// Spend goes on counting until the container is gone: the apply's total stays true.
@@ -220,6 +300,21 @@ func (t *Tracker) measure() Usage {
 	return u
 }
 
+// larger is the usage judged against the caps: each figure the larger of the agent's and the proxy's, and a
+// known cost over an unknown one.
+func larger(agent Usage, proxy *ProxyUsage) Usage {
+	if proxy == nil {
+		return agent
+	}
+	u := agent
+	u.Tokens = max(agent.Tokens, proxy.Tokens)
+	u.Turns = max(agent.Turns, proxy.Calls)
+	if proxy.CostSource != SourceUnknown && proxy.CostSource != "" && (agent.CostSource == SourceUnknown || proxy.CostUSD > agent.CostUSD) {
+		u.CostUSD, u.CostSource = proxy.CostUSD, proxy.CostSource
+	}
+	return u
+}
+
 // check compares the usage with the caps: a crossed cap first, then warn_at.
 func (t *Tracker) check() Decision {
 	c := t.cfg.Caps
@@ -227,20 +322,26 @@ func (t *Tracker) check() Decision {
 		name         string
 		limit, value float64
 		source       string
+		agent, proxy float64
+	}
+	var p ProxyUsage
+	if t.proxy != nil {
+		p = *t.proxy
 	}
 	var figures []figure
 	if c.MaxUSD > 0 && t.usage.CostSource != SourceUnknown {
-		figures = append(figures, figure{CapMaxUSD, c.MaxUSD, t.usage.CostUSD, t.usage.CostSource})
+		figures = append(figures, figure{CapMaxUSD, c.MaxUSD, t.usage.CostUSD, t.usage.CostSource, t.agent.CostUSD, p.CostUSD})
 	}
 	if c.MaxTokens > 0 {
-		figures = append(figures, figure{CapMaxTokens, float64(c.MaxTokens), float64(t.usage.Tokens), ""})
+		figures = append(figures, figure{CapMaxTokens, float64(c.MaxTokens), float64(t.usage.Tokens), "", float64(t.agent.Tokens), float64(p.Tokens)})
 	}
 	if c.MaxTurns > 0 {
-		figures = append(figures, figure{CapMaxTurns, float64(c.MaxTurns), float64(t.usage.Turns), ""})
+		figures = append(figures, figure{CapMaxTurns, float64(c.MaxTurns), float64(t.usage.Turns), "", float64(t.agent.Turns), float64(p.Calls)})
 	}
 	for _, f := range figures {
 		if f.value > f.limit {
-			return Decision{Kind: Exceeded, Scope: ScopeNode, Cap: f.name, Limit: f.limit, Value: f.value, Source: f.source}
+			return Decision{Kind: Exceeded, Scope: ScopeNode, Cap: f.name, Limit: f.limit, Value: f.value, Source: f.source,
+				Metered: t.proxy != nil, Agent: f.agent, Proxy: f.proxy, AgentUnknown: f.name == CapMaxUSD && t.agent.CostSource == SourceUnknown}
 		}
 	}
 	if c.WarnAt > 0 && !t.warned {

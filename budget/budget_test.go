@@ -273,3 +273,76 @@ func TestUnknownPriceIsNotZero(t *testing.T) {
 		t.Errorf("cost source = %q, want unknown", usage.CostSource)
 	}
 }
+
+// TestTrackerJudgesTheLargerMeter: an agent that prints tiny usage is stopped on the proxy's figures, whichever
+// goroutine they come from, and the decision names both; warn_at fires on the proxy's figures too.
+func TestTrackerJudgesTheLargerMeter(t *testing.T) {
+	meter, _ := runners.NewMeter("claude-code", "claude-sonnet-4-5")
+	var mu sync.Mutex
+	var notified []budget.Decision
+	tr := budget.NewTracker(meter, budget.NodeConfig{Node: "fix", Protocol: "claude-code", Price: price(t, "claude-sonnet-4-5"),
+		Caps: budget.Caps{MaxUSD: 1, MaxTurns: 10, WarnAt: 0.5}}, func(d budget.Decision) {
+		mu.Lock()
+		notified = append(notified, d)
+		mu.Unlock()
+	})
+	tr.Line([]byte(`{"type":"assistant","message":{"id":"m1","model":"claude-sonnet-4-5","content":[],"usage":{"input_tokens":1000,"output_tokens":200}}}`))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tr.Proxy(budget.ProxyUsage{Calls: 2, Tokens: 200_000, CostUSD: 0.6, CostSource: budget.SourceEstimated})
+	}()
+	wg.Wait()
+	tr.Proxy(budget.ProxyUsage{Calls: 4, Tokens: 400_000, CostUSD: 1.2, CostSource: budget.SourceEstimated})
+	if len(notified) != 2 || notified[0].Kind != budget.Warn || notified[1].Kind != budget.Exceeded {
+		t.Fatalf("notified %+v, want a warning, then exceeded", notified)
+	}
+	want := "max_usd 1.00 reached at 1.20 (the agent reported 0.01, the proxy metered 1.20)"
+	if got := notified[1].String(); got != want {
+		t.Errorf("decision %q, want %q", got, want)
+	}
+	if u := tr.Usage(); u.Tokens != 400_000 || u.Turns != 4 || u.CostSource != budget.SourceEstimated {
+		t.Errorf("usage %+v, want the proxy's figures", u)
+	}
+	agent, proxy, ok := tr.Meters()
+	if !ok || agent.Tokens != 1200 || proxy.Tokens != 400_000 {
+		t.Errorf("meters: agent %+v, proxy %+v (%v)", agent, proxy, ok)
+	}
+}
+
+// TestTrackerTurnsAtTheProxy: max_turns holds on the proxy's count of model calls when the agent shows none.
+func TestTrackerTurnsAtTheProxy(t *testing.T) {
+	meter, _ := runners.NewMeter("claude-code", "claude-sonnet-4-5")
+	tr := budget.NewTracker(meter, budget.NodeConfig{Node: "fix", Protocol: "claude-code", Caps: budget.Caps{MaxTurns: 3}}, nil)
+	tr.Proxy(budget.ProxyUsage{Calls: 3, CostSource: budget.SourceUnknown})
+	if _, ok := tr.Exceeded(); ok {
+		t.Fatal("3 calls exceeded max_turns 3")
+	}
+	tr.Proxy(budget.ProxyUsage{Calls: 4, CostSource: budget.SourceUnknown})
+	d, ok := tr.Exceeded()
+	if !ok || d.String() != "max_turns 3 reached at 4 (the agent reported 0, the proxy metered 4)" {
+		t.Errorf("decision %q (%v)", d.String(), ok)
+	}
+}
+
+// TestApplyWideOnTheProxysFigures: the apply-wide max_usd sums each node's larger figure, so two agents that
+// print nothing still stop the apply once the proxy's figures cross it.
+func TestApplyWideOnTheProxysFigures(t *testing.T) {
+	fired := 0
+	apply := budget.NewApply(1, func(budget.Decision) { fired++ })
+	var trackers []*budget.Tracker
+	for _, n := range []string{"a", "b"} {
+		m, _ := runners.NewMeter("claude-code", "claude-sonnet-4-5")
+		trackers = append(trackers, budget.NewTracker(m, budget.NodeConfig{Node: n, Protocol: "claude-code", Price: price(t, "claude-sonnet-4-5"), Apply: apply}, nil))
+	}
+	trackers[0].Proxy(budget.ProxyUsage{Calls: 1, Tokens: 200_000, CostUSD: 0.6, CostSource: budget.SourceEstimated})
+	if _, ok := apply.Exceeded(); ok {
+		t.Fatal("the apply stopped at $0.60 of $1")
+	}
+	trackers[1].Proxy(budget.ProxyUsage{Calls: 1, Tokens: 200_000, CostUSD: 0.6, CostSource: budget.SourceEstimated})
+	d, ok := apply.Exceeded()
+	if !ok || fired != 1 || d.Scope != budget.ScopeApply || d.Value != 1.2 {
+		t.Errorf("apply decision %+v (%v), fired %d; want exceeded at 1.20 once", d, ok, fired)
+	}
+}

@@ -73,6 +73,9 @@ type brokerNode struct {
 	credentials []BrokerCredential
 	strip       []string
 	endsAt      *time.Time
+	price       *BrokerPrice
+	budget      *BrokerBudget
+	meter       nodeMeter
 	ended       context.Context // done once the node ended (EndNode)
 	end         context.CancelFunc
 	endOnce     sync.Once
@@ -95,6 +98,9 @@ type brokered struct {
 	cred     BrokerCredential
 	path     string // the API's own path, escaped
 	status   int    // set by the error handler
+	// modelCall is set for a POST (counted against max_turns); meter reads the answer's usage (meterResponse).
+	modelCall bool
+	meter     *usageMeter
 }
 
 // initBroker builds the broker from the configuration: one TLS transport whose roots are the system's plus
@@ -106,7 +112,7 @@ func (s *Server) initBroker() error {
 			continue
 		}
 		bn := &brokerNode{name: n.Name, api: n.Broker.API, credentials: n.Broker.Credentials,
-			strip: n.Broker.StripHeaders, endsAt: n.Broker.EndsAt}
+			strip: n.Broker.StripHeaders, endsAt: n.Broker.EndsAt, price: n.Broker.Price, budget: n.Broker.Budget}
 		for _, e := range n.Broker.Endpoints {
 			ep, why := parseBrokerEndpoint(e)
 			if why != "" {
@@ -135,16 +141,18 @@ func (s *Server) initBroker() error {
 		DialContext:         s.dialContext, // the judged endpoint only, resolved and address-checked
 		TLSClientConfig:     &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 		ForceAttemptHTTP2:   true,
+		DisableCompression:  true, // answers come as identity, so the meter reads them as they pass
 		TLSHandshakeTimeout: 10 * time.Second,
 		MaxIdleConns:        32,
 		IdleConnTimeout:     90 * time.Second,
 	}
 	b.proxy = &httputil.ReverseProxy{
-		Rewrite:       s.rewriteBrokered,
-		Transport:     b.transport,
-		FlushInterval: -1, // every write reaches the agent at once: server-sent events are never held back
-		ErrorHandler:  s.brokerUpstreamError,
-		ErrorLog:      log.New(io.Discard, "", 0), // the decision line says what failed
+		Rewrite:        s.rewriteBrokered,
+		ModifyResponse: s.meterResponse,
+		Transport:      b.transport,
+		FlushInterval:  -1, // every write reaches the agent at once: server-sent events are never held back
+		ErrorHandler:   s.brokerUpstreamError,
+		ErrorLog:       log.New(io.Discard, "", 0), // the decision line says what failed
 	}
 	s.broker = b
 	return nil
@@ -267,7 +275,15 @@ func (s *Server) serveBroker(w http.ResponseWriter, r *http.Request, rest string
 		refuse(http.StatusForbidden, reason, sentence)
 		return
 	}
-	s.forwardBrokered(w, r, &d, start, &brokered{node: bn, endpoint: ep, cred: cred, path: apiPath})
+	br := &brokered{node: bn, endpoint: ep, cred: cred, path: apiPath, modelCall: r.Method == http.MethodPost}
+	if br.modelCall {
+		if cap, limit, value := bn.meter.admit(bn.budget); cap != "" {
+			d.Meter = &Meter{ModelCall: true, Cap: cap, Limit: limit, Value: value}
+			refuse(http.StatusPaymentRequired, ReasonBudgetExceeded, budgetSentence(bn.name, bn.budget, cap, limit, value))
+			return
+		}
+	}
+	s.forwardBrokered(w, r, &d, start, br)
 }
 
 // forwardBrokered streams the request to the endpoint and records its decision line once the answer has ended.
@@ -318,6 +334,7 @@ func (s *Server) recordBrokered(ctx context.Context, d *Decision, start time.Tim
 	}
 	d.BytesIn, d.BytesOut = in.n.Load(), cw.n
 	d.DurationMS = s.opts.Now().Sub(start).Milliseconds()
+	d.Meter = br.meterRecord()
 	s.record(*d)
 	if aborted != nil {
 		panic(aborted)
@@ -460,6 +477,7 @@ func (s *Server) rewriteBrokered(pr *httputil.ProxyRequest) {
 	for _, h := range strippedHeaders {
 		out.Header.Del(h)
 	}
+	out.Header.Del("Accept-Encoding") // identity, for the meter
 	for _, h := range br.node.strip {
 		out.Header.Del(h)
 	}
@@ -497,7 +515,8 @@ func requestAPI(r *http.Request) string {
 // writeAPIError writes a refusal in the endpoint's own error shape, so that the agent's SDK reports the sentence.
 func writeAPIError(w http.ResponseWriter, api string, status int, sentence string) (int, error) {
 	kind := map[int]string{http.StatusUnauthorized: "authentication_error", http.StatusForbidden: "permission_error",
-		http.StatusBadRequest: "invalid_request_error", http.StatusBadGateway: "api_error"}[status]
+		http.StatusBadRequest: "invalid_request_error", http.StatusBadGateway: "api_error",
+		http.StatusPaymentRequired: "billing_error"}[status]
 	if kind == "" {
 		kind = "api_error"
 	}

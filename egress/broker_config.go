@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"regexp"
@@ -49,6 +50,11 @@ type BrokerConfig struct {
 	// EndsAt, when set, is when the node's placeholders stop being accepted (a backstop to the control
 	// endpoint); a brokered request still open then is cut.
 	EndsAt *time.Time `json:"ends_at,omitempty"`
+	// Price is the node's model's price, for the cost of an answer whose provider reports tokens but no cost;
+	// nil when the plan has none (then such a cost is unknown, never 0).
+	Price *BrokerPrice `json:"price,omitempty"`
+	// Budget is the node's caps, judged on what the broker metered; nil for none.
+	Budget *BrokerBudget `json:"budget,omitempty"`
 }
 
 // BrokerCredential is one credential of a brokered node.
@@ -178,6 +184,12 @@ func checkBrokers(cfg *Config) error {
 			names[c.Name] = true
 			placeholders[c.Placeholder] = fmt.Sprintf("node %q's %s", n.Name, c.Name)
 		}
+		if p := b.Price; p != nil && !(finiteNonNegative(p.Input) && finiteNonNegative(p.Output) && finiteNonNegative(p.CacheRead) && finiteNonNegative(p.CacheWrite)) {
+			return fail("price: every figure is a finite number of at least 0")
+		}
+		if g := b.Budget; g != nil && (!finiteNonNegative(g.MaxUSD) || g.MaxTokens < 0 || g.MaxTurns < 0) {
+			return fail("budget: every cap is a finite number of at least 0 (0: no cap)")
+		}
 		for _, h := range b.StripHeaders {
 			if !httpguts.ValidHeaderFieldName(h) {
 				return fail("strip header %q is not a header name", h)
@@ -186,6 +198,8 @@ func checkBrokers(cfg *Config) error {
 	}
 	return nil
 }
+
+func finiteNonNegative(f float64) bool { return f >= 0 && !math.IsInf(f, 1) }
 
 // upstreamCAs parses UpstreamCAPEM: every block must be a certificate, and there must be one.
 func upstreamCAs(pemText string) ([]*x509.Certificate, error) {

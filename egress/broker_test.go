@@ -86,6 +86,8 @@ type seen struct {
 	Cookie, Custom      string
 	Host                string
 	Body                string
+	// AcceptEncoding is always "": the broker asks for identity, so that its meter reads the answer.
+	AcceptEncoding string
 }
 
 // standIn is the TLS stand-in for the model API. /v1/messages?stream=gate answers server-sent events and waits
@@ -113,7 +115,7 @@ func newStandIn(t testing.TB, ca testCA) *standIn {
 		u.mu.Lock()
 		u.seen = append(u.seen, seen{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
 			APIKey: r.Header.Get("X-Api-Key"), Authz: r.Header.Get("Authorization"), Cookie: r.Header.Get("Cookie"),
-			Custom: r.Header.Get("X-Runner-Token"), Host: r.Host, Body: string(body)})
+			Custom: r.Header.Get("X-Runner-Token"), Host: r.Host, Body: string(body), AcceptEncoding: r.Header.Get("Accept-Encoding")})
 		u.mu.Unlock()
 		if r.URL.Query().Get("stream") != "gate" {
 			w.Header().Set("Content-Type", "application/json")
@@ -260,7 +262,7 @@ func TestBrokerForwardsTheRealCredential(t *testing.T) {
 	body := `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[]}`
 	res, got := g.do(t, http.MethodPost, g.url("fix", g.fixEP, "/v1/messages?beta=true"), map[string]string{
 		"x-api-key": phFixKey, "anthropic-version": "2023-06-01", "Cookie": "session=agent-cookie",
-		"X-Runner-Token": "declared-credential", "Proxy-Authorization": "Basic Zml4OnNlY3JldA==",
+		"X-Runner-Token": "declared-credential", "Proxy-Authorization": "Basic Zml4OnNlY3JldA==", "Accept-Encoding": "gzip, br",
 	}, body)
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("API-key request: %s %s", res.Status, got)
@@ -293,13 +295,14 @@ func TestBrokerForwardsTheRealCredential(t *testing.T) {
 	}
 	g.proxy.Close() // waits for the handlers: a decision line is written just after its answer
 	n := int64(len(got))
+	metered := &Meter{ModelCall: true, Usage: &BrokerUsage{InputTokens: 3, OutputTokens: 5, CostSource: "unknown", Reported: true}}
 	wantLog := []Decision{
 		{Kind: KindBroker, Node: "fix", Method: "POST", Host: "api.anthropic.com", Port: g.up.port, Path: "/broker/fix/" + g.fixEP + "/v1/messages",
-			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "ANTHROPIC_API_KEY", BytesIn: int64(len(body)), BytesOut: n},
+			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "ANTHROPIC_API_KEY", BytesIn: int64(len(body)), BytesOut: n, Meter: metered},
 		{Kind: KindBroker, Node: "fix", Method: "POST", Host: "api.anthropic.com", Port: g.up.port, Path: "/broker/fix/" + g.fixEP + "/v1/messages",
-			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "CLAUDE_CODE_OAUTH_TOKEN", BytesIn: int64(len(body)), BytesOut: int64(len(got2))},
+			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "CLAUDE_CODE_OAUTH_TOKEN", BytesIn: int64(len(body)), BytesOut: int64(len(got2)), Meter: metered},
 		{Kind: KindBroker, Node: "review", Method: "POST", Host: "openrouter.ai", Port: g.up.port, Path: "/broker/review/" + g.revEP + "/api/v1/chat/completions",
-			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "OPENROUTER_API_KEY", BytesIn: 13, BytesOut: int64(len(got3))},
+			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "OPENROUTER_API_KEY", BytesIn: 13, BytesOut: int64(len(got3)), Meter: metered},
 	}
 	if diff := cmp.Diff(wantLog, brokerDecisions(t, g.log, KindBroker)); diff != "" {
 		t.Errorf("decision lines (-want +got):\n%s", diff)
@@ -372,6 +375,13 @@ func TestBrokerStreamsEventsAsTheyArrive(t *testing.T) {
 	d := brokerDecisions(t, g.log, KindBroker)
 	if len(d) != 1 || !d[0].Allowed || d[0].Status != 200 || d[0].BytesOut == 0 || d[0].BytesIn != 15 {
 		t.Errorf("decision lines %+v, want one allowed 200 with its bytes", d)
+	}
+	// The meter read message_start's input and message_delta's running output total as the events passed.
+	want := &Meter{ModelCall: true, Usage: &BrokerUsage{InputTokens: 3, OutputTokens: 42, CostSource: CostUnknown, Reported: true}}
+	if len(d) == 1 {
+		if diff := cmp.Diff(want, d[0].Meter); diff != "" {
+			t.Errorf("streamed answer's meter (-want +got):\n%s", diff)
+		}
 	}
 }
 

@@ -67,6 +67,8 @@ type Decision struct {
 	BytesOut int64 `json:"bytes_out,omitempty"`
 	// DurationMS is from the request's arrival to the end of its answer.
 	DurationMS int64 `json:"duration_ms,omitempty"`
+	// Meter is a brokered request's model call and metered usage (broker_budget.go).
+	Meter *Meter `json:"meter,omitempty"`
 }
 
 // Options are the parts of the proxy a test replaces; the zero value is the production proxy.

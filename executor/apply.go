@@ -337,7 +337,10 @@ type applier struct {
 	planMu  sync.Mutex                      // serialises re-plans
 	// attempts is each running node's current attempt (under mu), for what the engine reports by node.
 	attempts map[string]int
-	slots    *slotQueue // the Parallelism slots of running nodes (slots.go)
+	// nodeBudgets is each running node's budget of its current attempt (under mu), which the proxy's figures
+	// reach through brokerRequest.
+	nodeBudgets map[string]*nodeBudget
+	slots       *slotQueue // the Parallelism slots of running nodes (slots.go)
 }
 
 func (a *applier) warn(node, msg string) {

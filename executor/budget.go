@@ -77,8 +77,69 @@ type nodeBudget struct {
 	// killed is set when a budget (the node's or the apply's) killed the container; killedByApply when it was the
 	// apply-wide stop.
 	killed, killedByApply atomic.Bool
-	// warning is the warn_at crossing, written on the feeding goroutine and read once the feed is done.
+	// warning is the warn_at crossing, written on the feeding goroutine (or the proxy's) and read once the feed
+	// is done.
+	warnMu  sync.Mutex
 	warning string
+	// attempt is the attempt the budget follows; proxy sums that attempt's brokered requests.
+	attempt int
+	proxy   proxySums
+}
+
+// proxySums adds up what the egress proxy metered for one attempt, from its brokered requests.
+type proxySums struct {
+	mu                  sync.Mutex
+	usage               budget.ProxyUsage
+	costs, gaps, estimd bool
+}
+
+// brokered adds one brokered request's figures and hands the sums to the tracker, which judges them with the
+// agent's own. Requests arrive in order, from the engine's reader of the proxy's decision log.
+func (nb *nodeBudget) brokered(r ledger.BrokerRequest) {
+	ps := &nb.proxy
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if r.ModelCall {
+		ps.usage.Calls++
+	}
+	if r.Metered {
+		tokens := r.InputTokens + r.OutputTokens + r.CacheWriteTokens
+		ps.usage.Tokens += tokens
+		switch {
+		case r.CostUSD != nil:
+			ps.usage.CostUSD += *r.CostUSD
+			ps.costs = true
+			ps.estimd = ps.estimd || r.CostSource == budget.SourceEstimated
+		case tokens+r.CacheReadTokens > 0:
+			ps.gaps = true // usage without a cost: the sum is a lower bound
+		}
+	}
+	switch {
+	case ps.gaps || !ps.costs:
+		ps.usage.CostSource = budget.SourceUnknown
+	case ps.estimd:
+		ps.usage.CostSource = budget.SourceEstimated
+	default:
+		ps.usage.CostSource = budget.SourceReported
+	}
+	nb.tracker.Proxy(ps.usage)
+}
+
+// finding says how the agent's meter and the proxy's differ beyond rounding, "" when they agree or the proxy
+// metered nothing.
+func (nb *nodeBudget) finding() string {
+	agent, proxy, ok := nb.tracker.Meters()
+	if !ok {
+		return ""
+	}
+	side := func(tokens int64, cost float64, source string) ledger.MeterSide {
+		s := ledger.MeterSide{Tokens: tokens, CostSource: source}
+		if source != budget.SourceUnknown {
+			s.CostUSD = &cost
+		}
+		return s
+	}
+	return ledger.MeterFinding(side(agent.Tokens, agent.CostUSD, agent.CostSource), side(proxy.Tokens, proxy.CostUSD, proxy.CostSource))
 }
 
 // newNodeBudget wraps the node's meter in its tracker. notify runs on the feeding goroutine: it records a warning
@@ -86,11 +147,20 @@ type nodeBudget struct {
 func (a *applier) newNodeBudget(np *planner.NodePlan, meter runners.Meter) *nodeBudget {
 	caps, price := nodeCaps(np.Budget)
 	nb := &nodeBudget{apply: a.budget, kill: make(chan struct{})}
+	a.mu.Lock()
+	nb.attempt = a.attempts[np.Name]
+	if a.nodeBudgets == nil {
+		a.nodeBudgets = map[string]*nodeBudget{}
+	}
+	a.nodeBudgets[np.Name] = nb
+	a.mu.Unlock()
 	nb.tracker = budget.NewTracker(meter, budget.NodeConfig{Node: np.Name, Protocol: np.Protocol, Caps: caps, Price: price, Apply: a.budget.tracker},
 		func(d budget.Decision) {
 			switch d.Kind {
 			case budget.Warn:
+				nb.warnMu.Lock()
 				nb.warning = d.String()
+				nb.warnMu.Unlock()
 				a.hook.BudgetWarning(BudgetWarningEvent{RunID: a.runID, Node: np.Name, Scope: d.Scope, Cap: d.Cap, Limit: d.Limit,
 					Value: d.Value, WarnAt: d.WarnAt, Source: d.Source, Message: d.String(), Time: time.Now()})
 			case budget.Exceeded:
@@ -132,7 +202,9 @@ func (nb *nodeBudget) settle(res *ledger.NodeResult, killedByRun bool) *ledger.B
 		c := u.CostUSD
 		res.CostUSD = &c
 	}
+	nb.warnMu.Lock()
 	res.BudgetWarning = nb.warning
+	nb.warnMu.Unlock()
 	d, ok := nb.tracker.Exceeded()
 	if !ok && nb.killedByApply.Load() && killedByRun {
 		d, ok = nb.apply.exceeded()

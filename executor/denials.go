@@ -42,12 +42,18 @@ func (a *applier) egressDenied(d ledger.EgressDenial) {
 func (a *applier) brokerRequest(r ledger.BrokerRequest) {
 	a.mu.Lock()
 	r.Attempt = a.attempts[r.Node]
+	nb := a.nodeBudgets[r.Node]
 	a.mu.Unlock()
 	r.RunID = a.runID
+	r.Model = a.maskAll(r.Model, a.nodeCredentials(r.Node))
 	if a.ledger != nil {
 		if err := a.ledger.RecordBrokerRequest(r); err != nil {
 			a.warn(r.Node, err.Error())
 		}
+	}
+	// The proxy's figures count against the attempt they were made in; the proxy itself sums the node's run.
+	if nb != nil && nb.attempt == r.Attempt {
+		nb.brokered(r)
 	}
 }
 

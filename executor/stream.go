@@ -94,6 +94,9 @@ func (s *nodeStream) Close(killedByRun bool) adapter.StreamEnd {
 		s.watchDone()
 	}
 	end.BudgetStop = s.meter.budget.settle(s.res, killedByRun)
+	if f := s.meter.budget.finding(); f != "" {
+		s.warn("the two meters differ: " + f + " (kewplan's proxy read the provider's own usage from each answer)")
+	}
 	end.Killed = s.meter.budget.killed.Load()
 	if err := s.flushLogs(); err != nil {
 		s.warn("could not write the end of the node's logs: " + err.Error())

@@ -42,10 +42,13 @@ type Runs interface {
 	Run(run *ledger.RunRecord, nodes []ledger.NodeRecord) error
 	// RunHistory is Run with each node's attempts and reuse (by node name).
 	RunHistory(run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory) error
-	// RunEgress is RunHistory with the run's refused egress requests.
-	RunEgress(run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial) error
+	// RunEgress is RunHistory with the run's refused egress requests, and in --json both meters of every
+	// brokered attempt (the human view lists them with Meters).
+	RunEgress(run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial, meters []ledger.NodeMeters) error
 	// Brokered lists, after the run (human view only), the requests kewplan's proxy brokered per node.
 	Brokered(reqs []ledger.BrokerRequest) error
+	// Meters lists, after the run (human view only), both meters of every brokered attempt and their findings.
+	Meters(meters []ledger.NodeMeters) error
 }
 
 // NewRuns returns the runs' view: tables, or JSON.
@@ -68,12 +71,12 @@ func (v *runsView) Run(run *ledger.RunRecord, nodes []ledger.NodeRecord) error {
 }
 
 func (v *runsView) RunHistory(run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory) error {
-	return v.RunEgress(run, nodes, hist, nil)
+	return v.RunEgress(run, nodes, hist, nil, nil)
 }
 
-func (v *runsView) RunEgress(run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial) error {
+func (v *runsView) RunEgress(run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial, meters []ledger.NodeMeters) error {
 	if v.vt == viewJSON {
-		return writeRunEgressJSON(v.streams.Stdout, run, nodes, hist, denials)
+		return writeRunMeteredJSON(v.streams.Stdout, run, nodes, hist, denials, meters)
 	}
 	return writeRunEgressHuman(v.streams.Stdout, run, nodes, hist, denials)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/runners"
 	"github.com/kewplan/kewplan/transcript"
@@ -26,7 +27,9 @@ type LogsHeader struct {
 	Attempt  int
 	Duration time.Duration
 	Totals   *runners.RunTotals // tokens and cost, when known before the transcript (the ledger's)
-	Source   string             // where the stream was read from, for a recorded stream
+	// Meters are the node's brokered attempts as both meters saw them (the ledger's), shown under the reason.
+	Meters []ledger.NodeMeters
+	Source string // where the stream was read from, for a recorded stream
 	// Continued marks a node's transcript taking the screen back from another one's (kewplan logs --follow, with
 	// nodes running side by side): only its name is shown.
 	Continued bool
@@ -154,6 +157,16 @@ func (v *logsHuman) Header(h LogsHeader) error {
 	v.printf("%s\n", v.style(logsAnsiBold, strings.Join(append([]string{"── " + termsafe.String(name)}, parts...), " · ")))
 	if h.Reason != "" && !h.Continued {
 		v.printf("  %s\n", v.style(logsAnsiYellow, v.cut(termsafe.String(h.Reason), 2)))
+	}
+	if !h.Continued {
+		for _, m := range h.Meters {
+			for i, line := range meterLines(m) {
+				if i > 0 {
+					line = v.style(logsAnsiYellow, line)
+				}
+				v.printf("  %s\n", line)
+			}
+		}
 	}
 	return v.err
 }

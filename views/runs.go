@@ -24,6 +24,9 @@ type runJSON struct {
 	Nodes []runNodeJSON    `json:"nodes"`
 	// EgressDenials are the requests the egress proxy refused during the run, in order; empty when none was.
 	EgressDenials []egressDenialJSON `json:"egress_denials"`
+	// Meters are both meters of every brokered attempt (the agent's stream and the proxy's), with their finding;
+	// absent when no node was brokered.
+	Meters []ledger.NodeMeters `json:"meters,omitempty"`
 }
 
 // runNodeJSON is one node of `runs show --json`: its final record, every attempt, and the run it was reused
@@ -136,6 +139,11 @@ func writeRunHistoryJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.Node
 
 // writeRunEgressJSON is writeRunHistoryJSON with the run's refused egress requests.
 func writeRunEgressJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial) error {
+	return writeRunMeteredJSON(w, run, nodes, hist, denials, nil)
+}
+
+// writeRunMeteredJSON is writeRunEgressJSON with both meters of the brokered attempts.
+func writeRunMeteredJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeRecord, hist map[string]NodeHistory, denials []ledger.EgressDenial, meters []ledger.NodeMeters) error {
 	clean := make([]ledger.NodeRecord, len(nodes))
 	for i, n := range nodes {
 		clean[i] = sanitizeNode(n)
@@ -146,7 +154,12 @@ func writeRunEgressJSON(w io.Writer, run *ledger.RunRecord, nodes []ledger.NodeR
 			clean[i].VerdictFindings = []verdict.Finding{}
 		}
 	}
-	return jsonstream.Indented(w, runJSON{Run: runRecordJSON(*run), Nodes: runNodes(clean, hist), EgressDenials: egressDenialsJSON(denials)})
+	clearMeters := make([]ledger.NodeMeters, len(meters))
+	for i, m := range meters {
+		m.Model = termsafe.Flatten(m.Model) // the provider's text, through an answer the agent asked for
+		clearMeters[i] = m
+	}
+	return jsonstream.Indented(w, runJSON{Run: runRecordJSON(*run), Nodes: runNodes(clean, hist), EgressDenials: egressDenialsJSON(denials), Meters: clearMeters})
 }
 
 // sanitizeNode cleans every field of a node row that an agent could have influenced.

@@ -62,6 +62,12 @@ func (c *LogsCmd) runForm(env *Env) error {
 	}
 	out := views.NewLogsOutput(env.streams(), views.LogsOutputOptions{Environ: env.Environ, NoPager: c.NoPager || c.Follow})
 	lr := &logsRun{cmd: c, out: out, dir: dir, runID: runID, mask: credentialMasker(env.Environ)}
+	if !c.Follow {
+		// Both meters of the brokered attempts; a ledger from before the proxy metered has none to show.
+		if ms, err := l.Meters(runID); err == nil {
+			lr.meters = ms
+		}
+	}
 	if c.Follow {
 		err = lr.follow(l, names)
 	} else {
@@ -179,6 +185,8 @@ type logsRun struct {
 	dir   statedir.Dir
 	mask  *redact.Masker // applied to what the transcripts decode
 	runID string
+	// meters are the run's brokered attempts as both meters saw them (none when following, or in an older ledger).
+	meters []ledger.NodeMeters
 }
 
 // header is what the ledger knows of a node before its transcript.
@@ -189,6 +197,11 @@ func (lr *logsRun) header(rec ledger.NodeRecord) views.LogsHeader {
 	}
 	h := views.LogsHeader{Node: rec.Node, Runner: rec.Runner, Model: model, Image: rec.Image, Status: rec.Status,
 		Reason: rec.Reason, Attempt: lr.cmd.Attempt, Duration: rec.Duration()}
+	for _, m := range lr.meters {
+		if m.Node == rec.Node && (lr.cmd.Attempt == 0 || m.Attempt == lr.cmd.Attempt) {
+			h.Meters = append(h.Meters, m)
+		}
+	}
 	if rec.Status != ledger.StatusRunning && rec.Status != ledger.StatusPending && (rec.InputTokens+rec.OutputTokens > 0 || rec.CostUSD != nil) {
 		h.Totals = &runners.RunTotals{InputTokens: rec.InputTokens, OutputTokens: rec.OutputTokens,
 			CacheReadTokens: rec.CacheReadTokens, CacheWriteTokens: rec.CacheWriteTokens, CostUSD: rec.CostUSD}

@@ -89,11 +89,18 @@ func (c *RunsShowCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	view := views.NewRuns(views.ViewTypeOf(c.JSON), env.streams())
-	if err := view.RunEgress(run, nodes, nodeHistory(nodes, attempts), denials); err != nil {
+	meters, err := l.Meters(run.ID)
+	if err != nil {
 		return err
 	}
-	return view.Brokered(brokered)
+	view := views.NewRuns(views.ViewTypeOf(c.JSON), env.streams())
+	if err := view.RunEgress(run, nodes, nodeHistory(nodes, attempts), denials, meters); err != nil {
+		return err
+	}
+	if err := view.Brokered(brokered); err != nil {
+		return err
+	}
+	return view.Meters(meters)
 }
 
 // openLedger opens an existing ledger; it never creates one where there is none.

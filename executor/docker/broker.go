@@ -53,6 +53,7 @@ func (d *dockerEngine) brokerConfig(np *planner.NodePlan, user string) (*egress.
 		}
 	}
 	cfg := &egress.BrokerConfig{API: api, Endpoints: append([]string(nil), np.BrokeredEndpoints...)}
+	cfg.Price, cfg.Budget = brokerBudget(np)
 	for _, name := range np.Credentials {
 		value := d.env[name]
 		if value == "" {
@@ -73,6 +74,38 @@ func (d *dockerEngine) brokerConfig(np *planner.NodePlan, user string) (*egress.
 		d.run.AddSecret(ph, name) // harmless after the run, still never printed: masked as the credential it stands for
 	}
 	return cfg, bn, nil
+}
+
+// brokerBudget is what the proxy needs to meter and cap a brokered node: its model's price (nil: none) and its
+// caps, with the file that declares the node for the refusal's advice (a node budget block there overrides the
+// sandbox's attribute by attribute). The apply-wide max_usd is apply's to enforce: it stops every node.
+func brokerBudget(np *planner.NodePlan) (*egress.BrokerPrice, *egress.BrokerBudget) {
+	nb := np.Budget
+	if nb == nil {
+		return nil, nil
+	}
+	var price *egress.BrokerPrice
+	if nb.Price != nil {
+		p := nb.Price.Price
+		price = &egress.BrokerPrice{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite}
+	}
+	b := &egress.BrokerBudget{}
+	if nb.MaxUSD != nil {
+		b.MaxUSD = *nb.MaxUSD
+	}
+	if nb.MaxTokens != nil {
+		b.MaxTokens = *nb.MaxTokens
+	}
+	if nb.MaxTurns != nil {
+		b.MaxTurns = *nb.MaxTurns
+	}
+	if *b == (egress.BrokerBudget{}) {
+		return price, nil
+	}
+	if f := np.DeclRange.Filename; f != "" {
+		b.Where = filepath.Base(f)
+	}
+	return price, b
 }
 
 // upstreamCA is the PEM of sandbox.egress.upstream_ca_file, read from the configuration's directory; "" for none.
@@ -124,9 +157,22 @@ func (d *dockerEngine) brokerDecision(dec egress.Decision, node string) {
 	if !dec.Allowed {
 		reason = clipText(dec.Reason, 400)
 	}
-	d.run.BrokerRequest(ledger.BrokerRequest{Node: node, Method: clipText(dec.Method, 16), Host: clipText(dec.Host, 260),
+	r := ledger.BrokerRequest{Node: node, Method: clipText(dec.Method, 16), Host: clipText(dec.Host, 260),
 		Path: clipText(dec.Path, 512), Status: dec.Status, Credential: clipText(dec.Credential, 128), BytesIn: dec.BytesIn,
-		BytesOut: dec.BytesOut, DurationMS: dec.DurationMS, Reason: reason, Time: t})
+		BytesOut: dec.BytesOut, DurationMS: dec.DurationMS, Reason: reason, Time: t}
+	if m := dec.Meter; m != nil {
+		r.ModelCall, r.BudgetCap = m.ModelCall, clipText(m.Cap, 16)
+		if u := m.Usage; u != nil {
+			r.Metered, r.Model, r.CostSource = true, clipText(u.Model, 200), clipText(u.CostSource, 16)
+			r.InputTokens, r.OutputTokens = max(u.InputTokens, 0), max(u.OutputTokens, 0)
+			r.CacheReadTokens, r.CacheWriteTokens = max(u.CacheReadTokens, 0), max(u.CacheWriteTokens, 0)
+			if u.CostSource == egress.CostReported || u.CostSource == egress.CostEstimated {
+				c := max(u.CostUSD, 0)
+				r.CostUSD = &c
+			}
+		}
+	}
+	d.run.BrokerRequest(r)
 }
 
 // controlAddress is where the host reaches the proxy's control endpoint: its address on the proxy network.

@@ -41,21 +41,41 @@ type BrokerRequest struct {
 	DurationMS int64
 	Reason     string
 	Time       time.Time
+	// The proxy's meter: ModelCall for a brokered POST (counted against max_turns, refused or not), Metered when
+	// the answer was read for usage, and what the provider reported (Model is untrusted text). CostUSD is nil
+	// when CostSource is unknown. BudgetCap names the cap a refusal at the proxy was judged on.
+	ModelCall        bool
+	Metered          bool
+	Model            string
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+	CostUSD          *float64
+	CostSource       string
+	BudgetCap        string
 }
 
 // RecordBrokerRequest appends a brokered request to its run, in arrival order.
 func (l *Ledger) RecordBrokerRequest(r BrokerRequest) error {
 	return l.tx(func(tx *sql.Tx) error {
-		_, err := tx.Exec(`INSERT INTO broker_requests (run_id, seq, node, attempt, method, host, path, status, credential, bytes_in, bytes_out, duration_ms, reason, time)
-			VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM broker_requests WHERE run_id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.RunID, r.RunID, r.Node, r.Attempt, r.Method, r.Host, r.Path, r.Status, r.Credential, r.BytesIn, r.BytesOut, r.DurationMS, r.Reason, ts(r.Time))
+		var cost any
+		if r.CostUSD != nil {
+			cost = *r.CostUSD
+		}
+		_, err := tx.Exec(`INSERT INTO broker_requests (run_id, seq, node, attempt, method, host, path, status, credential, bytes_in, bytes_out, duration_ms, reason, time,
+				model_call, metered, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, cost_source, budget_cap)
+			VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM broker_requests WHERE run_id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.RunID, r.RunID, r.Node, r.Attempt, r.Method, r.Host, r.Path, r.Status, r.Credential, r.BytesIn, r.BytesOut, r.DurationMS, r.Reason, ts(r.Time),
+			r.ModelCall, r.Metered, r.Model, r.InputTokens, r.OutputTokens, r.CacheReadTokens, r.CacheWriteTokens, cost, r.CostSource, r.BudgetCap)
 		return err
 	})
 }
 
 // BrokerRequests are a run's brokered requests, in the order they ended.
 func (l *Ledger) BrokerRequests(runID string) ([]BrokerRequest, error) {
-	rows, err := l.db.Query(`SELECT node, attempt, method, host, path, status, credential, bytes_in, bytes_out, duration_ms, reason, time
+	rows, err := l.db.Query(`SELECT node, attempt, method, host, path, status, credential, bytes_in, bytes_out, duration_ms, reason, time,
+			model_call, metered, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, cost_source, budget_cap
 		FROM broker_requests WHERE run_id = ? ORDER BY seq`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: brokered requests of run %s: %w", l.path, runID, err)
@@ -65,11 +85,17 @@ func (l *Ledger) BrokerRequests(runID string) ([]BrokerRequest, error) {
 	for rows.Next() {
 		r := BrokerRequest{RunID: runID}
 		var t sql.NullString
-		if err := rows.Scan(&r.Node, &r.Attempt, &r.Method, &r.Host, &r.Path, &r.Status, &r.Credential, &r.BytesIn, &r.BytesOut, &r.DurationMS, &r.Reason, &t); err != nil {
+		var cost sql.NullFloat64
+		if err := rows.Scan(&r.Node, &r.Attempt, &r.Method, &r.Host, &r.Path, &r.Status, &r.Credential, &r.BytesIn, &r.BytesOut, &r.DurationMS, &r.Reason, &t,
+			&r.ModelCall, &r.Metered, &r.Model, &r.InputTokens, &r.OutputTokens, &r.CacheReadTokens, &r.CacheWriteTokens, &cost, &r.CostSource, &r.BudgetCap); err != nil {
 			return nil, fmt.Errorf("ledger %s: brokered requests of run %s: %w", l.path, runID, err)
 		}
 		if p := parseTS(t); p != nil {
 			r.Time = *p
+		}
+		if cost.Valid {
+			c := cost.Float64
+			r.CostUSD = &c
 		}
 		out = append(out, r)
 	}

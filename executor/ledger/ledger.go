@@ -131,6 +131,8 @@ var migrations = []string{
 	salvageMigration,
 	// broker_requests: every request kewplan's egress proxy brokered for a node (the real credential added).
 	brokerMigration,
+	// broker metering: each brokered request's model call and the usage the provider reported for it.
+	meterMigration,
 }
 
 // Open opens (creating and migrating as needed) the ledger at path.

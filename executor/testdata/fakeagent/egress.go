@@ -99,10 +99,14 @@ func networkCommand(args []string) bool {
 	switch args[1] {
 	case "--model-stub":
 		if len(args) < 5 {
-			fmt.Fprintln(os.Stderr, "usage: --model-stub ADDR CERT_B64 KEY_B64")
+			fmt.Fprintln(os.Stderr, "usage: --model-stub ADDR CERT_B64 KEY_B64 [INPUT_TOKENS]")
 			os.Exit(2)
 		}
-		modelStub(args[2], args[3], args[4])
+		input := "120"
+		if len(args) > 5 {
+			input = args[5]
+		}
+		modelStub(args[2], args[3], args[4], input)
 		return true
 	case "--stub":
 		l, err := net.Listen("tcp", args[2])

@@ -159,6 +159,8 @@ func main() {
 				os.Exit(5)
 			}
 		}
+	case "modelcalls":
+		modelCallsMode(opts, session, model)
 	case "probe":
 		emit(map[string]any{"type": "system", "subtype": "probe", "session_id": session, "probe": probe()})
 	case "verdict":

@@ -2,13 +2,18 @@ package main
 
 // The brokered-credentials stand-ins:
 //
-//	--model-stub ADDR CERT_B64 KEY_B64   an HTTPS server speaking a sliver of Anthropic's Messages API: POST
-//	                                     /v1/messages answers JSON, or server-sent events with "stream":true; it
+//	--model-stub ADDR CERT_B64 KEY_B64 [INPUT_TOKENS]
+//	                                     an HTTPS server speaking a sliver of Anthropic's Messages API: POST
+//	                                     /v1/messages answers JSON, or server-sent events with "stream":true, each
+//	                                     with usage of INPUT_TOKENS input tokens (120) and 25 output tokens; it
 //	                                     prints one line per request with the sha256 of the x-api-key it received
 //	mode=model                           the agent calls $ANTHROPIC_BASE_URL/v1/messages with $ANTHROPIC_API_KEY
 //	                                     (through HTTP_PROXY, as SDKs do), once plain and once streamed, and reports
 //	                                     the answers and the sha256 of every value of its environment and of
 //	                                     /proc/1/environ (so a test can tell a real key never reached it)
+//	mode=modelcalls calls=N              the agent makes N plain calls to $ANTHROPIC_BASE_URL/v1/messages and prints
+//	                                     no usage of its own: a system event per call with its status and, for a
+//	                                     refusal, the error message the SDK would show
 
 import (
 	"bufio"
@@ -16,17 +21,19 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
 
 func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
 
-func modelStub(addr, certB64, keyB64 string) {
+func modelStub(addr, certB64, keyB64, input string) {
 	certPEM, _ := base64.StdEncoding.DecodeString(certB64)
 	keyPEM, _ := base64.StdEncoding.DecodeString(keyB64)
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
@@ -43,7 +50,7 @@ func modelStub(addr, certB64, keyB64 string) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			fl, _ := w.(http.Flusher)
 			for _, ev := range []string{
-				`event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"msg_stub","model":"claude-sonnet-4-5","usage":{"input_tokens":120,"output_tokens":1}}}`,
+				`event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"msg_stub","model":"claude-sonnet-4-5","usage":{"input_tokens":` + input + `,"output_tokens":1}}}`,
 				`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"streamed"}}`,
 				`event: message_delta` + "\n" + `data: {"type":"message_delta","usage":{"output_tokens":25}}`,
 				`event: message_stop` + "\n" + `data: {"type":"message_stop"}`,
@@ -56,7 +63,7 @@ func modelStub(addr, certB64, keyB64 string) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id":"msg_stub","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"hello from the stub"}],"usage":{"input_tokens":120,"output_tokens":25}}`)
+		fmt.Fprint(w, `{"id":"msg_stub","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"hello from the stub"}],"usage":{"input_tokens":`+input+`,"output_tokens":25}}`)
 	})
 	srv := &http.Server{Addr: addr, Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Println("listening", addr)
@@ -116,4 +123,35 @@ func modelMode(session, model string) {
 		"key_is_placeholder": strings.HasPrefix(key, "kewplan-placeholder-"), "env_sha256": envHashes,
 		"plain": call(false), "streamed": call(true)}
 	emit(report)
+}
+
+// modelCallsMode makes calls=N model calls and prints no usage: what a lying agent's stream looks like to the
+// agent's meter, while the proxy sees every answer.
+func modelCallsMode(opts options, session, model string) {
+	base, key := os.Getenv("ANTHROPIC_BASE_URL"), os.Getenv("ANTHROPIC_API_KEY")
+	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
+	n, _ := strconv.Atoi(opts.get("calls", "3"))
+	for i := 1; i <= n; i++ {
+		body := fmt.Sprintf(`{"model":%q,"max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`, model)
+		req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(body))
+		req.Header.Set("x-api-key", key)
+		req.Header.Set("anthropic-version", "2023-06-01")
+		req.Header.Set("content-type", "application/json")
+		ev := map[string]any{"type": "system", "subtype": "model_call", "session_id": session, "n": i}
+		resp, err := client.Do(req)
+		if err != nil {
+			ev["error"] = err.Error()
+		} else {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			ev["status"] = resp.StatusCode
+			var e struct {
+				Error struct{ Type, Message string } `json:"error"`
+			}
+			if resp.StatusCode != 200 && json.Unmarshal(b, &e) == nil {
+				ev["error_type"], ev["message"] = e.Error.Type, e.Error.Message
+			}
+		}
+		emit(ev)
+	}
 }

@@ -1,0 +1,141 @@
+package egress
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// budgetRig is a proxy in front of the stand-in (every JSON answer: 3 input and 5 output tokens) with fix
+// (Anthropic, max_tokens 10) and review (OpenAI-shaped, max_turns 2, a price).
+func budgetRig(t *testing.T) (*brokerRig, *httptest.Server) {
+	t.Helper()
+	ca := newTestCA(t)
+	up := newStandIn(t, ca)
+	g := &brokerRig{up: up, log: &syncBuffer{}, fixEP: fmt.Sprintf("api.anthropic.com:%d", up.port), revEP: fmt.Sprintf("openrouter.ai:%d", up.port)}
+	cfg := &Config{Listen: "127.0.0.1:0", UpstreamCAPEM: ca.pem, Nodes: []NodeConfig{
+		{Name: "fix", Secret: secretFix, Broker: &BrokerConfig{API: BrokerAPIAnthropic, Endpoints: []string{g.fixEP},
+			Budget:      &BrokerBudget{MaxTokens: 10, Where: "fix.hcl"},
+			Credentials: []BrokerCredential{{Name: "ANTHROPIC_API_KEY", Placeholder: phFixKey, Value: realFixKey, Header: "x-api-key"}}}},
+		{Name: "review", Secret: secretReview, Broker: &BrokerConfig{API: BrokerAPIOpenAI, Endpoints: []string{g.revEP},
+			Price: &BrokerPrice{Input: 1e6, Output: 1e6}, Budget: &BrokerBudget{MaxTurns: 2, MaxUSD: 10},
+			Credentials: []BrokerCredential{{Name: "OPENROUTER_API_KEY", Placeholder: phReview, Value: realReview, Header: "Authorization", Scheme: "Bearer"}}}},
+	}}
+	raw, _ := json.Marshal(cfg)
+	if _, err := ParseConfig(raw); err != nil {
+		t.Fatalf("ParseConfig: %v", err)
+	}
+	s, err := NewServer(cfg, g.log, Options{
+		Resolve: func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		},
+		AddressAllowed: func(a netip.Addr) bool { return a.IsLoopback() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.server, g.proxy, g.client = s, httptest.NewServer(s), &http.Client{Transport: &http.Transport{Proxy: nil}}
+	t.Cleanup(func() { close(up.gate); g.proxy.Close() })
+	return g, g.proxy
+}
+
+// TestBrokerRefusesModelCallsPastABudget: the broker sums what the provider reported per node and refuses the
+// next model call once a cap is crossed, in the API's own error shape, naming the cap and where to raise it; a
+// GET is not a model call and passes.
+func TestBrokerRefusesModelCallsPastABudget(t *testing.T) {
+	g, _ := budgetRig(t)
+	fix := func(method string) (*http.Response, []byte) {
+		return g.do(t, method, g.url("fix", g.fixEP, "/v1/messages"), map[string]string{"x-api-key": phFixKey}, `{}`)
+	}
+	for i := range 2 { // 8 tokens, then 16: over max_tokens 10
+		if res, b := fix(http.MethodPost); res.StatusCode != 200 {
+			t.Fatalf("call %d: %s %s", i+1, res.Status, b)
+		}
+	}
+	res, b := fix(http.MethodPost)
+	var anth struct {
+		Type  string `json:"type"`
+		Error struct{ Type, Message string }
+	}
+	if res.StatusCode != http.StatusPaymentRequired || json.Unmarshal(b, &anth) != nil || anth.Type != "error" || anth.Error.Type != "billing_error" {
+		t.Fatalf("third call: %s %s, want 402 in Anthropic's error shape", res.Status, b)
+	}
+	if want := "node fix reached its budget max_tokens = 10 (proxy metered 16 tokens); raise budget { max_tokens } in fix.hcl to continue."; !strings.Contains(anth.Error.Message, want) {
+		t.Errorf("refusal %q does not say %q", anth.Error.Message, want)
+	}
+	if res, b := fix(http.MethodGet); res.StatusCode != 200 {
+		t.Errorf("a GET past the cap: %s %s", res.Status, b)
+	}
+
+	review := func() (*http.Response, []byte) {
+		return g.do(t, http.MethodPost, g.url("review", g.revEP, "/api/v1/chat/completions"), map[string]string{"Authorization": "Bearer " + phReview}, `{}`)
+	}
+	for i := range 2 {
+		if res, b := review(); res.StatusCode != 200 {
+			t.Fatalf("review call %d: %s %s", i+1, res.Status, b)
+		}
+	}
+	res, b = review()
+	var oai struct {
+		Error struct {
+			Message, Type string
+			Code          int
+		}
+	}
+	if res.StatusCode != http.StatusPaymentRequired || json.Unmarshal(b, &oai) != nil || oai.Error.Code != 402 {
+		t.Fatalf("third review call: %s %s, want 402 in OpenAI's error shape", res.Status, b)
+	}
+	// 2 calls at $1e6/Mtok for 8 tokens each: max_usd 10 is crossed too, and named first.
+	if want := "node review reached its budget max_usd = 10.00 (proxy metered $16.00); raise budget { max_usd } in the configuration"; !strings.Contains(oai.Error.Message, want) {
+		t.Errorf("refusal %q does not say %q", oai.Error.Message, want)
+	}
+
+	g.proxy.Close()
+	var calls, refused int
+	var tokens int64
+	for _, d := range brokerDecisions(t, g.log, KindBroker) {
+		if d.Node != "fix" || d.Meter == nil {
+			continue
+		}
+		if d.Meter.ModelCall {
+			calls++
+		}
+		if d.Reason == ReasonBudgetExceeded {
+			refused++
+			if d.Meter.Cap != "max_tokens" || d.Meter.Limit != 10 || d.Meter.Value != 16 || d.Allowed {
+				t.Errorf("refusal line %+v", d.Meter)
+			}
+		}
+		if d.Meter.Usage != nil {
+			tokens += d.Meter.Usage.Tokens()
+		}
+	}
+	if calls != 3 || refused != 1 || tokens != 24 {
+		t.Errorf("fix's decision lines: %d model calls, %d refused, %d tokens metered; want 3, 1, 24 (the GET metered too)", calls, refused, tokens)
+	}
+}
+
+// TestBrokerTurnsCap: max_turns counts model calls at the proxy, whatever the answers say.
+func TestBrokerTurnsCap(t *testing.T) {
+	var m nodeMeter
+	b := &BrokerBudget{MaxTurns: 3}
+	for i := range 3 {
+		if c, _, _ := m.admit(b); c != "" {
+			t.Fatalf("call %d refused: %s", i+1, c)
+		}
+	}
+	if c, l, v := m.admit(b); c != "max_turns" || l != 3 || v != 4 {
+		t.Errorf("fourth call: %s %v %v, want max_turns 3 4", c, l, v)
+	}
+	if got := budgetSentence("fix", b, "max_turns", 3, 4); !strings.Contains(got, "max_turns = 3 (this would be model call 4); raise budget { max_turns }") {
+		t.Errorf("sentence %q", got)
+	}
+	if got := groupDigits(48000); got != "48,000" {
+		t.Errorf("groupDigits(48000) = %q", got)
+	}
+}

@@ -1,0 +1,312 @@
+package egress
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var sonnetPrice = &BrokerPrice{Input: 3, Output: 15, CacheRead: 0.30, CacheWrite: 3.75}
+
+// meterAnswers are provider answers with the usage the meter must read from them.
+var meterAnswers = []struct {
+	name  string
+	sse   bool
+	body  string
+	price *BrokerPrice
+	want  BrokerUsage
+}{
+	{
+		name: "anthropic JSON",
+		body: `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929",` +
+			`"content":[{"type":"text","text":"usage: {\"input_tokens\": 9} \\\" model"},{"type":"tool_use","id":"t","name":"x","input":{"usage":{"input_tokens":999999}}}],` +
+			`"stop_reason":"end_turn","usage":{"input_tokens":1200,"cache_creation_input_tokens":300,"cache_read_input_tokens":5000,"output_tokens":480,"service_tier":"standard"}}`,
+		price: sonnetPrice,
+		want: BrokerUsage{Model: "claude-sonnet-4-5-20250929", InputTokens: 1200, OutputTokens: 480, CacheReadTokens: 5000,
+			CacheWriteTokens: 300, CostUSD: (1200*3 + 480*15 + 5000*0.30 + 300*3.75) / 1e6, CostSource: "estimated", Reported: true},
+	},
+	{
+		name: "anthropic SSE",
+		sse:  true,
+		body: "event: message_start\r\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_2\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"usage\":{\"input_tokens\":2500,\"cache_read_input_tokens\":100,\"output_tokens\":1}}}\r\n\r\n" +
+			"event: ping\ndata: {\"type\": \"ping\"}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"data: {\\\"usage\\\":{\\\"output_tokens\\\":7}}\"}}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":12}}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{},\"usage\":{\"output_tokens\":42}}\n\n" +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+		want: BrokerUsage{Model: "claude-sonnet-4-5", InputTokens: 2500, OutputTokens: 42, CacheReadTokens: 100, CostSource: "unknown", Reported: true},
+	},
+	{
+		name: "openrouter JSON with its cost",
+		body: `{"id":"gen-1","model":"anthropic/claude-sonnet-4.5","choices":[{"message":{"role":"assistant","content":"hi"}}],` +
+			`"usage":{"prompt_tokens":1000,"completion_tokens":200,"total_tokens":1200,"cost":0.0123,"prompt_tokens_details":{"cached_tokens":400}}}`,
+		price: sonnetPrice,
+		want: BrokerUsage{Model: "anthropic/claude-sonnet-4.5", InputTokens: 600, OutputTokens: 200, CacheReadTokens: 400,
+			CostUSD: 0.0123, CostSource: "reported", Reported: true},
+	},
+	{
+		name: "openai SSE chunks, usage in the last",
+		sse:  true,
+		body: "data: {\"id\":\"c\",\"model\":\"gpt-5\",\"choices\":[{\"delta\":{\"content\":\"He\"}}],\"usage\":null}\n\n" +
+			"data: {\"id\":\"c\",\"model\":\"gpt-5\",\"choices\":[{\"delta\":{\"content\":\"llo\"}}],\"usage\":null}\n\n" +
+			"data: {\"id\":\"c\",\"model\":\"gpt-5\",\"choices\":[],\"usage\":{\"prompt_tokens\":50,\"completion_tokens\":7,\"prompt_tokens_details\":{\"cached_tokens\":0}}}\n\n" +
+			"data: [DONE]\n\n",
+		want: BrokerUsage{Model: "gpt-5", InputTokens: 50, OutputTokens: 7, CostSource: "unknown", Reported: true},
+	},
+	{
+		name: "an error answer has no usage",
+		body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+		want: BrokerUsage{CostSource: "unknown"},
+	},
+	{
+		name: "a bare number and garbage",
+		body: "12345 } ] \"usage\": {\"input_tokens\": 4} ::: ,,, {{{{",
+		want: BrokerUsage{CostSource: "unknown"},
+	},
+}
+
+// meterOf feeds body to a fresh meter in the pieces split gives and returns its result.
+func meterOf(sse bool, price *BrokerPrice, pieces [][]byte) BrokerUsage {
+	m := newUsageMeter(sse)
+	for _, p := range pieces {
+		if n, err := m.Write(p); n != len(p) || err != nil {
+			panic(fmt.Sprintf("Write(%d bytes) = %d, %v", len(p), n, err))
+		}
+	}
+	return m.result(price)
+}
+
+func TestUsageMeterWhole(t *testing.T) {
+	for _, tc := range meterAnswers {
+		t.Run(tc.name, func(t *testing.T) {
+			got := meterOf(tc.sse, tc.price, [][]byte{[]byte(tc.body)})
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("meter mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestUsageMeterChunkBoundaries feeds every answer byte by byte, and cut in two at every position: a chunk
+// boundary anywhere (inside a key, an escape, the "data:" prefix, a number) changes nothing.
+func TestUsageMeterChunkBoundaries(t *testing.T) {
+	for _, tc := range meterAnswers {
+		t.Run(tc.name, func(t *testing.T) {
+			var bytewise [][]byte
+			for i := range len(tc.body) {
+				bytewise = append(bytewise, []byte{tc.body[i]})
+			}
+			if diff := cmp.Diff(tc.want, meterOf(tc.sse, tc.price, bytewise)); diff != "" {
+				t.Errorf("byte by byte: meter mismatch (-want +got):\n%s", diff)
+			}
+			for cut := 0; cut <= len(tc.body); cut++ {
+				got := meterOf(tc.sse, tc.price, [][]byte{[]byte(tc.body[:cut]), []byte(tc.body[cut:])})
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Fatalf("cut at %d: meter mismatch (-want +got):\n%s", cut, diff)
+				}
+			}
+		})
+	}
+}
+
+// TestUsageMeterOversize: a 16 MiB text before the usage is scanned through without being kept; a usage object
+// bigger than the bound is dropped whole; an endless SSE line keeps nothing either.
+func TestUsageMeterOversize(t *testing.T) {
+	big := strings.Repeat("x", 16<<20)
+	m := newUsageMeter(false)
+	_, _ = m.Write([]byte(`{"model":"claude-opus-4-5","content":[{"type":"text","text":"` + big + `"}],`))
+	_, _ = m.Write([]byte(`"usage":{"input_tokens":10,"output_tokens":20}}`))
+	if got := m.result(nil); got.InputTokens != 10 || got.OutputTokens != 20 || got.Model != "claude-opus-4-5" {
+		t.Errorf("usage after a 16 MiB text: %+v", got)
+	}
+	if c := cap(m.scan.value) + cap(m.scan.key); c > 2*maxPickedValue {
+		t.Errorf("the meter kept %d bytes", c)
+	}
+
+	m = newUsageMeter(false)
+	_, _ = m.Write([]byte(`{"usage":{"input_tokens":10,"padding":"` + strings.Repeat("p", 2*maxPickedValue) + `"}}`))
+	if got := m.result(nil); got.Reported || got.InputTokens != 0 {
+		t.Errorf("an oversize usage object was read: %+v", got)
+	}
+	if c := cap(m.scan.value); c > 2*maxPickedValue {
+		t.Errorf("the meter kept %d bytes of an oversize value", c)
+	}
+
+	m = newUsageMeter(true)
+	_, _ = m.Write([]byte("data: {\"usage\":\"" + big))
+	_, _ = m.Write([]byte("\"}\ndata: {\"usage\":{\"output_tokens\":3}}\n"))
+	if got := m.result(nil); got.OutputTokens != 3 {
+		t.Errorf("usage after an endless line: %+v", got)
+	}
+}
+
+// TestUsageMeterGarbage: random bytes, and real answers with random bytes flipped, never panic, and a usage read
+// from garbage is only ever what encoding/json accepts.
+func TestUsageMeterGarbage(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	for i := range 2000 {
+		var body []byte
+		if i%2 == 0 {
+			body = make([]byte, r.Intn(600))
+			r.Read(body)
+		} else {
+			body = []byte(meterAnswers[r.Intn(len(meterAnswers))].body)
+			for k := 0; k < 1+r.Intn(8); k++ {
+				const noise = "{}[]\":,\\\n x0"
+				body[r.Intn(len(body))] = noise[r.Intn(len(noise))]
+			}
+		}
+		var pieces [][]byte
+		for rest := body; len(rest) > 0; {
+			n := 1 + r.Intn(len(rest))
+			pieces, rest = append(pieces, rest[:n]), rest[n:]
+		}
+		got := meterOf(i%4 < 2, sonnetPrice, pieces)
+		if got.InputTokens < 0 || got.OutputTokens < 0 || got.CostUSD < 0 {
+			t.Fatalf("negative figures from %q: %+v", body, got)
+		}
+	}
+}
+
+// BenchmarkBrokerMeteringCPU streams a 10 MiB answer (Anthropic server-sent events, 64 bytes of text per delta)
+// through the broker with its meter and through the same broker without it (ModifyResponse removed), alternating,
+// and compares the CPU time of the process (the proxy, the TLS stand-in and the client are all in it, the same on
+// both sides): metering-ratio is metered / unmetered. meter-ms/10MiB is the meter alone on the same bytes.
+func BenchmarkBrokerMeteringCPU(b *testing.B) {
+	body := bigStream()
+	ca := newTestCA(b)
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for off := 0; off < len(body); off += 16 << 10 {
+			_, _ = w.Write(body[off:min(off+16<<10, len(body))])
+		}
+	}))
+	up.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf}}
+	up.StartTLS()
+	defer up.Close()
+	ep := fmt.Sprintf("api.anthropic.com:%d", up.Listener.Addr().(*net.TCPAddr).Port)
+	server := func() (*Server, *httptest.Server) {
+		cfg := &Config{Listen: "127.0.0.1:0", UpstreamCAPEM: ca.pem, Nodes: []NodeConfig{{Name: "fix", Secret: secretFix,
+			Broker: &BrokerConfig{API: BrokerAPIAnthropic, Endpoints: []string{ep}, Price: sonnetPrice,
+				Credentials: []BrokerCredential{{Name: "ANTHROPIC_API_KEY", Placeholder: phFixKey, Value: realFixKey, Header: "x-api-key"}}}}}}
+		s, err := NewServer(cfg, io.Discard, Options{
+			Resolve: func(context.Context, string) ([]netip.Addr, error) {
+				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+			},
+			AddressAllowed: func(a netip.Addr) bool { return a.IsLoopback() },
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		h := httptest.NewServer(s)
+		b.Cleanup(h.Close)
+		return s, h
+	}
+	_, metered := server()
+	bare, unmetered := server()
+	bare.broker.proxy.ModifyResponse = nil
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	// A pass whose answer arrives cut (the upstream connection closed under the proxy, seen with and without
+	// the meter on a loaded machine) is counted in cut-answers and run again; its CPU time is not counted.
+	cuts := 0
+	pass := func(h *httptest.Server) time.Duration {
+		for try := 0; ; try++ {
+			req, _ := http.NewRequest(http.MethodPost, h.URL+BrokerPathPrefix+"fix/"+ep+"/v1/messages", strings.NewReader(`{"stream":true}`))
+			req.Header.Set("x-api-key", phFixKey)
+			before := cpuTime()
+			res, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, err := io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if n == int64(len(body)) {
+				return cpuTime() - before
+			}
+			if cuts++; try == 5 {
+				b.Fatalf("got %d bytes of %d: %v", n, len(body), err)
+			}
+		}
+	}
+	pass(metered) // warm both connections
+	pass(unmetered)
+	var withMeter, without time.Duration
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		withMeter += pass(metered)
+		without += pass(unmetered)
+	}
+	b.StopTimer()
+	start := cpuTime()
+	for i := 0; i < b.N; i++ {
+		m := newUsageMeter(true)
+		for off := 0; off < len(body); off += 32 << 10 {
+			_, _ = m.Write(body[off:min(off+32<<10, len(body))])
+		}
+		if m.result(nil).OutputTokens != 99 {
+			b.Fatal("the meter missed the usage")
+		}
+	}
+	alone := cpuTime() - start
+	b.ReportMetric(float64(withMeter)/float64(without), "metering-ratio")
+	b.ReportMetric(float64(alone.Microseconds())/1e3/float64(b.N), "meter-ms/10MiB")
+	b.ReportMetric(float64(cuts), "cut-answers")
+	b.ReportMetric(float64(withMeter.Microseconds())/1e3/float64(b.N), "metered-cpu-ms")
+	b.ReportMetric(float64(without.Microseconds())/1e3/float64(b.N), "unmetered-cpu-ms")
+}
+
+// bigStream is a 10 MiB Anthropic event stream whose last usage says 99 output tokens.
+func bigStream() []byte {
+	var answer bytes.Buffer
+	answer.WriteString("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n")
+	text := strings.Repeat("lorem ipsum \\\"quoted\\\" ", 3)[:64]
+	for answer.Len() < 10<<20 {
+		fmt.Fprintf(&answer, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"%s\"}}\n\n", text)
+	}
+	answer.WriteString("event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":99}}\n\n")
+	return answer.Bytes()
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// FuzzUsageMeter: any answer, cut anywhere, gives the meter's result for the whole answer (for lines shorter
+// than maxSSELine), never a panic and never a negative figure.
+func FuzzUsageMeter(f *testing.F) {
+	for _, a := range meterAnswers {
+		f.Add([]byte(a.body), uint16(len(a.body)/2), a.sse)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, cut uint16, sse bool) {
+		if len(body) > maxSSELine {
+			return
+		}
+		c := int(cut) % (len(body) + 1)
+		whole := meterOf(sse, sonnetPrice, [][]byte{body})
+		split := meterOf(sse, sonnetPrice, [][]byte{body[:c], body[c:]})
+		if diff := cmp.Diff(whole, split); diff != "" {
+			t.Errorf("cut at %d changed the result (-whole +split):\n%s", c, diff)
+		}
+		if whole.InputTokens < 0 || whole.OutputTokens < 0 || whole.CacheReadTokens < 0 || whole.CacheWriteTokens < 0 || whole.CostUSD < 0 {
+			t.Errorf("negative figures: %+v", whole)
+		}
+	})
+}

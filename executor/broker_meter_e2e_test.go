@@ -1,0 +1,174 @@
+package executor
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
+)
+
+// modelCalls are the fake agent's mode=modelcalls events: each call's status and, for a refusal, its message.
+func modelCalls(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		var ev map[string]any
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev["subtype"] == "model_call" {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// TestBrokerMeterStopsALyingAgent: two brokered nodes whose agents print no usage at all while making model calls
+// through the broker, to a TLS stand-in for api.anthropic.com that bills 200,000 input tokens per answer
+// ($0.60 at Sonnet's price). usd has max_usd = 1 and turns max_turns = 2. Both are stopped budget_exceeded on the
+// proxy's figures, their reasons name both meters, no node gets a third answer from the provider (the proxy
+// refuses it in Anthropic's error shape, or apply's kill lands first), and the ledger keeps both meters with the
+// finding.
+func TestBrokerMeterStopsALyingAgent(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	caPEM, certPEM, keyPEM := testTLS(t, "api.anthropic.com")
+	proxyNet := "kewplan-test-bpn-" + randomSuffix()
+	if _, err := f.eng.CreateBridge(ctx, proxyNet, false, map[string]string{"kewplan.test": "1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.eng.RemoveNetwork(context.Background(), proxyNet) })
+	stubOut := &lockedBuffer{}
+	stub, err := f.eng.StartService(ctx, engine.ServiceSpec{
+		Name: "kewplan-test-model-" + randomSuffix(), Image: f.image,
+		Cmd:    []string{"--model-stub", ":443", base64.StdEncoding.EncodeToString(certPEM), base64.StdEncoding.EncodeToString(keyPEM), "200000"},
+		Labels: map[string]string{"kewplan.test": "1"}, Networks: []string{proxyNet},
+		Aliases: map[string][]string{proxyNet: {"api.anthropic.com"}},
+	}, nil, stubOut, stubOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stub.Stop() })
+	if err := os.WriteFile(filepath.Join(f.dir, "ca.pem"), caPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.sandboxExtra = fmt.Sprintf("  egress {\n    proxy_network    = %q\n    upstream_ca_file = \"ca.pem\"\n  }\n", proxyNet)
+	cfg := f.config(`
+node "%[1]susd" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  role   = "reviewer"
+  prompt = "mode=modelcalls\ncalls=6\nsleep=20s\nfinal_usage=none\ntokens=none\ncost=none"
+  budget {
+    max_usd = 1
+  }
+}
+node "%[1]sturns" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  role   = "reviewer"
+  prompt = "mode=modelcalls\ncalls=6\nsleep=20s\nfinal_usage=none\ntokens=none\ncost=none"
+  budget {
+    max_turns = 2
+  }
+}
+`)
+	sum, rec, err := f.apply(ctx, cfg, func(o *ApplyOptions) {
+		o.EgressAllowPrivateAddresses = true
+		o.Environ = append(os.Environ(), "ANTHROPIC_API_KEY=sk-ant-api03-"+randomSuffix()+randomSuffix()+"-kewplan-test")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	usd, turns := resultOf(t, sum, f.node("usd")), resultOf(t, sum, f.node("turns"))
+	for _, tc := range []struct {
+		res       ledger.NodeResult
+		cap, want string
+		refusal   string
+	}{
+		{usd, "max_usd", "max_usd 1.00 reached at 1.20 (the agent reported no cost, the proxy metered 1.20)",
+			"node " + f.node("usd") + " reached its budget max_usd = 1.00 (proxy metered $1.20); raise budget { max_usd } in main.hcl to continue."},
+		{turns, "max_turns", "max_turns 2 reached at 3 (the agent reported ",
+			"node " + f.node("turns") + " reached its budget max_turns = 2 (this would be model call 3); raise budget { max_turns } in main.hcl to continue."},
+	} {
+		if tc.res.Status != ledger.StatusBudgetExceeded || tc.res.Budget == nil || tc.res.Budget.Cap != tc.cap || !strings.Contains(tc.res.Budget.Message, tc.want) {
+			t.Errorf("%s: status %s, budget %+v, reason %q; want budget_exceeded on %s saying %q", tc.res.Node, tc.res.Status, tc.res.Budget, tc.res.Reason, tc.cap, tc.want)
+		}
+		if !strings.Contains(tc.res.Reason, tc.want) {
+			t.Errorf("%s: reason %q does not name both meters (%q)", tc.res.Node, tc.res.Reason, tc.want)
+		}
+		// The agent gets at most two answers; a third call, if it made one before the kill, is refused at the proxy.
+		calls := modelCalls(t, tc.res.StdoutLog)
+		for i, c := range calls {
+			if i < 2 && c["status"] != float64(200) {
+				t.Errorf("%s: call %d: %v, want 200", tc.res.Node, i+1, c)
+			}
+			if i >= 2 && (c["status"] != float64(402) || c["error_type"] != "billing_error" || !strings.Contains(fmt.Sprint(c["message"]), tc.refusal)) {
+				t.Errorf("%s: call %d past the cap: %v, want 402 billing_error saying %q", tc.res.Node, i+1, c, tc.refusal)
+			}
+		}
+		t.Logf("%s: %d calls seen by the agent before the kill; reason %q", tc.res.Node, len(calls), tc.res.Reason)
+	}
+
+	l, err := ledger.Open(statedir.Dir{Root: f.stateDir}.Ledger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	reqs, err := l.BrokerRequests(sum.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := map[string]int{}
+	for _, r := range reqs {
+		if r.Status == 200 {
+			answered[r.Node]++
+			if !r.ModelCall || !r.Metered || r.InputTokens != 200000 || r.OutputTokens != 25 || r.CostSource != "estimated" {
+				t.Errorf("brokered request without its meter: %+v", r)
+			}
+		}
+	}
+	if answered[f.node("usd")] != 2 || answered[f.node("turns")] != 2 {
+		t.Errorf("answered model calls %v, want 2 per node", answered)
+	}
+	meters, err := l.Meters(sum.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, m := range meters {
+		if m.Node != f.node("usd") && m.Node != f.node("turns") {
+			continue
+		}
+		found++
+		if m.Proxy.Tokens != 400050 || m.Agent.Tokens != 0 || m.Model != "claude-sonnet-4-5" {
+			t.Errorf("%s meters: %+v", m.Node, m)
+		}
+		if want := "the agent reported 0 tokens; the provider billed 400,050"; m.Finding != want {
+			t.Errorf("%s finding %q, want %q", m.Node, m.Finding, want)
+		}
+	}
+	if found != 2 {
+		t.Errorf("meters %+v, want both nodes", meters)
+	}
+	if got := strings.Count(rec.warningText(), "the two meters differ: the agent reported 0 tokens; the provider billed 400,050"); got != 2 {
+		t.Errorf("%d mismatch warnings, want 2:\n%s", got, rec.warningText())
+	}
+}

@@ -1,0 +1,77 @@
+package views
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/internal/termsafe"
+)
+
+// meterLines render one attempt's two meters: the agent's stream and kewplan's proxy (the provider's own usage,
+// read from each answer), and the finding when they differ.
+func meterLines(m ledger.NodeMeters) []string {
+	proxy := fmt.Sprintf("proxy %s tokens in %d model %s", groupInt(m.Proxy.Tokens), m.ModelCalls, plural(int(m.ModelCalls), "call", "calls"))
+	if m.Refused > 0 {
+		proxy += fmt.Sprintf(" (%d refused at a cap)", m.Refused)
+	}
+	proxy += ", " + meterCost(m.Proxy.CostUSD, m.Proxy.CostSource)
+	if m.Model != "" {
+		proxy += ", model " + termsafe.String(m.Model)
+	}
+	agent := fmt.Sprintf("agent %s tokens, %s", groupInt(m.Agent.Tokens), meterCost(m.Agent.CostUSD, ledger.CostReported))
+	lines := []string{fmt.Sprintf("meters, attempt %d: %s · %s", m.Attempt, agent, proxy)}
+	if m.Finding != "" {
+		lines = append(lines, "finding: "+m.Finding)
+	}
+	return lines
+}
+
+func meterCost(c *float64, source string) string {
+	if c == nil || source == ledger.CostUnknown {
+		return "cost unknown"
+	}
+	s := fmt.Sprintf("$%.4f", *c)
+	if source != "" && source != ledger.CostReported {
+		s += " " + source
+	}
+	return s
+}
+
+// groupInt writes n with thousands separators: 48000 → "48,000".
+func groupInt(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// Meters lists, after the run (human view only), both meters of every brokered attempt.
+func (v *runsView) Meters(meters []ledger.NodeMeters) error {
+	if v.vt == viewJSON || len(meters) == 0 {
+		return nil
+	}
+	w := v.streams.Stdout
+	fmt.Fprintf(w, "\nMeters (the agent's own stream, and kewplan's proxy reading the provider's usage from each answer)\n")
+	for _, m := range meters {
+		for i, line := range meterLines(m) {
+			indent := "  " + termsafe.String(m.Node) + ": "
+			if i > 0 {
+				indent = "    "
+			}
+			fmt.Fprintf(w, "%s%s\n", indent, line)
+		}
+	}
+	return nil
+}

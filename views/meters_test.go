@@ -1,0 +1,41 @@
+package views
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kewplan/kewplan/executor/ledger"
+)
+
+func TestMeterLines(t *testing.T) {
+	cost := 1.2
+	m := ledger.NodeMeters{Node: "fix", Attempt: 1, Requests: 4, ModelCalls: 3, Refused: 1, Model: "claude-sonnet-4-5\x1b[2J",
+		Agent:   ledger.MeterSide{Tokens: 1200},
+		Proxy:   ledger.MeterSide{Tokens: 48000, CostUSD: &cost, CostSource: ledger.CostEstimated},
+		Finding: "the agent reported 1,200 tokens; the provider billed 48,000"}
+	want := []string{
+		`meters, attempt 1: agent 1,200 tokens, cost unknown · proxy 48,000 tokens in 3 model calls (1 refused at a cap), $1.2000 estimated, model claude-sonnet-4-5\x1b[2J`,
+		"finding: the agent reported 1,200 tokens; the provider billed 48,000",
+	}
+	if diff := cmp.Diff(want, meterLines(m)); diff != "" {
+		t.Errorf("meterLines() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestLogsHeaderShowsBothMeters(t *testing.T) {
+	var out bytes.Buffer
+	v := newLogsView(&out, false, logsOptions{})
+	m := ledger.NodeMeters{Node: "fix", Attempt: 1, ModelCalls: 3, Refused: 1, Proxy: ledger.MeterSide{Tokens: 48000, CostSource: ledger.CostUnknown},
+		Finding: "the agent reported 1,200 tokens; the provider billed 48,000", Agent: ledger.MeterSide{Tokens: 1200}}
+	if err := v.Header(LogsHeader{Node: "fix", Runner: "claude-code", Status: "budget_exceeded", Reason: "max_tokens 10000 reached at 48000", Meters: []ledger.NodeMeters{m}}); err != nil {
+		t.Fatal(err)
+	}
+	want := "── fix · claude-code · budget_exceeded\n  max_tokens 10000 reached at 48000\n" +
+		"  meters, attempt 1: agent 1,200 tokens, cost unknown · proxy 48,000 tokens in 3 model calls (1 refused at a cap), cost unknown\n" +
+		"  finding: the agent reported 1,200 tokens; the provider billed 48,000\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("header mismatch (-want +got):\n%s", diff)
+	}
+}
