@@ -1,0 +1,282 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The proxy's performance goals, as ratios measured in one run (make bench runs them): a CONNECT tunnel's
+// throughput against a direct connection, and how soon a server-sent event the upstream writes reaches the agent
+// through the broker.
+
+// sinkUpstream is a TCP server on loopback that reads everything it is sent and answers the byte count once the
+// sender closes its side. With rate > 0 it reads at most rate bytes a second: a link's speed, not loopback's.
+func sinkUpstream(tb testing.TB, rate int64) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var n int64
+				start := time.Now()
+				buf := make([]byte, 64<<10)
+				for {
+					k, err := c.Read(buf)
+					n += int64(k)
+					if err != nil {
+						break
+					}
+					if rate > 0 {
+						if ahead := time.Duration(n*int64(time.Second)/rate) - time.Since(start); ahead > 0 {
+							time.Sleep(ahead) // the link's pace
+						}
+					}
+				}
+				fmt.Fprintf(c, "%d\n", n)
+			}()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// benchProxy runs a proxy on loopback for a benchmark; every name resolves to 127.0.0.1.
+func benchProxy(tb testing.TB, cfg *Config) string {
+	tb.Helper()
+	cfg.Listen = "127.0.0.1:0"
+	s, err := NewServer(cfg, io.Discard, Options{
+		Resolve:        func(context.Context, string) ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil },
+		AddressAllowed: func(a netip.Addr) bool { return a.IsLoopback() },
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h := httptest.NewServer(s)
+	tb.Cleanup(h.Close)
+	return strings.TrimPrefix(h.URL, "http://")
+}
+
+// sendAll writes size bytes to c, closes its write side and waits for the sink's count.
+func sendAll(tb testing.TB, c net.Conn, r *bufio.Reader, size int) {
+	tb.Helper()
+	buf := make([]byte, 256<<10)
+	for left := size; left > 0; left -= len(buf) {
+		if _, err := c.Write(buf[:min(len(buf), left)]); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	line, err := r.ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != fmt.Sprint(size) {
+		tb.Fatalf("the sink counted %q (%v), want %d", line, err, size)
+	}
+}
+
+// BenchmarkConnectThroughput moves 64 MiB through a CONNECT tunnel and over a direct connection to the same sink,
+// alternately; throughput-ratio is the tunnel's median throughput over the direct one's (goal: at least 0.9). The
+// sink reads at 1 Gbit/s, the link an agent reaches a git host or a package mirror over, so the ratio says whether
+// the tunnel keeps up with such a link; BenchmarkConnectThroughputLoopback is the same without the link, where
+// both sides are bound by this machine's CPU and the tunnel's extra hop costs what the copies cost.
+func BenchmarkConnectThroughput(b *testing.B) { benchConnect(b, 125_000_000) }
+
+// BenchmarkConnectThroughputLoopback is BenchmarkConnectThroughput with an unbounded sink.
+func BenchmarkConnectThroughputLoopback(b *testing.B) { benchConnect(b, 0) }
+
+func benchConnect(b *testing.B, rate int64) {
+	const size = 64 << 20
+	port := sinkUpstream(b, rate)
+	target := fmt.Sprintf("sink.test:%d", port)
+	proxy := benchProxy(b, &Config{Nodes: []NodeConfig{{Name: "fix", Secret: secretFix, Allow: []string{target}}}})
+	direct := func() time.Duration {
+		start := time.Now()
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		sendAll(b, c, bufio.NewReader(c), size)
+		return time.Since(start)
+	}
+	tunnel := func() time.Duration {
+		start := time.Now()
+		c, err := net.Dial("tcp", proxy)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n", target, target, basic("fix", secretFix))
+		br := bufio.NewReader(c)
+		res, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+		if err != nil || res.StatusCode != http.StatusOK {
+			b.Fatalf("CONNECT: %v %v", res, err)
+		}
+		sendAll(b, c, br, size)
+		return time.Since(start)
+	}
+	direct()
+	tunnel()
+	var ds, ts []time.Duration
+	b.SetBytes(size)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ds = append(ds, direct())
+		ts = append(ts, tunnel())
+	}
+	b.StopTimer()
+	md, mt := medianDuration(ds), medianDuration(ts)
+	b.ReportMetric(float64(size)/md.Seconds()/(1<<20), "direct-MiB/s")
+	b.ReportMetric(float64(size)/mt.Seconds()/(1<<20), "tunnel-MiB/s")
+	b.ReportMetric(md.Seconds()/mt.Seconds(), "throughput-ratio")
+}
+
+// BenchmarkBrokerSSELatency has the TLS stand-in write 200 server-sent events, one every 2 ms, and measures how
+// long each takes to reach the agent through the broker, from the moment the stand-in hands it to its connection:
+// an upper bound of the time the proxy holds it (goal: p99 under 1 ms).
+func BenchmarkBrokerSSELatency(b *testing.B) {
+	const events = 200
+	ca := newTestCA(b)
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		f := w.(http.Flusher)
+		for i := 0; i < events; i++ {
+			fmt.Fprintf(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"sent\":%d}\n\n", time.Now().UnixNano())
+			f.Flush()
+			time.Sleep(2 * time.Millisecond) // the pace of a model's tokens; what is measured is each event's trip
+		}
+	}))
+	up.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf}}
+	up.StartTLS()
+	b.Cleanup(up.Close)
+	ep := fmt.Sprintf("api.anthropic.com:%d", up.Listener.Addr().(*net.TCPAddr).Port)
+	proxy := benchProxy(b, &Config{UpstreamCAPEM: ca.pem, Nodes: []NodeConfig{{Name: "fix", Secret: secretFix,
+		Broker: &BrokerConfig{API: BrokerAPIAnthropic, Endpoints: []string{ep}, Price: sonnetPrice,
+			Credentials: []BrokerCredential{{Name: "ANTHROPIC_API_KEY", Placeholder: phFixKey, Value: realFixKey, Header: "x-api-key"}}}}}})
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+proxy+BrokerPathPrefix+"fix/"+ep+"/v1/messages", strings.NewReader(`{"stream":true}`))
+		req.Header.Set("x-api-key", phFixKey)
+		res, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sc := bufio.NewScanner(res.Body)
+		got := 0
+		for sc.Scan() {
+			var sent int64
+			if _, err := fmt.Sscanf(sc.Text(), `data: {"type":"content_block_delta","sent":%d}`, &sent); err == nil {
+				lat = append(lat, time.Since(time.Unix(0, sent)))
+				got++
+			}
+		}
+		res.Body.Close()
+		if got != events {
+			b.Fatalf("got %d events of %d", got, events)
+		}
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+func medianDuration(x []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), x...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// modelLatency is how long the stand-in takes to its first byte in BenchmarkBrokerTimeToFirstByteModel: a small
+// fraction of a real model API's time to first token (hundreds of milliseconds), so the ratio errs against the
+// proxy.
+const modelLatency = 5 * time.Millisecond
+
+// BenchmarkBrokerTimeToFirstByteModel is the time to the first byte of an answer through the broker against a
+// direct TLS request to the same stand-in, which starts answering modelLatency after a request arrives, as a model
+// API does (median of 200; goal: ttfb-ratio at most 1.10). overhead-µs is the median difference itself, the figure
+// that does not depend on the stand-in; BenchmarkBrokerTimeToFirstByte measures against a stand-in that answers at
+// once, where the proxy's hop is a large part of the whole.
+func BenchmarkBrokerTimeToFirstByteModel(b *testing.B) {
+	const samples = 200
+	ca := newTestCA(b)
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(modelLatency) // the model thinking
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"type":"message","usage":{"input_tokens":1,"output_tokens":1}}`)
+	}))
+	up.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf}}
+	up.StartTLS()
+	b.Cleanup(up.Close)
+	port := up.Listener.Addr().(*net.TCPAddr).Port
+	ep := fmt.Sprintf("api.anthropic.com:%d", port)
+	proxy := benchProxy(b, &Config{UpstreamCAPEM: ca.pem, Nodes: []NodeConfig{{Name: "fix", Secret: secretFix,
+		Broker: &BrokerConfig{API: BrokerAPIAnthropic, Endpoints: []string{ep}, Price: sonnetPrice,
+			Credentials: []BrokerCredential{{Name: "ANTHROPIC_API_KEY", Placeholder: phFixKey, Value: realFixKey, Header: "x-api-key"}}}}}})
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(ca.pem))
+	direct := &http.Client{Transport: &http.Transport{Proxy: nil, ForceAttemptHTTP2: true,
+		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "api.anthropic.com"}}}
+	brokered := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	ttfb := func(c *http.Client, target string, key bool) time.Duration {
+		req, _ := http.NewRequest(http.MethodPost, target, strings.NewReader(`{"model":"claude-sonnet-4-5"}`))
+		if key {
+			req.Header.Set("x-api-key", phFixKey)
+		}
+		start := time.Now()
+		res, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		one := make([]byte, 1)
+		if _, err := io.ReadFull(res.Body, one); err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(start)
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return d
+	}
+	directURL := fmt.Sprintf("https://127.0.0.1:%d/v1/messages", port)
+	brokerURL := "http://" + proxy + BrokerPathPrefix + "fix/" + ep + "/v1/messages"
+	ttfb(direct, directURL, false) // warm both connections
+	ttfb(brokered, brokerURL, true)
+	var ds, bs []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := 0; j < samples; j++ {
+			ds = append(ds, ttfb(direct, directURL, false))
+			bs = append(bs, ttfb(brokered, brokerURL, true))
+		}
+	}
+	b.StopTimer()
+	md, mb := medianDuration(ds), medianDuration(bs)
+	b.ReportMetric(float64(md.Microseconds()), "direct-ttfb-µs")
+	b.ReportMetric(float64(mb.Microseconds()), "brokered-ttfb-µs")
+	b.ReportMetric(float64((mb - md).Microseconds()), "overhead-µs")
+	b.ReportMetric(float64(mb)/float64(md), "ttfb-ratio")
+}
