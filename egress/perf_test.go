@@ -65,7 +65,9 @@ func benchProxy(tb testing.TB, cfg *Config) string {
 	tb.Helper()
 	cfg.Listen = "127.0.0.1:0"
 	s, err := NewServer(cfg, io.Discard, Options{
-		Resolve:        func(context.Context, string) ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil },
+		Resolve: func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		},
 		AddressAllowed: func(a netip.Addr) bool { return a.IsLoopback() },
 	})
 	if err != nil {
