@@ -185,6 +185,9 @@ node "%[1]spip" {
 		if d.Node != agent.Node || d.Time.IsZero() {
 			t.Errorf("denial %+v: want node %s and a time", d, agent.Node)
 		}
+		if !strings.Contains(d.Refusal, d.HostPort()) || !strings.Contains(d.Refusal, "egress allowlist") && !strings.Contains(d.Refusal, "IP address") {
+			t.Errorf("denial %+v: want the proxy's sentence naming %s and the allowlist", d, d.HostPort())
+		}
 		got[d.HostPort()] = d.Reason
 	}
 	for hp, reason := range wantReasons {

@@ -131,6 +131,8 @@ var migrations = []string{
 	salvageMigration,
 	// broker_requests: every request kewplan's egress proxy brokered for a node (the real credential added).
 	brokerMigration,
+	// egress_denials.refusal: the sentence the proxy answered a denial with.
+	refusalMigration,
 }
 
 // Open opens (creating and migrating as needed) the ledger at path.
