@@ -34,6 +34,7 @@ var policyBlockSchema = &hcl.BodySchema{
 		{Name: "allowed_egress"},
 		{Name: "require_brokered_credentials"},
 		{Name: "refuse_unmaskable_credentials"},
+		{Name: "forbid_private_hosts"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "approvals"}},
 }
@@ -77,6 +78,12 @@ func decodePolicyBlock(block *hcl.Block) (*Policy, hcl.Diagnostics) {
 		p.RefuseUnmaskableCredentialsRange = attr.Range
 		if v, ok := policyLiteral(attr, cty.Bool, &diags); ok {
 			p.RefuseUnmaskableCredentials = v.True()
+		}
+	}
+	if attr, ok := content.Attributes["forbid_private_hosts"]; ok {
+		p.ForbidPrivateHostsRange = attr.Range
+		if v, ok := policyLiteral(attr, cty.Bool, &diags); ok {
+			p.ForbidPrivateHosts = v.True()
 		}
 	}
 	if attr, ok := content.Attributes["require_brokered_credentials"]; ok {

@@ -240,7 +240,7 @@ func (d *dockerEngine) startEgressProxy(ctx context.Context, nodes []*planner.No
 		if bn != nil {
 			st.broker[np.Name] = bn
 		}
-		cfg.Nodes = append(cfg.Nodes, egress.NodeConfig{Name: user, Secret: secret, Allow: allow, Broker: bc})
+		cfg.Nodes = append(cfg.Nodes, egress.NodeConfig{Name: user, Secret: secret, Allow: allow, PrivateHosts: np.PrivateHosts, Broker: bc})
 		st.users[user] = np.Name
 		st.secrets = append(st.secrets, secret)
 		d.run.AddSecret(secret, "proxy secret")
