@@ -75,6 +75,23 @@ func TestRefusalSentences(t *testing.T) {
 			}
 		})
 	}
+	// A plain HTTP forward refused after resolution answers with its sentence too.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(c, "GET http://github.test:%d/ HTTP/1.1\r\nHost: github.test:%d\r\nProxy-Authorization: %s\r\n\r\n", port, port, fix)
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusForbidden || !strings.Contains(res.Header.Get(RefusalHeader), "resolves only to addresses the proxy refuses") ||
+		!strings.Contains(string(body), "resolves only to addresses") {
+		t.Errorf("plain GET to a refused address = %d %q %q", res.StatusCode, res.Header.Get(RefusalHeader), body)
+	}
 	for _, d := range log.decisions(t) {
 		if d.Allowed {
 			continue
