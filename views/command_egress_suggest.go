@@ -100,8 +100,7 @@ func egressSuggestHCL(s *suggest.Suggestion) []byte {
 	}
 	if len(s.NotSuggested) > 0 {
 		body.AppendNewline()
-		comment("Not answered by an allow entry (no valid proxy credentials, an IP address, a refused address, a")
-		comment("malformed request, or plain HTTP to a host on port 443):")
+		comment("Denials no allow entry answers, each with its reason:")
 		for _, d := range s.NotSuggested {
 			node := d.Node
 			if node == "" {

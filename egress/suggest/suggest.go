@@ -20,7 +20,8 @@ type Suggestion struct {
 	// Nodes are the other entries, by node block, in name order.
 	Nodes []NodeAllow
 	// NotSuggested are denials no allow entry would have let through (no valid proxy credentials, an IP address,
-	// a name resolving to a refused address, a malformed request), each (node, host, port, reason) once.
+	// a name resolving to a refused address, a malformed request, plain HTTP to port 443, a refusal for load),
+	// each (node, method, host, port, reason) once.
 	NotSuggested []ledger.EgressDenial
 }
 
