@@ -257,3 +257,45 @@ func deniedFor(sum *ApplySummary, hostport string) string {
 	}
 	return ""
 }
+
+// TestEgressPrivateHostsNamedOnly: without any test switch, a host named in private_hosts reaches its stub on the
+// test network's private address, while another allowed name resolving to the same private address is refused,
+// and the agent reads why.
+func TestEgressPrivateHostsNamedOnly(t *testing.T) {
+	f := newFixture(t)
+	w := newEgressWorld(t, f)
+	f.sandboxExtra = fmt.Sprintf("  egress {\n    proxy_network = %q\n    allow = [\"pypi.org\"]\n    private_hosts = [\"pypi.org\"]\n  }\n", w.proxyNet)
+	cfg := f.config(`
+node "%[1]sagent" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  ref    = "main"
+  prompt = "mode=egress\ntargets=pypi.org:443,api.anthropic.com:443"
+}
+`)
+	sum, _, err := f.apply(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	r := resultOf(t, sum, f.node("agent"))
+	if !ledger.NodeSucceeded(r.Status) {
+		t.Fatalf("node %s: %s (%s)", r.Node, r.Status, r.Reason)
+	}
+	rep := readEgressReport(t, r.StdoutLog)
+	if got := rep.Results["pypi.org:443"]; got.Status != 200 || got.Greeting != "kewplan-stub" {
+		t.Errorf("CONNECT pypi.org:443 (a private host) = %+v, want 200 through to the stub", got)
+	}
+	if got := rep.Results["api.anthropic.com:443"].Status; got != 403 {
+		t.Errorf("CONNECT api.anthropic.com:443 (allowed, private address, not named) = %d, want 403", got)
+	}
+	if reason := deniedFor(sum, "api.anthropic.com:443"); reason != egress.ReasonRefusedAddress {
+		t.Errorf("the denial of api.anthropic.com:443 was recorded as %q, want %q", reason, egress.ReasonRefusedAddress)
+	}
+	for _, d := range sum.EgressDenials {
+		if d.HostPort() == "api.anthropic.com:443" && !strings.Contains(d.Refusal, "private_hosts") {
+			t.Errorf("the refusal sentence does not say how to reach a private host: %q", d.Refusal)
+		}
+	}
+}

@@ -182,7 +182,7 @@ var catalogue = []item{
 	{ID: "J6", Attack: "silent keep-alive connections and tunnels parked on the proxy; request headers past the bound", Expected: "closed after the idle timeout; oversize headers refused (431)",
 		Tests: []string{"egress.TestIdleAndOversize"}},
 	{ID: "J7", Attack: "an allowed name resolving to a private, loopback, link-local or metadata address, named in private_hosts or not", Expected: "only a host named in private_hosts reaches a private range; loopback, link-local and metadata never",
-		Tests: []string{"egress.TestPrivateHostsNamedOnly", "config.TestErrorFiles"}},
+		Tests: []string{"egress.TestPrivateHostsNamedOnly", "executor.TestEgressPrivateHostsNamedOnly", "config.TestErrorFiles"}},
 	{ID: "J8", Attack: "a refused request's answer and decision line read for the proxy's secrets", Expected: "one sentence of what and why (body, X-Kewplan-Refusal, decision line), never a node's secret",
 		Tests: []string{"egress.TestRefusalSentences"}},
 }
