@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kewplan/kewplan/egress"
+	"github.com/kewplan/kewplan/egress/suggest"
 	"github.com/kewplan/kewplan/executor/docker"
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
@@ -297,5 +299,59 @@ node "%[1]sagent" {
 		if d.HostPort() == "api.anthropic.com:443" && !strings.Contains(d.Refusal, "private_hosts") {
 			t.Errorf("the refusal sentence does not say how to reach a private host: %q", d.Refusal)
 		}
+	}
+}
+
+// TestEgressSuggestRoundTrip: the allow entries egress suggest proposes from a run's denials, written into the
+// node's egress block, let the next run through.
+func TestEgressSuggestRoundTrip(t *testing.T) {
+	f := newFixture(t)
+	newEgressWorld(t, f)
+	nodes := func(egressBlock string) string {
+		return `
+node "%[1]sagent" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  ref    = "main"
+  prompt = "mode=egress\ntargets=pypi.org:443"
+` + egressBlock + `}
+`
+	}
+	allowPrivate := func(o *ApplyOptions) { o.EgressAllowPrivateAddresses = true }
+	first, _, err := f.apply(context.Background(), f.config(nodes("")), allowPrivate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reason := deniedFor(first, "pypi.org:443"); reason != egress.ReasonHostNotAllowed {
+		t.Fatalf("first run: the denial of pypi.org:443 was recorded as %q, want %q", reason, egress.ReasonHostNotAllowed)
+	}
+	l, err := ledger.Open(statedir.Dir{Root: f.stateDir}.Ledger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	denials, err := l.EgressDenials(first.RunID)
+	l.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := suggest.Build(first.RunID, []string{f.node("agent")}, denials)
+	if len(s.Nodes) != 1 || s.Nodes[0].Node != f.node("agent") || strings.Join(s.Nodes[0].Allow, ",") != "pypi.org" {
+		t.Fatalf("suggestion = %+v, want node %s allowed pypi.org", s, f.node("agent"))
+	}
+	quoted := make([]string, len(s.Nodes[0].Allow))
+	for i, e := range s.Nodes[0].Allow {
+		quoted[i] = strconv.Quote(e)
+	}
+	second, _, err := f.apply(context.Background(), f.config(nodes("  egress { allow = ["+strings.Join(quoted, ", ")+"] }\n")), allowPrivate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := resultOf(t, second, f.node("agent"))
+	if got := readEgressReport(t, r.StdoutLog).Results["pypi.org:443"]; got.Status != 200 || got.Greeting != "kewplan-stub" {
+		t.Errorf("second run: CONNECT pypi.org:443 = %+v, want 200 through to the stub", got)
+	}
+	if second.EgressDeniedTotal != 0 {
+		t.Errorf("second run: %d denials, want none: %+v", second.EgressDeniedTotal, second.EgressDenials)
 	}
 }
