@@ -310,3 +310,43 @@ func TestAcceptRefusedForLoad(t *testing.T) {
 		return false
 	})
 }
+
+// TestConnTrackerFreesEverything: once every client is gone (tunnels, refusals, parked and evicted connections,
+// plain HTTP keep-alives), the proxy holds no connection and no node slot: nothing leaks the bounds away.
+func TestConnTrackerFreesEverything(t *testing.T) {
+	port := echoUpstream(t)
+	target := fmt.Sprintf("api.anthropic.test:%d", port)
+	s, addr, _ := startProxyServer(t, []NodeConfig{{Name: "fix", Secret: secretFix, Allow: []string{target}}},
+		Options{AddressAllowed: func(netip.Addr) bool { return true }, Limits: Limits{MaxConns: 6, MaxPerNode: 3}})
+	var clients []net.Conn
+	for i := 0; i < 10; i++ { // parked, most of them evicted
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	for i := 0; i < 4; i++ { // three tunnels, the fourth refused for load
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n", target, target, basic("fix", secretFix))
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := connectFull(t, addr, "evil.test:443", basic("fix", secretFix)); res.StatusCode != http.StatusForbidden {
+		t.Errorf("denied CONNECT = %d", res.StatusCode)
+	}
+	for _, c := range clients {
+		c.Close()
+	}
+	waitFor(t, "every connection and node slot freed", func() bool {
+		s.conns.mu.Lock()
+		defer s.conns.mu.Unlock()
+		return s.conns.open == 0 && s.conns.evict.Len() == 0 && s.conns.perNode["fix"] == 0
+	})
+}

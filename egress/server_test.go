@@ -85,6 +85,13 @@ func startProxy(t *testing.T, nodes []NodeConfig) (addr string, log *syncBuffer)
 // opts names its own.
 func startProxyWith(t *testing.T, nodes []NodeConfig, opts Options) (addr string, log *syncBuffer) {
 	t.Helper()
+	_, addr, log = startProxyServer(t, nodes, opts)
+	return addr, log
+}
+
+// startProxyServer is startProxyWith that also returns the server, for a test that inspects it.
+func startProxyServer(t *testing.T, nodes []NodeConfig, opts Options) (s *Server, addr string, log *syncBuffer) {
+	t.Helper()
 	cfg, err := ParseConfig(mustJSON(t, Config{Listen: "127.0.0.1:0", Nodes: nodes}))
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +108,7 @@ func startProxyWith(t *testing.T, nodes []NodeConfig, opts Options) (addr string
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 	}
-	s, err := NewServer(cfg, log, opts)
+	s, err = NewServer(cfg, log, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +128,7 @@ func startProxyWith(t *testing.T, nodes []NodeConfig, opts Options) (addr string
 			t.Error(err)
 		}
 	})
-	return l.Addr().String(), log
+	return s, l.Addr().String(), log
 }
 
 func mustJSON(t *testing.T, v any) []byte {
