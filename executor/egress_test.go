@@ -5,9 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -353,5 +357,89 @@ node "%[1]sagent" {
 	}
 	if second.EgressDeniedTotal != 0 {
 		t.Errorf("second run: %d denials, want none: %+v", second.EgressDeniedTotal, second.EgressDenials)
+	}
+}
+
+// floodHook parks many idle connections on the run's egress proxy when the first node starts.
+type floodHook struct {
+	NilHook
+	once  sync.Once
+	flood func(runID string)
+}
+
+func (h *floodHook) NodeStart(e NodeStartEvent) { h.once.Do(func() { h.flood(e.RunID) }) }
+
+// TestEgressProxyFloodDoesNotStarve: more idle connections than the proxy holds in all, parked on it while a node
+// runs, do not keep the next node from its model endpoint: the proxy evicts the oldest idle ones.
+func TestEgressProxyFloodDoesNotStarve(t *testing.T) {
+	f := newFixture(t)
+	w := newEgressWorld(t, f)
+	cfg := f.config(`
+node "%[1]sfirst" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  ref    = "main"
+  prompt = "mode=egress\ntargets=api.anthropic.com:443"
+}
+
+node "%[1]swork" {
+  runner     = "claude-code"
+  model      = "claude-sonnet-4-5"
+  repo       = %[2]q
+  ref        = "main"
+  prompt     = "mode=egress\ntargets=api.anthropic.com:443"
+  depends_on = [node.%[1]sfirst]
+}
+`)
+	var parked []net.Conn
+	defer func() {
+		for _, c := range parked {
+			c.Close()
+		}
+	}()
+	hook := &floodHook{flood: func(runID string) {
+		out, err := exec.Command("docker", "inspect", "-f", fmt.Sprintf(`{{(index .NetworkSettings.Networks %q).IPAddress}}`, w.proxyNet),
+			docker.EgressProxyPrefix+runID).Output()
+		ip := strings.TrimSpace(string(out))
+		if err != nil || ip == "" {
+			t.Errorf("the proxy's address on %s: %q, %v", w.proxyNet, ip, err)
+			return
+		}
+		for i := 0; i < egress.DefaultMaxConns+200; i++ {
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(ip, strconv.Itoa(egress.DefaultPort)), 10*time.Second)
+			if err != nil {
+				t.Errorf("flood connection %d: %v", i+1, err)
+				return
+			}
+			parked = append(parked, c)
+		}
+	}}
+	sum, _, err := f.apply(context.Background(), cfg, func(o *ApplyOptions) {
+		o.EgressAllowPrivateAddresses = true
+		o.Hooks = append(o.Hooks, hook)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parked) != egress.DefaultMaxConns+200 {
+		t.Fatalf("parked %d connections, want %d", len(parked), egress.DefaultMaxConns+200)
+	}
+	r := resultOf(t, sum, f.node("work"))
+	if !ledger.NodeSucceeded(r.Status) {
+		t.Fatalf("node %s: %s (%s)", r.Node, r.Status, r.Reason)
+	}
+	if got := readEgressReport(t, r.StdoutLog).Results["api.anthropic.com:443"]; got.Status != 200 || got.Greeting != "kewplan-stub" {
+		t.Errorf("CONNECT api.anthropic.com:443 under the flood = %+v, want 200 through to the stub", got)
+	}
+	evicted := 0
+	for _, c := range parked {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err == io.EOF {
+			evicted++
+		}
+	}
+	if evicted < 200 {
+		t.Errorf("%d parked connections evicted, want at least 200 (the proxy holds %d)", evicted, egress.DefaultMaxConns)
 	}
 }
