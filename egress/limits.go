@@ -81,6 +81,7 @@ type trackedConn struct {
 	node     string        // the node whose slot the connection holds, "" for none
 	busy     bool          // a request is in a handler
 	hijacked bool          // a tunnel owns the connection
+	admitted bool          // counted in t.open
 	closed   bool
 }
 
@@ -99,6 +100,7 @@ func (t *connTracker) admit(c *trackedConn) bool {
 		t.dropLocked(victim)
 	}
 	t.open++
+	c.admitted = true
 	c.elem = t.evict.PushBack(c)
 	t.mu.Unlock()
 	if victim != nil {
@@ -110,7 +112,7 @@ func (t *connTracker) admit(c *trackedConn) bool {
 
 // dropLocked forgets a connection (closed or evicted) and frees what it held.
 func (t *connTracker) dropLocked(c *trackedConn) {
-	if c.closed {
+	if c.closed || !c.admitted {
 		return
 	}
 	c.closed = true
