@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -264,6 +266,7 @@ func printable(s string) string {
 var egressSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "allow"},
+		{Name: "private_hosts"},
 		{Name: "proxy_network"},
 		{Name: "proxy"},
 		{Name: "upstream_ca_file"},
@@ -271,7 +274,7 @@ var egressSchema = &hcl.BodySchema{
 }
 
 var nodeEgressSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "allow"}},
+	Attributes: []hcl.AttributeSchema{{Name: "allow"}, {Name: "private_hosts"}},
 }
 
 // decodeSandboxEgress decodes the sandbox's `egress` block into sb.Egress.
@@ -284,6 +287,13 @@ func decodeSandboxEgress(block *hcl.Block, eg *SandboxEgress) hcl.Diagnostics {
 		diags = append(diags, d...)
 		eg.Allow = list
 		eg.AllowRange = attr.Range
+	}
+	if attr, ok := content.Attributes["private_hosts"]; ok {
+		list, d := decodeHostPatterns(attr, "the private_hosts list of "+where)
+		diags = append(diags, d...)
+		eg.PrivateHosts = list
+		eg.PrivateHostsRange = attr.Range
+		diags = append(diags, checkPrivateHosts(list, where, "the allow list of the sandbox's egress block", eg.Allow)...)
 	}
 	if attr, ok := content.Attributes["proxy_network"]; ok {
 		s, d := constString(attr, where)
@@ -364,5 +374,59 @@ func decodeNodeEgress(block *hcl.Block, node string) (*NodeEgress, hcl.Diagnosti
 		ne.Allow = list
 		ne.AllowRange = attr.Range
 	}
+	if attr, ok := content.Attributes["private_hosts"]; ok {
+		list, d := decodeHostPatterns(attr, "the private_hosts list of "+where)
+		diags = append(diags, d...)
+		ne.PrivateHosts = list
+		ne.PrivateHostsRange = attr.Range
+	}
 	return ne, diags
+}
+
+// checkNodePrivateHosts checks that each node's private hosts are allowed, by the node's own allow list or the
+// sandbox's (the sandbox may be in another file, so this runs once every file is decoded).
+func (c *Config) checkNodePrivateHosts() hcl.Diagnostics {
+	var sandbox []HostPattern
+	if c.Sandbox != nil {
+		sandbox = c.Sandbox.Egress.Allow
+	}
+	var diags hcl.Diagnostics
+	for _, name := range slices.Sorted(maps.Keys(c.Nodes)) {
+		ne := c.Nodes[name].Egress
+		if ne == nil || len(ne.PrivateHosts) == 0 {
+			continue
+		}
+		where := fmt.Sprintf("the egress block of node %q", name)
+		allowed := append(append([]HostPattern(nil), ne.Allow...), sandbox...)
+		diags = append(diags, checkPrivateHosts(ne.PrivateHosts, where, "its allow list or the sandbox's", allowed)...)
+	}
+	return diags
+}
+
+// checkPrivateHosts refuses a private host that no allow entry lets through: private_hosts widens how a host may
+// resolve, never which hosts a node reaches.
+func checkPrivateHosts(private []HostPattern, where, lists string, allow []HostPattern) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, q := range private {
+		if privateHostAllowed(q, allow) {
+			continue
+		}
+		diags = append(diags, errorDiag("Private host not allowed",
+			fmt.Sprintf("The private host %q in %s is not in %s. private_hosts only lets an allowed host resolve to a private address; it allows no host by itself. Add %q to the allow list beside it, or remove it from private_hosts.",
+				q.String(), where, lists, q.String()), q.Range))
+	}
+	return diags
+}
+
+// privateHostAllowed reports whether an allow entry lets q's host through (on q's port when q names one).
+func privateHostAllowed(q HostPattern, allow []HostPattern) bool {
+	for _, p := range allow {
+		if p.Host != q.Host && (q.Wildcard() || !p.MatchHost(q.Host)) {
+			continue
+		}
+		if q.Port == DefaultEgressPort || p.Port == q.Port {
+			return true
+		}
+	}
+	return false
 }

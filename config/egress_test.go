@@ -140,6 +140,43 @@ node "fix" {
 	}
 }
 
+// TestPrivateHostsDecoded: private_hosts takes allow's entry syntax, normalised; a node's may name a host the
+// sandbox allows.
+func TestPrivateHostsDecoded(t *testing.T) {
+	cfg, diags := parseSource(t, `
+sandbox {
+  egress {
+    allow         = ["Artifactory.Corp", "git.corp:2222"]
+    private_hosts = ["artifactory.corp."]
+  }
+}
+node "fix" {
+  runner = "claude-code"
+  model  = "m"
+  repo   = "https://github.com/acme/widgets.git"
+  prompt = "p"
+  egress {
+    private_hosts = ["git.corp:2222"]
+  }
+}
+`)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	str := func(ps []HostPattern) []string {
+		out := []string{}
+		for _, p := range ps {
+			out = append(out, p.String())
+		}
+		return out
+	}
+	got := [][]string{str(cfg.Sandbox.Egress.PrivateHosts), str(cfg.Nodes["fix"].Egress.PrivateHosts)}
+	want := [][]string{{"artifactory.corp"}, {"git.corp:2222"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("private_hosts mismatch (-want +got):\n%s", diff)
+	}
+}
+
 // parseSource loads src as the only file of a configuration directory.
 func parseSource(t *testing.T, src string) (*Config, hcl.Diagnostics) {
 	t.Helper()

@@ -92,6 +92,7 @@ func load(path string, deferValues bool) (*Config, hcl.Diagnostics) {
 		// undeclared. Evaluating with unresolved references would only repeat them as evaluation errors.
 		refs := cfg.checkStatic()
 		diags = append(diags, refs...)
+		diags = append(diags, cfg.checkNodePrivateHosts()...)
 		if !refs.HasErrors() && (!deferValues || diags.HasErrors()) {
 			diags = append(diags, cfg.CheckValues(nil)...)
 		}

@@ -128,6 +128,10 @@ type SandboxEgress struct {
 	// Allow are the hosts every node may reach, normalised, sorted and deduplicated.
 	Allow      []HostPattern
 	AllowRange hcl.Range
+	// PrivateHosts are the allowed hosts that may resolve to private ranges (RFC 1918, ULA, CGNAT), for every
+	// node: an internal mirror or git server, named one by one. Each is also in Allow.
+	PrivateHosts      []HostPattern
+	PrivateHostsRange hcl.Range
 	// ProxyNetwork is the network through which kewplan's own proxy reaches out (DefaultProxyNetwork).
 	ProxyNetwork      string
 	ProxyNetworkRange hcl.Range
@@ -145,7 +149,10 @@ type SandboxEgress struct {
 type NodeEgress struct {
 	Allow      []HostPattern // normalised, sorted, deduplicated
 	AllowRange hcl.Range
-	DeclRange  hcl.Range
+	// PrivateHosts are this node's hosts that may resolve to private ranges; each is in Allow or the sandbox's.
+	PrivateHosts      []HostPattern
+	PrivateHostsRange hcl.Range
+	DeclRange         hcl.Range
 }
 
 // Runner is a `runner "name"` block: a custom runner, or an override of a built-in's credentials or args.
@@ -284,6 +291,9 @@ type Policy struct {
 	// AllowedBranches bounds the branches a worker may push to (rule policy-push); nil when not written.
 	AllowedBranches      []string
 	AllowedBranchesRange hcl.Range
+	// ForbidPrivateHosts refuses every private_hosts entry: no node may reach a host on a private address.
+	ForbidPrivateHosts      bool
+	ForbidPrivateHostsRange hcl.Range
 	// Approvals asks for signed approvals of a saved plan before apply runs it; nil when not written.
 	Approvals *Approvals
 	DeclRange hcl.Range

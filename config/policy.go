@@ -36,6 +36,7 @@ var policyBlockSchema = &hcl.BodySchema{
 		{Name: "refuse_unmaskable_credentials"},
 		{Name: "allowed_repositories"},
 		{Name: "allowed_branches"},
+		{Name: "forbid_private_hosts"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "approvals"}},
 }
@@ -79,6 +80,12 @@ func decodePolicyBlock(block *hcl.Block) (*Policy, hcl.Diagnostics) {
 		p.RefuseUnmaskableCredentialsRange = attr.Range
 		if v, ok := policyLiteral(attr, cty.Bool, &diags); ok {
 			p.RefuseUnmaskableCredentials = v.True()
+		}
+	}
+	if attr, ok := content.Attributes["forbid_private_hosts"]; ok {
+		p.ForbidPrivateHostsRange = attr.Range
+		if v, ok := policyLiteral(attr, cty.Bool, &diags); ok {
+			p.ForbidPrivateHosts = v.True()
 		}
 	}
 	if attr, ok := content.Attributes["require_brokered_credentials"]; ok {

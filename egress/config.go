@@ -66,6 +66,10 @@ type NodeConfig struct {
 	// A name is allowed on port 443 only unless an entry names another port; plain HTTP is forwarded only to a
 	// host:port entry whose port is not 443.
 	Allow []string `json:"allow"`
+	// PrivateHosts are the entries of Allow whose names may resolve to private ranges (RFC 1918, ULA, CGNAT):
+	// an internal mirror or git server the plan names one by one. Loopback, link-local, metadata and unspecified
+	// addresses are refused for them too.
+	PrivateHosts []string `json:"private_hosts,omitempty"`
 	// Broker, when set, lets the node call its runner's model API through the proxy's credential broker with a
 	// placeholder instead of the real key (see BrokerConfig).
 	Broker *BrokerConfig `json:"broker,omitempty"`
@@ -134,6 +138,11 @@ func ParseConfig(data []byte) (*Config, error) {
 		for _, a := range n.Allow {
 			if _, why := config.ParseHostPattern(a); why != "" {
 				return nil, fmt.Errorf("node %q: entry %q: %s", n.Name, a, why)
+			}
+		}
+		for _, a := range n.PrivateHosts {
+			if _, why := config.ParseHostPattern(a); why != "" {
+				return nil, fmt.Errorf("node %q: private host %q: %s", n.Name, a, why)
 			}
 		}
 	}

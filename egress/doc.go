@@ -1,7 +1,10 @@
 // Package egress is kewplan's egress proxy: an HTTP forward proxy (on github.com/elazarl/goproxy) that lets each
 // agent container, authenticated by its own proxy secret, CONNECT only to the hosts and ports of its node's
 // allowlist, resolves names itself (agents have no DNS), refuses IP literals and addresses on the host's side of
-// the network, and writes every decision as one JSON line.
+// the network (a host the plan names in private_hosts may resolve to a private range), and writes every decision
+// as one JSON line. Every refusal answers the agent with one sentence of what was refused and why (refusal.go),
+// and the proxy bounds what it holds for its clients, per node and in all, so that no node can take egress away
+// from the others (limits.go).
 //
 // On the same listener it is also a credential broker (broker.go): an agent whose base URL is
 // /broker/<node>/<endpoint>/ presents a per-run placeholder, and the proxy forwards its request over verified TLS

@@ -42,6 +42,7 @@ const (
 	ReasonResolveFailed    = "host does not resolve"
 	ReasonUpstreamRefused  = "upstream connection failed"
 	ReasonMalformedRequest = "malformed proxy request"
+	ReasonLoad             = "load" // the proxy had no room for the connection or the node's request (Limits)
 )
 
 // Decision is one line of the proxy's log: every request it judged, allowed or denied.
@@ -53,6 +54,8 @@ type Decision struct {
 	Port    int       `json:"port"`
 	Allowed bool      `json:"allowed"`
 	Reason  string    `json:"reason"`
+	// Refusal is a denial's one sentence, as the agent received it: what was refused and why.
+	Refusal string `json:"refusal,omitempty"`
 	// Kind is "" for a forward-proxy decision, KindBroker for a brokered request (Host and Port are then the
 	// runner endpoint), KindControl for a call on the control endpoint. The fields below are theirs.
 	Kind string `json:"kind,omitempty"`
@@ -75,8 +78,13 @@ type Decision struct {
 type Options struct {
 	// Resolve resolves a host name; the system resolver (Go's) when nil.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
-	// AddressAllowed judges a resolved address; nil applies the built-in rule (see Config.AllowPrivateAddresses).
+	// AddressAllowed judges a resolved address; nil applies the built-in rule (see Config.AllowPrivateAddresses
+	// and NodeConfig.PrivateHosts).
 	AddressAllowed func(netip.Addr) bool
+	// Dial connects to a judged address; a net.Dialer when nil (a test points every address at its stand-in).
+	Dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
+	// Limits bound connections, tunnels, timeouts and header sizes; the defaults when zero.
+	Limits Limits
 	// Now is the clock of the log; time.Now when nil.
 	Now func() time.Time
 	// DialTimeout bounds one upstream connection; 10s when zero.
@@ -97,11 +105,14 @@ type Server struct {
 
 	srvMu sync.Mutex
 	srv   *http.Server
+
+	conns *connTracker
 }
 
 type nodeAllow struct {
 	secret   []byte
 	patterns []config.HostPattern
+	private  []config.HostPattern // the hosts that may resolve to private ranges (NodeConfig.PrivateHosts)
 }
 
 type ctxKey struct{}
@@ -134,10 +145,16 @@ func NewServer(cfg *Config, decisions io.Writer, opts Options) (*Server, error) 
 			return r.LookupNetIP(ctx, "ip", host)
 		}
 	}
-	if s.opts.AddressAllowed == nil {
-		private := cfg.AllowPrivateAddresses
-		s.opts.AddressAllowed = func(a netip.Addr) bool { return addressAllowed(a, private) }
+	if s.opts.Dial == nil {
+		d := &net.Dialer{}
+		s.opts.Dial = func(ctx context.Context, a netip.AddrPort) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", a.String())
+		}
 	}
+	s.opts.Limits = s.opts.Limits.withDefaults()
+	s.conns = newConnTracker(s.opts.Limits, func(sentence string) {
+		s.record(Decision{Method: "ACCEPT", Reason: ReasonLoad, Refusal: sentence})
+	})
 	for _, n := range cfg.Nodes {
 		na := &nodeAllow{secret: []byte(n.Secret)}
 		for _, e := range n.Allow {
@@ -146,6 +163,13 @@ func NewServer(cfg *Config, decisions io.Writer, opts Options) (*Server, error) 
 				return nil, fmt.Errorf("egress proxy: node %q: entry %q: %s", n.Name, e, why)
 			}
 			na.patterns = append(na.patterns, p)
+		}
+		for _, e := range n.PrivateHosts {
+			p, why := config.ParseHostPattern(e)
+			if why != "" {
+				return nil, fmt.Errorf("egress proxy: node %q: private host %q: %s", n.Name, e, why)
+			}
+			na.private = append(na.private, p)
 		}
 		s.nodes[n.Name] = na
 	}
@@ -156,11 +180,31 @@ func NewServer(cfg *Config, decisions io.Writer, opts Options) (*Server, error) 
 	// Never another proxy from the environment, never TLS interception: a tunnel or a plain HTTP forward to the
 	// address this server resolved and judged.
 	p.Tr = &http.Transport{Proxy: nil, DialContext: s.dialContext, ForceAttemptHTTP2: false,
-		TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 60 * time.Second, MaxIdleConns: 16}
+		TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 60 * time.Second, MaxIdleConns: 16,
+		IdleConnTimeout: 90 * time.Second, MaxResponseHeaderBytes: int64(s.opts.Limits.MaxHeaderBytes)}
 	p.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
 		return s.dialContext(req.Context(), network, addr)
 	}
 	p.ConnectDial = nil
+	// A refused dial answers with its sentence: on a CONNECT goproxy has hijacked the connection and hands it here,
+	// on a plain HTTP forward the failed round trip reaches the response filter with no response.
+	p.ConnectionErrHandler = func(w io.Writer, _ *goproxy.ProxyCtx, err error) {
+		if r, ok := dialRefusal(err); ok {
+			writeRefusal(w, r.status, r.sentence)
+		}
+	}
+	p.OnResponse().DoFunc(func(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
+		if resp != nil || ctx.Error == nil {
+			return resp
+		}
+		r, ok := dialRefusal(ctx.Error)
+		if !ok {
+			return resp
+		}
+		resp = goproxy.NewResponse(ctx.Req, "text/plain; charset=utf-8", r.status, "kewplan egress proxy: "+r.sentence+"\n")
+		resp.Header.Set(RefusalHeader, headerSafe(r.sentence))
+		return resp
+	})
 	s.proxy = p
 	if err := s.initBroker(); err != nil {
 		return nil, err
@@ -170,6 +214,11 @@ func NewServer(cfg *Config, decisions io.Writer, opts Options) (*Server, error) 
 
 // ServeHTTP judges a request and hands an allowed one to goproxy.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	tc, _ := r.Context().Value(connKey{}).(*trackedConn)
+	if tc != nil {
+		s.conns.begin(tc)
+		defer s.conns.end(tc)
+	}
 	if s.serveOwn(w, r) {
 		return
 	}
@@ -187,23 +236,32 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.Host, d.Port = tgt.host, tgt.port
 	node, ok, reason := s.authenticate(r)
 	d.Node = node
-	if !ok {
+	deny := func(status int, reason string) {
 		d.Reason = reason
+		d.Refusal = s.refusalSentence(node, r.Method, tgt, reason)
 		s.record(d)
-		w.Header().Set("Proxy-Authenticate", `Basic realm="kewplan egress"`)
-		http.Error(w, "kewplan egress proxy: "+reason, http.StatusProxyAuthRequired)
+		if status == http.StatusProxyAuthRequired {
+			w.Header().Set("Proxy-Authenticate", `Basic realm="kewplan egress"`)
+		}
+		refuse(w, status, d.Refusal)
+	}
+	if !ok {
+		deny(http.StatusProxyAuthRequired, reason)
 		return
 	}
 	if err != nil {
-		d.Reason = err.Error()
-		s.record(d)
-		http.Error(w, "kewplan egress proxy: "+d.Reason, http.StatusForbidden)
+		deny(http.StatusForbidden, err.Error())
 		return
 	}
 	if reason := s.judge(node, tgt.host, tgt.port, r.Method == http.MethodConnect); reason != ReasonAllowed {
-		d.Reason = reason
+		deny(http.StatusForbidden, reason)
+		return
+	}
+	if tc != nil && !s.conns.claim(tc, node) {
+		d.Reason = ReasonLoad
+		d.Refusal = loadSentence("node "+node+"'s requests and tunnels", s.opts.Limits.MaxPerNode)
 		s.record(d)
-		http.Error(w, fmt.Sprintf("kewplan egress proxy: %s: %s", reason, tgt.hostPort()), http.StatusForbidden)
+		refuse(w, http.StatusServiceUnavailable, d.Refusal)
 		return
 	}
 	d.Allowed, d.Reason = true, ReasonAllowed
@@ -370,54 +428,83 @@ func (s *Server) judge(node, host string, port int, connect bool) string {
 }
 
 // dialContext resolves the host itself and connects to the first address the address rule allows. It is the
-// only way out of the proxy: goproxy's CONNECT tunnels and HTTP forwards both dial through it.
+// only way out of the proxy: goproxy's CONNECT tunnels and HTTP forwards both dial through it. A refusal is a
+// *refusalError carrying the sentence the agent receives.
 func (s *Server) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	j, ok := ctx.Value(ctxKey{}).(judged)
 	node, host, port := j.node, j.host, j.port
-	deny := func(reason string, cause error) (net.Conn, error) {
-		s.record(Decision{Node: node, Method: "DIAL", Host: host, Port: port, Reason: reason})
+	deny := func(status int, reason string, cause error) (net.Conn, error) {
+		sentence := s.refusalSentence(node, "DIAL", target{host: host, port: port}, reason)
+		s.record(Decision{Node: node, Method: "DIAL", Host: host, Port: port, Reason: reason, Refusal: sentence})
 		if cause != nil {
-			return nil, fmt.Errorf("%s: %s: %w", addr, reason, cause)
+			return nil, fmt.Errorf("%s: %w (%w)", addr, &refusalError{status: status, sentence: sentence}, cause)
 		}
-		return nil, fmt.Errorf("%s: %s", addr, reason)
+		return nil, fmt.Errorf("%s: %w", addr, &refusalError{status: status, sentence: sentence})
 	}
 	if !ok || addr != j.hostPort() {
 		// Only a judged request dials, and only the target judged (a guard: ServeHTTP makes them agree).
 		host = clip(addr)
-		return deny(ReasonMalformedRequest, nil)
+		return deny(http.StatusForbidden, ReasonMalformedRequest, nil)
 	}
 	if _, err := netip.ParseAddr(host); err == nil {
-		return deny(ReasonIPLiteral, nil) // never reached through ServeHTTP; a guard for any other caller
+		return deny(http.StatusForbidden, ReasonIPLiteral, nil) // never reached through ServeHTTP; a guard for any other caller
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.DialTimeout)
 	defer cancel()
 	addrs, err := s.opts.Resolve(ctx, host)
 	if err != nil || len(addrs) == 0 {
-		return deny(ReasonResolveFailed, err)
+		return deny(http.StatusBadGateway, ReasonResolveFailed, err)
 	}
 	var lastErr error
-	dialer := &net.Dialer{}
 	for _, a := range addrs {
 		a = a.Unmap()
-		if !s.opts.AddressAllowed(a) {
+		if !s.addressAllowed(node, host, a) {
 			continue
 		}
-		c, err := dialer.DialContext(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
+		c, err := s.opts.Dial(ctx, netip.AddrPortFrom(a, uint16(port)))
 		if err == nil {
-			return c, nil
+			ic := idleConn{Conn: c, idle: s.opts.Limits.IdleTimeout}
+			ic.timer = time.AfterFunc(ic.idle, func() { _ = c.Close() })
+			return ic, nil
 		}
 		lastErr = err
 	}
 	if lastErr == nil {
-		return deny(ReasonRefusedAddress, nil)
+		return deny(http.StatusForbidden, ReasonRefusedAddress, nil)
 	}
-	return deny(ReasonUpstreamRefused, lastErr)
+	return deny(http.StatusBadGateway, ReasonUpstreamRefused, lastErr)
+}
+
+// addressAllowed judges one resolved address of a node's host: public addresses always, private ranges (RFC 1918,
+// ULA, CGNAT) only for a host the node names in private_hosts (or when the whole proxy allows them), everything
+// else (loopback, link-local, metadata, unspecified, multicast) never.
+func (s *Server) addressAllowed(node, host string, a netip.Addr) bool {
+	if s.opts.AddressAllowed != nil {
+		return s.opts.AddressAllowed(a)
+	}
+	if addressAllowed(a, s.cfg.AllowPrivateAddresses) {
+		return true
+	}
+	if !addressAllowed(a, true) {
+		return false
+	}
+	if n := s.nodes[node]; n != nil {
+		for _, p := range n.private {
+			if p.MatchHost(host) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // addressAllowed is the resolved-address rule: a permitted name whose DNS an attacker controls must not lead to
 // the host, its neighbours or the cloud's metadata service (DNS rebinding; sandbox-runtime's resolved-address check).
 func addressAllowed(a netip.Addr, private bool) bool {
 	a = a.Unmap()
+	if metadata[a] {
+		return false
+	}
 	for _, v4 := range embeddedIPv4(a) {
 		if !addressAllowed(v4, private) {
 			return false
@@ -442,6 +529,15 @@ func addressAllowed(a netip.Addr, private bool) bool {
 		return false
 	}
 	return true
+}
+
+// metadata are cloud metadata services on addresses the range rules would call private (AWS's IPv6 endpoint in
+// ULA space, Alibaba Cloud's in CGNAT space): refused even for a host named in private_hosts. (AWS's, GCP's and
+// Azure's IPv4 169.254.169.254 is link-local, refused by the range rule.)
+var metadata = map[netip.Addr]bool{
+	netip.MustParseAddr("fd00:ec2::254"):   true,
+	netip.MustParseAddr("100.100.100.200"): true,
+	netip.MustParseAddr("169.254.169.254"): true,
 }
 
 var (
@@ -491,7 +587,13 @@ func (s *Server) record(d Decision) {
 
 // Serve accepts proxy connections on l until Shutdown.
 func (s *Server) Serve(l net.Listener) error {
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second}
+	lim := s.opts.Limits
+	// The header timeout bounds a request still arriving, the idle timeout a keep-alive between requests (Go's
+	// server has none by default: a parked connection would stay for ever), the header bound its size; the
+	// tracking listener bounds the number of connections and their silence.
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout,
+		MaxHeaderBytes: lim.MaxHeaderBytes, ConnContext: connContext, ConnState: s.conns.connState}
+	l = &trackingListener{Listener: l, t: s.conns}
 	s.srvMu.Lock()
 	s.srv = srv
 	s.srvMu.Unlock()

@@ -78,21 +78,37 @@ func echoUpstream(t *testing.T) int {
 // startProxy runs a proxy on loopback whose resolver maps every *.test name (and example.com) to 127.0.0.1.
 func startProxy(t *testing.T, nodes []NodeConfig) (addr string, log *syncBuffer) {
 	t.Helper()
+	return startProxyWith(t, nodes, Options{AddressAllowed: func(netip.Addr) bool { return true }})
+}
+
+// startProxyWith is startProxy with the test's own options; the resolver and the clock are startProxy's unless
+// opts names its own.
+func startProxyWith(t *testing.T, nodes []NodeConfig, opts Options) (addr string, log *syncBuffer) {
+	t.Helper()
+	_, addr, log = startProxyServer(t, nodes, opts)
+	return addr, log
+}
+
+// startProxyServer is startProxyWith that also returns the server, for a test that inspects it.
+func startProxyServer(t *testing.T, nodes []NodeConfig, opts Options) (s *Server, addr string, log *syncBuffer) {
+	t.Helper()
 	cfg, err := ParseConfig(mustJSON(t, Config{Listen: "127.0.0.1:0", Nodes: nodes}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	log = &syncBuffer{}
-	s, err := NewServer(cfg, log, Options{
-		Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
+	if opts.Resolve == nil {
+		opts.Resolve = func(_ context.Context, host string) ([]netip.Addr, error) {
 			if strings.HasSuffix(host, ".test") || host == "example.com" {
 				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 			}
 			return nil, fmt.Errorf("no such host %s", host)
-		},
-		AddressAllowed: func(netip.Addr) bool { return true },
-		Now:            func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) },
-	})
+		}
+	}
+	if opts.Now == nil {
+		opts.Now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+	}
+	s, err = NewServer(cfg, log, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +128,7 @@ func startProxy(t *testing.T, nodes []NodeConfig) (addr string, log *syncBuffer)
 			t.Error(err)
 		}
 	})
-	return l.Addr().String(), log
+	return s, l.Addr().String(), log
 }
 
 func mustJSON(t *testing.T, v any) []byte {

@@ -18,8 +18,15 @@ type egressDenials struct {
 	total int
 }
 
-// egressDenied records one refused request in the ledger, then reports it, up to MaxEgressDenials.
+// egressDenied records one refused request in the ledger, then reports it, up to MaxEgressDenials. The host and
+// the refusal sentence hold what the agent asked for, so they are masked like the agent's output: an agent could
+// put its credential into a host name.
 func (a *applier) egressDenied(d ledger.EgressDenial) {
+	names := a.nodeCredentials(d.Node)
+	if d.Node == "" || names == nil {
+		names = a.planCredentials()
+	}
+	d.Host, d.Refusal = a.maskAll(d.Host, names), a.maskAll(d.Refusal, names)
 	a.denials.mu.Lock()
 	a.denials.total++
 	keep := a.denials.total <= MaxEgressDenials
@@ -36,6 +43,24 @@ func (a *applier) egressDenied(d ledger.EgressDenial) {
 		}
 	}
 	a.hook.EgressDenied(d)
+}
+
+// planCredentials are every credential name the plan forwards to any node.
+func (a *applier) planCredentials() []string {
+	if a.opts.Plan == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, np := range a.opts.Plan.Nodes {
+		for _, c := range np.Credentials {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }
 
 // brokerRequest records a request the egress proxy brokered for a node, with the node's current attempt.

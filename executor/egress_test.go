@@ -5,12 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/kewplan/kewplan/egress"
+	"github.com/kewplan/kewplan/egress/suggest"
 	"github.com/kewplan/kewplan/executor/docker"
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
@@ -185,6 +191,9 @@ node "%[1]spip" {
 		if d.Node != agent.Node || d.Time.IsZero() {
 			t.Errorf("denial %+v: want node %s and a time", d, agent.Node)
 		}
+		if !strings.Contains(d.Refusal, d.HostPort()) || !strings.Contains(d.Refusal, "egress allowlist") && !strings.Contains(d.Refusal, "IP address") {
+			t.Errorf("denial %+v: want the proxy's sentence naming %s and the allowlist", d, d.HostPort())
+		}
 		got[d.HostPort()] = d.Reason
 	}
 	for hp, reason := range wantReasons {
@@ -253,4 +262,184 @@ func deniedFor(sum *ApplySummary, hostport string) string {
 		}
 	}
 	return ""
+}
+
+// TestEgressPrivateHostsNamedOnly: without any test switch, a host named in private_hosts reaches its stub on the
+// test network's private address, while another allowed name resolving to the same private address is refused,
+// and the agent reads why.
+func TestEgressPrivateHostsNamedOnly(t *testing.T) {
+	f := newFixture(t)
+	w := newEgressWorld(t, f)
+	f.sandboxExtra = fmt.Sprintf("  egress {\n    proxy_network = %q\n    allow = [\"pypi.org\"]\n    private_hosts = [\"pypi.org\"]\n  }\n", w.proxyNet)
+	cfg := f.config(`
+node "%[1]sagent" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  ref    = "main"
+  prompt = "mode=egress\ntargets=pypi.org:443,api.anthropic.com:443"
+}
+`)
+	sum, _, err := f.apply(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	r := resultOf(t, sum, f.node("agent"))
+	if !ledger.NodeSucceeded(r.Status) {
+		t.Fatalf("node %s: %s (%s)", r.Node, r.Status, r.Reason)
+	}
+	rep := readEgressReport(t, r.StdoutLog)
+	if got := rep.Results["pypi.org:443"]; got.Status != 200 || got.Greeting != "kewplan-stub" {
+		t.Errorf("CONNECT pypi.org:443 (a private host) = %+v, want 200 through to the stub", got)
+	}
+	if got := rep.Results["api.anthropic.com:443"].Status; got != 403 {
+		t.Errorf("CONNECT api.anthropic.com:443 (allowed, private address, not named) = %d, want 403", got)
+	}
+	if reason := deniedFor(sum, "api.anthropic.com:443"); reason != egress.ReasonRefusedAddress {
+		t.Errorf("the denial of api.anthropic.com:443 was recorded as %q, want %q", reason, egress.ReasonRefusedAddress)
+	}
+	for _, d := range sum.EgressDenials {
+		if d.HostPort() == "api.anthropic.com:443" && !strings.Contains(d.Refusal, "private_hosts") {
+			t.Errorf("the refusal sentence does not say how to reach a private host: %q", d.Refusal)
+		}
+	}
+}
+
+// TestEgressSuggestRoundTrip: the allow entries egress suggest proposes from a run's denials, written into the
+// node's egress block, let the next run through.
+func TestEgressSuggestRoundTrip(t *testing.T) {
+	f := newFixture(t)
+	newEgressWorld(t, f)
+	nodes := func(egressBlock string) string {
+		return `
+node "%[1]sagent" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  ref    = "main"
+  prompt = "mode=egress\ntargets=pypi.org:443"
+` + egressBlock + `}
+`
+	}
+	allowPrivate := func(o *ApplyOptions) { o.EgressAllowPrivateAddresses = true }
+	first, _, err := f.apply(context.Background(), f.config(nodes("")), allowPrivate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reason := deniedFor(first, "pypi.org:443"); reason != egress.ReasonHostNotAllowed {
+		t.Fatalf("first run: the denial of pypi.org:443 was recorded as %q, want %q", reason, egress.ReasonHostNotAllowed)
+	}
+	l, err := ledger.Open(statedir.Dir{Root: f.stateDir}.Ledger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	denials, err := l.EgressDenials(first.RunID)
+	l.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := suggest.Build(first.RunID, []string{f.node("agent")}, denials)
+	if len(s.Nodes) != 1 || s.Nodes[0].Node != f.node("agent") || strings.Join(s.Nodes[0].Allow, ",") != "pypi.org" {
+		t.Fatalf("suggestion = %+v, want node %s allowed pypi.org", s, f.node("agent"))
+	}
+	quoted := make([]string, len(s.Nodes[0].Allow))
+	for i, e := range s.Nodes[0].Allow {
+		quoted[i] = strconv.Quote(e)
+	}
+	second, _, err := f.apply(context.Background(), f.config(nodes("  egress { allow = ["+strings.Join(quoted, ", ")+"] }\n")), allowPrivate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := resultOf(t, second, f.node("agent"))
+	if got := readEgressReport(t, r.StdoutLog).Results["pypi.org:443"]; got.Status != 200 || got.Greeting != "kewplan-stub" {
+		t.Errorf("second run: CONNECT pypi.org:443 = %+v, want 200 through to the stub", got)
+	}
+	if second.EgressDeniedTotal != 0 {
+		t.Errorf("second run: %d denials, want none: %+v", second.EgressDeniedTotal, second.EgressDenials)
+	}
+}
+
+// floodHook parks many idle connections on the run's egress proxy when the first node starts.
+type floodHook struct {
+	NilHook
+	once  sync.Once
+	flood func(runID string)
+}
+
+func (h *floodHook) NodeStart(e NodeStartEvent) { h.once.Do(func() { h.flood(e.RunID) }) }
+
+// TestEgressProxyFloodDoesNotStarve: more idle connections than the proxy holds in all, parked on it while a node
+// runs, do not keep the next node from its model endpoint: the proxy evicts the oldest idle ones.
+func TestEgressProxyFloodDoesNotStarve(t *testing.T) {
+	f := newFixture(t)
+	w := newEgressWorld(t, f)
+	cfg := f.config(`
+node "%[1]sfirst" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  ref    = "main"
+  prompt = "mode=egress\ntargets=api.anthropic.com:443"
+}
+
+node "%[1]swork" {
+  runner     = "claude-code"
+  model      = "claude-sonnet-4-5"
+  repo       = %[2]q
+  ref        = "main"
+  prompt     = "mode=egress\ntargets=api.anthropic.com:443"
+  depends_on = [node.%[1]sfirst]
+}
+`)
+	var parked []net.Conn
+	defer func() {
+		for _, c := range parked {
+			c.Close()
+		}
+	}()
+	hook := &floodHook{flood: func(runID string) {
+		out, err := exec.Command("docker", "inspect", "-f", fmt.Sprintf(`{{(index .NetworkSettings.Networks %q).IPAddress}}`, w.proxyNet),
+			docker.EgressProxyPrefix+runID).Output()
+		ip := strings.TrimSpace(string(out))
+		if err != nil || ip == "" {
+			t.Errorf("the proxy's address on %s: %q, %v", w.proxyNet, ip, err)
+			return
+		}
+		for i := 0; i < egress.DefaultMaxConns+200; i++ {
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(ip, strconv.Itoa(egress.DefaultPort)), 10*time.Second)
+			if err != nil {
+				t.Errorf("flood connection %d: %v", i+1, err)
+				return
+			}
+			parked = append(parked, c)
+		}
+	}}
+	sum, _, err := f.apply(context.Background(), cfg, func(o *ApplyOptions) {
+		o.EgressAllowPrivateAddresses = true
+		o.Hooks = append(o.Hooks, hook)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parked) != egress.DefaultMaxConns+200 {
+		t.Fatalf("parked %d connections, want %d", len(parked), egress.DefaultMaxConns+200)
+	}
+	r := resultOf(t, sum, f.node("work"))
+	if !ledger.NodeSucceeded(r.Status) {
+		t.Fatalf("node %s: %s (%s)", r.Node, r.Status, r.Reason)
+	}
+	if got := readEgressReport(t, r.StdoutLog).Results["api.anthropic.com:443"]; got.Status != 200 || got.Greeting != "kewplan-stub" {
+		t.Errorf("CONNECT api.anthropic.com:443 under the flood = %+v, want 200 through to the stub", got)
+	}
+	evicted := 0
+	for _, c := range parked {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err == io.EOF {
+			evicted++
+		}
+	}
+	if evicted < 200 {
+		t.Errorf("%d parked connections evicted, want at least 200 (the proxy holds %d)", evicted, egress.DefaultMaxConns)
+	}
 }

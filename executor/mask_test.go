@@ -9,6 +9,7 @@ import (
 
 	"github.com/kewplan/kewplan/egress"
 	"github.com/kewplan/kewplan/executor/adapter"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/internal/testtools/redacttest"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -114,3 +115,31 @@ func (refusingEngine) Attempt(context.Context, *adapter.Attempt) *adapter.Failur
 func (refusingEngine) End(context.Context, *adapter.Run)                            {}
 func (refusingEngine) Abort(context.Context) []error                                { return nil }
 func (refusingEngine) Close() error                                                 { return nil }
+
+// deniedHook keeps the denials it hears of.
+type deniedHook struct {
+	NilHook
+	got []string
+}
+
+func (h *deniedHook) EgressDenied(d ledger.EgressDenial) { h.got = append(h.got, d.Host, d.Refusal) }
+
+// TestEgressDenialMasked: a credential an agent writes into the host it asks for is masked in the denial's host
+// and refusal sentence before the ledger or a view sees them, also for a request without valid proxy credentials.
+func TestEgressDenialMasked(t *testing.T) {
+	a := maskApplier(map[string]string{"ANTHROPIC_API_KEY": redacttest.Key})
+	h := &deniedHook{}
+	a.hook = &syncHook{hooks: []Hook{h}}
+	for _, node := range []string{"fix", ""} {
+		a.egressDenied(ledger.EgressDenial{Node: node, Method: "CONNECT", Host: redacttest.Key + ".evil.example", Port: 443,
+			Refusal: redacttest.Key + ".evil.example:443 is not in node fix's egress allowlist"})
+	}
+	if len(h.got) != 4 {
+		t.Fatalf("heard %d strings, want 4", len(h.got))
+	}
+	for _, s := range h.got {
+		if leaks := redacttest.Leaks(s, redacttest.Key); len(leaks) > 0 || !strings.Contains(s, "[redacted ANTHROPIC_API_KEY]") {
+			t.Errorf("denial shows the key: %q", s)
+		}
+	}
+}

@@ -119,6 +119,9 @@ type NodeDocument struct {
 	BrokeredEndpoints []string `json:"brokered_endpoints,omitempty"`
 	// BaseURLVariable is the variable a brokered node's agent reads its API base URL from, set to the proxy.
 	BaseURLVariable string `json:"base_url_variable,omitempty"`
+	// PrivateHosts are the node's egress entries whose names may resolve to private addresses (RFC 1918, ULA,
+	// CGNAT), sorted; omitted when none is.
+	PrivateHosts []string `json:"private_hosts,omitempty"`
 	// Egress are the hosts the node may reach through the egress proxy, sorted by host and port; empty for an
 	// open node (its network says it reaches any host) and for an allowlist node that reaches none.
 	Egress      []EgressHostDocument `json:"egress"`
@@ -283,6 +286,7 @@ func newNodeDocument(np *planner.NodePlan) NodeDocument {
 		CPUs:              np.CPUs,
 		TmpfsSize:         np.TmpfsSize,
 		Egress:            egressDocuments(np.Egress),
+		PrivateHosts:      np.PrivateHosts,
 		Range:             NewRange(np.DeclRange),
 		Errors:            np.Errors,
 		Retry:             NewRetryDocument(np.Retry),

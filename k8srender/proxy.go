@@ -81,14 +81,15 @@ func (r *renderer) newKewplanProxy(p *planner.Plan, secrets map[string]string) (
 			kp.ports[port] = true
 		}
 		for _, u := range []struct {
-			name  string
-			allow []string
-		}{{user, allow}, {user + "-git", gitAllow}} {
+			name    string
+			allow   []string
+			private []string
+		}{{user, allow, np.PrivateHosts}, {user + "-git", gitAllow, nil}} {
 			secret, err := r.proxySecret(secrets, u.name)
 			if err != nil {
 				return nil, err
 			}
-			kp.cfg.Nodes = append(kp.cfg.Nodes, egress.NodeConfig{Name: u.name, Secret: secret, Allow: nonNilStrings(u.allow)})
+			kp.cfg.Nodes = append(kp.cfg.Nodes, egress.NodeConfig{Name: u.name, Secret: secret, Allow: nonNilStrings(u.allow), PrivateHosts: u.private})
 			kp.urls[ProxyURLKey(u.name)] = egress.ProxyURL(host, int(r.e.ProxyPort), u.name, secret)
 		}
 	}

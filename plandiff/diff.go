@@ -304,6 +304,12 @@ func addedNodeFindings(n *jsonplan.NodeDocument) []Finding {
 			Message: fmt.Sprintf("The new node %s has open network egress.", nodeLabel(n.Name)),
 		})
 	}
+	for _, p := range n.PrivateHosts {
+		out = append(out, Finding{
+			Kind: KindEgressAdded, Widening: true, Node: n.Name, Range: r,
+			Message: fmt.Sprintf("The new node %q may reach %s on a private address (private_hosts).", n.Name, p),
+		})
+	}
 	if n.Network != config.NetworkOpen && len(n.Credentials) > 0 {
 		for _, host := range n.EgressHosts() {
 			out = append(out, Finding{
@@ -355,6 +361,7 @@ func compareNode(b, h *jsonplan.NodeDocument) (*NodeChange, []Finding) {
 		field("origin of "+cred, originKind(b, cred), originKind(h, cred))
 	}
 	field("egress", planner.DescribeEgress(b.Network, b.EgressHosts()), planner.DescribeEgress(h.Network, h.EgressHosts()))
+	field("private hosts", strings.Join(b.PrivateHosts, ", "), strings.Join(h.PrivateHosts, ", "))
 	field("errors", strconv.FormatBool(b.Errors), strconv.FormatBool(h.Errors))
 	budgetFields, budgetFindings := compareBudget(b, h)
 	c.Fields = append(c.Fields, budgetFields...)
@@ -456,6 +463,19 @@ func compareEgress(b, h *jsonplan.NodeDocument) []Finding {
 		return false
 	}
 	var out []Finding
+	// A private host is reach into the operator's own network, widening whatever the node holds.
+	for _, p := range difference(h.PrivateHosts, b.PrivateHosts) {
+		out = append(out, Finding{
+			Kind: KindEgressAdded, Widening: true, Node: h.Name, Range: r,
+			Message: fmt.Sprintf("Node %q may now reach %s on a private address (private_hosts).", h.Name, p),
+		})
+	}
+	for _, p := range difference(b.PrivateHosts, h.PrivateHosts) {
+		out = append(out, Finding{
+			Kind: KindEgressRemoved, Node: h.Name, Range: r,
+			Message: fmt.Sprintf("Node %q may no longer reach %s on a private address.", h.Name, p),
+		})
+	}
 	if len(h.Credentials) > 0 {
 		for _, host := range hHosts {
 			if covered(host, bHosts) {

@@ -90,6 +90,12 @@ func node(s spec) jsonplan.NodeDocument {
 	}
 }
 
+// withPrivate names private hosts on a node document.
+func withPrivate(n jsonplan.NodeDocument, hosts ...string) jsonplan.NodeDocument {
+	n.PrivateHosts = hosts
+	return n
+}
+
 func doc(nodes ...jsonplan.NodeDocument) *jsonplan.Document {
 	d := &jsonplan.Document{FormatVersion: "1.0", KewplanVersion: "test", ConfigDigest: "sha256:00", Nodes: nodes,
 		Exposure: map[string][]string{}, Diagnostics: jsonplan.Diagnostics{}}
@@ -222,6 +228,19 @@ func TestCompareExposure(t *testing.T) {
 			name: "egress host a wildcard already covered",
 			base: doc(node(with(fix, func(s *spec) { s.egress = []string{"*.github.com"} }))),
 			head: doc(node(with(fix, func(s *spec) { s.egress = []string{"*.github.com", "api.github.com"} }))),
+		},
+		{
+			name:    "private host added is widening, even without a credential",
+			base:    doc(node(with(fix, func(s *spec) { s.creds, s.egress = []string{}, []string{"artifactory.corp"} }))),
+			head:    doc(withPrivate(node(with(fix, func(s *spec) { s.creds, s.egress = []string{}, []string{"artifactory.corp"} })), "artifactory.corp")),
+			want:    []brief{{KindEgressAdded, "fix", "", true}},
+			widened: true,
+		},
+		{
+			name: "private host removed",
+			base: doc(withPrivate(node(with(fix, func(s *spec) { s.egress = []string{"artifactory.corp"} })), "artifactory.corp")),
+			head: doc(node(with(fix, func(s *spec) { s.egress = []string{"artifactory.corp"} }))),
+			want: []brief{{KindEgressRemoved, "fix", "", false}},
 		},
 		{
 			name: "egress host removed",

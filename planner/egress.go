@@ -101,6 +101,19 @@ func (b *builder) planEgress(np *NodePlan, n *config.Node, r *resolvedRunner) {
 	if n.Egress != nil {
 		add(n.Egress.Allow, EgressFromNode)
 	}
+	private := map[string]bool{}
+	for _, p := range b.cfg.Sandbox.Egress.PrivateHosts {
+		private[p.String()] = true
+	}
+	if n.Egress != nil {
+		for _, p := range n.Egress.PrivateHosts {
+			private[p.String()] = true
+		}
+	}
+	np.PrivateHosts = nil
+	if len(private) > 0 {
+		np.PrivateHosts = slices.Sorted(maps.Keys(private))
+	}
 	np.Egress = make([]EgressHost, 0, len(byKey))
 	for _, h := range byKey {
 		np.Egress = append(np.Egress, *h)

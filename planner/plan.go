@@ -91,6 +91,9 @@ type NodePlan struct {
 	CredentialMode string
 	// BaseURLVar is the variable a brokered node's agent reads its API base URL from, pointed at the proxy.
 	BaseURLVar string
+	// PrivateHosts are the entries of Egress ("host", or "host:port" as written) whose names may resolve to private
+	// ranges, from the sandbox's and the node's private_hosts, sorted; nil for none and for an open node.
+	PrivateHosts []string
 	// BrokeredEndpoints are the hosts ("host" or "host:port") for which the proxy adds a brokered node's
 	// credentials: its runner's endpoints.
 	BrokeredEndpoints []string

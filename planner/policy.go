@@ -72,8 +72,8 @@ func PolicyRules() []Rule {
 		{
 			ID: RulePolicyEgress, Severity: SeverityError,
 			Summary:     "Egress beyond what the policy allows",
-			Description: "The organisation policy bounds the hosts any node may reach (allowed_egress). A node that can reach another host, or any host on the open network, can send what it holds, credentials and code, there.",
-			Help:        "Remove the host from the sandbox's or the node's egress block (or the runner's endpoints), keep network = \"allowlist\", or have the policy extended.",
+			Description: "The organisation policy bounds the hosts any node may reach (allowed_egress), and may forbid hosts on private addresses (forbid_private_hosts). A node that can reach another host, or any host on the open network, can send what it holds, credentials and code, there; one that reaches a private address reaches into the operator's own network.",
+			Help:        "Remove the host from the sandbox's or the node's egress block (or the runner's endpoints) or from private_hosts, keep network = \"allowlist\", or have the policy extended.",
 		},
 	}
 }
@@ -168,6 +168,11 @@ func checkPolicy(cfg *config.Config, plan *Plan, pol *config.Policy) (hcl.Diagno
 		if pol.AllowedEgress != nil {
 			checkPolicyEgress(cfg, np, pol, add)
 		}
+		if pol.ForbidPrivateHosts {
+			for _, h := range np.PrivateHosts {
+				add(RulePolicyEgress, privateHostRange(cfg, np, h), privateHostMark+h, np.Name)
+			}
+		}
 		if pol.MaxPidsLimit > 0 {
 			if pids, ok := policyPidsLimit(cfg, np); ok && (pids > pol.MaxPidsLimit || pids <= 0) {
 				add(RulePolicyMaxPidsLimit, policySandboxRange(cfg, np, func(s *config.Sandbox) hcl.Range { return s.PidsLimitRange }),
@@ -214,7 +219,10 @@ func checkPolicy(cfg *config.Config, plan *Plan, pol *config.Policy) (hcl.Diagno
 				policyCapitalise(countNodes(v.nodes)), pick(len(v.nodes) == 1, "runs", "run"), IsolationTier(v.what), where,
 				IsolationTier(pol.RequiredRuntime))
 		case RulePolicyEgress:
-			if v.what == config.NetworkOpen {
+			if h, ok := strings.CutPrefix(v.what, privateHostMark); ok {
+				detail = fmt.Sprintf("%s may reach %s on a private address (private_hosts), and the policy%s sets forbid_private_hosts: no node may reach a host inside the operator's network.",
+					policyCapitalise(countNodes(v.nodes)), h, where)
+			} else if v.what == config.NetworkOpen {
 				detail = fmt.Sprintf("%s %s network = \"open\" and can reach any host, and the policy%s allows egress only to %s.",
 					policyCapitalise(countNodes(v.nodes)), pick(len(v.nodes) == 1, "has", "have"), where, policyPatternList(pol.AllowedEgress))
 			} else {
@@ -260,6 +268,34 @@ func checkPolicyEgress(cfg *config.Config, np *NodePlan, pol *config.Policy, add
 		}
 		add(RulePolicyEgress, subject, h.String(), np.Name)
 	}
+}
+
+// privateHostMark prefixes a private host in a policy-egress violation, apart from an egress host.
+const privateHostMark = "private\x00"
+
+// privateHostRange is where a node's private host is written: its own egress block, else the sandbox's.
+func privateHostRange(cfg *config.Config, np *NodePlan, host string) hcl.Range {
+	find := func(ps []config.HostPattern) (hcl.Range, bool) {
+		for _, p := range ps {
+			if p.String() == host && p.Range.Filename != "" {
+				return p.Range, true
+			}
+		}
+		return hcl.Range{}, false
+	}
+	if cfg != nil {
+		if n := nodeBlock(cfg, np); n != nil && n.Egress != nil {
+			if r, ok := find(n.Egress.PrivateHosts); ok {
+				return r
+			}
+		}
+		if cfg.Sandbox != nil {
+			if r, ok := find(cfg.Sandbox.Egress.PrivateHosts); ok {
+				return r
+			}
+		}
+	}
+	return np.DeclRange
 }
 
 func policyPatternList(ps []config.HostPattern) string {

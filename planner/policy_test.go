@@ -74,6 +74,7 @@ func TestPolicyGolden(t *testing.T) {
 		{"policy-runtime", []string{"crun", "optout"}},
 		{"policy-runtime-default", []string{"a", "b"}},
 		{"policy-egress", []string{"docs", "fix"}},
+		{"policy-private-hosts", []string{"fix"}},
 		{"policy-instances", []string{`fix["api"]`, `fix["web"]`}},
 	}
 	for _, tt := range tests {

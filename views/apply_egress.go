@@ -25,6 +25,9 @@ func (v *applyDisplay) EgressDenied(d ledger.EgressDenial) {
 		node = "(no valid proxy credentials)"
 	}
 	fmt.Fprintf(v.w, "%s%s: %s (%s)\n", v.yellow("Egress denied: "), termsafe.Flatten(node), termsafe.Flatten(d.HostPort()), termsafe.Flatten(d.Reason))
+	if d.Refusal != "" {
+		fmt.Fprintf(v.w, "  %s\n", termsafe.Flatten(d.Refusal))
+	}
 	v.drawLocked()
 }
 
@@ -32,6 +35,9 @@ func (v *applyDisplay) EgressDenied(d ledger.EgressDenial) {
 func egressDenialEvent(d ledger.EgressDenial, typ string) map[string]any {
 	obj := map[string]any{"time": d.Time.UTC().Format(time.RFC3339Nano), "node": termsafe.Flatten(d.Node), "method": termsafe.Flatten(d.Method),
 		"host": termsafe.Flatten(d.Host), "port": d.Port, "reason": termsafe.Flatten(d.Reason)}
+	if d.Refusal != "" {
+		obj["refusal"] = termsafe.Flatten(d.Refusal)
+	}
 	if typ != "" {
 		obj["type"] = typ
 		obj["run_id"] = d.RunID
@@ -79,13 +85,16 @@ type egressDenialJSON struct {
 	Host   string    `json:"host"`
 	Port   int       `json:"port"`
 	Reason string    `json:"reason"`
+	// Refusal is the sentence the proxy answered the agent with; omitted when the run recorded none.
+	Refusal string `json:"refusal,omitempty"`
 }
 
 func egressDenialsJSON(denials []ledger.EgressDenial) []egressDenialJSON {
 	out := make([]egressDenialJSON, 0, len(denials))
 	for _, d := range denials {
 		out = append(out, egressDenialJSON{Time: d.Time.UTC(), Node: termsafe.Flatten(d.Node), Method: termsafe.Flatten(d.Method),
-			Host: termsafe.Flatten(d.Host), Port: d.Port, Reason: termsafe.Flatten(d.Reason)})
+			Host: termsafe.Flatten(d.Host), Port: d.Port, Reason: termsafe.Flatten(d.Reason),
+			Refusal: termsafe.Flatten(d.Refusal)})
 	}
 	return out
 }
@@ -102,5 +111,8 @@ func writeEgressDenialsHuman(b *strings.Builder, denials []ledger.EgressDenial) 
 			node = "-"
 		}
 		fmt.Fprintf(b, "  %s  %-14s %s %s (%s)\n", d.Time.UTC().Format("15:04:05Z"), node, termsafe.Flatten(d.Method), termsafe.Flatten(d.HostPort()), termsafe.Flatten(d.Reason))
+		if d.Refusal != "" {
+			fmt.Fprintf(b, "      %s\n", termsafe.Flatten(d.Refusal))
+		}
 	}
 }

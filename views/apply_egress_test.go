@@ -13,7 +13,8 @@ import (
 
 func TestEgressDenialViews(t *testing.T) {
 	at := time.Date(2026, 11, 30, 10, 14, 30, 0, time.UTC)
-	d := ledger.EgressDenial{RunID: "r1", Node: "fix", Method: "CONNECT", Host: "evil.example.com\x1b[2J", Port: 443, Reason: "host not allowed for this node", Time: at}
+	d := ledger.EgressDenial{RunID: "r1", Node: "fix", Method: "CONNECT", Host: "evil.example.com\x1b[2J", Port: 443, Reason: "host not allowed for this node",
+		Refusal: "evil.example.com\x1b[2J:443 is not in node fix's egress allowlist; the plan allows github.com:443", Time: at}
 
 	var stream bytes.Buffer
 	newApplyStream(&stream).EgressDenied(d)
@@ -21,13 +22,14 @@ func TestEgressDenialViews(t *testing.T) {
 	if err := json.Unmarshal(stream.Bytes(), &ev); err != nil {
 		t.Fatal(err)
 	}
-	if ev["type"] != "egress_denied" || ev["node"] != "fix" || ev["port"] != float64(443) || strings.Contains(ev["host"].(string), "\x1b") {
+	if ev["type"] != "egress_denied" || ev["node"] != "fix" || ev["port"] != float64(443) || strings.Contains(ev["host"].(string), "\x1b") ||
+		!strings.Contains(ev["refusal"].(string), "egress allowlist") || strings.Contains(ev["refusal"].(string), "\x1b") {
 		t.Errorf("egress_denied event: %v", ev)
 	}
 
 	var human bytes.Buffer
 	newApplyDisplay(&human, false, false).EgressDenied(d)
-	if got := human.String(); !strings.Contains(got, "Egress denied: fix: evil.example.com") || strings.Contains(got, "\x1b") {
+	if got := human.String(); !strings.Contains(got, "Egress denied: fix: evil.example.com") || !strings.Contains(got, "the plan allows github.com:443") || strings.Contains(got, "\x1b") {
 		t.Errorf("display line: %q", got)
 	}
 
@@ -44,7 +46,7 @@ func TestEgressDenialViews(t *testing.T) {
 	if err := writeRunEgressHuman(&show, run, nil, nil, []ledger.EgressDenial{d}); err != nil {
 		t.Fatal(err)
 	}
-	if got := show.String(); !strings.Contains(got, "Egress denied (1):") || !strings.Contains(got, "fix") || strings.Contains(got, "\x1b") {
+	if got := show.String(); !strings.Contains(got, "Egress denied (1):") || !strings.Contains(got, "the plan allows github.com:443") || strings.Contains(got, "\x1b") {
 		t.Errorf("runs show:\n%s", got)
 	}
 	var js bytes.Buffer
@@ -55,7 +57,7 @@ func TestEgressDenialViews(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.EgressDenials) != 1 || doc.EgressDenials[0].Port != 443 || doc.EgressDenials[0].Node != "fix" {
+	if len(doc.EgressDenials) != 1 || doc.EgressDenials[0].Port != 443 || doc.EgressDenials[0].Node != "fix" || !strings.Contains(doc.EgressDenials[0].Refusal, "egress allowlist") {
 		t.Errorf("runs show --json egress_denials: %+v", doc.EgressDenials)
 	}
 }

@@ -201,6 +201,9 @@ func planNodeFacts(n *jsonplan.NodeDocument) [][2]string {
 		{"budget", budgetCaps(n.Budget)},
 		{"cost", budgetCost(n.Budget)},
 	}
+	if len(n.PrivateHosts) > 0 {
+		facts = slices.Insert(facts, 9, [2]string{"private hosts", strings.Join(n.PrivateHosts, ", ") + " (may resolve to private addresses)"})
+	}
 	var rest []string
 	for _, u := range n.Unknown {
 		switch u {
@@ -328,7 +331,11 @@ func reachSentence(n *jsonplan.NodeDocument) string {
 	case len(n.Credentials) > 0:
 		holds = "holds " + strings.Join(n.Credentials, ", ")
 	}
-	return fmt.Sprintf("%s %s and can reach %s", n.Name, holds, planEgress(n))
+	reach := planEgress(n)
+	if len(n.PrivateHosts) > 0 {
+		reach += ", of which " + strings.Join(n.PrivateHosts, ", ") + " on private addresses"
+	}
+	return fmt.Sprintf("%s %s and can reach %s", n.Name, holds, reach)
 }
 
 // credentialModeText says how a node's container gets its credentials: "brokered (…)" or "forward (…)"; "" for

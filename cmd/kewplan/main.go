@@ -37,6 +37,7 @@ type CLI struct {
 	Telemetry TelemetryCmd `cmd:"" help:"Meter a recorded agent stream offline and print its totals."`
 	Logs      LogsCmd      `cmd:"" help:"Show a readable transcript of what an agent did: a run's nodes, or a recorded stream."`
 	Diff      DiffCmd      `cmd:"" help:"Compare two plans and flag any widening of credential exposure."`
+	Egress    EgressCmd    `cmd:"" help:"Learn an egress allowlist from a run's recorded denials."`
 	Smoke     SmokeCmd     `cmd:"" help:"Check an image's launch, mount and prompt handoff without invoking the agent."`
 	Conform   ConformCmd   `cmd:"" help:"Run the container entrypoint contract's implementer checklist against an image."`
 	VersionC  VersionCmd   `cmd:"" name:"version" help:"Print kewplan's version."`

@@ -240,7 +240,7 @@ func (d *dockerEngine) startEgressProxy(ctx context.Context, nodes []*planner.No
 		if bn != nil {
 			st.broker[np.Name] = bn
 		}
-		cfg.Nodes = append(cfg.Nodes, egress.NodeConfig{Name: user, Secret: secret, Allow: allow, Broker: bc})
+		cfg.Nodes = append(cfg.Nodes, egress.NodeConfig{Name: user, Secret: secret, Allow: allow, PrivateHosts: np.PrivateHosts, Broker: bc})
 		st.users[user] = np.Name
 		st.secrets = append(st.secrets, secret)
 		d.run.AddSecret(secret, "proxy secret")
@@ -367,7 +367,8 @@ func (d *dockerEngine) egressDecision(line []byte) {
 	if t.IsZero() {
 		t = time.Now()
 	}
-	d.run.EgressDenied(ledger.EgressDenial{RunID: d.run.ID, Node: node, Method: clipText(dec.Method, 16), Host: clipText(dec.Host, 260), Port: dec.Port, Reason: clipText(dec.Reason, 200), Time: t})
+	d.run.EgressDenied(ledger.EgressDenial{RunID: d.run.ID, Node: node, Method: clipText(dec.Method, 16), Host: clipText(dec.Host, 260), Port: dec.Port, Reason: clipText(dec.Reason, 200),
+		Refusal: clipText(dec.Refusal, 1000), Time: t})
 }
 
 func clipText(s string, n int) string {

@@ -17,7 +17,8 @@ func TestEgressDenialsRoundTrip(t *testing.T) {
 	defer l.Close()
 	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	want := []EgressDenial{
-		{RunID: "r1", Node: "fix", Method: "CONNECT", Host: "evil.example.com", Port: 443, Reason: "host not allowed for this node", Time: at},
+		{RunID: "r1", Node: "fix", Method: "CONNECT", Host: "evil.example.com", Port: 443, Reason: "host not allowed for this node",
+			Refusal: "evil.example.com:443 is not in node fix's egress allowlist; the plan allows github.com:443", Time: at},
 		{RunID: "r1", Node: "", Method: "CONNECT", Host: "1.2.3.4", Port: 443, Reason: "no proxy credentials", Time: at.Add(time.Second)},
 	}
 	for _, d := range want {

@@ -133,6 +133,8 @@ var migrations = []string{
 	brokerMigration,
 	// broker metering: each brokered request's model call and the usage the provider reported for it.
 	meterMigration,
+	// egress_denials.refusal: the sentence the proxy answered a denial with.
+	refusalMigration,
 }
 
 // Open opens (creating and migrating as needed) the ledger at path.

@@ -177,6 +177,14 @@ var catalogue = []item{
 		Tests: []string{"egress.TestProxyDialsWhatItJudged", "egress.TestAddressAllowedEmbeddedIPv4"}},
 	{ID: "J4", Attack: "a global git filter, hook or .lfsconfig meeting the agent's commits on the host", Expected: "never run: the host's git configuration is sealed off for agent objects",
 		Tests: []string{"broker.TestBrokerHostConfigNeverMeetsAgentCommits"}},
+	{ID: "J5", Attack: "a flood of idle and half-sent unauthenticated connections to the proxy; one node holding every tunnel it may", Expected: "another node's CONNECT still succeeds; the node past its bound is refused for load, recorded with reason load",
+		Tests: []string{"egress.TestFloodDoesNotStarveOtherNode", "egress.TestAcceptRefusedForLoad", "executor.TestEgressProxyFloodDoesNotStarve"}},
+	{ID: "J6", Attack: "silent keep-alive connections and tunnels parked on the proxy; request headers past the bound", Expected: "closed after the idle timeout; oversize headers refused (431)",
+		Tests: []string{"egress.TestIdleAndOversize"}},
+	{ID: "J7", Attack: "an allowed name resolving to a private, loopback, link-local or metadata address, named in private_hosts or not", Expected: "only a host named in private_hosts reaches a private range; loopback, link-local and metadata never",
+		Tests: []string{"egress.TestPrivateHostsNamedOnly", "executor.TestEgressPrivateHostsNamedOnly", "config.TestErrorFiles"}},
+	{ID: "J8", Attack: "a refused request's answer and decision line read for the proxy's secrets", Expected: "one sentence of what and why (body, X-Kewplan-Refusal, decision line), never a node's secret",
+		Tests: []string{"egress.TestRefusalSentences"}},
 }
 
 // ownTests selects the suite's own tests in every package.

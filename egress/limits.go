@@ -1,0 +1,282 @@
+package egress
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Limits bound what the proxy holds for its clients, so that one node (or anything that can reach the proxy's
+// port) cannot take egress away from the others. Zero fields take the defaults below.
+type Limits struct {
+	// MaxConns bounds every client connection at once. When it is reached a new connection evicts the oldest one
+	// that has no request in progress (an idle keep-alive, or one still sending its headers); only when every
+	// connection is busy is the newcomer refused, for load.
+	MaxConns int
+	// MaxPerNode bounds one node's requests in progress and open tunnels: a node at its bound is refused for load,
+	// and the others keep their share of MaxConns.
+	MaxPerNode int
+	// HeaderTimeout bounds reading a request's line and headers.
+	HeaderTimeout time.Duration
+	// IdleTimeout closes a client connection, a tunnel or an upstream connection that carried no byte either way
+	// for that long.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's line and headers (Go's server answers 431 past it).
+	MaxHeaderBytes int
+}
+
+// Default limits: generous for agents (a model's stream may pause for minutes), small enough that a flood of
+// parked connections costs the proxy a few tens of MiB at most.
+const (
+	DefaultMaxConns       = 1024
+	DefaultMaxPerNode     = 128
+	DefaultHeaderTimeout  = 10 * time.Second
+	DefaultIdleTimeout    = 5 * time.Minute
+	DefaultMaxHeaderBytes = 64 << 10
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxConns <= 0 {
+		l.MaxConns = DefaultMaxConns
+	}
+	if l.MaxPerNode <= 0 {
+		l.MaxPerNode = DefaultMaxPerNode
+	}
+	if l.HeaderTimeout <= 0 {
+		l.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	return l
+}
+
+// connTracker is the proxy's account of its client connections: which are open, which may be evicted (no request
+// in a handler), and how many each node holds.
+type connTracker struct {
+	limits  Limits
+	onLoad  func(sentence string) // records a refusal for load that names no node
+	mu      sync.Mutex
+	open    int
+	evict   *list.List // of *trackedConn, oldest first: open connections with no request in a handler
+	perNode map[string]int
+}
+
+func newConnTracker(l Limits, onLoad func(string)) *connTracker {
+	return &connTracker{limits: l, onLoad: onLoad, evict: list.New(), perNode: map[string]int{}}
+}
+
+// trackedConn is a client connection: closed after IdleTimeout without traffic, and counted until closed.
+type trackedConn struct {
+	idleConn
+	t        *connTracker
+	elem     *list.Element // in t.evict while evictable
+	node     string        // the node whose slot the connection holds, "" for none
+	busy     bool          // a request is in a handler
+	hijacked bool          // a tunnel owns the connection
+	admitted bool          // counted in t.open
+	closed   bool
+}
+
+// admit counts a new connection, evicting the oldest evictable one when the proxy is full; false when every
+// connection is busy.
+func (t *connTracker) admit(c *trackedConn) bool {
+	t.mu.Lock()
+	var victim *trackedConn
+	if t.open >= t.limits.MaxConns {
+		front := t.evict.Front()
+		if front == nil {
+			t.mu.Unlock()
+			return false
+		}
+		victim = front.Value.(*trackedConn)
+		t.dropLocked(victim)
+	}
+	t.open++
+	c.admitted = true
+	c.elem = t.evict.PushBack(c)
+	t.mu.Unlock()
+	if victim != nil {
+		victim.stop()
+		_ = victim.idleConn.Conn.Close()
+	}
+	return true
+}
+
+// dropLocked forgets a connection (closed or evicted) and frees what it held.
+func (t *connTracker) dropLocked(c *trackedConn) {
+	if c.closed || !c.admitted {
+		return
+	}
+	c.closed = true
+	t.open--
+	if c.elem != nil {
+		t.evict.Remove(c.elem)
+		c.elem = nil
+	}
+	if c.node != "" {
+		t.perNode[c.node]--
+		c.node = ""
+	}
+}
+
+// begin marks a connection busy for a request in a handler: it is no longer evictable.
+func (t *connTracker) begin(c *trackedConn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c.busy = true
+	if c.elem != nil {
+		t.evict.Remove(c.elem)
+		c.elem = nil
+	}
+}
+
+// claim takes one of node's slots for the connection's request (and its tunnel); false at MaxPerNode.
+func (t *connTracker) claim(c *trackedConn, node string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c.closed || c.node == node {
+		return true
+	}
+	if t.perNode[node] >= t.limits.MaxPerNode {
+		return false
+	}
+	t.perNode[node]++
+	c.node = node
+	return true
+}
+
+// end is the end of a request's handler: a connection that became a tunnel keeps its slot until it closes; any
+// other frees its node's slot and is evictable again.
+func (t *connTracker) end(c *trackedConn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c.busy = false
+	if c.closed || c.hijacked {
+		return
+	}
+	if c.node != "" {
+		t.perNode[c.node]--
+		c.node = ""
+	}
+	if c.elem == nil {
+		c.elem = t.evict.PushBack(c)
+	}
+}
+
+func (t *connTracker) hijacked(c *trackedConn) {
+	t.mu.Lock()
+	c.hijacked = true
+	t.mu.Unlock()
+}
+
+// Close closes the connection and frees what it held.
+func (c *trackedConn) Close() error {
+	c.t.mu.Lock()
+	c.t.dropLocked(c)
+	c.t.mu.Unlock()
+	return c.idleConn.Close()
+}
+
+// trackingListener admits each accepted connection; one the proxy has no room for is answered with a refusal for
+// load and closed, and the listener goes on accepting.
+type trackingListener struct {
+	net.Listener
+	t *connTracker
+}
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		tc := &trackedConn{t: l.t}
+		tc.idleConn = idleConn{Conn: c, idle: l.t.limits.IdleTimeout}
+		tc.timer = time.AfterFunc(tc.idle, func() { _ = tc.Close() })
+		if l.t.admit(tc) {
+			return tc, nil
+		}
+		tc.idleConn.stop()
+		sentence := loadSentence("all nodes together", l.t.limits.MaxConns)
+		l.t.onLoad(sentence)
+		go func() {
+			_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+			writeRefusal(c, http.StatusServiceUnavailable, sentence)
+			_ = c.Close()
+		}()
+	}
+}
+
+type connKey struct{}
+
+// connContext keeps the tracked connection in each of its requests' contexts (http.Server.ConnContext).
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*trackedConn); ok {
+		return context.WithValue(ctx, connKey{}, tc)
+	}
+	return ctx
+}
+
+func (t *connTracker) connState(c net.Conn, st http.ConnState) {
+	if tc, ok := c.(*trackedConn); ok && st == http.StateHijacked {
+		t.hijacked(tc)
+	}
+}
+
+// idleConn closes its connection after a period without a completed read or write, whichever side is quiet: a
+// parked keep-alive, a silent tunnel and a stalled upstream all end.
+type idleConn struct {
+	net.Conn
+	idle  time.Duration
+	timer *time.Timer
+}
+
+func newIdleConn(c net.Conn, idle time.Duration) idleConn {
+	return idleConn{Conn: c, idle: idle, timer: time.AfterFunc(idle, func() { _ = c.Close() })}
+}
+
+func (c idleConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.timer.Reset(c.idle)
+	}
+	return n, err
+}
+
+func (c idleConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.timer.Reset(c.idle)
+	}
+	return n, err
+}
+
+func (c idleConn) Close() error {
+	c.stop()
+	return c.Conn.Close()
+}
+
+func (c idleConn) stop() { c.timer.Stop() }
+
+// CloseWrite and CloseRead keep a tunnel's half-close (goproxy uses them when both ends have them).
+func (c idleConn) CloseWrite() error {
+	if h, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return h.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+func (c idleConn) CloseRead() error {
+	if h, ok := c.Conn.(interface{ CloseRead() error }); ok {
+		return h.CloseRead()
+	}
+	return errors.ErrUnsupported
+}
