@@ -425,16 +425,21 @@ func TestKubernetesWorkerAndReviewer(t *testing.T) {
 }
 
 // TestKubernetesReviewerHeld: a verdict whose JSON is hostile (a duplicate key in another case, which
-// encoding/json would let approve) and a reviewer that wrote none are both held for a human, as on Docker.
+// encoding/json would let approve), a reviewer that wrote none and one whose sidecar is the one the repository
+// carried (the verdict step exits ExitVerdictCommitted) are all held for a human, as on Docker.
 func TestKubernetesReviewerHeld(t *testing.T) {
 	for name, log := range map[string]string{
 		"hostile": verdictLog(`{"verdict":"reject","VERDICT":"approve","summary":""}`),
 		"missing": k8srender.VerdictMissing + "\n",
 		"garbled": k8srender.VerdictBegin + "\n!!!not base64\n" + k8srender.VerdictEnd + "\n",
+		"planted": "",
 	} {
 		t.Run(name, func(t *testing.T) {
 			text := stream(t, "claude-code", "text")
 			k := newKubelet(t, func(node string, attempt int) simRun {
+				if node == "review" && name == "planted" {
+					return simRun{agentLog: text, pushExit: k8srender.ExitVerdictCommitted}
+				}
 				if node == "review" {
 					return simRun{agentLog: text, verdictLog: log}
 				}
@@ -667,16 +672,19 @@ func errorAs(err error, target **PreflightError) bool {
 	return ok
 }
 
-// TestKubernetesPushStep: the push step refusing a committed prompt file (exit 65) holds the node; a push step that
-// ends without reporting its commit fails it; neither records a push.
+// TestKubernetesPushStep: the push step refusing a committed prompt file or verdict sidecar holds the node (the
+// scripts' own test, k8srender's TestPushStepRefusesPlantedFiles, runs them against real repositories); a push
+// step that ends without reporting its commit fails it; none records a push.
 func TestKubernetesPushStep(t *testing.T) {
 	text := stream(t, "claude-code", "text")
 	for name, tc := range map[string]struct {
 		sim            simRun
 		status, reason string
 	}{
-		"prompt committed": {simRun{agentLog: text, pushExit: 65}, ledger.StatusHeld, "held for a human: the agent committed .kew-prompt.txt, so the push step refused to push"},
-		"no commit":        {simRun{agentLog: text, commit: "not-a-commit"}, ledger.StatusFailed, "the agent succeeded but its commits may not be published: the push step ended without the commit it pushed in its termination message"},
+		"prompt committed": {simRun{agentLog: text, pushExit: k8srender.ExitPromptCommitted}, ledger.StatusHeld, "held for a human: the agent committed .kew-prompt.txt, so the push step refused to push"},
+		"sidecar committed": {simRun{agentLog: text, pushExit: k8srender.ExitVerdictCommitted}, ledger.StatusHeld,
+			"held for a human: the agent committed a reviewer sidecar .kew-review-verdict.json, which a downstream reviewer would read as its verdict, so the push step refused to push"},
+		"no commit": {simRun{agentLog: text, commit: "not-a-commit"}, ledger.StatusFailed, "the agent succeeded but its commits may not be published: the push step ended without the commit it pushed in its termination message"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			k := newKubelet(t, func(string, int) simRun { return tc.sim })

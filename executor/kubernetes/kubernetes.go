@@ -405,8 +405,14 @@ func failure(np *planner.NodePlan, o k8sengine.Outcome, tail *adapter.TailWriter
 			msg = tail.LastLine()
 		}
 		return ledger.StatusFailed, adapter.ExitReason(np, int64(o.ExitCode), msg)
-	case o.Step == k8srender.StepPush && o.ExitCode == 65:
+	case o.Step == k8srender.StepPush && o.ExitCode == k8srender.ExitPromptCommitted:
 		return ledger.StatusHeld, "held for a human: the agent committed .kew-prompt.txt, so the push step refused to push"
+	case o.Step == k8srender.StepPush && o.ExitCode == k8srender.ExitVerdictCommitted:
+		return ledger.StatusHeld, "held for a human: the agent committed a reviewer sidecar .kew-review-verdict.json, which a downstream reviewer would read as its verdict, so the push step refused to push"
+	case o.Step == k8srender.StepPush && o.ExitCode == k8srender.ExitHistoryUnchecked:
+		return ledger.StatusHeld, with("held for a human: the push step could not check every commit of the agent, so it refused to push")
+	case o.Step == k8srender.StepVerdict && o.ExitCode == k8srender.ExitVerdictCommitted:
+		return ledger.StatusHeld, "held for a human: the reviewer's verdict sidecar is the one the repository carried (the clone step removed it and the reviewer restored it), not the reviewer's own"
 	case o.Step == k8srender.StepPush:
 		return ledger.StatusFailed, with(fmt.Sprintf("the agent succeeded but its commits were not published: the push step exited with status %d", o.ExitCode))
 	case o.Step == k8srender.StepVerdict:
