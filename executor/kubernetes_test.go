@@ -319,8 +319,14 @@ type k8sApply struct {
 // applyK8s plans hcl and applies it on the simulated cluster.
 func applyK8s(ctx context.Context, t *testing.T, k *kubelet, hcl string, tweak ...func(*ApplyOptions)) *k8sApply {
 	t.Helper()
+	return applyK8sConfig(ctx, t, k, k8sConfigHead+hcl, tweak...)
+}
+
+// applyK8sConfig plans the whole configuration src and applies it on the simulated cluster.
+func applyK8sConfig(ctx context.Context, t *testing.T, k *kubelet, src string, tweak ...func(*ApplyOptions)) *k8sApply {
+	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(k8sConfigHead+hcl), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, p, ok := k8stest.Plan(t, dir)

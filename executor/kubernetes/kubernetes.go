@@ -46,6 +46,9 @@ type Engine struct {
 	run        *adapter.Run
 	sharedOnce sync.Once
 	sharedErr  error
+	// proxyAddress is the cluster IP of the proxy's Service, read once the run's shared objects are applied; ""
+	// when no node goes through a proxy.
+	proxyAddress string
 }
 
 var _ adapter.Engine = (*Engine)(nil)
@@ -157,7 +160,8 @@ func (e *Engine) nameSuffix(attempt int) string {
 // render renders one re-planned node for this run and attempt.
 func (e *Engine) render(np *planner.NodePlan, attempt int) (*k8srender.NodeObjects, error) {
 	p := &planner.Plan{Nodes: []*planner.NodePlan{np}, ConfigDigest: e.run.Plan.ConfigDigest}
-	m, diags := k8srender.Render(p, k8srender.Options{Engine: e.opts.Engine, RunID: e.run.ID, NameSuffix: e.nameSuffix(attempt)})
+	m, diags := k8srender.Render(p, k8srender.Options{Engine: e.opts.Engine, RunID: e.run.ID, NameSuffix: e.nameSuffix(attempt),
+		ProxyAddress: e.proxyAddress})
 	if diags.HasErrors() || m == nil || len(m.Nodes) != 1 {
 		return nil, fmt.Errorf("render the node's Kubernetes objects: %s", config.DiagnosticsText(diags))
 	}
@@ -181,16 +185,66 @@ func (e *Engine) shared(ctx context.Context) error {
 			secrets[user] = secret
 			e.run.AddSecret(secret, "proxy secret")
 		}
-		m, _ := k8srender.Render(e.run.Plan, k8srender.Options{Engine: e.opts.Engine, RunID: e.run.ID, NameSuffix: e.nameSuffix(1), ProxySecrets: secrets})
-		if m == nil {
-			e.sharedErr = errors.New("render the run's shared objects: the plan does not render")
-			return
-		}
-		if err := e.opts.Cluster.Apply(ctx, m.Shared); err != nil {
-			e.sharedErr = fmt.Errorf("apply the run's shared objects: %w", err)
-		}
+		e.sharedErr = e.applyShared(ctx, secrets)
 	})
 	return e.sharedErr
+}
+
+// applyShared applies the run's shared objects and reads the proxy Service's cluster IP, which the nodes' Jobs
+// name (their pods have no DNS). kewplan's own proxy Service is applied first, for its address: the proxy's
+// Secret holds the URLs with it.
+func (e *Engine) applyShared(ctx context.Context, secrets map[string]string) error {
+	ke, cl := e.opts.Engine, e.opts.Cluster
+	render := func() (*k8srender.Manifests, error) {
+		m, _ := k8srender.Render(e.run.Plan, k8srender.Options{Engine: ke, RunID: e.run.ID, NameSuffix: e.nameSuffix(1),
+			ProxySecrets: secrets, ProxyAddress: e.proxyAddress})
+		if m == nil {
+			return nil, errors.New("render the run's shared objects: the plan does not render")
+		}
+		return m, nil
+	}
+	m, err := render()
+	if err != nil {
+		return err
+	}
+	if proxied(e.run.Plan) {
+		ns, name := ke.ProxyNamespace, ke.ProxyService
+		if ke.ProxyImage != "" {
+			svc := proxyService(m)
+			if svc == nil {
+				return errors.New("render the run's shared objects: kewplan's egress proxy has no Service")
+			}
+			if err := cl.Apply(ctx, []k8srender.Object{svc}); err != nil {
+				return fmt.Errorf("apply the egress proxy's Service: %w", err)
+			}
+			ns, name = svc.GetNamespace(), svc.GetName()
+		}
+		if e.proxyAddress, err = cl.ServiceClusterIP(ctx, ns, name); err != nil {
+			return err
+		}
+		if m, err = render(); err != nil {
+			return err
+		}
+	}
+	if err := cl.Apply(ctx, m.Shared); err != nil {
+		return fmt.Errorf("apply the run's shared objects: %w", err)
+	}
+	return nil
+}
+
+// proxied says whether any node of the plan goes through the egress proxy (its network is not open).
+func proxied(p *planner.Plan) bool {
+	return slices.ContainsFunc(p.Nodes, func(np *planner.NodePlan) bool { return !np.Errors && np.Network != config.NetworkOpen })
+}
+
+// proxyService is kewplan's egress proxy Service among the rendered shared objects.
+func proxyService(m *k8srender.Manifests) k8srender.Object {
+	for _, o := range m.Shared {
+		if o.GetObjectKind().GroupVersionKind().Kind == "Service" {
+			return o
+		}
+	}
+	return nil
 }
 
 // jobRun is what kewplan knows of a node's Job once its attempt is over.
@@ -215,15 +269,16 @@ func (e *Engine) Attempt(ctx context.Context, at *adapter.Attempt) *adapter.Fail
 		return f
 	}
 	cl := e.opts.Cluster
-	node, err := e.render(np, at.Number)
-	if err != nil {
-		return adapter.Failed(ledger.StatusFailed, err.Error())
-	}
+	// The shared objects first: the node's Job names the proxy's address, read once they are applied.
 	if err := e.shared(ctx); err != nil {
 		if ctx.Err() != nil {
 			return adapter.Failed(ledger.StatusCancelled, "the apply was cancelled before the node's Job was created")
 		}
 		return &adapter.Failure{Status: ledger.StatusFailed, Reason: err.Error(), Class: config.RetryOnEngineError}
+	}
+	node, err := e.render(np, at.Number)
+	if err != nil {
+		return adapter.Failed(ledger.StatusFailed, err.Error())
 	}
 	if reason, over := at.BudgetStop(); over {
 		return adapter.Failed(ledger.StatusSkipped, "its Job was not created: "+reason)
