@@ -60,7 +60,7 @@ func TestKubernetesE2EApplyCancel(t *testing.T) {
 	done := make(chan result, 1)
 	go func() {
 		sum, err := Apply(applyCtx, ApplyOptions{Config: cfg, Plan: p, StateDir: filepath.Join(dir, ".kewplan"), Hooks: []Hook{&recorder{}},
-			Engine: kubernetes.New(kubernetes.Options{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: c, PollInterval: 100 * time.Millisecond})})
+			Engine: kubernetes.New(kubernetes.Options{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: c})})
 		done <- result{sum, err}
 	}()
 	managed := metav1.ListOptions{LabelSelector: k8srender.LabelManagedBy + "=" + k8srender.ManagedBy}
@@ -122,7 +122,7 @@ func TestKubernetesE2EProxyByClusterIP(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := Apply(applyCtx, ApplyOptions{Config: cfg, Plan: p, StateDir: filepath.Join(t.TempDir(), ".kewplan"), Hooks: []Hook{&recorder{}},
-			Engine: kubernetes.New(kubernetes.Options{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: c, PollInterval: 100 * time.Millisecond})})
+			Engine: kubernetes.New(kubernetes.Options{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: c})})
 		done <- err
 	}()
 	managed := metav1.ListOptions{LabelSelector: k8srender.LabelManagedBy + "=" + k8srender.ManagedBy}

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -32,7 +33,7 @@ import (
 )
 
 // The apply loop on Kubernetes, driven end to end against client-go's fake clientset. There is no kubelet, so a
-// small simulator stands in for one: the first time kewplan reads a node's Job, it "runs" the Job as the script of
+// small simulator stands in for one: once kewplan has created a node's Job, it "runs" the Job as the script of
 // the test says, creating the pod with the statuses a kubelet would report (init containers done, the agent
 // terminated with its exit status and, on error, its log's tail as the termination message, the push step's
 // termination message with the commit), or the FailedCreate event of a Pod Security refusal, or the Job's
@@ -51,6 +52,7 @@ type simRun struct {
 	refused    string // a FailedCreate event with this message instead of a pod
 	deadline   bool   // the Job controller fails the Job at its activeDeadlineSeconds
 	block      bool   // the agent keeps running: its log blocks after agentLog until the reader's context ends
+	pending    bool   // the pod is never scheduled: nothing is created
 }
 
 type kubelet struct {
@@ -63,6 +65,7 @@ type kubelet struct {
 	attempts map[string]int    // per node
 	pods     map[string]simRun // by pod name
 	opened   chan string       // pod of every agent log opened
+	watches  int               // watches kewplan opened
 }
 
 func newKubelet(t *testing.T, script func(node string, attempt int) simRun) *kubelet {
@@ -72,16 +75,49 @@ func newKubelet(t *testing.T, script func(node string, attempt int) simRun) *kub
 	k := &kubelet{t: t, cs: fake.NewClientset(ns, git, keys), script: script, ran: map[string]bool{}, attempts: map[string]int{},
 		pods: map[string]simRun{}, opened: make(chan string, 16)}
 	k.cs.PrependReactor("patch", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		name := a.(k8stesting.PatchAction).GetName()
 		k.mu.Lock()
-		k.jobs = append(k.jobs, a.(k8stesting.PatchAction).GetName())
+		defer k.mu.Unlock()
+		if k.watches == 0 {
+			return false, nil, nil // a test's own objects, applied before kewplan started
+		}
+		k.jobs = append(k.jobs, name)
+		go k.runWhenCreated(name)
+		return false, nil, nil
+	})
+	k.cs.PrependReactor("delete", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		k.mu.Lock()
+		k.ran[a.(k8stesting.DeleteAction).GetName()] = true // a deleted Job's pod is never created
 		k.mu.Unlock()
 		return false, nil, nil
 	})
-	k.cs.PrependReactor("get", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		k.run(a.(k8stesting.GetAction).GetName())
+	k.cs.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		k.mu.Lock()
+		k.watches++
+		k.mu.Unlock()
 		return false, nil, nil
 	})
 	return k
+}
+
+// runWhenCreated runs a Job once the tracker holds it and kewplan watches the run's Jobs, pods and events: the
+// fake clientset's watches start from now, not from a list's resource version, so the simulator must not
+// create a pod before they are open.
+func (k *kubelet) runWhenCreated(name string) {
+	for i := 0; i < 5000; i++ {
+		k.mu.Lock()
+		watching, gone := k.watches >= 3, k.ran[name]
+		k.mu.Unlock()
+		if gone {
+			return // deleted before it ran
+		}
+		if _, err := k.cs.Tracker().Get(jobsGVR, k8sNamespace, name); err == nil && watching {
+			k.run(name)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	k.t.Errorf("simulator: Job %s was never created, or kewplan never watched", name)
 }
 
 var (
@@ -107,6 +143,9 @@ func (k *kubelet) run(name string) {
 	node := job.Annotations[k8srender.AnnotationNode]
 	k.attempts[node]++
 	sim := k.script(node, k.attempts[node])
+	if sim.pending {
+		return
+	}
 	now := metav1.Now()
 	if sim.refused != "" {
 		ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name + ".refused", Namespace: k8sNamespace},
@@ -339,7 +378,7 @@ func applyK8sConfig(ctx context.Context, t *testing.T, k *kubelet, src string, t
 	cl := (&k8sengine.Cluster{API: k8stest.FakeAPI{CS: k.cs}, Namespace: k8sNamespace}).WithLogs(k.logs)
 	out := &k8sApply{cluster: cl, stateDir: filepath.Join(dir, ".kewplan"), rec: &recorder{}}
 	opts := ApplyOptions{Config: cfg, Plan: p, StateDir: out.stateDir, Hooks: []Hook{out.rec}, Parallelism: 4,
-		Engine: kubernetes.New(kubernetes.Options{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: cl, PollInterval: time.Millisecond})}
+		Engine: kubernetes.New(kubernetes.Options{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: cl})}
 	for _, f := range tweak {
 		f(&opts)
 	}

@@ -33,8 +33,6 @@ type Options struct {
 	Engine *config.KubernetesEngine
 	// Cluster is the namespace the Jobs go to (k8sengine.New, or k8stest.FakeAPI over a fake clientset in tests).
 	Cluster *k8sengine.Cluster
-	// PollInterval is how often a node's Job, pod and events are read while it waits or runs; 0 means 1s.
-	PollInterval time.Duration
 	// DeadlineGrace is how long past a node's timeout (the Job's activeDeadlineSeconds) kewplan waits for the
 	// cluster to end the Job before it deletes the Job itself; 0 means 30s.
 	DeadlineGrace time.Duration
@@ -49,6 +47,7 @@ type Engine struct {
 	// proxyAddress is the cluster IP of the proxy's Service, read once the run's shared objects are applied; ""
 	// when no node goes through a proxy.
 	proxyAddress string
+	watch        *k8sengine.RunWatch // from Start
 }
 
 var _ adapter.Engine = (*Engine)(nil)
@@ -56,9 +55,6 @@ var _ adapter.Engine = (*Engine)(nil)
 // New returns the Kubernetes engine for one apply.
 func New(o Options) *Engine {
 	e := &Engine{opts: o}
-	if e.opts.PollInterval <= 0 {
-		e.opts.PollInterval = time.Second
-	}
 	if e.opts.DeadlineGrace <= 0 {
 		e.opts.DeadlineGrace = 30 * time.Second
 	}
@@ -84,11 +80,24 @@ func (e *Engine) Preflight(ctx context.Context, run *adapter.Run) (problems, war
 	return problems, rep.Warnings
 }
 
-// Start does nothing: the run's shared objects are applied with the first node's Job, which needs them.
-func (e *Engine) Start(context.Context, *adapter.Run) error { return nil }
+// Start watches the run's Jobs, pods and events: every node's wait reads those caches, so the API server is not
+// polled per node. The run's shared objects are applied with the first node's Job, which needs them.
+func (e *Engine) Start(ctx context.Context, run *adapter.Run) error {
+	w, err := e.opts.Cluster.WatchRun(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	e.watch = w
+	return nil
+}
 
-// Close releases nothing: the cluster's client holds no connection that outlives a request.
-func (e *Engine) Close() error { return nil }
+// Close stops the run's watches.
+func (e *Engine) Close() error {
+	if e.watch != nil {
+		e.watch.Stop()
+	}
+	return nil
+}
 
 // credentialProblems names each node none of whose runner's credentials is a key of the credentials Secret.
 func (e *Engine) credentialProblems(ctx context.Context) []string {
@@ -382,16 +391,13 @@ func (e *Engine) follow(ctx context.Context, at *adapter.Attempt, job string, st
 	return out
 }
 
-// wait reads the node's Job, pod and events every PollInterval until done says so, ctx ends, or the API fails.
+// wait reads the node's Job, pods and events from the run's watch at each change until done says so, ctx ends,
+// or the Job is deleted under it.
 func (e *Engine) wait(ctx context.Context, job string, done func(k8sengine.Outcome) bool) (k8sengine.Outcome, error) {
-	t := time.NewTicker(e.opts.PollInterval)
-	defer t.Stop()
 	for {
-		o, err := e.opts.Cluster.Observe(ctx, job)
+		changed := e.watch.Changed()
+		o, err := e.watch.Observe(job)
 		if err != nil {
-			if ctx.Err() != nil {
-				return o, ctx.Err()
-			}
 			return o, err
 		}
 		if done(o) {
@@ -400,7 +406,7 @@ func (e *Engine) wait(ctx context.Context, job string, done func(k8sengine.Outco
 		select {
 		case <-ctx.Done():
 			return o, ctx.Err()
-		case <-t.C:
+		case <-changed:
 		}
 	}
 }
