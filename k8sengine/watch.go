@@ -8,8 +8,10 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
@@ -85,6 +87,9 @@ func (w *RunWatch) start(ctx context.Context, api API, r Resource, sel metav1.Li
 			AddFunc:    func(any) { w.notify("") },
 			UpdateFunc: func(any, any) { w.notify("") },
 			DeleteFunc: func(o any) {
+				if gone, ok := o.(cache.DeletedFinalStateUnknown); ok {
+					o = gone.Obj // deleted while the watch was down: the relist noticed
+				}
 				if job, ok := o.(*batchv1.Job); ok {
 					w.notify(job.Name)
 					return
@@ -187,16 +192,29 @@ func (l *listWatch) WatchWithContext(ctx context.Context, o metav1.ListOptions) 
 	if err != nil {
 		return nil, err
 	}
+	sel, err := labels.Parse(l.sel.LabelSelector)
+	if err != nil {
+		w.Stop()
+		return nil, err
+	}
 	return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
-		u, ok := ev.Object.(*unstructured.Unstructured)
-		if !ok || ev.Type == watch.Error {
+		if ev.Type == watch.Error {
 			return ev, true
 		}
-		obj := l.newObj()
-		if err := fromUnstructured(u.UnstructuredContent(), obj); err != nil {
-			return watch.Event{Type: watch.Error, Object: &metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}}, true
+		if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+			obj := l.newObj()
+			if err := fromUnstructured(u.UnstructuredContent(), obj); err != nil {
+				return watch.Event{Type: watch.Error, Object: &metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}}, true
+			}
+			ev.Object = obj
 		}
-		ev.Object = obj
+		if ev.Type == watch.Bookmark {
+			return ev, true
+		}
+		// The selector again, on this side: an API that does not filter a watch by labels (a fake) adds nothing.
+		if m, err := meta.Accessor(ev.Object); err == nil && !sel.Matches(labels.Set(m.GetLabels())) {
+			return ev, false
+		}
 		return ev, true
 	}), nil
 }
