@@ -2,12 +2,14 @@ package k8sengine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,7 +26,8 @@ import (
 type RunWatch struct {
 	ns                 string
 	jobs, pods, events cache.Indexer
-	informers          []cache.Controller
+	informers          []cache.SharedIndexInformer
+	lastErr            error // the last list or watch error
 	stop               context.CancelFunc
 	done               sync.WaitGroup
 	mu                 sync.Mutex
@@ -57,20 +60,45 @@ func (c *Cluster) WatchRun(ctx context.Context, run string) (*RunWatch, error) {
 			}
 			return []string{ev.InvolvedObject.Name}, nil
 		})
-	synced := make([]cache.InformerSynced, 0, len(w.informers))
-	for _, inf := range w.informers {
-		synced = append(synced, inf.HasSynced)
-	}
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if !cache.WaitForCacheSync(sctx.Done(), synced...) {
+	if err := w.waitSynced(ctx); err != nil {
 		w.Stop()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("watch the run's Jobs, pods and events in %s: the initial lists did not arrive", c.Namespace)
+		return nil, fmt.Errorf("watch the run's Jobs, pods and events in %s: %w", c.Namespace, err)
 	}
 	return w, nil
+}
+
+// waitSynced waits until every cache holds its initial list. A refusal (forbidden, unauthorized) ends the wait at
+// once; another error is retried for up to two minutes.
+func (w *RunWatch) waitSynced(ctx context.Context) error {
+	deadline := time.NewTimer(2 * time.Minute)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		synced := true
+		for _, inf := range w.informers {
+			synced = synced && inf.HasSynced()
+		}
+		if synced {
+			return nil
+		}
+		w.mu.Lock()
+		err := w.lastErr
+		w.mu.Unlock()
+		if err != nil && (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			if err != nil {
+				return fmt.Errorf("the initial lists did not arrive: %w", err)
+			}
+			return errors.New("the initial lists did not arrive")
+		case <-tick.C:
+		}
+	}
 }
 
 // start runs one kind's informer. index, when set, indexes its objects by the Job they belong to.
@@ -81,27 +109,32 @@ func (w *RunWatch) start(ctx context.Context, api API, r Resource, sel metav1.Li
 	if index != nil {
 		indexers[byJob] = index
 	}
-	store, inf := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: lw, ObjectType: obj, Indexers: indexers,
-		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { w.notify("") },
-			UpdateFunc: func(any, any) { w.notify("") },
-			DeleteFunc: func(o any) {
-				if gone, ok := o.(cache.DeletedFinalStateUnknown); ok {
-					o = gone.Obj // deleted while the watch was down: the relist noticed
-				}
-				if job, ok := o.(*batchv1.Job); ok {
-					w.notify(job.Name)
-					return
-				}
-				w.notify("")
-			},
+	inf := cache.NewSharedIndexInformerWithOptions(lw, obj, cache.SharedIndexInformerOptions{Indexers: indexers})
+	// A list or watch that fails is retried by the reflector; its error is kept for WatchRun's answer rather
+	// than logged (kewplan's packages never print).
+	_ = inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+		w.mu.Lock()
+		w.lastErr = fmt.Errorf("%s: %w", r.Kind, err)
+		w.mu.Unlock()
+	})
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { w.notify("") },
+		UpdateFunc: func(any, any) { w.notify("") },
+		DeleteFunc: func(o any) {
+			if gone, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = gone.Obj // deleted while the watch was down: the relist noticed
+			}
+			if job, ok := o.(*batchv1.Job); ok {
+				w.notify(job.Name)
+				return
+			}
+			w.notify("")
 		},
 	})
 	w.informers = append(w.informers, inf)
 	w.done.Add(1)
 	go func() { defer w.done.Done(); inf.RunWithContext(ctx) }()
-	return store.(cache.Indexer)
+	return inf.GetIndexer()
 }
 
 func (w *RunWatch) notify(deletedJob string) {

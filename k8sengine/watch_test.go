@@ -2,12 +2,17 @@ package k8sengine_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kewplan/kewplan/internal/testtools/k8stest"
 	"github.com/kewplan/kewplan/k8sengine"
@@ -75,4 +80,19 @@ func TestRunWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, w, "kew-fix-r1", func(_ k8sengine.Outcome, err error) bool { return err != nil })
+}
+
+// TestRunWatchForbidden: a namespace where kewplan may not list pods refuses the run at once, naming the kind.
+func TestRunWatchForbidden(t *testing.T) {
+	fake := k8stest.Fake()
+	fake.CS.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("RBAC: no list"))
+	})
+	c := &k8sengine.Cluster{API: fake, Namespace: "agents"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.WatchRun(ctx, "r1")
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "Pod") {
+		t.Fatalf("WatchRun = %v, want the pods' refusal", err)
+	}
 }
