@@ -12,6 +12,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -177,4 +178,47 @@ func writeConfig(t *testing.T, src string) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// TestKubernetesPreflightOperatorProxy: without proxy_image, a proxied node needs the operator's proxy Service
+// with a cluster IP (its pods have no DNS); a missing one stops the run before any Job.
+func TestKubernetesPreflightOperatorProxy(t *testing.T) {
+	k := newKubelet(t, func(string, int) simRun { return simRun{} })
+	src := strings.Replace(k8sProxyConfig, "  proxy_image", "  # proxy_image", 1) + fmt.Sprintf(k8sFixNode, "")
+	r := applyK8sConfig(context.Background(), t, k, src)
+	var pe *PreflightError
+	if !errorAs(r.err, &pe) || !strings.Contains(r.err.Error(), "agents/kewplan-egress-proxy") {
+		t.Fatalf("apply = %v, want a preflight error naming the proxy's Service", r.err)
+	}
+	if jobs := k.jobNames(); len(jobs) != 0 {
+		t.Errorf("Jobs %v were created", jobs)
+	}
+
+	// With the Service, the node's steps name its cluster IP.
+	text := stream(t, "claude-code", "text")
+	k = newKubelet(t, func(string, int) simRun { return simRun{agentLog: text, commit: fixCommit} })
+	rec := recordApplies(t, k)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kewplan-egress-proxy", Namespace: k8sNamespace}}
+	if err := k.cs.Tracker().Add(svc); err != nil {
+		t.Fatal(err)
+	}
+	if r := applyK8sConfig(context.Background(), t, k, src); r.err != nil {
+		t.Fatal(r.err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.jobs) != 1 {
+		t.Fatalf("%d Jobs applied, want 1", len(rec.jobs))
+	}
+	for _, c := range append(rec.jobs[0].Spec.Template.Spec.InitContainers, rec.jobs[0].Spec.Template.Spec.Containers...) {
+		got := ""
+		for _, ev := range c.Env {
+			if ev.Name == "HTTPS_PROXY" {
+				got = ev.Value
+			}
+		}
+		if got != "http://"+clusterIP+":3128" {
+			t.Errorf("%s: HTTPS_PROXY %q, want the Service's cluster IP", c.Name, got)
+		}
+	}
 }

@@ -77,6 +77,12 @@ func (e *Engine) Preflight(ctx context.Context, run *adapter.Run) (problems, war
 	}
 	problems = append(problems, rep.Errors...)
 	problems = append(problems, e.credentialProblems(ctx)...)
+	if ke := e.opts.Engine; ke.ProxyImage == "" && proxied(run.Plan) {
+		// The operator's proxy: its Service's cluster IP is what the proxied pods, which have no DNS, reach.
+		if _, err := e.opts.Cluster.ServiceClusterIP(ctx, ke.ProxyNamespace, ke.ProxyService); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
 	return problems, rep.Warnings
 }
 
