@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -32,7 +33,7 @@ import (
 )
 
 // The apply loop on Kubernetes, driven end to end against client-go's fake clientset. There is no kubelet, so a
-// small simulator stands in for one: the first time kewplan reads a node's Job, it "runs" the Job as the script of
+// small simulator stands in for one: once kewplan has created a node's Job, it "runs" the Job as the script of
 // the test says, creating the pod with the statuses a kubelet would report (init containers done, the agent
 // terminated with its exit status and, on error, its log's tail as the termination message, the push step's
 // termination message with the commit), or the FailedCreate event of a Pod Security refusal, or the Job's
@@ -51,6 +52,7 @@ type simRun struct {
 	refused    string // a FailedCreate event with this message instead of a pod
 	deadline   bool   // the Job controller fails the Job at its activeDeadlineSeconds
 	block      bool   // the agent keeps running: its log blocks after agentLog until the reader's context ends
+	pending    bool   // the pod is never scheduled: nothing is created
 }
 
 type kubelet struct {
@@ -63,6 +65,7 @@ type kubelet struct {
 	attempts map[string]int    // per node
 	pods     map[string]simRun // by pod name
 	opened   chan string       // pod of every agent log opened
+	watches  int               // watches kewplan opened
 }
 
 func newKubelet(t *testing.T, script func(node string, attempt int) simRun) *kubelet {
@@ -72,16 +75,49 @@ func newKubelet(t *testing.T, script func(node string, attempt int) simRun) *kub
 	k := &kubelet{t: t, cs: fake.NewClientset(ns, git, keys), script: script, ran: map[string]bool{}, attempts: map[string]int{},
 		pods: map[string]simRun{}, opened: make(chan string, 16)}
 	k.cs.PrependReactor("patch", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		name := a.(k8stesting.PatchAction).GetName()
 		k.mu.Lock()
-		k.jobs = append(k.jobs, a.(k8stesting.PatchAction).GetName())
+		defer k.mu.Unlock()
+		if k.watches == 0 {
+			return false, nil, nil // a test's own objects, applied before kewplan started
+		}
+		k.jobs = append(k.jobs, name)
+		go k.runWhenCreated(name)
+		return false, nil, nil
+	})
+	k.cs.PrependReactor("delete", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		k.mu.Lock()
+		k.ran[a.(k8stesting.DeleteAction).GetName()] = true // a deleted Job's pod is never created
 		k.mu.Unlock()
 		return false, nil, nil
 	})
-	k.cs.PrependReactor("get", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		k.run(a.(k8stesting.GetAction).GetName())
+	k.cs.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		k.mu.Lock()
+		k.watches++
+		k.mu.Unlock()
 		return false, nil, nil
 	})
 	return k
+}
+
+// runWhenCreated runs a Job once the tracker holds it and kewplan watches the run's Jobs, pods and events: the
+// fake clientset's watches start from now, not from a list's resource version, so the simulator must not
+// create a pod before they are open.
+func (k *kubelet) runWhenCreated(name string) {
+	for i := 0; i < 5000; i++ {
+		k.mu.Lock()
+		watching, gone := k.watches >= 3, k.ran[name]
+		k.mu.Unlock()
+		if gone {
+			return // deleted before it ran
+		}
+		if _, err := k.cs.Tracker().Get(jobsGVR, k8sNamespace, name); err == nil && watching {
+			k.run(name)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	k.t.Errorf("simulator: Job %s was never created, or kewplan never watched", name)
 }
 
 var (
@@ -107,6 +143,9 @@ func (k *kubelet) run(name string) {
 	node := job.Annotations[k8srender.AnnotationNode]
 	k.attempts[node]++
 	sim := k.script(node, k.attempts[node])
+	if sim.pending {
+		return
+	}
 	now := metav1.Now()
 	if sim.refused != "" {
 		ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name + ".refused", Namespace: k8sNamespace},
@@ -319,8 +358,14 @@ type k8sApply struct {
 // applyK8s plans hcl and applies it on the simulated cluster.
 func applyK8s(ctx context.Context, t *testing.T, k *kubelet, hcl string, tweak ...func(*ApplyOptions)) *k8sApply {
 	t.Helper()
+	return applyK8sConfig(ctx, t, k, k8sConfigHead+hcl, tweak...)
+}
+
+// applyK8sConfig plans the whole configuration src and applies it on the simulated cluster.
+func applyK8sConfig(ctx context.Context, t *testing.T, k *kubelet, src string, tweak ...func(*ApplyOptions)) *k8sApply {
+	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(k8sConfigHead+hcl), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, p, ok := k8stest.Plan(t, dir)
@@ -333,7 +378,7 @@ func applyK8s(ctx context.Context, t *testing.T, k *kubelet, hcl string, tweak .
 	cl := (&k8sengine.Cluster{API: k8stest.FakeAPI{CS: k.cs}, Namespace: k8sNamespace}).WithLogs(k.logs)
 	out := &k8sApply{cluster: cl, stateDir: filepath.Join(dir, ".kewplan"), rec: &recorder{}}
 	opts := ApplyOptions{Config: cfg, Plan: p, StateDir: out.stateDir, Hooks: []Hook{out.rec}, Parallelism: 4,
-		Engine: kubernetes.New(kubernetes.Options{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: cl, PollInterval: time.Millisecond})}
+		Engine: kubernetes.New(kubernetes.Options{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: cl})}
 	for _, f := range tweak {
 		f(&opts)
 	}
@@ -425,16 +470,21 @@ func TestKubernetesWorkerAndReviewer(t *testing.T) {
 }
 
 // TestKubernetesReviewerHeld: a verdict whose JSON is hostile (a duplicate key in another case, which
-// encoding/json would let approve) and a reviewer that wrote none are both held for a human, as on Docker.
+// encoding/json would let approve), a reviewer that wrote none and one whose sidecar is the one the repository
+// carried (the verdict step exits ExitVerdictCommitted) are all held for a human, as on Docker.
 func TestKubernetesReviewerHeld(t *testing.T) {
 	for name, log := range map[string]string{
 		"hostile": verdictLog(`{"verdict":"reject","VERDICT":"approve","summary":""}`),
 		"missing": k8srender.VerdictMissing + "\n",
 		"garbled": k8srender.VerdictBegin + "\n!!!not base64\n" + k8srender.VerdictEnd + "\n",
+		"planted": "",
 	} {
 		t.Run(name, func(t *testing.T) {
 			text := stream(t, "claude-code", "text")
 			k := newKubelet(t, func(node string, attempt int) simRun {
+				if node == "review" && name == "planted" {
+					return simRun{agentLog: text, pushExit: k8srender.ExitVerdictCommitted}
+				}
 				if node == "review" {
 					return simRun{agentLog: text, verdictLog: log}
 				}
@@ -667,16 +717,19 @@ func errorAs(err error, target **PreflightError) bool {
 	return ok
 }
 
-// TestKubernetesPushStep: the push step refusing a committed prompt file (exit 65) holds the node; a push step that
-// ends without reporting its commit fails it; neither records a push.
+// TestKubernetesPushStep: the push step refusing a committed prompt file or verdict sidecar holds the node (the
+// scripts' own test, k8srender's TestPushStepRefusesPlantedFiles, runs them against real repositories); a push
+// step that ends without reporting its commit fails it; none records a push.
 func TestKubernetesPushStep(t *testing.T) {
 	text := stream(t, "claude-code", "text")
 	for name, tc := range map[string]struct {
 		sim            simRun
 		status, reason string
 	}{
-		"prompt committed": {simRun{agentLog: text, pushExit: 65}, ledger.StatusHeld, "held for a human: the agent committed .kew-prompt.txt, so the push step refused to push"},
-		"no commit":        {simRun{agentLog: text, commit: "not-a-commit"}, ledger.StatusFailed, "the agent succeeded but its commits may not be published: the push step ended without the commit it pushed in its termination message"},
+		"prompt committed": {simRun{agentLog: text, pushExit: k8srender.ExitPromptCommitted}, ledger.StatusHeld, "held for a human: the agent committed .kew-prompt.txt, so the push step refused to push"},
+		"sidecar committed": {simRun{agentLog: text, pushExit: k8srender.ExitVerdictCommitted}, ledger.StatusHeld,
+			"held for a human: the agent committed a reviewer sidecar .kew-review-verdict.json, which a downstream reviewer would read as its verdict, so the push step refused to push"},
+		"no commit": {simRun{agentLog: text, commit: "not-a-commit"}, ledger.StatusFailed, "the agent succeeded but its commits may not be published: the push step ended without the commit it pushed in its termination message"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			k := newKubelet(t, func(string, int) simRun { return tc.sim })

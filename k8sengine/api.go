@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 )
@@ -38,6 +39,9 @@ type API interface {
 	Delete(ctx context.Context, r Resource, ns, name string, opts metav1.DeleteOptions) error
 	// Log opens a container's log, followed: the reader ends when the container ends.
 	Log(ctx context.Context, ns, pod, container string) (io.ReadCloser, error)
+	// Watch watches the objects opts selects from opts.ResourceVersion on: the objects of its events are typed or
+	// *unstructured.Unstructured.
+	Watch(ctx context.Context, r Resource, ns string, opts metav1.ListOptions) (watch.Interface, error)
 }
 
 // Resource is one kind kewplan uses, by the names the API knows it by. Namespaces and RuntimeClasses are
@@ -79,8 +83,9 @@ type dynamicAPI struct {
 }
 
 // NewAPI connects to the cluster of cfg. Unless cfg sets its own, the client's rate limit is kubectl's (50
-// requests a second, bursts of 300) rather than client-go's default of 5: the apply loop reads each running
-// node's Job, pods and events every second, and the API server's priority and fairness is the real limit.
+// requests a second, bursts of 300) rather than client-go's default of 5: a wide fan-out applies, deletes and
+// opens logs for many nodes at once (their waits read the run's watch, not the API), and the API server's priority
+// and fairness is the real limit.
 func NewAPI(cfg *rest.Config) (API, error) {
 	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
 		cfg = rest.CopyConfig(cfg)
@@ -145,6 +150,10 @@ func (a *dynamicAPI) List(ctx context.Context, r Resource, ns string, opts metav
 
 func (a *dynamicAPI) Delete(ctx context.Context, r Resource, ns, name string, opts metav1.DeleteOptions) error {
 	return a.resource(r, ns).Delete(ctx, name, opts)
+}
+
+func (a *dynamicAPI) Watch(ctx context.Context, r Resource, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+	return a.resource(r, ns).Watch(ctx, opts)
 }
 
 func (a *dynamicAPI) Log(ctx context.Context, ns, pod, container string) (io.ReadCloser, error) {

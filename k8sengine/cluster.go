@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -244,4 +246,18 @@ func quoteKeys(keys []string) string {
 		q[i] = fmt.Sprintf("%q", k)
 	}
 	return strings.Join(q, ", ")
+}
+
+// ServiceClusterIP is the cluster IP of the Service name in namespace: the address a proxied pod, which has no
+// DNS, reaches its egress proxy by. A Service without one (headless, or not a ClusterIP Service) is an error.
+func (c *Cluster) ServiceClusterIP(ctx context.Context, namespace, name string) (string, error) {
+	var svc corev1.Service
+	if err := c.API.Get(ctx, Services, namespace, name, &svc); err != nil {
+		return "", fmt.Errorf("read the egress proxy's Service %s/%s (its cluster IP is the proxied pods' HTTPS_PROXY: they have no DNS): %w", namespace, name, err)
+	}
+	ip := svc.Spec.ClusterIP
+	if ip == "" || ip == corev1.ClusterIPNone || net.ParseIP(ip) == nil {
+		return "", fmt.Errorf("the egress proxy's Service %s/%s has no cluster IP (%q): the proxied pods, which have no DNS, reach the proxy by it; make it a ClusterIP Service", namespace, name, ip)
+	}
+	return ip, nil
 }

@@ -188,3 +188,21 @@ func TestObserveAgentStep(t *testing.T) {
 		t.Errorf("ended agent: image id %q, exit %v; want %q, 3", o.AgentImageID, o.AgentExit, imageID)
 	}
 }
+
+// TestServiceClusterIP: the proxy's address is its Service's cluster IP; a headless Service, one without an
+// address, and a missing one are errors that name the Service.
+func TestServiceClusterIP(t *testing.T) {
+	svc := func(name, ip string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "proxy"}, Spec: corev1.ServiceSpec{ClusterIP: ip}}
+	}
+	c := &k8sengine.Cluster{API: k8stest.Fake(svc("v4", "10.96.0.10"), svc("v6", "fd00::10"), svc("headless", "None"), svc("none", "")), Namespace: "agents"}
+	for name, want := range map[string]string{"v4": "10.96.0.10", "v6": "fd00::10", "headless": "", "none": "", "missing": ""} {
+		got, err := c.ServiceClusterIP(context.Background(), "proxy", name)
+		if got != want || (want == "") != (err != nil) {
+			t.Errorf("ServiceClusterIP(%s) = %q, %v; want %q", name, got, err, want)
+		}
+		if err != nil && !strings.Contains(err.Error(), "proxy/"+name) {
+			t.Errorf("ServiceClusterIP(%s): %v does not name the Service", name, err)
+		}
+	}
+}

@@ -1,5 +1,6 @@
 // Package k8sengine drives a Kubernetes cluster with the objects k8srender made: server-side apply, the pod's log
-// followed for the agent's stdout, a Job's outcome read from its status, pods and events, foreground deletion on
+// followed for the agent's stdout, a Job's outcome read from its status, pods and events (kept by one watch per
+// kind for the whole run, RunWatch), the proxy Service's cluster IP, foreground deletion on
 // cancel, an orphan sweep by kewplan's labels, and a preflight of the namespace, Secrets and runtime class. It is
 // the only package of the kewplan binary that imports client-go, and it uses only the dynamic and REST clients
 // (API), never the typed clientset. It does not plan, render, meter or record: the apply loop does, through
@@ -10,11 +11,13 @@ package k8sengine
 // the loop keeps the graph, parallelism, budgets, ledger and events):
 //
 //	Preflight(ctx, engine, credentials)          once per run, before the first node; Errors stop the run
-//	k8srender.Render(plan, Options{RunID, NameSuffix: RunID})   re-rendered per node with the upstream outputs
-//	Apply(ctx, manifests.Shared)                 once per run
+//	WatchRun(ctx, run)                           once per run: the Jobs, pods and events every node's wait reads
+//	Apply(ctx, manifests.Shared)                 once per run, then ServiceClusterIP of the egress proxy's Service
+//	k8srender.Render(plan, Options{RunID, NameSuffix: RunID, ProxyAddress})   per node with the upstream outputs
 //	Apply(ctx, node.Objects())                   when the node's dependencies are done
-//	Observe(ctx, job) until the agent step runs, then OpenLog(ctx, pod, "agent") into runners.Feed(meter, transcript)
-//	Observe(ctx, job) until succeeded or failed: Outcome.Commit for a worker; for a reviewer,
+//	RunWatch.Observe(job) at each change until the agent step runs, then OpenLog(ctx, pod, "agent") into
+//	  runners.Feed(meter, transcript)
+//	RunWatch.Observe(job) until succeeded or failed: Outcome.Commit for a worker; for a reviewer,
 //	  ReadVerdict(OpenLog(ctx, pod, "verdict")) into the same verdict parser as on Docker
 //	DeleteRun(ctx, run) on cancel (SIGINT/SIGTERM) and at the end; Sweep(ctx, live) at start for crashed runs
 //

@@ -207,9 +207,14 @@ func (c *Cluster) Observe(ctx context.Context, jobName string) (Outcome, error) 
 		FieldSelector: "involvedObject.kind=Job,involvedObject.name=" + jobName}, &events); err != nil {
 		return Outcome{}, fmt.Errorf("list events of Job %s: %w", jobName, err)
 	}
-	o := JobOutcome(&job, pods.Items, events.Items)
-	if len(pods.Items) > 0 {
-		pod := newestPod(pods.Items)
+	return observed(&job, pods.Items, events.Items), nil
+}
+
+// observed is JobOutcome with the newest pod's name and the agent step's image and exit status.
+func observed(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) Outcome {
+	o := JobOutcome(job, pods, events)
+	if len(pods) > 0 {
+		pod := newestPod(pods)
 		o.Pod = pod.Name
 		for _, st := range pod.Status.InitContainerStatuses {
 			if st.Name != k8srender.StepAgent {
@@ -222,7 +227,7 @@ func (c *Cluster) Observe(ctx context.Context, jobName string) (Outcome, error) 
 			}
 		}
 	}
-	return o, nil
+	return o
 }
 
 // FollowLog copies a step's log to w as it is written, until the step ends or ctx is cancelled. For the agent

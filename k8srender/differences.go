@@ -2,6 +2,7 @@ package k8srender
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/planner"
@@ -61,10 +62,10 @@ func Differences(e *config.KubernetesEngine, p *planner.Plan) []Difference {
 			Kubernetes: "/home/agent is a memory emptyDir owned by the fsGroup 1001 with the mode Kubernetes gives emptyDirs (0777 with the setgid bit); only the agent container mounts it."},
 		{ID: DiffNetworkPolicy,
 			Docker:     "The allowlist network is a Docker network kewplan checks at preflight.",
-			Kubernetes: "Egress is limited by a NetworkPolicy to the egress proxy and the cluster DNS; it holds only where the cluster's network plugin enforces NetworkPolicy (Calico, Cilium, ...). A plugin that ignores it leaves egress open, and the API server cannot tell."},
+			Kubernetes: "Egress is limited by a NetworkPolicy to the egress proxy, the cluster DNS excluded; it holds only where the cluster's network plugin enforces NetworkPolicy (Calico, Cilium, ...). A plugin that ignores it leaves egress open, the cluster DNS included, and the API server cannot tell. A proxied pod has no resolver either way (dnsPolicy None, its only nameserver its own loopback): it reaches the proxy by its Service's cluster IP, which apply reads before it renders the node's Job."},
 		{ID: DiffGitSteps,
 			Docker:     "The host clones and pushes with its own git credential; no container sees it.",
-			Kubernetes: "An init container clones and the last container pushes (or reads the verdict) with the credential of git_secret; they are the only containers that mount it, and one runs before the agent and one after it, never beside it. They share the pod's NetworkPolicy, so the git remote is reached through the egress proxy, which must allow it."},
+			Kubernetes: "An init container clones and the last container pushes (or reads the verdict) with the credential of git_secret; they are the only containers that mount it, and one runs before the agent and one after it, never beside it. They share the pod's NetworkPolicy, so the git remote is reached through the egress proxy, which must allow it. The push step refuses a prompt file or verdict sidecar in any commit since the clone, as the host's broker does, but compares the names without regard to ASCII case only (the broker folds Unicode case), and the git steps' image must hold sh, git, grep, tr, tail, head, cp and base64."},
 		{ID: DiffDiskWatchdog,
 			Docker:     "apply's disk watchdog kills a container when the host's free space falls below --min-free.",
 			Kubernetes: "The kubelet evicts pods under disk pressure; the /work emptyDir has no size limit of kewplan's."},
@@ -86,11 +87,11 @@ func Differences(e *config.KubernetesEngine, p *planner.Plan) []Difference {
 	case proxied && e.ProxyImage == "":
 		out = append(out, Difference{ID: DiffEgressProxy,
 			Docker:     "apply starts kewplan's egress proxy, which holds each node to its allowlist.",
-			Kubernetes: fmt.Sprintf("No proxy_image is set, so kewplan renders no proxy: the pods' HTTPS_PROXY is http://%s.%s.svc:%d and their NetworkPolicy lets them reach only that proxy's pods. The operator must run a proxy there that enforces the allowlists (without credentials in the URL); or set proxy_image to kewplan's proxy image (make proxy-image, pushed to a registry the cluster pulls from) and kewplan renders its own.", e.ProxyService, e.ProxyNamespace, e.ProxyPort)})
+			Kubernetes: fmt.Sprintf("No proxy_image is set, so kewplan renders no proxy: the pods' HTTPS_PROXY is port %d of the cluster IP of the Service %s in the namespace %s (read at apply; render writes %s), and their NetworkPolicy lets them reach only that proxy's pods. The operator must run a proxy there that enforces the allowlists (without credentials in the URL); or set proxy_image to kewplan's proxy image (make proxy-image, pushed to a registry the cluster pulls from) and kewplan renders its own.", e.ProxyPort, e.ProxyService, e.ProxyNamespace, ProxyAddressPlaceholder)})
 	case proxied:
 		out = append(out, Difference{ID: DiffProxyCreds,
 			Docker:     "Each node's proxy secret is random per apply and passed to its container by value only.",
-			Kubernetes: "kewplan's proxy runs per run (a Deployment, Service, Secret and NetworkPolicy) and holds each node to its own allowlist by a per-node secret in the proxy's Secret, read by secretKeyRef; the git steps have a user of their own that reaches only the repository's host. apply passes random secrets; in manifests from render or plan --format yaml they are derived from the configuration digest and the run, so they keep mistakes apart, not an agent that knows the run's configuration. The proxy's NetworkPolicy allows egress to public addresses on the allowlisted ports; the host names are the proxy's to enforce."})
+			Kubernetes: "kewplan's proxy runs per run (a Deployment, Service, Secret and NetworkPolicy) and holds each node to its own allowlist by a per-node secret in the proxy's Secret, read by secretKeyRef; the git steps have a user of their own that reaches only the repository's host. apply gives every user a fresh random secret and reads the proxy Service's cluster IP before it renders the Jobs; manifests from render or plan --format yaml hold the placeholders " + strconv.Quote(ProxySecretPlaceholder) + " (which the proxy refuses as too short) and " + ProxyAddressPlaceholder + ", never a value a plan's reader could compute. The proxy's NetworkPolicy allows egress to public addresses on the allowlisted ports; the host names are the proxy's to enforce."})
 	}
 	if brokered {
 		out = append(out, Difference{ID: DiffBrokered,

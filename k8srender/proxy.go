@@ -1,8 +1,6 @@
 package k8srender
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -58,7 +56,7 @@ func (r *renderer) newKewplanProxy(p *planner.Plan, secrets map[string]string) (
 	kp := &kewplanProxy{name: r.sharedName("egress-proxy"), users: map[string]string{}, urls: map[string]string{},
 		ports: map[int]bool{}, secrets: secrets,
 		cfg: egress.Config{Listen: egress.DefaultListen, Nodes: []egress.NodeConfig{}}}
-	host := fmt.Sprintf("%s.%s.svc", kp.name, r.e.Namespace)
+	host := r.proxyAddress
 	taken := map[string]bool{}
 	for i, np := range p.Nodes {
 		if np.Errors || !usesProxy(np) {
@@ -96,19 +94,18 @@ func (r *renderer) newKewplanProxy(p *planner.Plan, secrets map[string]string) (
 	return kp, nil
 }
 
-// proxySecret is a proxy user's secret: the one apply passes in Options.ProxySecrets, or, for render, one derived
-// from the configuration digest, the run and the user, so that rendering twice yields the same manifests (the
-// proxy-credentials difference says what that means).
+// proxySecret is a proxy user's secret: the one apply passes in Options.ProxySecrets, or, for render and plan,
+// ProxySecretPlaceholder. Nothing a plan shows (its digest, its run id) may yield a secret: the plan is posted
+// where agents and reviewers read it.
 func (r *renderer) proxySecret(secrets map[string]string, user string) (string, error) {
-	if secrets != nil {
-		s, ok := secrets[user]
-		if !ok || len(s) < 32 {
-			return "", fmt.Errorf("no proxy secret of at least 32 characters for the proxy user %q", user)
-		}
-		return s, nil
+	if secrets == nil {
+		return ProxySecretPlaceholder, nil
 	}
-	h := sha256.Sum256([]byte("kewplan-egress-proxy\x00" + r.digest + "\x00" + r.run + "\x00" + user))
-	return hex.EncodeToString(h[:]), nil
+	s, ok := secrets[user]
+	if !ok || len(s) < 32 {
+		return "", fmt.Errorf("no proxy secret of at least 32 characters for the proxy user %q", user)
+	}
+	return s, nil
 }
 
 // ProxyUsers are the egress proxy users a plan's Jobs use when the engine names proxy_image, in plan order: each

@@ -1,8 +1,10 @@
 package k8srender_test
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -19,6 +21,18 @@ import (
 
 const proxyImage = "registry.example.com/kewplan-egress-proxy:0123456789abcdef"
 
+// proxyAddress stands for the cluster IP apply reads from the proxy's Service.
+const proxyAddress = "10.96.0.42"
+
+// applySecrets are secrets as apply passes them, one per proxy user of the example.
+func applySecrets() map[string]string {
+	s := map[string]string{}
+	for _, u := range []string{"fix", "fix-git", "review", "review-git"} {
+		s[u] = strings.Repeat("s", 40) + u
+	}
+	return s
+}
+
 func proxyEngineRender(t *testing.T, secrets map[string]string) *k8srender.Manifests {
 	t.Helper()
 	cfg, _, ok := k8stest.Plan(t, "../examples/kubernetes.hcl")
@@ -27,14 +41,18 @@ func proxyEngineRender(t *testing.T, secrets map[string]string) *k8srender.Manif
 	}
 	e := k8stest.Engine(cfg, "agents")
 	e.ProxyImage = proxyImage
-	return render(t, "../examples/kubernetes.hcl", k8srender.Options{Engine: e, ProxySecrets: secrets})
+	opts := k8srender.Options{Engine: e, ProxySecrets: secrets}
+	if secrets != nil {
+		opts.ProxyAddress = proxyAddress
+	}
+	return render(t, "../examples/kubernetes.hcl", opts)
 }
 
 // TestRenderEgressProxy: with proxy_image the shared objects hold kewplan's proxy, hardened as the contract says;
 // each node reaches it with its own user (its allowlist), its git steps with another (the repository's host
 // only), and the proxy URLs with their secrets are read from the proxy's Secret, never written in a pod spec.
 func TestRenderEgressProxy(t *testing.T) {
-	m := proxyEngineRender(t, nil)
+	m := proxyEngineRender(t, applySecrets())
 	var kinds []string
 	for _, o := range m.Shared {
 		kinds = append(kinds, o.GetObjectKind().GroupVersionKind().Kind+"/"+o.GetName())
@@ -59,7 +77,7 @@ func TestRenderEgressProxy(t *testing.T) {
 	for _, n := range cfg.Nodes {
 		allow[n.Name] = n.Allow
 		url := string(secret.Data[k8srender.ProxyURLKey(n.Name)])
-		if !strings.Contains(url, n.Name+":"+n.Secret+"@"+name+".agents.svc:3128") {
+		if !strings.Contains(url, n.Name+":"+n.Secret+"@"+proxyAddress+":3128") {
 			t.Errorf("URL of %s = %q", n.Name, url)
 		}
 	}
@@ -149,24 +167,44 @@ func TestRenderEgressProxy(t *testing.T) {
 		t.Errorf("differences %v: want %s and not %s", ids, k8srender.DiffProxyCreds, k8srender.DiffEgressProxy)
 	}
 
-	// Rendering is deterministic; apply's secrets replace the derived ones.
-	a, _ := m.YAML()
+	for _, n := range cfg.Nodes {
+		if n.Secret != applySecrets()[n.Name] {
+			t.Errorf("user %s: secret %q, want the one given", n.Name, n.Secret)
+		}
+	}
+}
+
+// TestRenderEgressProxyPlaceholders: without apply's values (render, plan --format yaml) the manifests hold
+// placeholders, the same on every render, and no value computable from the plan: the proxy refuses the secret
+// placeholder, so such manifests applied by hand fail closed rather than run with a secret a plan's reader knows.
+func TestRenderEgressProxyPlaceholders(t *testing.T) {
+	m := proxyEngineRender(t, nil)
+	a, err := m.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, _ := proxyEngineRender(t, nil).YAML()
 	if string(a) != string(b) {
 		t.Error("two renders of the same plan differ")
 	}
-	secrets := map[string]string{}
-	for _, n := range cfg.Nodes {
-		secrets[n.Name] = strings.Repeat("s", 40) + n.Name
+	secret := m.Shared[1].(*corev1.Secret)
+	if _, err := egress.ParseConfig(secret.Data[k8srender.ProxyConfigKey]); err == nil || !strings.Contains(err.Error(), "shorter than 32") {
+		t.Errorf("the proxy accepts the rendered configuration (%v); want the placeholder secret refused", err)
 	}
-	given := proxyEngineRender(t, secrets)
-	got, err := egress.ParseConfig(given.Shared[1].(*corev1.Secret).Data[k8srender.ProxyConfigKey])
-	if err != nil {
-		t.Fatal(err)
+	for key, v := range secret.Data {
+		if key == k8srender.ProxyConfigKey {
+			continue
+		}
+		if want := ":" + url.UserPassword("x", k8srender.ProxySecretPlaceholder).String()[2:] + "@" + k8srender.ProxyAddressPlaceholder + ":3128"; !strings.Contains(string(v), want) {
+			t.Errorf("%s = %q, want the placeholders (%s)", key, v, want)
+		}
 	}
-	for _, n := range got.Nodes {
-		if n.Secret != secrets[n.Name] {
-			t.Errorf("user %s: secret %q, want the one given", n.Name, n.Secret)
+	// No 64-hex-digit value (the shape of a secret, or of one derived from the digest) is anywhere in them.
+	if hex := regexp.MustCompile(`[0-9a-f]{64}`).FindAllString(string(a), -1); len(hex) > 0 {
+		for _, h := range hex {
+			if !strings.Contains(string(a), "sha256:"+h) && !strings.Contains(string(a), "sha256: "+h) && !strings.Contains(string(a), "@sha256:"+h) {
+				t.Errorf("the manifests hold %s, which is not a digest", h)
+			}
 		}
 	}
 }
@@ -192,7 +230,7 @@ func TestRenderNoProxyImage(t *testing.T) {
 	}
 	for _, d := range m.Differences {
 		if d.ID == k8srender.DiffEgressProxy {
-			if !strings.Contains(d.Kubernetes, "http://kewplan-egress-proxy.agents.svc:3128") || !strings.Contains(d.Kubernetes, "proxy_image") {
+			if !strings.Contains(d.Kubernetes, "the Service kewplan-egress-proxy in the namespace agents") || !strings.Contains(d.Kubernetes, "proxy_image") {
 				t.Errorf("egress-proxy difference: %s", d.Kubernetes)
 			}
 			return

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"regexp"
 	"sort"
 	"strconv"
@@ -81,10 +82,25 @@ type Options struct {
 	// NameSuffix is appended to every object name (apply uses the run id so runs do not collide); "" for render.
 	NameSuffix string
 	// ProxySecrets are the egress proxy users' secrets (ProxyUsers names them) when the engine names proxy_image:
-	// apply passes fresh random ones. nil derives them from the configuration digest and the run, so that render
-	// is deterministic (the egress-proxy-credentials difference says what that means).
+	// apply passes fresh random ones. nil renders ProxySecretPlaceholder for each (render, plan), so that no
+	// manifest a plan's reader sees holds or implies a secret; the proxy refuses to start with a placeholder.
 	ProxySecrets map[string]string
+	// ProxyAddress is the cluster IP of the Service the proxied pods' HTTPS_PROXY names (kewplan's proxy, or the
+	// operator's proxy_service): those pods have no DNS, so they reach the proxy by address. "" renders
+	// ProxyAddressPlaceholder (render, plan); apply reads the Service first.
+	ProxyAddress string
 }
+
+// Placeholders of what only apply knows. A secret placeholder is shorter than any secret the egress proxy
+// accepts, and the address is in the .invalid domain, so manifests rendered without apply's values fail closed.
+const (
+	ProxySecretPlaceholder  = "(random, set by apply)"
+	ProxyAddressPlaceholder = "proxy-cluster-ip.invalid"
+)
+
+// noDNSNameserver is the only nameserver of a proxied pod: its own loopback, where nothing of kewplan's answers,
+// so no name a pod looks up leaves it (a query name is a channel out of the cluster through its resolver).
+const noDNSNameserver = "127.0.0.1"
 
 // Manifests are the objects of one plan.
 type Manifests struct {
@@ -140,7 +156,11 @@ func Render(p *planner.Plan, opts Options) (*Manifests, hcl.Diagnostics) {
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid run id",
 			Detail: fmt.Sprintf("The run id %q cannot be a Kubernetes label value (at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit).", run)}}
 	}
-	r := &renderer{e: opts.Engine, run: run, suffix: opts.NameSuffix, digest: p.ConfigDigest, names: map[string]string{}}
+	r := &renderer{e: opts.Engine, run: run, suffix: opts.NameSuffix, digest: p.ConfigDigest, names: map[string]string{},
+		proxyAddress: opts.ProxyAddress}
+	if r.proxyAddress == "" {
+		r.proxyAddress = ProxyAddressPlaceholder
+	}
 	m := &Manifests{Namespace: opts.Engine.Namespace, RunID: run}
 	if opts.Engine.ProxyImage != "" {
 		kp, err := r.newKewplanProxy(p, opts.ProxySecrets)
@@ -187,6 +207,8 @@ type renderer struct {
 	digest string
 	names  map[string]string // object name -> node
 	proxy  *kewplanProxy     // kewplan's egress proxy; nil when the operator runs one
+	// proxyAddress is Options.ProxyAddress or its placeholder.
+	proxyAddress string
 }
 
 var (
@@ -333,6 +355,11 @@ func (r *renderer) podTemplate(np *planner.NodePlan, promptSecret string) corev1
 	if r.e.RuntimeClass != "" {
 		spec.RuntimeClassName = ptr(r.e.RuntimeClass)
 	}
+	if usesProxy(np) {
+		// No DNS: the pod reaches the proxy by its Service's address, and the proxy resolves the hosts it allows.
+		spec.DNSPolicy = corev1.DNSNone
+		spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{noDNSNameserver}, Searches: []string{}}
+	}
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{AnnotationNode: np.Name}},
 		Spec:       spec,
@@ -375,7 +402,7 @@ func (r *renderer) proxyEnv() []corev1.EnvVar {
 	if r.e.ProxyService == "" {
 		return nil
 	}
-	url := fmt.Sprintf("http://%s.%s.svc:%d", r.e.ProxyService, r.e.ProxyNamespace, r.e.ProxyPort)
+	url := "http://" + net.JoinHostPort(r.proxyAddress, strconv.FormatInt(r.e.ProxyPort, 10))
 	return []corev1.EnvVar{
 		{Name: "HTTPS_PROXY", Value: url}, {Name: "HTTP_PROXY", Value: url},
 		{Name: "https_proxy", Value: url}, {Name: "http_proxy", Value: url},
@@ -510,15 +537,14 @@ func memoryQuantity(s string) (resource.Quantity, bool) {
 
 var dockerMemory = regexp.MustCompile(`^(\d+(?:\.\d+)?) ?([kKmMgGtTpP]|[bB])?[iI]?[bB]?$`)
 
-// networkPolicy is the run's egress policy: its pods reach the egress proxy and the cluster DNS, nothing else, and
-// nothing reaches them. With the sandbox network "open" every node's egress is open, as on Docker's bridge.
+// networkPolicy is the run's egress policy: its pods reach the egress proxy, nothing else (not the cluster DNS),
+// and nothing reaches them. With the sandbox network "open" every node's egress is open, as on Docker's bridge.
 func (r *renderer) networkPolicy(p *planner.Plan) *networkingv1.NetworkPolicy {
 	open := len(p.Nodes) > 0
 	for _, np := range p.Nodes {
 		open = open && np.Network == config.NetworkOpen
 	}
-	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
-	dns := intstr.FromInt32(53)
+	tcp := corev1.ProtocolTCP
 	proxyPort := intstr.FromInt32(int32(r.e.ProxyPort))
 	proxyNamespace, proxySelector := r.e.ProxyNamespace, copyMap(r.e.ProxySelector)
 	if r.proxy != nil {
@@ -546,13 +572,6 @@ func (r *renderer) networkPolicy(p *planner.Plan) *networkingv1.NetworkPolicy {
 				PodSelector:       &metav1.LabelSelector{MatchLabels: proxySelector},
 			}},
 			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &proxyPort}},
-		},
-		{
-			To: []networkingv1.NetworkPolicyPeer{{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
-				PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
-			}},
-			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}},
 		},
 	}
 	return np

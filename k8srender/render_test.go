@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/testtools/golden"
@@ -259,5 +260,49 @@ func TestObjectNames(t *testing.T) {
 		if got := m.Nodes[0].Job.Name; !strings.HasPrefix(got, tc.want) || len(got) > 52 {
 			t.Errorf("name of %q = %q, want prefix %q", tc.node, got, tc.want)
 		}
+	}
+}
+
+// TestRenderNoDNS: a proxied node's pod has no resolver (dnsPolicy None, its only nameserver its own loopback) and
+// reaches the proxy by the address apply read from its Service; the run's NetworkPolicy lets it reach the proxy
+// and nothing else, the cluster DNS included. A name looked up is a channel out through the cluster's resolver.
+func TestRenderNoDNS(t *testing.T) {
+	for name, tc := range map[string]struct {
+		address, want string
+	}{
+		"apply":  {"10.96.0.42", "http://10.96.0.42:3128"},
+		"ipv6":   {"fd00::2a", "http://[fd00::2a]:3128"},
+		"render": {"", "http://" + k8srender.ProxyAddressPlaceholder + ":3128"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := render(t, "../examples/kubernetes.hcl", k8srender.Options{ProxyAddress: tc.address})
+			for _, n := range m.Nodes {
+				pod := n.Job.Spec.Template.Spec
+				if pod.DNSPolicy != corev1.DNSNone || pod.DNSConfig == nil ||
+					!cmp.Equal(pod.DNSConfig.Nameservers, []string{"127.0.0.1"}) || len(pod.DNSConfig.Searches) != 0 || len(pod.DNSConfig.Options) != 0 {
+					t.Errorf("%s: dnsPolicy %q, dnsConfig %+v; want None with the loopback only", n.Node, pod.DNSPolicy, pod.DNSConfig)
+				}
+				for _, c := range append(append([]corev1.Container{}, pod.InitContainers...), pod.Containers...) {
+					got := ""
+					for _, ev := range c.Env {
+						if ev.Name == "HTTPS_PROXY" {
+							got = ev.Value
+						}
+					}
+					if got != tc.want {
+						t.Errorf("%s/%s: HTTPS_PROXY %q, want %q", n.Node, c.Name, got, tc.want)
+					}
+				}
+			}
+			np := m.Shared[0].(*networkingv1.NetworkPolicy)
+			if len(np.Spec.Egress) != 1 || len(np.Spec.Egress[0].To) != 1 || np.Spec.Egress[0].To[0].PodSelector == nil {
+				t.Fatalf("egress rules %+v, want the proxy's pods only", np.Spec.Egress)
+			}
+			for _, p := range np.Spec.Egress[0].Ports {
+				if p.Port.IntValue() == 53 {
+					t.Errorf("the agents' NetworkPolicy allows port 53: %+v", np.Spec.Egress)
+				}
+			}
+		})
 	}
 }

@@ -33,8 +33,6 @@ type Options struct {
 	Engine *config.KubernetesEngine
 	// Cluster is the namespace the Jobs go to (k8sengine.New, or k8stest.FakeAPI over a fake clientset in tests).
 	Cluster *k8sengine.Cluster
-	// PollInterval is how often a node's Job, pod and events are read while it waits or runs; 0 means 1s.
-	PollInterval time.Duration
 	// DeadlineGrace is how long past a node's timeout (the Job's activeDeadlineSeconds) kewplan waits for the
 	// cluster to end the Job before it deletes the Job itself; 0 means 30s.
 	DeadlineGrace time.Duration
@@ -46,6 +44,10 @@ type Engine struct {
 	run        *adapter.Run
 	sharedOnce sync.Once
 	sharedErr  error
+	// proxyAddress is the cluster IP of the proxy's Service, read once the run's shared objects are applied; ""
+	// when no node goes through a proxy.
+	proxyAddress string
+	watch        *k8sengine.RunWatch // from Start
 }
 
 var _ adapter.Engine = (*Engine)(nil)
@@ -53,9 +55,6 @@ var _ adapter.Engine = (*Engine)(nil)
 // New returns the Kubernetes engine for one apply.
 func New(o Options) *Engine {
 	e := &Engine{opts: o}
-	if e.opts.PollInterval <= 0 {
-		e.opts.PollInterval = time.Second
-	}
 	if e.opts.DeadlineGrace <= 0 {
 		e.opts.DeadlineGrace = 30 * time.Second
 	}
@@ -78,14 +77,33 @@ func (e *Engine) Preflight(ctx context.Context, run *adapter.Run) (problems, war
 	}
 	problems = append(problems, rep.Errors...)
 	problems = append(problems, e.credentialProblems(ctx)...)
+	if ke := e.opts.Engine; ke.ProxyImage == "" && proxied(run.Plan) {
+		// The operator's proxy: its Service's cluster IP is what the proxied pods, which have no DNS, reach.
+		if _, err := e.opts.Cluster.ServiceClusterIP(ctx, ke.ProxyNamespace, ke.ProxyService); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
 	return problems, rep.Warnings
 }
 
-// Start does nothing: the run's shared objects are applied with the first node's Job, which needs them.
-func (e *Engine) Start(context.Context, *adapter.Run) error { return nil }
+// Start watches the run's Jobs, pods and events: every node's wait reads those caches, so the API server is not
+// polled per node. The run's shared objects are applied with the first node's Job, which needs them.
+func (e *Engine) Start(ctx context.Context, run *adapter.Run) error {
+	w, err := e.opts.Cluster.WatchRun(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	e.watch = w
+	return nil
+}
 
-// Close releases nothing: the cluster's client holds no connection that outlives a request.
-func (e *Engine) Close() error { return nil }
+// Close stops the run's watches.
+func (e *Engine) Close() error {
+	if e.watch != nil {
+		e.watch.Stop()
+	}
+	return nil
+}
 
 // credentialProblems names each node none of whose runner's credentials is a key of the credentials Secret.
 func (e *Engine) credentialProblems(ctx context.Context) []string {
@@ -157,7 +175,8 @@ func (e *Engine) nameSuffix(attempt int) string {
 // render renders one re-planned node for this run and attempt.
 func (e *Engine) render(np *planner.NodePlan, attempt int) (*k8srender.NodeObjects, error) {
 	p := &planner.Plan{Nodes: []*planner.NodePlan{np}, ConfigDigest: e.run.Plan.ConfigDigest}
-	m, diags := k8srender.Render(p, k8srender.Options{Engine: e.opts.Engine, RunID: e.run.ID, NameSuffix: e.nameSuffix(attempt)})
+	m, diags := k8srender.Render(p, k8srender.Options{Engine: e.opts.Engine, RunID: e.run.ID, NameSuffix: e.nameSuffix(attempt),
+		ProxyAddress: e.proxyAddress})
 	if diags.HasErrors() || m == nil || len(m.Nodes) != 1 {
 		return nil, fmt.Errorf("render the node's Kubernetes objects: %s", config.DiagnosticsText(diags))
 	}
@@ -181,16 +200,66 @@ func (e *Engine) shared(ctx context.Context) error {
 			secrets[user] = secret
 			e.run.AddSecret(secret, "proxy secret")
 		}
-		m, _ := k8srender.Render(e.run.Plan, k8srender.Options{Engine: e.opts.Engine, RunID: e.run.ID, NameSuffix: e.nameSuffix(1), ProxySecrets: secrets})
-		if m == nil {
-			e.sharedErr = errors.New("render the run's shared objects: the plan does not render")
-			return
-		}
-		if err := e.opts.Cluster.Apply(ctx, m.Shared); err != nil {
-			e.sharedErr = fmt.Errorf("apply the run's shared objects: %w", err)
-		}
+		e.sharedErr = e.applyShared(ctx, secrets)
 	})
 	return e.sharedErr
+}
+
+// applyShared applies the run's shared objects and reads the proxy Service's cluster IP, which the nodes' Jobs
+// name (their pods have no DNS). kewplan's own proxy Service is applied first, for its address: the proxy's
+// Secret holds the URLs with it.
+func (e *Engine) applyShared(ctx context.Context, secrets map[string]string) error {
+	ke, cl := e.opts.Engine, e.opts.Cluster
+	render := func() (*k8srender.Manifests, error) {
+		m, _ := k8srender.Render(e.run.Plan, k8srender.Options{Engine: ke, RunID: e.run.ID, NameSuffix: e.nameSuffix(1),
+			ProxySecrets: secrets, ProxyAddress: e.proxyAddress})
+		if m == nil {
+			return nil, errors.New("render the run's shared objects: the plan does not render")
+		}
+		return m, nil
+	}
+	m, err := render()
+	if err != nil {
+		return err
+	}
+	if proxied(e.run.Plan) {
+		ns, name := ke.ProxyNamespace, ke.ProxyService
+		if ke.ProxyImage != "" {
+			svc := proxyService(m)
+			if svc == nil {
+				return errors.New("render the run's shared objects: kewplan's egress proxy has no Service")
+			}
+			if err := cl.Apply(ctx, []k8srender.Object{svc}); err != nil {
+				return fmt.Errorf("apply the egress proxy's Service: %w", err)
+			}
+			ns, name = svc.GetNamespace(), svc.GetName()
+		}
+		if e.proxyAddress, err = cl.ServiceClusterIP(ctx, ns, name); err != nil {
+			return err
+		}
+		if m, err = render(); err != nil {
+			return err
+		}
+	}
+	if err := cl.Apply(ctx, m.Shared); err != nil {
+		return fmt.Errorf("apply the run's shared objects: %w", err)
+	}
+	return nil
+}
+
+// proxied says whether any node of the plan goes through the egress proxy (its network is not open).
+func proxied(p *planner.Plan) bool {
+	return slices.ContainsFunc(p.Nodes, func(np *planner.NodePlan) bool { return !np.Errors && np.Network != config.NetworkOpen })
+}
+
+// proxyService is kewplan's egress proxy Service among the rendered shared objects.
+func proxyService(m *k8srender.Manifests) k8srender.Object {
+	for _, o := range m.Shared {
+		if o.GetObjectKind().GroupVersionKind().Kind == "Service" {
+			return o
+		}
+	}
+	return nil
 }
 
 // jobRun is what kewplan knows of a node's Job once its attempt is over.
@@ -215,15 +284,16 @@ func (e *Engine) Attempt(ctx context.Context, at *adapter.Attempt) *adapter.Fail
 		return f
 	}
 	cl := e.opts.Cluster
-	node, err := e.render(np, at.Number)
-	if err != nil {
-		return adapter.Failed(ledger.StatusFailed, err.Error())
-	}
+	// The shared objects first: the node's Job names the proxy's address, read once they are applied.
 	if err := e.shared(ctx); err != nil {
 		if ctx.Err() != nil {
 			return adapter.Failed(ledger.StatusCancelled, "the apply was cancelled before the node's Job was created")
 		}
 		return &adapter.Failure{Status: ledger.StatusFailed, Reason: err.Error(), Class: config.RetryOnEngineError}
+	}
+	node, err := e.render(np, at.Number)
+	if err != nil {
+		return adapter.Failed(ledger.StatusFailed, err.Error())
 	}
 	if reason, over := at.BudgetStop(); over {
 		return adapter.Failed(ledger.StatusSkipped, "its Job was not created: "+reason)
@@ -327,16 +397,13 @@ func (e *Engine) follow(ctx context.Context, at *adapter.Attempt, job string, st
 	return out
 }
 
-// wait reads the node's Job, pod and events every PollInterval until done says so, ctx ends, or the API fails.
+// wait reads the node's Job, pods and events from the run's watch at each change until done says so, ctx ends,
+// or the Job is deleted under it.
 func (e *Engine) wait(ctx context.Context, job string, done func(k8sengine.Outcome) bool) (k8sengine.Outcome, error) {
-	t := time.NewTicker(e.opts.PollInterval)
-	defer t.Stop()
 	for {
-		o, err := e.opts.Cluster.Observe(ctx, job)
+		changed := e.watch.Changed()
+		o, err := e.watch.Observe(job)
 		if err != nil {
-			if ctx.Err() != nil {
-				return o, ctx.Err()
-			}
 			return o, err
 		}
 		if done(o) {
@@ -345,7 +412,7 @@ func (e *Engine) wait(ctx context.Context, job string, done func(k8sengine.Outco
 		select {
 		case <-ctx.Done():
 			return o, ctx.Err()
-		case <-t.C:
+		case <-changed:
 		}
 	}
 }
@@ -405,8 +472,14 @@ func failure(np *planner.NodePlan, o k8sengine.Outcome, tail *adapter.TailWriter
 			msg = tail.LastLine()
 		}
 		return ledger.StatusFailed, adapter.ExitReason(np, int64(o.ExitCode), msg)
-	case o.Step == k8srender.StepPush && o.ExitCode == 65:
+	case o.Step == k8srender.StepPush && o.ExitCode == k8srender.ExitPromptCommitted:
 		return ledger.StatusHeld, "held for a human: the agent committed .kew-prompt.txt, so the push step refused to push"
+	case o.Step == k8srender.StepPush && o.ExitCode == k8srender.ExitVerdictCommitted:
+		return ledger.StatusHeld, "held for a human: the agent committed a reviewer sidecar .kew-review-verdict.json, which a downstream reviewer would read as its verdict, so the push step refused to push"
+	case o.Step == k8srender.StepPush && o.ExitCode == k8srender.ExitHistoryUnchecked:
+		return ledger.StatusHeld, with("held for a human: the push step could not check every commit of the agent, so it refused to push")
+	case o.Step == k8srender.StepVerdict && o.ExitCode == k8srender.ExitVerdictCommitted:
+		return ledger.StatusHeld, "held for a human: the reviewer's verdict sidecar is the one the repository carried (the clone step removed it and the reviewer restored it), not the reviewer's own"
 	case o.Step == k8srender.StepPush:
 		return ledger.StatusFailed, with(fmt.Sprintf("the agent succeeded but its commits were not published: the push step exited with status %d", o.ExitCode))
 	case o.Step == k8srender.StepVerdict:

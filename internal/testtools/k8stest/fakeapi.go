@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -86,6 +87,10 @@ func (f FakeAPI) List(_ context.Context, r k8sengine.Resource, ns string, opts m
 func (f FakeAPI) Delete(_ context.Context, r k8sengine.Resource, ns, name string, opts metav1.DeleteOptions) error {
 	_, err := f.CS.Invokes(k8stesting.NewDeleteActionWithOptions(r.GroupVersionResource, ns, name, opts), nil)
 	return err
+}
+
+func (f FakeAPI) Watch(_ context.Context, r k8sengine.Resource, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+	return f.CS.InvokesWatch(k8stesting.NewWatchActionWithOptions(r.GroupVersionResource, ns, opts))
 }
 
 func (f FakeAPI) Log(ctx context.Context, ns, pod, container string) (io.ReadCloser, error) {
