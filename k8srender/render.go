@@ -440,6 +440,8 @@ func (r *renderer) gitStep(name, image, script string, np *planner.NodePlan, wit
 		{Name: "KEW_REPO", Value: valueOrUnknown(np.Repo, contains(np.Unknown, "repo"))},
 		{Name: "KEW_REF", Value: ref},
 		{Name: "KEW_BRANCH", Value: branch},
+		{Name: "KEW_PROTECTED_BRANCHES", Value: strings.Join(np.ProtectedBranches, "\n")},
+		{Name: "KEW_ALLOW_PROTECTED_PUSH", Value: strconv.FormatBool(np.AllowProtectedPush)},
 		{Name: "KEW_GIT_USERNAME", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: r.e.GitSecret}, Key: GitUsernameKey, Optional: ptr(true)}}},
 	}

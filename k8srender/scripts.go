@@ -20,6 +20,7 @@ const (
 	ExitPromptCommitted  = 65 // push: a commit between base and tip adds or changes a file named .kew-prompt.txt
 	ExitVerdictCommitted = 66 // push: ... a file named .kew-review-verdict.json; verdict: the sidecar is the committed one
 	ExitHistoryUnchecked = 67 // push: the agent's history could not be read whole (shallow, unreadable)
+	ExitProtectedBranch  = 68 // push: the branch is protected, or it is the remote's default branch (push-protected-branch)
 )
 
 // hashOutsideRepo fingerprints a file the way both git steps do, from the git steps' HOME so that git never reads
@@ -76,6 +77,10 @@ const (
 // commit it reaches is checked. The commit goes to the termination message, which the engine reads from the pod
 // status; a refusal's reason goes there too.
 //
+// Then it refuses a branch that is protected (KEW_PROTECTED_BRANCHES, one shell pattern a line, where "*" also
+// matches "/": a broader match than the plan's, so it fails closed) or that the remote names as its default branch
+// (git ls-remote --symref), unless KEW_ALLOW_PROTECTED_PUSH is "true".
+//
 // The paths are listed NUL-separated and split at newlines too, so a path holding a newline can add a line but
 // never hide its last component. The sentinel is the last line only when git listed every path.
 const pushScript = `set -eu
@@ -109,6 +114,16 @@ if grep -i -q -E '` + plantedPrompt + `' ` + plantedPathsFile + `; then
 fi
 if grep -i -q -E '` + plantedVerdict + `' ` + plantedPathsFile + `; then
   refuse 66 "the agent committed a reviewer sidecar .kew-review-verdict.json, which a downstream reviewer would read as its verdict; nothing was pushed"
+fi
+if [ "${KEW_ALLOW_PROTECTED_PUSH:-}" != true ]; then
+  printf '%s\n' "${KEW_PROTECTED_BRANCHES:-}" | while IFS= read -r p; do
+    if [ -n "$p" ]; then case "$KEW_BRANCH" in $p) exit 1 ;; esac; fi
+  done || refuse 68 "push-protected-branch: the branch is protected (KEW_PROTECTED_BRANCHES); nothing was pushed"
+  heads=$(git ls-remote --symref "$KEW_REPO" HEAD) || refuse 68 "push-protected-branch: the remote's default branch could not be read; nothing was pushed"
+  tab=$(printf '\t')
+  printf '%s\n' "$heads" | while IFS= read -r line; do
+    case "$line" in "ref: refs/heads/$KEW_BRANCH${tab}HEAD") exit 1 ;; esac
+  done || refuse 68 "push-protected-branch: the branch is the remote's default branch (git ls-remote --symref); nothing was pushed"
 fi
 git push -q "$KEW_REPO" "$commit:refs/heads/$KEW_BRANCH"
 printf '{"commit":"%s","branch":"%s"}' "$commit" "$KEW_BRANCH" > /dev/termination-log

@@ -22,6 +22,7 @@ type pod struct {
 	paths  map[string]string // the pod's mount path -> the test's directory
 	remote string
 	term   string // stands for /dev/termination-log
+	env    []string // more of the step's environment
 }
 
 func newPod(t *testing.T) *pod {
@@ -96,6 +97,7 @@ func (p *pod) step(script string) (int, string) {
 		"KEW_REPO=" + p.remote, "KEW_REF=main", "KEW_BRANCH=kew/fix",
 		// The test's remote is a local path; in the pod it is https, which the scripts allow.
 		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=protocol.file.allow", "GIT_CONFIG_VALUE_0=always"}
+	cmd.Env = append(cmd.Env, p.env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -268,4 +270,48 @@ func TestVerdictStepRefusesTheCommittedSidecar(t *testing.T) {
 			t.Errorf("verdict step exited %d:\n%s\nwant the verdict printed", code, out)
 		}
 	})
+}
+
+// TestPushStepRefusesProtectedBranches: the push step refuses a branch its protected patterns match and the
+// remote's default branch (which only the remote knows), pushing nothing, unless allow_protected_push is set.
+func TestPushStepRefusesProtectedBranches(t *testing.T) {
+	for name, tc := range map[string]struct {
+		env  []string
+		code int
+	}{
+		"own branch":         {nil, 0},
+		"pattern":            {[]string{"KEW_PROTECTED_BRANCHES=main\nkew/*"}, k8srender.ExitProtectedBranch},
+		"default branch":     {[]string{"KEW_REMOTE_HEAD=kew/fix"}, k8srender.ExitProtectedBranch},
+		"allowed":            {[]string{"KEW_PROTECTED_BRANCHES=kew/*", "KEW_REMOTE_HEAD=kew/fix", "KEW_ALLOW_PROTECTED_PUSH=true"}, 0},
+		"other default head": {[]string{"KEW_REMOTE_HEAD=production", "KEW_PROTECTED_BRANCHES=main"}, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := newPod(t)
+			for _, kv := range tc.env {
+				if head, ok := strings.CutPrefix(kv, "KEW_REMOTE_HEAD="); ok {
+					p.git(p.dir, "--git-dir="+p.remote, "branch", head, "main")
+					p.git(p.dir, "--git-dir="+p.remote, "symbolic-ref", "HEAD", "refs/heads/"+head)
+					continue
+				}
+				p.env = append(p.env, kv)
+			}
+			p.clone()
+			p.commit("fix", map[string]string{"fix.go": "package fix\n"})
+			before := p.git(p.dir, "--git-dir="+p.remote, "for-each-ref")
+			code, out := p.step(k8srender.PushScript)
+			if code != tc.code {
+				t.Fatalf("push step exited %d, want %d:\n%s", code, tc.code, out)
+			}
+			if tc.code != 0 {
+				if after := p.git(p.dir, "--git-dir="+p.remote, "for-each-ref"); after != before {
+					t.Errorf("a refused push changed the remote:\n%s\n->\n%s", before, after)
+				}
+				if !strings.Contains(out, "push-protected-branch") {
+					t.Errorf("the refusal does not name the rule:\n%s", out)
+				}
+			} else if !p.pushedBranch() {
+				t.Errorf("nothing was pushed:\n%s", out)
+			}
+		})
+	}
 }

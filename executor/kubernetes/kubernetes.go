@@ -476,6 +476,8 @@ func failure(np *planner.NodePlan, o k8sengine.Outcome, tail *adapter.TailWriter
 		return ledger.StatusHeld, "held for a human: the agent committed .kew-prompt.txt, so the push step refused to push"
 	case o.Step == k8srender.StepPush && o.ExitCode == k8srender.ExitVerdictCommitted:
 		return ledger.StatusHeld, "held for a human: the agent committed a reviewer sidecar .kew-review-verdict.json, which a downstream reviewer would read as its verdict, so the push step refused to push"
+	case o.Step == k8srender.StepPush && o.ExitCode == k8srender.ExitProtectedBranch:
+		return ledger.StatusFailed, with(fmt.Sprintf("the agent succeeded but its push was refused: %s: the branch %q is protected or the remote's default branch", planner.RulePushProtectedBranch, np.Branch))
 	case o.Step == k8srender.StepPush && o.ExitCode == k8srender.ExitHistoryUnchecked:
 		return ledger.StatusHeld, with("held for a human: the push step could not check every commit of the agent, so it refused to push")
 	case o.Step == k8srender.StepVerdict && o.ExitCode == k8srender.ExitVerdictCommitted:
