@@ -21,7 +21,7 @@ type pod struct {
 	dir    string
 	paths  map[string]string // the pod's mount path -> the test's directory
 	remote string
-	term   string // stands for /dev/termination-log
+	term   string   // stands for /dev/termination-log
 	env    []string // more of the step's environment
 }
 
