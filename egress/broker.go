@@ -228,7 +228,7 @@ func (s *Server) serveBroker(w http.ResponseWriter, r *http.Request, rest string
 		api = bn.api
 	}
 	refuse := func(status int, reason, sentence string) {
-		d.Reason, d.Status = reason, status
+		d.Reason, d.Status, d.Refusal = reason, status, sentence
 		n, _ := writeAPIError(w, api, status, sentence)
 		d.BytesOut = int64(n)
 		d.DurationMS = s.opts.Now().Sub(start).Milliseconds()

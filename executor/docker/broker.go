@@ -155,7 +155,11 @@ func (d *dockerEngine) brokerDecision(dec egress.Decision, node string) {
 	}
 	reason := ""
 	if !dec.Allowed {
-		reason = clipText(dec.Reason, 400)
+		reason = dec.Reason
+		if dec.Refusal != "" {
+			reason += ": " + dec.Refusal // the sentence the agent was answered with
+		}
+		reason = clipText(reason, 600)
 	}
 	r := ledger.BrokerRequest{Node: node, Method: clipText(dec.Method, 16), Host: clipText(dec.Host, 260),
 		Path: clipText(dec.Path, 512), Status: dec.Status, Credential: clipText(dec.Credential, 128), BytesIn: dec.BytesIn,
