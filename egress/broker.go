@@ -301,7 +301,7 @@ func (s *Server) forwardBrokered(w http.ResponseWriter, r *http.Request, d *Deci
 	// The dial takes its target from this value only (dialContext), like a forward-proxy tunnel.
 	ctx = context.WithValue(ctx, ctxKey{}, judged{node: br.node.name, target: target{host: br.endpoint.host, port: br.endpoint.port}})
 	ctx = context.WithValue(ctx, brokerCtxKey{}, br)
-	in := &countingReader{r: r.Body}
+	in := &countingReader{r: r.Body, size: r.ContentLength}
 	r = r.WithContext(ctx)
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = in
@@ -599,9 +599,23 @@ func EndNodeAt(ctx context.Context, addr, controlSecret, node string) error {
 type countingReader struct {
 	r io.ReadCloser
 	n atomic.Int64
+	// size is the request's Content-Length (-1: unknown). Once that many bytes were read, Read answers io.EOF
+	// without reading the body again: the transport's last read for the end of the body would otherwise race
+	// with the server closing that body once the answer has started on a kept-alive connection, and a failed
+	// read there makes the transport close the upstream connection mid-answer.
+	size int64
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
+	if c.size >= 0 {
+		left := c.size - c.n.Load()
+		if left <= 0 {
+			return 0, io.EOF
+		}
+		if int64(len(p)) > left {
+			p = p[:left]
+		}
+	}
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
 	return n, err

@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -695,4 +696,34 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// closedAfter is a request body that fails every read after its bytes, as a server's body does once the server
+// closed it.
+type closedAfter struct{ data []byte }
+
+func (c *closedAfter) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, errors.New("http: invalid Read on closed Body")
+	}
+	n := copy(p, c.data)
+	c.data = c.data[n:]
+	return n, nil
+}
+
+func (c *closedAfter) Close() error { return nil }
+
+// TestBrokerRequestBodyEndsAtItsLength: once a request's Content-Length bytes were read, the body answers EOF
+// without reading again, so the transport's read for the end of the body never meets a body the server closed
+// when the answer started (which closed the upstream connection mid-answer on kept-alive connections).
+func TestBrokerRequestBodyEndsAtItsLength(t *testing.T) {
+	in := &countingReader{r: &closedAfter{data: []byte(`{"stream":true}`)}, size: 15}
+	got, err := io.ReadAll(in)
+	if err != nil || string(got) != `{"stream":true}` || in.n.Load() != 15 {
+		t.Fatalf("ReadAll = %q, %v (counted %d)", got, err, in.n.Load())
+	}
+	unknown := &countingReader{r: &closedAfter{data: []byte("x")}, size: -1}
+	if _, err := io.ReadAll(unknown); err == nil {
+		t.Fatal("a body of unknown length is read to its own end")
+	}
 }

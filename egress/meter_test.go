@@ -220,8 +220,8 @@ func BenchmarkBrokerMeteringCPU(b *testing.B) {
 	bare, unmetered := server()
 	bare.broker.proxy.ModifyResponse = nil
 	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
-	// A pass whose answer arrives cut (the upstream connection closed under the proxy, seen with and without
-	// the meter on a loaded machine) is counted in cut-answers and run again; its CPU time is not counted.
+	// A pass whose answer arrives cut is counted in cut-answers (it should stay 0) and run again; its CPU time
+	// is not counted.
 	cuts := 0
 	pass := func(h *httptest.Server) time.Duration {
 		for try := 0; ; try++ {
