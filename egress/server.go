@@ -272,6 +272,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.URL.Host, r.Host = tgt.hostPort(), tgt.hostPort()
 	if r.Method != http.MethodConnect {
 		r.Header.Del("Proxy-Authorization") // the node's secret never travels upstream
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = &countingReader{r: r.Body, size: r.ContentLength} // ends at its length (see countingReader)
+		}
 	}
 	s.proxy.ServeHTTP(w, r)
 }
