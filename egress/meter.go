@@ -140,13 +140,27 @@ func (m *usageMeter) Write(p []byte) (int, error) {
 func (m *usageMeter) scanLines(body []byte) {
 	for len(body) > 0 {
 		i := bytes.IndexByte(body, '\n')
-		// The data of a skipped event is most of a long answer: its lines are passed over on their first byte.
-		if !m.skipEvent || i == 0 || body[0] != 'd' {
-			m.handleLine(body[:i])
-		}
+		line := body[:i]
 		body = body[i+1:]
+		// The events that never carry usage are most of a long answer, so their lines are read here without a call:
+		// the name line of a content event, its data lines (on their first byte) and the blank line that ends it.
+		// Anything else of such an event, and every line of the others, goes to handleLine.
+		switch {
+		case m.skipEvent && (i == 0 || i == 1 && line[0] == '\r'):
+			m.skipEvent = false
+			continue
+		case m.skipEvent && line[0] == 'd':
+			continue
+		case i > len(contentEventLine) && line[0] == 'e' && bytes.HasPrefix(line, contentEventLine):
+			m.skipEvent = true
+			continue
+		}
+		m.handleLine(line)
 	}
 }
+
+// contentEventLine starts the name line of Anthropic's content events, which never carry usage.
+var contentEventLine = []byte("event: content_block_")
 
 // partial keeps the piece of a line that has not ended yet, or streams it once the line is longer than maxSSELine.
 func (m *usageMeter) partial(b []byte) {

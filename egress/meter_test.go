@@ -310,3 +310,23 @@ func FuzzUsageMeter(f *testing.F) {
 		}
 	})
 }
+
+// TestUsageMeterSkipsContentEvents: the content events a long answer is made of are passed over, in LF and CRLF
+// streams and without the space after "event:", and the usage after them is still read.
+func TestUsageMeterSkipsContentEvents(t *testing.T) {
+	for name, nl := range map[string]string{"lf": "\n", "crlf": "\r\n"} {
+		for _, sep := range []string{"event: ", "event:"} {
+			var b strings.Builder
+			b.WriteString(sep + "message_start" + nl + `data: {"type":"message_start","message":{"model":"claude-sonnet-4-5","usage":{"input_tokens":7,"output_tokens":1}}}` + nl + nl)
+			for i := 0; i < 50; i++ {
+				b.WriteString(sep + "content_block_delta" + nl + `data: {"type":"content_block_delta","delta":{"text":"\"usage\": {\"output_tokens\": 999999}"}}` + nl + nl)
+			}
+			b.WriteString(sep + "message_delta" + nl + `data: {"type":"message_delta","usage":{"output_tokens":42}}` + nl + nl)
+			m := newUsageMeter(true)
+			_, _ = m.Write([]byte(b.String()))
+			if u := m.result(nil); u.InputTokens != 7 || u.OutputTokens != 42 || u.Model != "claude-sonnet-4-5" {
+				t.Errorf("%s %q: %+v, want 7 in, 42 out", name, sep, u)
+			}
+		}
+	}
+}
