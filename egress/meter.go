@@ -153,6 +153,17 @@ func (m *usageMeter) scanLines(body []byte) {
 			continue
 		case i > len(contentEventLine) && line[0] == 'e' && bytes.HasPrefix(line, contentEventLine):
 			m.skipEvent = true
+			// The common content event is one data line and the blank line: both passed over with one search.
+			if len(body) > 0 && body[0] == 'd' {
+				if k := bytes.IndexByte(body, '\n'); k >= 0 {
+					switch {
+					case k+1 < len(body) && body[k+1] == '\n':
+						body, m.skipEvent = body[k+2:], false
+					case k > 0 && body[k-1] == '\r' && k+2 < len(body) && body[k+1] == '\r' && body[k+2] == '\n':
+						body, m.skipEvent = body[k+3:], false
+					}
+				}
+			}
 			continue
 		}
 		m.handleLine(line)
