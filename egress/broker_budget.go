@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/dustin/go-humanize"
 )
 
 // Budgets at the broker. The proxy meters every brokered answer from the provider's own usage (meter.go), sums it
@@ -115,30 +117,12 @@ func budgetSentence(node string, b *BrokerBudget, cap string, limit, value float
 	case "max_usd":
 		caught = fmt.Sprintf("max_usd = %s (proxy metered $%s)", strconv.FormatFloat(limit, 'f', 2, 64), strconv.FormatFloat(value, 'f', 2, 64))
 	case "max_tokens":
-		caught = fmt.Sprintf("max_tokens = %s (proxy metered %s tokens)", groupDigits(int64(limit)), groupDigits(int64(value)))
+		caught = fmt.Sprintf("max_tokens = %s (proxy metered %s tokens)", humanize.Comma(int64(limit)), humanize.Comma(int64(value)))
 	default:
-		caught = fmt.Sprintf("max_turns = %s (this would be model call %s)", groupDigits(int64(limit)), groupDigits(int64(value)))
+		caught = fmt.Sprintf("max_turns = %s (this would be model call %s)", humanize.Comma(int64(limit)), humanize.Comma(int64(value)))
 	}
 	return fmt.Sprintf("kewplan's credential broker refused this model call because node %s reached its budget %s; raise budget { %s } in %s to continue.",
 		node, caught, cap, where)
-}
-
-// groupDigits writes n with thousands separators: 48000 → "48,000".
-func groupDigits(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 // meterResponse (the reverse proxy's ModifyResponse) tees the answer's body into a meter. An answer with a

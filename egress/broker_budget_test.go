@@ -135,7 +135,4 @@ func TestBrokerTurnsCap(t *testing.T) {
 	if got := budgetSentence("fix", b, "max_turns", 3, 4); !strings.Contains(got, "max_turns = 3 (this would be model call 4); raise budget { max_turns }") {
 		t.Errorf("sentence %q", got)
 	}
-	if got := groupDigits(48000); got != "48,000" {
-		t.Errorf("groupDigits(48000) = %q", got)
-	}
 }

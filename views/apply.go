@@ -95,26 +95,6 @@ func formatElapsed(d time.Duration) string {
 	}
 }
 
-// formatCount groups thousands: 1,234,567.
-func formatCount(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	if neg {
-		s = s[1:]
-	}
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
-
 // formatCost shows a cost in dollars, or "-" when the agent reported none.
 func formatCost(c *float64) string {
 	if c == nil {

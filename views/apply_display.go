@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/kewplan/kewplan/internal/termsafe"
 
 	"github.com/kewplan/kewplan/executor"
@@ -263,11 +264,11 @@ func (v *applyDisplay) summaryTable(s executor.ApplySummary) int {
 			succeeded++
 		}
 		rows = append(rows, []string{r.Node, r.Runner, r.Status, formatDuration(r.Duration()),
-			formatCount(r.Totals.InputTokens), formatCount(r.Totals.OutputTokens), nodeCost(r)})
+			humanize.Comma(r.Totals.InputTokens), humanize.Comma(r.Totals.OutputTokens), nodeCost(r)})
 	}
 	applyTable(v.w, rows)
 	fmt.Fprintf(v.w, "\nTotals: %s input, %s output, %s cache read, %s cache write tokens; cost %s.\n",
-		formatCount(s.InputTokens), formatCount(s.OutputTokens), formatCount(s.CacheReadTokens), formatCount(s.CacheWriteTokens),
+		humanize.Comma(s.InputTokens), humanize.Comma(s.OutputTokens), humanize.Comma(s.CacheReadTokens), humanize.Comma(s.CacheWriteTokens),
 		formatCostTotal(s.CostUSD, s.CostSource, s.CostEstimated, s.CostUnknown))
 	return succeeded
 }
@@ -345,7 +346,7 @@ func (v *applyDisplay) liveLine(name string, n *liveNode, elapsed time.Duration)
 	status := v.statusColor(n.status, len(ledger.StatusBudgetExceeded))
 	line := fmt.Sprintf("  %-20s %s", termsafe.String(name), status)
 	if n.status != ledger.StatusPending && n.status != ledger.StatusSkipped {
-		line += fmt.Sprintf("  %6s  %s tokens  %s", formatDuration(elapsed), formatCount(n.totals.InputTokens+n.totals.OutputTokens), n.cost())
+		line += fmt.Sprintf("  %6s  %s tokens  %s", formatDuration(elapsed), humanize.Comma(n.totals.InputTokens+n.totals.OutputTokens), n.cost())
 	}
 	if n.budgetWarn != "" && n.status == ledger.StatusRunning {
 		line += "  " + v.yellow("[budget warn_at crossed]")
@@ -366,7 +367,7 @@ func (v *applyDisplay) doneLine(name string, n *liveNode, d time.Duration) strin
 		if n.totals.CostUSD != nil || n.costSource != "" && n.costUSD != nil {
 			cost = n.cost()
 		}
-		line += fmt.Sprintf(" in %s (%s tokens, %s)", formatDuration(d), formatCount(n.totals.InputTokens+n.totals.OutputTokens), cost)
+		line += fmt.Sprintf(" in %s (%s tokens, %s)", formatDuration(d), humanize.Comma(n.totals.InputTokens+n.totals.OutputTokens), cost)
 	}
 	if n.reason != "" && !ledger.NodeSucceeded(n.status) {
 		line += ": " + termsafe.String(n.reason)

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dustin/go-humanize"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/runners"
@@ -196,7 +197,7 @@ func (v *logsHuman) Event(e transcript.Event) error {
 		if e.Reason == transcript.ReasonOversized {
 			what = "oversized line"
 		}
-		msg := fmt.Sprintf("⚠ line %d: %s (%s bytes): %s", e.Line, what, formatCount(e.Bytes), termsafe.String(e.Excerpt))
+		msg := fmt.Sprintf("⚠ line %d: %s (%s bytes): %s", e.Line, what, humanize.Comma(e.Bytes), termsafe.String(e.Excerpt))
 		if e.Bytes > int64(len(e.Excerpt)) {
 			msg += "…"
 		}
@@ -236,7 +237,7 @@ func (v *logsHuman) toolResult(e transcript.Event) {
 		if rest == 1 {
 			word = "line"
 		}
-		v.printf("    %s %s\n", bar, v.style(logsAnsiDim, fmt.Sprintf("… %s more %s", formatCount(int64(rest)), word)))
+		v.printf("    %s %s\n", bar, v.style(logsAnsiDim, fmt.Sprintf("… %s more %s", humanize.Comma(int64(rest)), word)))
 	}
 }
 
@@ -314,12 +315,12 @@ func (v *logsHuman) Footer(f LogsFooter) error {
 	}
 	v.printf("%s %s\n", v.style(logsAnsiBold, "── "+label+":"), strings.Join(parts, " · "))
 	if failed && len(f.StderrTail) > 0 {
-		v.printf("%s\n", v.style(logsAnsiYellow, fmt.Sprintf("── stderr, last %d of %s lines:", len(f.StderrTail), formatCount(f.StderrLines))))
+		v.printf("%s\n", v.style(logsAnsiYellow, fmt.Sprintf("── stderr, last %d of %s lines:", len(f.StderrTail), humanize.Comma(f.StderrLines))))
 		for _, l := range f.StderrTail {
 			v.printf("  %s\n", v.cut(termsafe.String(l), 2))
 		}
 	} else if f.StderrLines > 0 {
-		v.printf("%s\n", v.style(logsAnsiDim, fmt.Sprintf("── stderr: %s lines (--json shows them)", formatCount(f.StderrLines))))
+		v.printf("%s\n", v.style(logsAnsiDim, fmt.Sprintf("── stderr: %s lines (--json shows them)", humanize.Comma(f.StderrLines))))
 	}
 	return v.err
 }
@@ -331,7 +332,7 @@ func logsTokenParts(in, out, cr, cw *int64) []string {
 		what string
 	}{{in, "in"}, {out, "out"}, {cr, "cache read"}, {cw, "cache write"}} {
 		if x.n != nil {
-			parts = append(parts, formatCount(*x.n)+" "+x.what)
+			parts = append(parts, humanize.Comma(*x.n)+" "+x.what)
 		}
 	}
 	return parts
@@ -352,5 +353,5 @@ func logsPlural(n int64, one, many string) string {
 	if n == 1 {
 		return "1 " + one
 	}
-	return formatCount(n) + " " + many
+	return humanize.Comma(n) + " " + many
 }

@@ -2,8 +2,8 @@ package views
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
+
+	"github.com/dustin/go-humanize"
 
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/internal/termsafe"
@@ -12,7 +12,7 @@ import (
 // meterLines render one attempt's two meters: the agent's stream and kewplan's proxy (the provider's own usage,
 // read from each answer), and the finding when they differ.
 func meterLines(m ledger.NodeMeters) []string {
-	proxy := fmt.Sprintf("proxy %s tokens in %d model %s", groupInt(m.Proxy.Tokens), m.ModelCalls, plural(int(m.ModelCalls), "call", "calls"))
+	proxy := fmt.Sprintf("proxy %s tokens in %d model %s", humanize.Comma(m.Proxy.Tokens), m.ModelCalls, plural(int(m.ModelCalls), "call", "calls"))
 	if m.Refused > 0 {
 		proxy += fmt.Sprintf(" (%d refused at a cap)", m.Refused)
 	}
@@ -20,7 +20,7 @@ func meterLines(m ledger.NodeMeters) []string {
 	if m.Model != "" {
 		proxy += ", model " + termsafe.String(m.Model)
 	}
-	agent := fmt.Sprintf("agent %s tokens, %s", groupInt(m.Agent.Tokens), meterCost(m.Agent.CostUSD, ledger.CostReported))
+	agent := fmt.Sprintf("agent %s tokens, %s", humanize.Comma(m.Agent.Tokens), meterCost(m.Agent.CostUSD, ledger.CostReported))
 	lines := []string{fmt.Sprintf("meters, attempt %d: %s · %s", m.Attempt, agent, proxy)}
 	if m.Finding != "" {
 		lines = append(lines, "finding: "+m.Finding)
@@ -37,24 +37,6 @@ func meterCost(c *float64, source string) string {
 		s += " " + source
 	}
 	return s
-}
-
-// groupInt writes n with thousands separators: 48000 → "48,000".
-func groupInt(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 // Meters lists, after the run (human view only), both meters of every brokered attempt.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/termsafe"
 
@@ -212,7 +213,7 @@ func writeRunsHuman(w io.Writer, runs []ledger.RunRecord) error {
 			dur = formatDuration(r.EndedAt.Sub(r.StartedAt))
 		}
 		rows = append(rows, []string{r.ID, r.StartedAt.UTC().Format("2006-01-02 15:04:05Z"), r.Status,
-			fmt.Sprintf("%d/%d", r.Succeeded, r.Nodes), dur, formatCount(r.InputTokens), formatCount(r.OutputTokens), formatCostSource(r.CostUSD, r.CostSource)})
+			fmt.Sprintf("%d/%d", r.Succeeded, r.Nodes), dur, humanize.Comma(r.InputTokens), humanize.Comma(r.OutputTokens), formatCostSource(r.CostUSD, r.CostSource)})
 	}
 	applyTable(w, rows)
 	return nil
@@ -275,7 +276,7 @@ func writeRunEgressHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.Node
 		}
 		if n.StartedAt != nil {
 			field("tokens", fmt.Sprintf("%s input, %s output, %s cache read, %s cache write",
-				formatCount(n.InputTokens), formatCount(n.OutputTokens), formatCount(n.CacheReadTokens), formatCount(n.CacheWriteTokens)))
+				humanize.Comma(n.InputTokens), humanize.Comma(n.OutputTokens), humanize.Comma(n.CacheReadTokens), humanize.Comma(n.CacheWriteTokens)))
 			field("cost", runNodeCost(n.CostUSD, n.CostSource))
 			field("stream", fmt.Sprintf("%d events, %d unparsed lines, %d oversized lines", n.Events, n.UnparsedLines, n.OversizedLines))
 		}
@@ -328,8 +329,8 @@ func writeRunEgressHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.Node
 	}
 	writeEgressDenialsHuman(&b, denials)
 	fmt.Fprintf(&b, "\nTotals: %d of %d nodes succeeded; %s input, %s output, %s cache read, %s cache write tokens; cost %s.\n",
-		run.Succeeded, run.Nodes, formatCount(run.InputTokens), formatCount(run.OutputTokens), formatCount(run.CacheReadTokens),
-		formatCount(run.CacheWriteTokens), formatCostTotal(run.CostUSD, run.CostSource, run.CostEstimated, run.CostUnknown))
+		run.Succeeded, run.Nodes, humanize.Comma(run.InputTokens), humanize.Comma(run.OutputTokens), humanize.Comma(run.CacheReadTokens),
+		humanize.Comma(run.CacheWriteTokens), formatCostTotal(run.CostUSD, run.CostSource, run.CostEstimated, run.CostUnknown))
 	// Every agent-derived field is escaped above; the last pass (termsafe.Text) guards any that is not.
 	_, err := io.WriteString(w, termsafe.Text(b.String()))
 	return err
@@ -371,8 +372,8 @@ func writeAttemptsHuman(b *strings.Builder, attempts []AttemptJSON) {
 		if a.RetryWait != "" {
 			why = strings.TrimPrefix(why+"; retried after "+a.RetryWait, "; ")
 		}
-		rows = append(rows, []string{fmt.Sprint(a.Attempt), a.Status, exit, started, dur, formatCount(a.InputTokens),
-			formatCount(a.OutputTokens), formatCost(a.CostUSD), why})
+		rows = append(rows, []string{fmt.Sprint(a.Attempt), a.Status, exit, started, dur, humanize.Comma(a.InputTokens),
+			humanize.Comma(a.OutputTokens), formatCost(a.CostUSD), why})
 	}
 	var t strings.Builder
 	applyTable(&t, rows)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/dustin/go-humanize"
 	"github.com/kewplan/kewplan/internal/termsafe"
 
 	"github.com/kewplan/kewplan/runners"
@@ -48,7 +49,7 @@ func writeTelemetry(w io.Writer, runner string, t runners.RunTotals) error {
 	}
 	turns := "-"
 	if t.Turns != nil {
-		turns = formatCount(*t.Turns)
+		turns = humanize.Comma(*t.Turns)
 	}
 	cost := "unknown (the agent reported no cost)"
 	if t.CostUSD != nil {
@@ -61,13 +62,13 @@ func writeTelemetry(w io.Writer, runner string, t runners.RunTotals) error {
 		{"Status", status},
 		{"Finished", finished},
 		{"Turns", turns},
-		{"Input", formatCount(t.InputTokens) + " " + plural(t.InputTokens, "token", "tokens")},
-		{"Output", formatCount(t.OutputTokens) + " " + plural(t.OutputTokens, "token", "tokens")},
-		{"Cache read", formatCount(t.CacheReadTokens) + " " + plural(t.CacheReadTokens, "token", "tokens")},
-		{"Cache write", formatCount(t.CacheWriteTokens) + " " + plural(t.CacheWriteTokens, "token", "tokens")},
+		{"Input", humanize.Comma(t.InputTokens) + " " + plural(t.InputTokens, "token", "tokens")},
+		{"Output", humanize.Comma(t.OutputTokens) + " " + plural(t.OutputTokens, "token", "tokens")},
+		{"Cache read", humanize.Comma(t.CacheReadTokens) + " " + plural(t.CacheReadTokens, "token", "tokens")},
+		{"Cache write", humanize.Comma(t.CacheWriteTokens) + " " + plural(t.CacheWriteTokens, "token", "tokens")},
 		{"Cost", cost},
-		{"Lines", formatCount(t.Events) + " " + plural(t.Events, "event", "events") + ", " + formatCount(t.UnparsedLines) + " unparsed, " +
-			formatCount(t.OversizedLines) + " oversized"},
+		{"Lines", humanize.Comma(t.Events) + " " + plural(t.Events, "event", "events") + ", " + humanize.Comma(t.UnparsedLines) + " unparsed, " +
+			humanize.Comma(t.OversizedLines) + " oversized"},
 	}
 	for _, r := range rows {
 		if _, err := fmt.Fprintf(w, "%-12s %s\n", r[0], r[1]); err != nil {

@@ -3,8 +3,8 @@ package ledger
 import (
 	"database/sql"
 	"fmt"
-	"strconv"
-	"strings"
+
+	"github.com/dustin/go-humanize"
 )
 
 const meterMigration = `ALTER TABLE broker_requests ADD COLUMN model_call INTEGER NOT NULL DEFAULT 0;
@@ -116,28 +116,10 @@ func MeterFinding(agent, proxy MeterSide) string {
 		return d > slack && d > 0.01*max(a, p)
 	}
 	if differ(float64(agent.Tokens), float64(proxy.Tokens), 10) {
-		return fmt.Sprintf("the agent reported %s tokens; the provider billed %s", groupDigits(agent.Tokens), groupDigits(proxy.Tokens))
+		return fmt.Sprintf("the agent reported %s tokens; the provider billed %s", humanize.Comma(agent.Tokens), humanize.Comma(proxy.Tokens))
 	}
 	if agent.CostUSD != nil && proxy.CostUSD != nil && proxy.CostSource != CostUnknown && differ(*agent.CostUSD, *proxy.CostUSD, 0.01) {
 		return fmt.Sprintf("the agent's cost is $%.4f; the provider's usage costs $%.4f (%s)", *agent.CostUSD, *proxy.CostUSD, proxy.CostSource)
 	}
 	return ""
-}
-
-// groupDigits writes n with thousands separators: 48000 → "48,000".
-func groupDigits(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
