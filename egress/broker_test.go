@@ -655,23 +655,7 @@ func BenchmarkBrokerTimeToFirstByte(b *testing.B) {
 	directURL := fmt.Sprintf("https://127.0.0.1:%d/v1/models", g.up.port)
 	brokerURL := g.url("fix", g.fixEP, "/v1/models")
 	ttfb := func(c *http.Client, target string, key bool) time.Duration {
-		req, _ := http.NewRequest(http.MethodGet, target, nil)
-		if key {
-			req.Header.Set("x-api-key", phFixKey)
-		}
-		start := time.Now()
-		res, err := c.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		one := make([]byte, 1)
-		if _, err := io.ReadFull(res.Body, one); err != nil {
-			b.Fatal(err)
-		}
-		d := time.Since(start)
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return d
+		return timeToFirstByte(b, c, http.MethodGet, target, key)
 	}
 	ttfb(direct, directURL, false) // warm both connections
 	ttfb(g.client, brokerURL, true)
@@ -682,11 +666,7 @@ func BenchmarkBrokerTimeToFirstByte(b *testing.B) {
 		bs = append(bs, ttfb(g.client, brokerURL, true))
 	}
 	b.StopTimer()
-	median := func(x []time.Duration) time.Duration {
-		sort.Slice(x, func(i, j int) bool { return x[i] < x[j] })
-		return x[len(x)/2]
-	}
-	md, mb := median(ds), median(bs)
+	md, mb := medianDuration(ds), medianDuration(bs)
 	b.ReportMetric(float64(md.Microseconds()), "direct-ttfb-µs")
 	b.ReportMetric(float64(mb.Microseconds()), "brokered-ttfb-µs")
 	b.ReportMetric(float64(mb)/float64(md), "ttfb-ratio")

@@ -206,6 +206,33 @@ func BenchmarkBrokerSSELatency(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
 
+// timeToFirstByte makes one request (with the fix node's placeholder when key is set) and returns the time to the
+// first byte of its answer, then drains it.
+func timeToFirstByte(tb testing.TB, c *http.Client, method, target string, key bool) time.Duration {
+	tb.Helper()
+	var body io.Reader
+	if method == http.MethodPost {
+		body = strings.NewReader(`{"model":"claude-sonnet-4-5"}`)
+	}
+	req, _ := http.NewRequest(method, target, body)
+	if key {
+		req.Header.Set("x-api-key", phFixKey)
+	}
+	start := time.Now()
+	res, err := c.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer res.Body.Close()
+	one := make([]byte, 1)
+	if _, err := io.ReadFull(res.Body, one); err != nil {
+		tb.Fatal(err)
+	}
+	d := time.Since(start)
+	_, _ = io.Copy(io.Discard, res.Body)
+	return d
+}
+
 func medianDuration(x []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), x...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
@@ -245,23 +272,7 @@ func BenchmarkBrokerTimeToFirstByteModel(b *testing.B) {
 		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "api.anthropic.com"}}}
 	brokered := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	ttfb := func(c *http.Client, target string, key bool) time.Duration {
-		req, _ := http.NewRequest(http.MethodPost, target, strings.NewReader(`{"model":"claude-sonnet-4-5"}`))
-		if key {
-			req.Header.Set("x-api-key", phFixKey)
-		}
-		start := time.Now()
-		res, err := c.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		one := make([]byte, 1)
-		if _, err := io.ReadFull(res.Body, one); err != nil {
-			b.Fatal(err)
-		}
-		d := time.Since(start)
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return d
+		return timeToFirstByte(b, c, http.MethodPost, target, key)
 	}
 	directURL := fmt.Sprintf("https://127.0.0.1:%d/v1/messages", port)
 	brokerURL := "http://" + proxy + BrokerPathPrefix + "fix/" + ep + "/v1/messages"
