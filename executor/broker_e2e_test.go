@@ -30,7 +30,7 @@ import (
 )
 
 // testTLS is a CA and a leaf certificate for host, signed by it, in PEM.
-func testTLS(t *testing.T, host string) (caPEM, certPEM, keyPEM []byte) {
+func testTLS(t testing.TB, host string) (caPEM, certPEM, keyPEM []byte) {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -113,6 +113,36 @@ func readModelReport(t *testing.T, path string) modelReport {
 	return modelReport{}
 }
 
+// modelStandIn starts the TLS stand-in for api.anthropic.com (the test image's --model-stub, with args after its
+// certificate) on a network of its own, which the sandbox names as the proxy's and whose CA the proxy trusts; it
+// returns the stand-in's output.
+func (f *fixture) modelStandIn(ctx context.Context, args ...string) *lockedBuffer {
+	t := f.t
+	t.Helper()
+	caPEM, certPEM, keyPEM := testTLS(t, "api.anthropic.com")
+	proxyNet := "kewplan-test-bpn-" + randomSuffix()
+	if _, err := f.eng.CreateBridge(ctx, proxyNet, false, map[string]string{"kewplan.test": "1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.eng.RemoveNetwork(context.Background(), proxyNet) })
+	out := &lockedBuffer{}
+	cmd := append([]string{"--model-stub", ":443", base64.StdEncoding.EncodeToString(certPEM), base64.StdEncoding.EncodeToString(keyPEM)}, args...)
+	stub, err := f.eng.StartService(ctx, engine.ServiceSpec{
+		Name: "kewplan-test-model-" + randomSuffix(), Image: f.image, Cmd: cmd,
+		Labels: map[string]string{"kewplan.test": "1"}, Networks: []string{proxyNet},
+		Aliases: map[string][]string{proxyNet: {"api.anthropic.com"}},
+	}, nil, out, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stub.Stop() })
+	if err := os.WriteFile(filepath.Join(f.dir, "ca.pem"), caPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.sandboxExtra = fmt.Sprintf("  egress {\n    proxy_network    = %q\n    upstream_ca_file = \"ca.pem\"\n  }\n", proxyNet)
+	return out
+}
+
 func sha256Hex(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
 
 // TestBrokeredCredentialsEndToEnd: a brokered Claude Code node calls its model API (a TLS stand-in for
@@ -124,27 +154,7 @@ func TestBrokeredCredentialsEndToEnd(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	caPEM, certPEM, keyPEM := testTLS(t, "api.anthropic.com")
-	proxyNet := "kewplan-test-bpn-" + randomSuffix()
-	if _, err := f.eng.CreateBridge(ctx, proxyNet, false, map[string]string{"kewplan.test": "1"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.eng.RemoveNetwork(context.Background(), proxyNet) })
-	stubOut := &lockedBuffer{}
-	stub, err := f.eng.StartService(ctx, engine.ServiceSpec{
-		Name: "kewplan-test-model-" + randomSuffix(), Image: f.image,
-		Cmd:    []string{"--model-stub", ":443", base64.StdEncoding.EncodeToString(certPEM), base64.StdEncoding.EncodeToString(keyPEM)},
-		Labels: map[string]string{"kewplan.test": "1"}, Networks: []string{proxyNet},
-		Aliases: map[string][]string{proxyNet: {"api.anthropic.com"}},
-	}, nil, stubOut, stubOut)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stub.Stop() })
-	if err := os.WriteFile(filepath.Join(f.dir, "ca.pem"), caPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f.sandboxExtra = fmt.Sprintf("  egress {\n    proxy_network    = %q\n    upstream_ca_file = \"ca.pem\"\n  }\n", proxyNet)
+	stubOut := f.modelStandIn(ctx)
 	cfg := f.config(`
 node "%[1]sbrok" {
   runner = "claude-code"

@@ -3,16 +3,13 @@ package executor
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/executor/statedir"
 )
@@ -46,27 +43,7 @@ func TestBrokerMeterStopsALyingAgent(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	caPEM, certPEM, keyPEM := testTLS(t, "api.anthropic.com")
-	proxyNet := "kewplan-test-bpn-" + randomSuffix()
-	if _, err := f.eng.CreateBridge(ctx, proxyNet, false, map[string]string{"kewplan.test": "1"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.eng.RemoveNetwork(context.Background(), proxyNet) })
-	stubOut := &lockedBuffer{}
-	stub, err := f.eng.StartService(ctx, engine.ServiceSpec{
-		Name: "kewplan-test-model-" + randomSuffix(), Image: f.image,
-		Cmd:    []string{"--model-stub", ":443", base64.StdEncoding.EncodeToString(certPEM), base64.StdEncoding.EncodeToString(keyPEM), "200000"},
-		Labels: map[string]string{"kewplan.test": "1"}, Networks: []string{proxyNet},
-		Aliases: map[string][]string{proxyNet: {"api.anthropic.com"}},
-	}, nil, stubOut, stubOut)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stub.Stop() })
-	if err := os.WriteFile(filepath.Join(f.dir, "ca.pem"), caPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f.sandboxExtra = fmt.Sprintf("  egress {\n    proxy_network    = %q\n    upstream_ca_file = \"ca.pem\"\n  }\n", proxyNet)
+	f.modelStandIn(ctx, "200000")
 	cfg := f.config(`
 node "%[1]susd" {
   runner = "claude-code"
