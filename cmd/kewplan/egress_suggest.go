@@ -1,11 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/kewplan/kewplan/egress/suggest"
-	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/views"
 )
 
@@ -36,11 +34,8 @@ func (c *EgressSuggestCmd) Run(env *Env) error {
 		return err
 	}
 	defer l.Close()
-	run, nodes, err := l.Run(c.RunID)
+	run, nodes, err := recordedRun(l, c.RunID)
 	if err != nil {
-		if errors.Is(err, ledger.ErrNoRun) {
-			return fmt.Errorf("%v; list the recorded runs with kewplan runs", err)
-		}
 		return err
 	}
 	denials, err := l.EgressDenials(run.ID)

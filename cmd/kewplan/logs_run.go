@@ -47,11 +47,8 @@ func (c *LogsCmd) runForm(env *Env) error {
 	if err != nil {
 		return err
 	}
-	run, recs, err := l.Run(runID)
+	run, recs, err := recordedRun(l, runID)
 	if err != nil {
-		if errors.Is(err, ledger.ErrNoRun) {
-			return fmt.Errorf("%v; list the recorded runs with kewplan runs", err)
-		}
 		return err
 	}
 	names := c.Args[1:]

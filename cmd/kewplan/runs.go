@@ -70,11 +70,8 @@ func (c *RunsShowCmd) Run(env *Env) error {
 		return err
 	}
 	defer l.Close()
-	run, nodes, err := l.Run(c.RunID)
+	run, nodes, err := recordedRun(l, c.RunID)
 	if err != nil {
-		if errors.Is(err, ledger.ErrNoRun) {
-			return fmt.Errorf("%v; list the recorded runs with kewplan runs", err)
-		}
 		return err
 	}
 	attempts, err := l.Attempts(c.RunID)
@@ -104,6 +101,15 @@ func (c *RunsShowCmd) Run(env *Env) error {
 }
 
 // openLedger opens an existing ledger; it never creates one where there is none.
+// recordedRun reads a run and its nodes from the ledger; an unknown id says how to list the recorded ones.
+func recordedRun(l *ledger.Ledger, id string) (*ledger.RunRecord, []ledger.NodeRecord, error) {
+	run, nodes, err := l.Run(id)
+	if errors.Is(err, ledger.ErrNoRun) {
+		return run, nodes, fmt.Errorf("%v; list the recorded runs with kewplan runs", err)
+	}
+	return run, nodes, err
+}
+
 func openLedger(stateDir string) (*ledger.Ledger, error) {
 	if stateDir == "" {
 		stateDir = statedir.DefaultName
