@@ -24,40 +24,24 @@ import (
 // sinkUpstream is a TCP server on loopback that reads everything it is sent and answers the byte count once the
 // sender closes its side. With rate > 0 it reads at most rate bytes a second: a link's speed, not loopback's.
 func sinkUpstream(tb testing.TB, rate int64) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { l.Close() })
-	go func() {
+	return tcpUpstream(tb, func(c net.Conn) {
+		var n int64
+		start := time.Now()
+		buf := make([]byte, 64<<10)
 		for {
-			c, err := l.Accept()
+			k, err := c.Read(buf)
+			n += int64(k)
 			if err != nil {
-				return
+				break
 			}
-			go func() {
-				defer c.Close()
-				var n int64
-				start := time.Now()
-				buf := make([]byte, 64<<10)
-				for {
-					k, err := c.Read(buf)
-					n += int64(k)
-					if err != nil {
-						break
-					}
-					if rate > 0 {
-						if ahead := time.Duration(n*int64(time.Second)/rate) - time.Since(start); ahead > 0 {
-							time.Sleep(ahead) // the link's pace
-						}
-					}
+			if rate > 0 {
+				if ahead := time.Duration(n*int64(time.Second)/rate) - time.Since(start); ahead > 0 {
+					time.Sleep(ahead) // the link's pace
 				}
-				fmt.Fprintf(c, "%d\n", n)
-			}()
+			}
 		}
-	}()
-	return l.Addr().(*net.TCPAddr).Port
+		fmt.Fprintf(c, "%d\n", n)
+	})
 }
 
 // benchProxy runs a proxy on loopback for a benchmark; every name resolves to 127.0.0.1.

@@ -56,20 +56,26 @@ const (
 )
 
 // echoUpstream is a TCP server on loopback that echoes what it reads: the stand-in for any upstream.
-func echoUpstream(t *testing.T) int {
-	t.Helper()
+func echoUpstream(t testing.TB) int {
+	return tcpUpstream(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+}
+
+// tcpUpstream is a TCP server on loopback that serves each connection with serve and then closes it; it returns
+// its port.
+func tcpUpstream(tb testing.TB, serve func(net.Conn)) int {
+	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	tb.Cleanup(func() { l.Close() })
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+			go func() { defer c.Close(); serve(c) }()
 		}
 	}()
 	return l.Addr().(*net.TCPAddr).Port
