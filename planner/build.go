@@ -394,6 +394,7 @@ func (b *builder) planNode(g *graph, x *expansion, in *instance) (*NodePlan, hcl
 	}
 
 	np.Unknown = e.unknown
+	b.planPush(np, n)
 	np.Errors = e.diags.HasErrors() || e.refused
 	if !np.Errors && r != nil && argsKnown {
 		np.Container = b.container(np, args)

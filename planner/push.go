@@ -112,6 +112,26 @@ func MaskURL(repo string) string {
 // Pushes reports whether the node's agent's work is pushed: a worker's is, a reviewer's never.
 func (np *NodePlan) Pushes() bool { return np.Role == config.RoleWorker }
 
+// planPush decides the node's write-side settings: allow_protected_push, the branches it may not push to, and
+// whether apply --resume starts it from its kept work.
+func (b *builder) planPush(np *NodePlan, n *config.Node) {
+	sb := b.cfg.Sandbox
+	np.AllowProtectedPush = n.AllowProtectedPush
+	np.ResumeFromSalvage = sb != nil && sb.ResumeFromSalvage
+	if n.ResumeFromSalvage != nil {
+		np.ResumeFromSalvage = *n.ResumeFromSalvage
+	}
+	var patterns []string
+	if sb != nil {
+		patterns = sb.ProtectedBranches
+	}
+	ref := np.Ref
+	if contains(np.Unknown, "ref") {
+		ref = ""
+	}
+	np.ProtectedBranches = ProtectedBranches(patterns, ref)
+}
+
 // checkProtectedPushes refuses each worker that would push to a protected branch, and warns about each one that
 // may because its node says allow_protected_push; it also applies the policy's allowed_repositories and
 // allowed_branches.
@@ -125,16 +145,6 @@ func checkProtectedPushes(cfg *config.Config, in Inputs, p *Plan) hcl.Diagnostic
 		n := cfg.Nodes[np.Block]
 		if n == nil {
 			continue
-		}
-		np.AllowProtectedPush = n.AllowProtectedPush
-		np.ResumeFromSalvage = cfg.Sandbox != nil && cfg.Sandbox.ResumeFromSalvage
-		if n.ResumeFromSalvage != nil {
-			np.ResumeFromSalvage = *n.ResumeFromSalvage
-		}
-		if contains(np.Unknown, "ref") {
-			np.ProtectedBranches = ProtectedBranches(sandbox, "")
-		} else {
-			np.ProtectedBranches = ProtectedBranches(sandbox, np.Ref)
 		}
 		if !np.Pushes() || np.Branch == "" || contains(np.Unknown, "branch") || contains(np.Unknown, "role") {
 			continue
