@@ -111,6 +111,7 @@ func TestKubernetesE2EProxyByClusterIP(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	cl.StandInDeploymentController(t, ns)
 	src := strings.Replace(k8sProxyConfig, `namespace          = "agents"`, `namespace          = "`+ns+`"`, 1) + strings.Replace(k8sFixNode, "%s", "  timeout = \"2m\"\n", 1)
 	cfg, p, ok := k8stest.Plan(t, writeConfig(t, src))
 	if !ok {

@@ -123,10 +123,11 @@ func runSelector(run string) string {
 	return k8srender.LabelManagedBy + "=" + k8srender.ManagedBy + "," + k8srender.LabelRun + "=" + run
 }
 
-// managedKinds are listed and deleted in this order: Jobs first (foreground: their pods go with them), then the
-// pods a crash left without an owner, the Secrets, and the run's shared objects (the egress NetworkPolicy and, when
-// kewplan runs the proxy, its Deployment, Service and ConfigMap).
-var managedKinds = []Resource{Jobs, Pods, Secrets, NetworkPolicies, Deployments, Services, ConfigMaps}
+// managedKinds are listed and deleted in this order: the owners of pods first, Jobs and (when kewplan runs the
+// proxy) its Deployment, foreground, so their pods go with them and no controller makes a new one for a pod deleted
+// under it; then the pods a crash left without an owner, the Secrets, and the run's other shared objects (the
+// egress NetworkPolicy, the proxy's Service and ConfigMap).
+var managedKinds = []Resource{Jobs, Deployments, Pods, Secrets, NetworkPolicies, Services, ConfigMaps}
 
 // list returns the names and labels of the objects of one kind that opts selects.
 func (c *Cluster) list(ctx context.Context, r Resource, opts metav1.ListOptions) ([]metav1.PartialObjectMetadata, error) {

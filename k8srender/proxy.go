@@ -73,16 +73,17 @@ func (r *renderer) newKewplanProxy(p *planner.Plan, secrets map[string]string) (
 			allow = append(allow, h.String())
 			kp.ports[h.Port] = true
 		}
-		var gitAllow []string
+		var gitAllow, gitPrivate []string
 		if h, port, ok := repoHost(np); ok {
 			gitAllow = []string{config.HostPattern{Host: h, Port: port}.String()}
 			kp.ports[port] = true
+			gitPrivate = privateFor(np.PrivateHosts, h)
 		}
 		for _, u := range []struct {
 			name    string
 			allow   []string
 			private []string
-		}{{user, allow, np.PrivateHosts}, {user + "-git", gitAllow, nil}} {
+		}{{user, allow, np.PrivateHosts}, {user + "-git", gitAllow, gitPrivate}} {
 			secret, err := r.proxySecret(secrets, u.name)
 			if err != nil {
 				return nil, err
@@ -92,6 +93,18 @@ func (r *renderer) newKewplanProxy(p *planner.Plan, secrets map[string]string) (
 		}
 	}
 	return kp, nil
+}
+
+// privateFor is the node's private_hosts entries that name host: the git steps' user may reach the repository on
+// a private address when, and only when, the node's configuration names its host there.
+func privateFor(private []string, host string) []string {
+	var out []string
+	for _, e := range private {
+		if p, why := config.ParseHostPattern(e); why == "" && p.MatchHost(host) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // proxySecret is a proxy user's secret: the one apply passes in Options.ProxySecrets, or, for render and plan,

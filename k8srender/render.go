@@ -426,6 +426,12 @@ func (r *renderer) networkProxyEnv(np *planner.NodePlan, git bool) []corev1.EnvV
 	return r.proxyEnv()
 }
 
+// safeWork tells git, in every container, that the checkout at /work is safe although the directory is not the
+// container user's: the kubelet makes an emptyDir's root owned by root (group fsGroup, setgid), and git refuses a
+// repository whose top directory another user owns ("detected dubious ownership"). It is command-scope
+// configuration (GIT_CONFIG_COUNT), which git honours for safe.directory as it does the global file.
+var safeWork = []corev1.EnvVar{{Name: "GIT_CONFIG_COUNT", Value: "1"}, {Name: "GIT_CONFIG_KEY_0", Value: "safe.directory"}, {Name: "GIT_CONFIG_VALUE_0", Value: workMount}}
+
 // gitStep is the clone or the last step: the only containers that mount the git credential.
 func (r *renderer) gitStep(name, image, script string, np *planner.NodePlan, withCredential bool) corev1.Container {
 	ref, branch := np.Ref, np.Branch
@@ -445,6 +451,7 @@ func (r *renderer) gitStep(name, image, script string, np *planner.NodePlan, wit
 		{Name: "KEW_GIT_USERNAME", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: r.e.GitSecret}, Key: GitUsernameKey, Optional: ptr(true)}}},
 	}
+	env = append(env, safeWork...)
 	env = append(env, r.networkProxyEnv(np, true)...)
 	mounts := []corev1.VolumeMount{
 		{Name: "work", MountPath: workMount},
@@ -466,7 +473,9 @@ func (r *renderer) gitStep(name, image, script string, np *planner.NodePlan, wit
 		SecurityContext: hardened(),
 		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")}},
-		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		// A step that fails without writing its termination message (git's own error, say) reports the tail of its
+		// log instead, which the failure's reason quotes.
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 }
 
@@ -485,6 +494,7 @@ func (r *renderer) agent(np *planner.NodePlan) corev1.Container {
 		env = append(env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: r.e.CredentialsSecret}, Key: name, Optional: ptr(true)}}})
 	}
+	env = append(env, safeWork...)
 	env = append(env, r.networkProxyEnv(np, false)...)
 	c := corev1.Container{
 		Name: StepAgent, Image: np.Image, ImagePullPolicy: corev1.PullIfNotPresent,

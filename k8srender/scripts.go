@@ -43,7 +43,13 @@ git config --global advice.detachedHead false
 git init -q ` + workMount + `
 cd ` + workMount + `
 git remote add origin "$KEW_REPO"
-git fetch -q origin "${KEW_REF:-HEAD}"
+# A few tries: the egress proxy may have become ready a moment before the cluster routes its Service to it.
+tries=0
+until git fetch -q origin "${KEW_REF:-HEAD}"; do
+  tries=$((tries + 1))
+  [ "$tries" -lt 4 ] || exit 1
+  sleep 2
+done
 git checkout -q --detach FETCH_HEAD
 git config --unset credential.helper 2>/dev/null || true
 git rev-parse --verify 'HEAD^{commit}' > ` + baseFile + `

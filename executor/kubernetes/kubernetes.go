@@ -36,6 +36,9 @@ type Options struct {
 	// DeadlineGrace is how long past a node's timeout (the Job's activeDeadlineSeconds) kewplan waits for the
 	// cluster to end the Job before it deletes the Job itself; 0 means 30s.
 	DeadlineGrace time.Duration
+	// ProxyReadyTimeout bounds the wait for kewplan's egress proxy Deployment to have a ready pod before the first
+	// node's Job; 0 means 3 minutes (a first pull of the proxy image included).
+	ProxyReadyTimeout time.Duration
 }
 
 // Engine runs an apply's nodes as Jobs on a cluster.
@@ -57,6 +60,9 @@ func New(o Options) *Engine {
 	e := &Engine{opts: o}
 	if e.opts.DeadlineGrace <= 0 {
 		e.opts.DeadlineGrace = 30 * time.Second
+	}
+	if e.opts.ProxyReadyTimeout <= 0 {
+		e.opts.ProxyReadyTimeout = 3 * time.Minute
 	}
 	return e
 }
@@ -243,6 +249,12 @@ func (e *Engine) applyShared(ctx context.Context, secrets map[string]string) err
 	}
 	if err := cl.Apply(ctx, m.Shared); err != nil {
 		return fmt.Errorf("apply the run's shared objects: %w", err)
+	}
+	if ke.ProxyImage != "" && proxied(e.run.Plan) {
+		// A node's pod that started before the proxy is ready would find nothing behind its Service.
+		if err := cl.WaitAvailable(ctx, proxyService(m).GetName(), e.opts.ProxyReadyTimeout); err != nil {
+			return fmt.Errorf("kewplan's egress proxy did not start: %w", err)
+		}
 	}
 	return nil
 }

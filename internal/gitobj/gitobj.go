@@ -16,17 +16,22 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// CommitFile writes name (at the repository root) with content, commits it on top of HEAD, and moves HEAD's
-// branch (or a detached HEAD) to the new commit. It returns the new commit id.
+// CommitFile writes name (a slash-separated path below the repository root; its directories are made as needed)
+// with content, commits it on top of HEAD, and moves HEAD's branch (or a detached HEAD) to the new commit. It
+// returns the new commit id.
 func CommitFile(repo, name, content, message string) (string, error) {
-	if strings.ContainsAny(name, "/\x00") || name == "" || name == ".git" {
-		return "", fmt.Errorf("file name %q must be a plain name at the repository root", name)
+	parts := strings.Split(name, "/")
+	for _, p := range parts {
+		if p == "" || p == "." || p == ".." || p == ".git" || strings.ContainsRune(p, 0) {
+			return "", fmt.Errorf("file name %q must be a clean relative path outside .git", name)
+		}
 	}
 	gitDir := filepath.Join(repo, ".git")
 	refFile, parent, err := resolveHEAD(gitDir)
@@ -53,37 +58,18 @@ func CommitFile(repo, name, content, message string) (string, error) {
 	if treeID == "" {
 		return "", fmt.Errorf("commit %s has no tree", parent)
 	}
-	typ, treeBody, err := readObject(gitDir, treeID)
-	if err != nil {
+	path := filepath.Join(repo, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return "", err
 	}
-	if typ != "tree" {
-		return "", fmt.Errorf("object %s is a %s, not a tree", treeID, typ)
-	}
-	entries, err := parseTree(treeBody)
-	if err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(repo, name), []byte(content), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		return "", err
 	}
 	blob, err := writeObject(gitDir, "blob", []byte(content))
 	if err != nil {
 		return "", err
 	}
-	replaced := false
-	for i := range entries {
-		if entries[i].name == name {
-			if entries[i].mode == "40000" {
-				return "", fmt.Errorf("%s is a directory in HEAD", name)
-			}
-			entries[i].mode, entries[i].id, replaced = "100644", blob, true
-		}
-	}
-	if !replaced {
-		entries = append(entries, treeEntry{mode: "100644", name: name, id: blob})
-	}
-	newTree, err := writeObject(gitDir, "tree", encodeTree(entries))
+	newTree, err := treeWith(gitDir, treeID, parts, blob)
 	if err != nil {
 		return "", err
 	}
@@ -102,6 +88,49 @@ func CommitFile(repo, name, content, message string) (string, error) {
 		return "", err
 	}
 	return id, nil
+}
+
+// treeWith writes the tree treeID ("" for none) with the blob at the path parts, making or rewriting the trees
+// on the way, and returns the new tree's id.
+func treeWith(gitDir, treeID string, parts []string, blob string) (string, error) {
+	var entries []treeEntry
+	if treeID != "" {
+		typ, body, err := readObject(gitDir, treeID)
+		if err != nil {
+			return "", err
+		}
+		if typ != "tree" {
+			return "", fmt.Errorf("object %s is a %s, not a tree", treeID, typ)
+		}
+		if entries, err = parseTree(body); err != nil {
+			return "", err
+		}
+	}
+	name := parts[0]
+	mode, id := "100644", blob
+	i := slices.IndexFunc(entries, func(e treeEntry) bool { return e.name == name })
+	if len(parts) > 1 {
+		sub := ""
+		if i >= 0 {
+			if entries[i].mode != "40000" {
+				return "", fmt.Errorf("%s is a file in HEAD", name)
+			}
+			sub = entries[i].id
+		}
+		var err error
+		if id, err = treeWith(gitDir, sub, parts[1:], blob); err != nil {
+			return "", err
+		}
+		mode = "40000"
+	} else if i >= 0 && entries[i].mode == "40000" {
+		return "", fmt.Errorf("%s is a directory in HEAD", name)
+	}
+	if i >= 0 {
+		entries[i].mode, entries[i].id = mode, id
+	} else {
+		entries = append(entries, treeEntry{mode: mode, name: name, id: id})
+	}
+	return writeObject(gitDir, "tree", encodeTree(entries))
 }
 
 // resolveHEAD returns the file to update (the branch's loose ref, or HEAD when detached) and the current commit.

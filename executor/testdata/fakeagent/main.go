@@ -38,11 +38,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -328,6 +330,11 @@ func probe() map[string]any {
 	}
 	sort.Strings(names)
 	out["env_names"] = names
+	// The pod's resolver, as the agent's tools would use it: on Kubernetes a proxied pod has none.
+	rctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupHost(rctx, "kubernetes.default.svc.cluster.local")
+	out["dns_addrs"], out["dns_error"] = addrs, errString(err)
 	return out
 }
 

@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/k8sengine"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -219,4 +221,34 @@ func (c *Cluster) Kewplan(t testing.TB, ns string) *k8sengine.Cluster {
 		t.Fatal(err)
 	}
 	return cl
+}
+
+// StandInDeploymentController marks every Deployment of namespace ns available as it appears, until the test ends:
+// the local control plane runs neither the Deployment controller nor a kubelet, and apply waits for kewplan's
+// egress proxy Deployment to have a ready pod. A real cluster's own controllers do this.
+func (c *Cluster) StandInDeploymentController(t testing.TB, ns string) {
+	t.Helper()
+	if c.Real {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	w, err := c.Client.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("watch Deployments: %v", err)
+	}
+	go func() {
+		defer close(done)
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			d, ok := ev.Object.(*appsv1.Deployment)
+			if !ok || ev.Type != watch.Added || d.Status.AvailableReplicas > 0 {
+				continue
+			}
+			d = d.DeepCopy()
+			d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+			_, _ = c.Client.AppsV1().Deployments(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{})
+		}
+	}()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,7 +45,27 @@ func (f FakeAPI) Apply(_ context.Context, r k8sengine.Resource, ns, name string,
 	force := true
 	_, err := f.CS.Invokes(k8stesting.NewPatchActionWithOptions(r.GroupVersionResource, ns, name, types.ApplyPatchType, body,
 		metav1.PatchOptions{FieldManager: k8sengine.FieldManager, Force: &force}), nil)
+	if err == nil && r.Kind == k8sengine.Deployments.Kind {
+		err = MarkAvailable(f.CS.Tracker(), ns, name)
+	}
 	return err
+}
+
+// MarkAvailable gives a Deployment of a fake clientset's tracker the status the Deployment controller and a kubelet
+// would give it once its one pod is ready: the fake runs no controller.
+func MarkAvailable(tr k8stesting.ObjectTracker, ns, name string) error {
+	gvr := k8sengine.Deployments.GroupVersionResource
+	obj, err := tr.Get(gvr, ns, name)
+	if err != nil {
+		return err
+	}
+	d, ok := obj.(*appsv1.Deployment)
+	if !ok {
+		return fmt.Errorf("deployment %s/%s is a %T", ns, name, obj)
+	}
+	d = d.DeepCopy()
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+	return tr.Update(gvr, d, ns)
 }
 
 func (f FakeAPI) Get(_ context.Context, r k8sengine.Resource, ns, name string, into runtime.Object) error {

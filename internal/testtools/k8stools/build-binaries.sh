@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds the Kubernetes control plane that `make k8s-test` runs on loopback: kube-apiserver and
-# kube-controller-manager from k8s.io/kubernetes, etcd from go.etcd.io/etcd/server/v3. Nothing is downloaded but Go
-# modules from the module proxy. The binaries go to a cache directory keyed by version, outside the repository:
-#   ${KEWPLAN_K8S_CACHE:-$HOME/.cache/kewplan-k8s}/<kubernetes version>/{kube-apiserver,kube-controller-manager,etcd}
+# Builds the Kubernetes binaries the tests run: the control plane that `make k8s-test` runs on loopback
+# (kube-apiserver and kube-controller-manager from k8s.io/kubernetes, etcd from go.etcd.io/etcd/server/v3) and the
+# node that `make k8s-node-test` adds to it (kubelet, kube-scheduler, kube-proxy, CoreDNS v1.15.0 with the hosts plugin only, and the static
+# pause binary built from the kubernetes module's build/pause/linux/pause.c). Nothing is downloaded but Go modules from the module
+# proxy. The binaries go to a cache directory keyed by version, outside the repository:
+#   ${KEWPLAN_K8S_CACHE:-$HOME/.cache/kewplan-k8s}/<kubernetes version>/{kube-apiserver,...,pause}
 # A binary already there is not built again. The build modules live in the cache too (<cache>/src/...), so the
 # repository's go.mod never requires k8s.io/kubernetes.
 #
@@ -10,7 +12,8 @@
 # etcd ~2 min, ~0.7 GB of modules; on a machine shared at load 20-36 it took 113, 7 and 63 min.
 # Builds run under `nice -n 10` with `go build -p 1` so they do not starve others.
 #
-# Usage: build-binaries.sh [apiserver|controller-manager|etcd ...]   (default: all three)
+# Usage: build-binaries.sh [etcd|apiserver|controller-manager|node|kubelet|scheduler|proxy|pause ...]
+#        (default: the control plane; `node` is kubelet, scheduler, proxy, pause and coredns)
 set -euo pipefail
 
 K8S_VERSION=${KEWPLAN_K8S_VERSION:-v1.37.2}
@@ -51,6 +54,9 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO
   (cd "$dir" && nice -n 10 "$GO" mod tidy) >&2
@@ -93,19 +99,79 @@ build() { # name module-dir package
   if [ -x "$BIN/$name" ]; then log "$name: cached at $BIN/$name"; return; fi
   log "$name: building $pkg (nice -n 10, go build -p 1); this takes minutes"
   local start=$SECONDS
-  (cd "$dir" && CGO_ENABLED=0 nice -n 10 "$GO" build -p 1 -trimpath -ldflags "-s -w" -o "$BIN/.$name.tmp.$$" "$pkg")
+  (cd "$dir" && CGO_ENABLED=0 nice -n 10 "$GO" build -p "${KEWPLAN_K8S_BUILD_P:-1}" -trimpath -ldflags "-s -w" -o "$BIN/.$name.tmp.$$" "$pkg")
   mv "$BIN/.$name.tmp.$$" "$BIN/$name"
   log "$name: built in $((SECONDS - start)) s -> $BIN/$name"
 }
 
+# CoreDNS for the test node, built with only the plugins it needs (errors, log, hosts) and no forward plugin, so a
+# name it does not hold is answered NXDOMAIN and no query ever leaves the node.
+COREDNS_VERSION=${KEWPLAN_COREDNS_VERSION:-v1.15.0}
+coredns_module() {
+  local dir=$CACHE/src/coredns-$COREDNS_VERSION
+  if [ -f "$dir/.ready" ]; then echo "$dir"; return; fi
+  mkdir -p "$dir"
+  log "preparing a build module for CoreDNS $COREDNS_VERSION in $dir"
+  cat > "$dir/go.mod" <<GOMOD
+module kewplan.local/corednstools
+
+go $("$GO" env GOVERSION | sed 's/^go//')
+
+require github.com/coredns/coredns $COREDNS_VERSION
+GOMOD
+  cat > "$dir/main.go" <<'GO'
+// Command coredns is CoreDNS with the errors, log and hosts plugins only.
+package main
+
+import (
+	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/coremain"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/hosts"
+	_ "github.com/coredns/coredns/plugin/log"
+)
+
+func init() { dnsserver.Directives = []string{"errors", "log", "hosts"} }
+
+func main() { coremain.Run() }
+GO
+  (cd "$dir" && nice -n 10 "$GO" mod tidy) >&2
+  touch "$dir/.ready"
+  echo "$dir"
+}
+
+# The pod sandbox's pause process: the kubernetes module's own pause.c, linked static so a FROM-scratch image can run it.
+build_pause() { # module-dir
+  local dir=$1
+  if [ -x "$BIN/pause" ]; then log "pause: cached at $BIN/pause"; return; fi
+  local src
+  src=$(cd "$dir" && "$GO" list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c
+  gcc -Os -static -Wall -Werror -DVERSION=kewplan -o "$BIN/.pause.tmp.$$" "$src"
+  mv "$BIN/.pause.tmp.$$" "$BIN/pause"
+  log "pause: built -> $BIN/pause"
+}
+
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(etcd apiserver controller-manager)
+expanded=()
 for t in "${targets[@]}"; do
+  case $t in
+    node) expanded+=(kubelet scheduler proxy pause coredns) ;;
+    all) expanded+=(etcd apiserver controller-manager kubelet scheduler proxy pause coredns) ;;
+    *) expanded+=("$t") ;;
+  esac
+done
+for t in "${expanded[@]}"; do
   case $t in
     etcd) locked etcd build etcd "$(locked etcd-module etcd_module)" go.etcd.io/etcd/server/v3 ;;
     apiserver) locked kube-apiserver build kube-apiserver "$(locked kube-module kube_module)" k8s.io/kubernetes/cmd/kube-apiserver ;;
     controller-manager) locked kube-controller-manager build kube-controller-manager "$(locked kube-module kube_module)" k8s.io/kubernetes/cmd/kube-controller-manager ;;
-    *) echo "build-binaries.sh: unknown target $t (want etcd, apiserver or controller-manager)" >&2; exit 2 ;;
+    kubelet) locked kubelet build kubelet "$(locked kube-module kube_module)" k8s.io/kubernetes/cmd/kubelet ;;
+    scheduler) locked kube-scheduler build kube-scheduler "$(locked kube-module kube_module)" k8s.io/kubernetes/cmd/kube-scheduler ;;
+    proxy) locked kube-proxy build kube-proxy "$(locked kube-module kube_module)" k8s.io/kubernetes/cmd/kube-proxy ;;
+    coredns) locked coredns build coredns "$(locked coredns-module coredns_module)" . ;;
+    pause) locked pause build_pause "$(locked kube-module kube_module)" ;;
+    *) echo "build-binaries.sh: unknown target $t (want etcd, apiserver, controller-manager, node, kubelet, scheduler, proxy, pause, coredns or all)" >&2; exit 2 ;;
   esac
 done
 echo "$BIN"

@@ -1,0 +1,267 @@
+package kubernetes_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/executor"
+	"github.com/kewplan/kewplan/executor/kubernetes"
+	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/internal/testtools/k8stest"
+	"github.com/kewplan/kewplan/k8sengine"
+)
+
+// nodeApply is one apply on the test node.
+type nodeApply struct {
+	sum      *executor.ApplySummary
+	err      error
+	ns       string
+	stateDir string
+	cluster  *k8sengine.Cluster
+}
+
+// node returns the summary's result of the node named name.
+func (a *nodeApply) node(t *testing.T, name string) ledger.NodeResult {
+	t.Helper()
+	if a.sum == nil {
+		t.Fatalf("apply returned no summary: %v", a.err)
+	}
+	for _, n := range a.sum.Nodes {
+		if n.Node == name {
+			return n
+		}
+	}
+	t.Fatalf("no node %q in the run: %+v", name, a.sum.Nodes)
+	return ledger.NodeResult{}
+}
+
+// stdout is the node's recorded agent log.
+func (a *nodeApply) stdout(t *testing.T, name string) string {
+	t.Helper()
+	n := a.node(t, name)
+	data, err := os.ReadFile(n.StdoutLog)
+	if err != nil {
+		t.Fatalf("the log of %s: %v", name, err)
+	}
+	return string(data)
+}
+
+// config is a configuration for namespace ns: kewplan's proxy and the git image, the fake agent for claude-code,
+// an allowlist sandbox that may reach the test's git server (a private address, so it is named in private_hosts),
+// then nodes with REPO replaced by repo.
+func (e *nodeEnv) config(ns, repo, nodes string) string {
+	return `engine "kubernetes" {
+  namespace          = "` + ns + `"
+  git_secret         = "kewplan-git"
+  credentials_secret = "agent-keys"
+  proxy_image        = "` + e.proxyImage + `"
+  git_image          = "` + e.gitImage + `"
+}
+sandbox {
+  network = "allowlist"
+  memory  = "256m"
+  cpus    = "1"
+  images = {
+    "claude-code" = "` + e.agentImage + `"
+  }
+  egress {
+    allow         = ["` + gitHost + `:443"]
+    private_hosts = ["` + gitHost + `"]
+  }
+}
+` + strings.ReplaceAll(nodes, "REPO", repo)
+}
+
+// apply plans src and applies it on the node, in namespace ns, within ctx.
+func (e *nodeEnv) apply(t *testing.T, ctx context.Context, ns, src string) *nodeApply {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, p, ok := k8stest.Plan(t, dir)
+	if !ok {
+		t.Fatalf("the test configuration does not plan:\n%s", src)
+	}
+	cl, err := k8sengine.New(e.cfg, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &nodeApply{ns: ns, stateDir: filepath.Join(dir, ".kewplan"), cluster: cl}
+	a.sum, a.err = executor.Apply(ctx, executor.ApplyOptions{Config: cfg, Plan: p, StateDir: a.stateDir, Environ: os.Environ(),
+		KewplanVersion: "test", Engine: kubernetes.New(kubernetes.Options{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: cl})})
+	return a
+}
+
+// leftovers fails the test when any object of the run is still in the namespace once apply has returned.
+func (a *nodeApply) leftovers(t *testing.T) {
+	t.Helper()
+	if a.sum == nil {
+		return
+	}
+	// Apply deletes every object of the run (foreground) before it returns; the garbage collector and the kubelet
+	// finish the deletion in their own time. Nothing else may be left once they have.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var left []string
+	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var err error
+		left, err = a.cluster.Remaining(ctx, a.sum.RunID)
+		return err == nil && len(left) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("objects of run %s left two minutes after apply: %v", a.sum.RunID, left)
+	}
+}
+
+func nodeCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// branchTip is the commit of branch in the bare repository dir, "" when it has no such branch.
+func branchTip(t *testing.T, dir, branch string) string {
+	t.Helper()
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "--verify", "-q", "refs/heads/"+branch).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestNodeWorkerReviewerDependent: a worker's pod clones from the test git server through the egress proxy, its
+// agent commits, the push step pushes the branch; the reviewer's pod checks out that commit and its verdict
+// approves; the dependent runs after it. Everything of the run is gone when apply returns.
+func TestNodeWorkerReviewerDependent(t *testing.T) {
+	e := env(t)
+	ctx := nodeCtx(t, 8*time.Minute)
+	ns := e.namespace(t, nil)
+	repo, dir := e.repo(t)
+	a := e.apply(t, ctx, ns, e.config(ns, repo, `
+node "fix" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = "REPO"
+  ref    = "main"
+  branch = "kew/fix"
+  prompt = "mode=commit\nfile=fix.txt\ncontent=fixed"
+  timeout = "4m"
+}
+node "review" {
+  runner     = "claude-code"
+  role       = "reviewer"
+  model      = "claude-sonnet-4-5"
+  repo       = "REPO"
+  ref        = node.fix.commit
+  prompt     = "mode=verdict\nverdict=approve\nReview ${node.fix.commit}."
+  depends_on = [node.fix]
+  timeout    = "4m"
+}
+node "ship" {
+  runner     = "claude-code"
+  model      = "claude-sonnet-4-5"
+  repo       = "REPO"
+  ref        = node.fix.commit
+  branch     = "kew/ship"
+  prompt     = "mode=commit\nfile=ship.txt\ncontent=shipped"
+  depends_on = [node.review]
+  timeout    = "4m"
+}
+`))
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	fix, review, ship := a.node(t, "fix"), a.node(t, "review"), a.node(t, "ship")
+	if fix.Status != ledger.StatusSucceeded || !fix.Pushed || fix.Branch != "kew/fix" || fix.Commit == "" {
+		t.Fatalf("fix: %s (%s) pushed=%v branch=%q commit=%q\n%s", fix.Status, fix.Reason, fix.Pushed, fix.Branch, fix.Commit, a.stdout(t, "fix"))
+	}
+	if tip := branchTip(t, dir, "kew/fix"); tip != fix.Commit {
+		t.Errorf("the git server's kew/fix is %q, want the pushed commit %s", tip, fix.Commit)
+	}
+	if review.Status != ledger.StatusApproved || review.Verdict == nil || review.Verdict.Verdict != "approve" {
+		t.Errorf("review: %s (%s) verdict %+v", review.Status, review.Reason, review.Verdict)
+	}
+	if ship.Status != ledger.StatusSucceeded || branchTip(t, dir, "kew/ship") != ship.Commit {
+		t.Errorf("ship: %s (%s), kew/ship %q, commit %q", ship.Status, ship.Reason, branchTip(t, dir, "kew/ship"), ship.Commit)
+	}
+	a.leftovers(t)
+}
+
+// probeReport is the fake agent's mode=probe system event.
+type probeReport struct {
+	UID         int    `json:"uid"`
+	GID         int    `json:"gid"`
+	RootRefused bool   `json:"root_write_refused"`
+	RootError   string `json:"root_write_error"`
+	WorkWrite   string `json:"work_write"`
+	CapEff      string `json:"CapEff"`
+	NoNewPrivs  string `json:"NoNewPrivs"`
+	Seccomp     string `json:"Seccomp"`
+}
+
+// TestNodeHardeningFromInside: the agent's own view of its container on the kubelet: uid and gid 1001, the root
+// filesystem read-only, no capabilities, no_new_privs and a seccomp filter; and it can resolve no name (the pod
+// has no DNS).
+func TestNodeHardeningFromInside(t *testing.T) {
+	e := env(t)
+	ctx := nodeCtx(t, 6*time.Minute)
+	ns := e.namespace(t, nil)
+	repo, _ := e.repo(t)
+	a := e.apply(t, ctx, ns, e.config(ns, repo, `
+node "probe" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  role   = "reviewer"
+  repo   = "REPO"
+  ref    = "main"
+  prompt = "mode=probe\nverdict=approve"
+  timeout = "4m"
+}
+`))
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	out := a.stdout(t, "probe")
+	var rep probeReport
+	found := false
+	for _, line := range strings.Split(out, "\n") {
+		var ev struct {
+			Subtype string      `json:"subtype"`
+			Probe   probeReport `json:"probe"`
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Subtype == "probe" {
+			rep, found = ev.Probe, true
+		}
+	}
+	if !found {
+		n := a.node(t, "probe")
+		t.Fatalf("no probe report in the agent's log (node %s: %s):\n%s", n.Status, n.Reason, out)
+	}
+	t.Logf("probe: %s", strings.TrimSpace(out[:min(len(out), 2000)]))
+	if rep.UID != 1001 || rep.GID != 1001 {
+		t.Errorf("uid %d gid %d, want 1001", rep.UID, rep.GID)
+	}
+	if !rep.RootRefused {
+		t.Errorf("writing to / gave %q, want it refused (read-only root)", rep.RootError)
+	}
+	if rep.WorkWrite != "" {
+		t.Errorf("writing to /work: %s", rep.WorkWrite)
+	}
+	if strings.Trim(rep.CapEff, "0") != "" {
+		t.Errorf("effective capabilities %s, want none", rep.CapEff)
+	}
+	if rep.NoNewPrivs != "1" || rep.Seccomp != "2" {
+		t.Errorf("NoNewPrivs %q Seccomp %q, want 1 and 2 (filter)", rep.NoNewPrivs, rep.Seccomp)
+	}
+	a.leftovers(t)
+}
