@@ -61,7 +61,9 @@ func JobOutcome(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) Outc
 			continue
 		}
 		switch c.Type {
-		case batchv1.JobFailed:
+		case batchv1.JobFailed, batchv1.JobFailureTarget:
+			// FailureTarget comes first: the Job controller sets it (a deadline passed, say) before it stops the
+			// pods, whose steps then end with the signal's exit status.
 			o := Outcome{Phase: PhaseFailed, Reason: c.Reason, Message: c.Message}
 			if st := failedStep(pods); st != nil {
 				o.Step, o.ExitCode = st.Name, st.State.Terminated.ExitCode
@@ -83,6 +85,10 @@ func JobOutcome(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) Outc
 		return Outcome{Phase: PhasePending}
 	}
 	pod := newestPod(pods)
+	if pod.DeletionTimestamp != nil {
+		// The Job controller is stopping the pod (its deadline, say); the Job's condition says why, soon.
+		return Outcome{Phase: PhaseRunning, Step: runningStep(pod)}
+	}
 	statuses := append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
 	for _, st := range statuses {
 		if w := st.State.Waiting; w != nil && waitingFailure[w.Reason] {
@@ -295,4 +301,14 @@ func ReadVerdict(log io.Reader) (data []byte, found bool, err error) {
 		return nil, false, fmt.Errorf("read the verdict step's log: %w", err)
 	}
 	return nil, false, nil
+}
+
+// runningStep names the step of pod that runs, "" when none does.
+func runningStep(pod *corev1.Pod) string {
+	for _, st := range append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
+		if st.State.Running != nil {
+			return st.Name
+		}
+	}
+	return ""
 }

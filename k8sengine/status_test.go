@@ -58,6 +58,17 @@ func TestJobOutcome(t *testing.T) {
 		want   k8sengine.Outcome
 	}{
 		{name: "no pod yet", job: jobWith(), want: k8sengine.Outcome{Phase: k8sengine.PhasePending}},
+		// A deadline: the Job controller sets FailureTarget, then stops the pod, whose agent exits on the signal.
+		{name: "deadline, pod stopped", job: jobWith(batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "DeadlineExceeded", Message: "Job was active longer than specified deadline"}),
+			pods: []corev1.Pod{pod(corev1.PodFailed, []corev1.ContainerStatus{cloned, terminated(k8srender.StepAgent, 2, "Error", "")})},
+			want: k8sengine.Outcome{Phase: k8sengine.PhaseFailed, Step: k8srender.StepAgent, ExitCode: 2, Reason: "DeadlineExceeded", Message: "Job was active longer than specified deadline"}},
+		{name: "pod being stopped, no condition yet", job: jobWith(),
+			pods: []corev1.Pod{func() corev1.Pod {
+				p := pod(corev1.PodRunning, []corev1.ContainerStatus{cloned, terminated(k8srender.StepAgent, 2, "Error", "")})
+				p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+				return p
+			}()},
+			want: k8sengine.Outcome{Phase: k8sengine.PhaseRunning}},
 		{name: "refused by Pod Security: FailedCreate events, no condition", job: jobWith(),
 			events: []corev1.Event{{Reason: "FailedCreate", Message: `Error creating: pods "kew-fix-x" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false`}},
 			want:   k8sengine.Outcome{Phase: k8sengine.PhaseFailed, Reason: "FailedCreate", Message: `Error creating: pods "kew-fix-x" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false`}},
