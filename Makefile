@@ -25,7 +25,7 @@ test: test-deps vet
 
 test-deps:
 	@missing=""; \
-	for tool in git:git debootstrap:debootstrap; do \
+	for tool in git:git debootstrap:debootstrap $$(test -x $${KEWPLAN_K8S_CACHE:-$$HOME/.cache/kewplan-k8s}/v1.37.2/kubelet && echo containerd:containerd ctr:containerd /usr/lib/cni/bridge:containernetworking-plugins); do \
 	  command -v $${tool%%:*} >/dev/null 2>&1 || PATH="$$PATH:/usr/sbin:/sbin" command -v $${tool%%:*} >/dev/null 2>&1 || missing="$$missing $${tool##*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -145,3 +145,27 @@ k8s-binaries:
 k8s-test: k8s-binaries
 	KEWPLAN_K8S_REQUIRE=1 $(GO) test -race -count=1 -timeout 20m ./k8srender ./k8sengine ./config ./cmd/kewplan -run 'Render|Kubernetes|JobOutcome|ReadVerdict|FollowLog|ApplyDelete|Preflight|E2E|ErrorFiles|TestScripts/render'
 	KEWPLAN_K8S_REQUIRE=1 $(GO) test -race -count=1 -timeout 10m ./executor -run 'TestKubernetes'
+
+.PHONY: k8s-node-binaries k8s-node-test k8s-node-up k8s-node-down
+
+# A real single-node cluster on this machine (internal/testtools/k8snode): the control plane above plus
+# kube-scheduler, a second containerd with its CRI plugin, the kubelet, kube-proxy and CoreDNS, in a network
+# namespace of its own. k8s-node-binaries builds everything once (niced, tens of minutes the first time) into the
+# same cache and installs the host packages the node needs; `make test` runs the node tests when the binaries are
+# cached and skips them, saying so, when they are not. k8s-node-up starts the same node for trying kewplan by hand
+# and prints its kubeconfig (KEWPLAN_K8S_IMAGES: more Docker images to import into it); k8s-node-down removes it.
+K8S_NODE_PKGS := containerd runc containernetworking-plugins iptables iproute2 util-linux debootstrap
+k8s-node-binaries:
+	@missing=""; for p in $(K8S_NODE_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "make k8s-node-binaries: installing$$missing from Debian's packages"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+	internal/testtools/k8stools/build-binaries.sh all
+
+k8s-node-test: k8s-node-binaries
+	KEWPLAN_K8S_NODE_REQUIRE=1 $(GO) test -race -count=1 -timeout 30m -v ./executor/kubernetes -run 'TestNode'
+
+k8s-node-up: k8s-node-binaries
+	@$(GO) run ./internal/testtools/k8snode/cmd/k8s-node up
+
+k8s-node-down:
+	@$(GO) run ./internal/testtools/k8snode/cmd/k8s-node down

@@ -46,6 +46,7 @@ type kewplanProxy struct {
 	urls    map[string]string // ProxyURLKey(user) -> URL
 	ports   map[int]bool      // the ports of the allowlisted hosts
 	secrets map[string]string // Options.ProxySecrets
+	private bool              // some user may reach hosts on private addresses (private_hosts)
 }
 
 // usesProxy says whether the node's pod goes through the egress proxy.
@@ -89,6 +90,7 @@ func (r *renderer) newKewplanProxy(p *planner.Plan, secrets map[string]string) (
 				return nil, err
 			}
 			kp.cfg.Nodes = append(kp.cfg.Nodes, egress.NodeConfig{Name: u.name, Secret: secret, Allow: nonNilStrings(u.allow), PrivateHosts: u.private})
+			kp.private = kp.private || len(u.private) > 0
 			kp.urls[ProxyURLKey(u.name)] = egress.ProxyURL(host, int(r.e.ProxyPort), u.name, secret)
 		}
 	}
@@ -270,6 +272,9 @@ func (r *renderer) proxyObjects(kp *kewplanProxy) ([]Object, error) {
 var (
 	privateIPv4 = []string{"10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16"}
 	privateIPv6 = []string{"fc00::/7", "fe80::/10"}
+	// What no private_hosts entry opens: loopback and link-local.
+	neverIPv4 = []string{"127.0.0.0/8", "169.254.0.0/16"}
+	neverIPv6 = []string{"fe80::/10"}
 )
 
 func (r *renderer) proxyNetworkPolicy(kp *kewplanProxy) *networkingv1.NetworkPolicy {
@@ -306,10 +311,16 @@ func (r *renderer) proxyNetworkPolicy(kp *kewplanProxy) *networkingv1.NetworkPol
 		},
 	}
 	if len(out) > 0 {
+		except4, except6 := privateIPv4, privateIPv6
+		if kp.private {
+			// A node names hosts that may resolve to private ranges (private_hosts): the proxy itself holds each
+			// name to them, so the policy keeps the proxy only from loopback and link-local (cloud metadata).
+			except4, except6 = neverIPv4, neverIPv6
+		}
 		np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
 			To: []networkingv1.NetworkPolicyPeer{
-				{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: privateIPv4}},
-				{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: privateIPv6}},
+				{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: except4}},
+				{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: except6}},
 			},
 			Ports: out,
 		})

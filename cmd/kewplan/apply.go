@@ -26,6 +26,7 @@ import (
 	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/k8sengine"
+	"github.com/kewplan/kewplan/k8srender"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
@@ -147,6 +148,13 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 		}
 		doc := jsonplan.NewDocument(pl.plan, version, pl.files...)
 		doc.Resume = jsonplan.NewResumeDocument(a.resumePlan)
+		if a.engine == config.EngineKubernetes {
+			// The plan shown for approval is the cluster's, as `plan --engine kubernetes` shows it (credentials
+			// forwarded, each node's Job), not Docker's.
+			e := pl.cfg.Engine(config.EngineKubernetes).Kubernetes
+			m, _ := k8srender.Render(pl.plan, k8srender.Options{Engine: e})
+			doc.SetEngine(a.engine, m, e)
+		}
 		return a, view.Plan(doc)
 	}
 	if len(c.Vars) > 0 || len(c.VarFiles) > 0 || len(c.Targets) > 0 || c.Policy != "" {

@@ -84,7 +84,7 @@ sandbox {
 }
 
 // apply plans src and applies it on the node, in namespace ns, within ctx.
-func (e *nodeEnv) apply(t *testing.T, ctx context.Context, ns, src string) *nodeApply {
+func (e *nodeEnv) apply(t testing.TB, ctx context.Context, ns, src string, tweak ...func(*executor.ApplyOptions)) *nodeApply {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o600); err != nil {
@@ -94,13 +94,17 @@ func (e *nodeEnv) apply(t *testing.T, ctx context.Context, ns, src string) *node
 	if !ok {
 		t.Fatalf("the test configuration does not plan:\n%s", src)
 	}
-	cl, err := k8sengine.New(e.cfg, ns)
+	cl, err := k8sengine.New(e.restConfig(), ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := &nodeApply{ns: ns, stateDir: filepath.Join(dir, ".kewplan"), cluster: cl}
-	a.sum, a.err = executor.Apply(ctx, executor.ApplyOptions{Config: cfg, Plan: p, StateDir: a.stateDir, Environ: os.Environ(),
-		KewplanVersion: "test", Engine: kubernetes.New(kubernetes.Options{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: cl})})
+	opts := executor.ApplyOptions{Config: cfg, Plan: p, StateDir: a.stateDir, Environ: os.Environ(),
+		KewplanVersion: "test", Engine: kubernetes.New(kubernetes.Options{Engine: cfg.Engine(config.EngineKubernetes).Kubernetes, Cluster: cl})}
+	for _, fn := range tweak {
+		fn(&opts)
+	}
+	a.sum, a.err = executor.Apply(ctx, opts)
 	return a
 }
 
@@ -125,7 +129,7 @@ func (a *nodeApply) leftovers(t *testing.T) {
 	}
 }
 
-func nodeCtx(t *testing.T, d time.Duration) context.Context {
+func nodeCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx

@@ -2,14 +2,10 @@ package kubernetes_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/cgi"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kewplan/kewplan/egress"
 	"github.com/kewplan/kewplan/executor/engine"
 	"github.com/kewplan/kewplan/internal/testtools/k8snode"
 	"github.com/kewplan/kewplan/internal/testtools/testkit"
@@ -43,7 +38,7 @@ const nodeSlot = 1
 
 // Names the cluster DNS answers with the host end of the node's veth, where this process serves them.
 const (
-	gitHost   = "git.kewplan.test"
+	gitHost   = k8snode.GitHost
 	modelHost = "api.anthropic.com"
 )
 
@@ -60,6 +55,17 @@ type nodeEnv struct {
 	srv        *http.Server
 	model      http.Handler // the model API stand-in; nil answers 404
 	modelMu    sync.Mutex
+	// wrap, when set, wraps the transport of kewplan's clients (the benchmark counts requests with it).
+	wrap func(http.RoundTripper) http.RoundTripper
+}
+
+// restConfig is the configuration kewplan's client of the node uses.
+func (e *nodeEnv) restConfig() *rest.Config {
+	cfg := rest.CopyConfig(e.cfg)
+	if e.wrap != nil {
+		cfg.Wrap(e.wrap)
+	}
+	return cfg
 }
 
 var shared struct {
@@ -84,7 +90,7 @@ func TestMain(m *testing.M) {
 
 // env starts the node once for the package (skipping, or failing under KEWPLAN_K8S_NODE_REQUIRE or CI with
 // the binaries cached, when it cannot run).
-func env(t *testing.T) *nodeEnv {
+func env(t testing.TB) *nodeEnv {
 	t.Helper()
 	if missing, dir := k8snode.Missing(""); len(missing) > 0 {
 		msg := fmt.Sprintf("the Kubernetes node tests need %s in %s: run `make k8s-node-test` (it builds them once, tens of minutes)", strings.Join(missing, ", "), dir)
@@ -108,26 +114,18 @@ func env(t *testing.T) *nodeEnv {
 	return shared.env
 }
 
-func startEnv(t *testing.T, eng *engine.Engine) (*nodeEnv, error) {
+func startEnv(t testing.TB, eng *engine.Engine) (*nodeEnv, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	e := &nodeEnv{eng: eng}
 	start := time.Now()
 	var err error
-	if e.agentImage, err = scratchImage(ctx, eng, "fakeagent", "../testdata/fakeagent"); err != nil {
-		return nil, err
-	}
-	if e.proxyImage, err = proxyImage(ctx, eng); err != nil {
-		return nil, err
-	}
 	caPEM, certPEM, keyPEM := testkit.TLS(t, gitHost, modelHost)
-	base, err := testkit.EnsureTestBase(t.Logf, eng)
+	im, err := k8snode.BuildImages(ctx, eng, "../..", caPEM, t.Logf)
 	if err != nil {
 		return nil, err
 	}
-	if e.gitImage, err = gitImage(ctx, eng, base, caPEM); err != nil {
-		return nil, err
-	}
+	e.agentImage, e.gitImage, e.proxyImage = im.Agent, im.Git, im.Proxy
 	t.Logf("test images ready in %s", time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
@@ -139,7 +137,7 @@ func startEnv(t *testing.T, eng *engine.Engine) (*nodeEnv, error) {
 	if err := e.serve(certPEM, keyPEM); err != nil {
 		return nil, errors.Join(err, e.stop())
 	}
-	if err := n.ImportImages(ctx, e.agentImage, e.gitImage, e.proxyImage); err != nil {
+	if err := n.ImportImages(ctx, im.List()...); err != nil {
 		return nil, errors.Join(err, e.stop())
 	}
 	if e.cfg, err = n.RestConfig(); err != nil {
@@ -166,54 +164,32 @@ func (e *nodeEnv) stop() error {
 	return errors.Join(errs...)
 }
 
-// serve listens on the host end of the node's veth, port 443: git.kewplan.test is git's smart HTTP protocol
-// (git http-backend) over the bare repositories in gitRoot, api.anthropic.com the model stand-in.
+// serve listens on the host end of the node's veth, port 443: git.kewplan.test is the git server over the bare
+// repositories in gitRoot, api.anthropic.com the model stand-in.
 func (e *nodeEnv) serve(certPEM, keyPEM []byte) error {
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return err
-	}
+	var err error
 	if e.gitRoot, err = os.MkdirTemp("", "kewplan-node-git-"); err != nil {
 		return err
 	}
-	gitBin, err := exec.LookPath("git")
+	h, err := k8snode.GitServer(e.gitRoot, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.modelMu.Lock()
+		model := e.model
+		e.modelMu.Unlock()
+		if model == nil {
+			http.NotFound(w, r)
+			return
+		}
+		model.ServeHTTP(w, r)
+	}))
 	if err != nil {
 		return err
 	}
-	backend := &cgi.Handler{Path: gitBin, Args: []string{"http-backend"},
-		Env: []string{"GIT_PROJECT_ROOT=" + e.gitRoot, "GIT_HTTP_EXPORT_ALL=1"}}
-	ln, err := net.Listen("tcp", net.JoinHostPort(e.node.HostIP, "443"))
-	if err != nil {
-		return err
-	}
-	e.srv = &http.Server{ReadHeaderTimeout: 30 * time.Second, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			host, _, _ := net.SplitHostPort(r.Host)
-			if host == "" {
-				host = r.Host
-			}
-			switch host {
-			case gitHost:
-				backend.ServeHTTP(w, r)
-			case modelHost:
-				e.modelMu.Lock()
-				h := e.model
-				e.modelMu.Unlock()
-				if h == nil {
-					http.NotFound(w, r)
-					return
-				}
-				h.ServeHTTP(w, r)
-			default:
-				http.Error(w, "no such host here", http.StatusMisdirectedRequest)
-			}
-		})}
-	go func() { _ = e.srv.ServeTLS(ln, "", "") }()
-	return nil
+	e.srv, err = k8snode.ServeTLS(net.JoinHostPort(e.node.HostIP, "443"), certPEM, keyPEM, h)
+	return err
 }
 
 // repo makes a bare repository NAME.git with one commit on main and returns its https URL.
-func (e *nodeEnv) repo(t *testing.T) (url, dir string) {
+func (e *nodeEnv) repo(t testing.TB) (url, dir string) {
 	t.Helper()
 	src := testkit.GitRepo(t)
 	name := "r" + rand.String(8) + ".git"
@@ -229,67 +205,9 @@ func (e *nodeEnv) repo(t *testing.T) (url, dir string) {
 	return "https://" + gitHost + "/" + name, dir
 }
 
-// scratchImage builds the Go package pkg static into an image FROM scratch running as 1001:1001 in /work, tagged by
-// the binary's hash.
-func scratchImage(ctx context.Context, eng *engine.Engine, name, pkg string) (string, error) {
-	bin, err := goBuild(pkg)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(bin)
-	tag := "kewplan-test/" + name + ":" + hex.EncodeToString(sum[:6])
-	if _, err := eng.InspectImage(ctx, tag); err == nil {
-		return tag, nil
-	}
-	dockerfile := fmt.Sprintf("FROM scratch\nCOPY %[1]s /%[1]s\nUSER 1001:1001\nWORKDIR /work\nENTRYPOINT [\"/%[1]s\"]\n", name)
-	return tag, eng.BuildImage(ctx, tag, map[string][]byte{"Dockerfile": []byte(dockerfile), name: bin}, map[string]bool{name: true})
-}
-
-func goBuild(pkg string) ([]byte, error) {
-	dir, err := os.MkdirTemp("", "kewplan-node-build-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	out := filepath.Join(dir, "bin")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
-	}
-	return os.ReadFile(out)
-}
-
-// proxyImage is kewplan's egress proxy image as make proxy-image builds it: the static binary FROM scratch.
-func proxyImage(ctx context.Context, eng *engine.Engine) (string, error) {
-	bin, err := goBuild("../../cmd/kewplan")
-	if err != nil {
-		return "", err
-	}
-	ic, err := egress.NewImageContext(bin, nil)
-	if err != nil {
-		return "", err
-	}
-	if _, err := eng.InspectImage(ctx, ic.Tag); err == nil {
-		return ic.Tag, nil
-	}
-	return ic.Tag, eng.BuildImage(ctx, ic.Tag, ic.Files, ic.Executables)
-}
-
-// gitImage is the test base (sh, git, coreutils) with the test CA added to its trust store, for the git steps.
-func gitImage(ctx context.Context, eng *engine.Engine, base string, caPEM []byte) (string, error) {
-	sum := sha256.Sum256(append([]byte(base), caPEM...))
-	tag := "kewplan-test/node-git:" + hex.EncodeToString(sum[:6])
-	if _, err := eng.InspectImage(ctx, tag); err == nil {
-		return tag, nil
-	}
-	dockerfile := "FROM " + base + "\nCOPY test-ca.pem /tmp/test-ca.pem\nRUN cat /tmp/test-ca.pem >> /etc/ssl/certs/ca-certificates.crt && rm /tmp/test-ca.pem\n"
-	return tag, eng.BuildImage(ctx, tag, map[string][]byte{"Dockerfile": []byte(dockerfile), "test-ca.pem": caPEM}, nil)
-}
-
 // namespace creates a namespace enforcing Pod Security "restricted" with the git and credentials Secrets, deleted
 // when the test ends.
-func (e *nodeEnv) namespace(t *testing.T, credentials map[string]string) string {
+func (e *nodeEnv) namespace(t testing.TB, credentials map[string]string) string {
 	t.Helper()
 	ctx := context.Background()
 	name := "kewplan-node-" + rand.String(8)
@@ -324,7 +242,7 @@ func (e *nodeEnv) namespace(t *testing.T, credentials map[string]string) string 
 
 // dump logs what a failed test's namespace holds: its pods and their steps, its events, and the node's service
 // rules for it.
-func (e *nodeEnv) dump(t *testing.T, ns string) {
+func (e *nodeEnv) dump(t testing.TB, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if pods, err := e.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {

@@ -62,6 +62,7 @@ type Node struct {
 	PauseImage string
 
 	root, bin string
+	pki       *pki // this process's, from Start
 	opts      Options
 	st        state
 	lock      *os.File
@@ -346,7 +347,13 @@ func (n *Node) Command(ctx context.Context, argv ...string) *exec.Cmd {
 }
 
 // run starts one component in the node's network namespace and its cgroup, its output in logs/<name>.log.
-func (n *Node) run(name string, argv ...string) error {
+func (n *Node) run(name string, argv ...string) error { return n.start1(name, n.nsenter(argv...)) }
+
+// RunOnHost starts a process of the node's in the host's network namespace (a server on HostIP), in the node's
+// cgroup: it is recorded and stopped with the node.
+func (n *Node) RunOnHost(name string, argv ...string) error { return n.start1(name, argv) }
+
+func (n *Node) start1(name string, argv []string) error {
 	logPath := filepath.Join(n.Dir, "logs", name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -359,7 +366,7 @@ func (n *Node) run(name string, argv ...string) error {
 	args := []string{"sh", "-c", join, "sh"}
 	args = append(args, n.cgroupDirs("system")...)
 	args = append(args, "--")
-	args = append(args, n.nsenter(argv...)...)
+	args = append(args, argv...)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Dir = n.Dir
@@ -542,6 +549,7 @@ func (n *Node) certificates() error {
 	if err != nil {
 		return err
 	}
+	n.pki = p
 	_, svcNet, _ := net.ParseCIDR(n.ServiceCIDR)
 	first := slices.Clone(svcNet.IP.To4())
 	first[3]++
@@ -713,6 +721,26 @@ func (n *Node) removeCgroups() error {
 	}
 	return errors.Join(errs...)
 }
+
+// ServingCert issues a serving certificate for hosts from the node's CA (whose certificate is CACertPath), in
+// PEM; only the process that started the node can.
+func (n *Node) ServingCert(hosts ...string) (certPEM, keyPEM []byte, err error) {
+	if n.pki == nil {
+		return nil, nil, errors.New("the node's CA is held by the process that started it")
+	}
+	name := "serving-" + strconv.Itoa(len(hosts))
+	if err := n.pki.issue(name, hosts[0], nil, true, hosts, nil); err != nil {
+		return nil, nil, err
+	}
+	if certPEM, err = os.ReadFile(n.pki.path(name + ".crt")); err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err = os.ReadFile(n.pki.path(name + ".key"))
+	return certPEM, keyPEM, err
+}
+
+// CACertPath is the node's CA certificate (PEM).
+func (n *Node) CACertPath() string { return filepath.Join(n.Dir, "pki", "ca.crt") }
 
 // StartedAt is when the node started (RFC 3339).
 func (n *Node) StartedAt() string { return n.st.StartedAt }
