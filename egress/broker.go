@@ -144,6 +144,7 @@ func (s *Server) initBroker() error {
 		DisableCompression:  true, // answers come as identity, so the meter reads them as they pass
 		TLSHandshakeTimeout: 10 * time.Second,
 		MaxIdleConns:        32,
+		MaxIdleConnsPerHost: 32, // every node's calls go to one or two provider hosts: keep their connections warm
 		IdleConnTimeout:     90 * time.Second,
 	}
 	b.proxy = &httputil.ReverseProxy{
