@@ -63,11 +63,13 @@ func (r *renderer) newKewplanProxy(p *planner.Plan, secrets map[string]string) (
 		if np.Errors || !usesProxy(np) {
 			continue
 		}
+		// A node's user and its git steps' user ("-git") are both the node's: a name whose either is taken (a node
+		// named "fix-git" beside "fix") or that the proxy would refuse gets the first free "node<N>".
 		user := np.Slug
-		if !proxyUserPattern.MatchString(user) || taken[user] {
-			user = "node" + strconv.Itoa(i+1)
+		for n := i + 1; !proxyUserPattern.MatchString(user+"-git") || taken[user] || taken[user+"-git"]; n++ {
+			user = "node" + strconv.Itoa(n)
 		}
-		taken[user] = true
+		taken[user], taken[user+"-git"] = true, true
 		kp.users[np.Name] = user
 		allow := make([]string, 0, len(np.Egress))
 		for _, h := range np.Egress {

@@ -1,6 +1,7 @@
 package k8srender_test
 
 import (
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/egress"
 	"github.com/kewplan/kewplan/internal/testtools/k8stest"
 	"github.com/kewplan/kewplan/k8srender"
@@ -273,6 +275,37 @@ node "fix" {
 	for _, ev := range m.Nodes[0].Job.Spec.Template.Spec.InitContainers[1].Env {
 		if ev.Name == "HTTPS_PROXY" {
 			t.Error("an open node's agent has HTTPS_PROXY")
+		}
+	}
+}
+
+// A node named like another's git steps' user ("fix-git" beside "fix"), or like a fallback name, gets a user of its
+// own: no two nodes ever share a proxy user, whatever their order.
+func TestProxyUsersNeverCollide(t *testing.T) {
+	for _, order := range [][]string{{"fix", "fix-git", "node2"}, {"fix-git", "fix", "node1"}} {
+		var nodes strings.Builder
+		for _, n := range order {
+			fmt.Fprintf(&nodes, "node %q {\n  runner = \"claude-code\"\n  model = \"claude-sonnet-4-5\"\n  repo = \"https://github.com/acme/widgets.git\"\n  prompt = \"p\"\n}\n", n)
+		}
+		dir := t.TempDir()
+		src := "engine \"kubernetes\" {\n  namespace = \"agents\"\n  git_secret = \"g\"\n  credentials_secret = \"c\"\n  proxy_image = \"" + proxyImage + "\"\n}\nsandbox {\n  network = \"allowlist\"\n  images = { \"claude-code\" = \"ghcr.io/kewplan/kew-agent@sha256:5a1b6c9a0d3e4f7081926354a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f70\" }\n}\n" + nodes.String()
+		if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, p, ok := k8stest.Plan(t, dir)
+		if !ok {
+			t.Fatalf("does not plan:\n%s", src)
+		}
+		users := k8srender.ProxyUsers(cfg.Engine(config.EngineKubernetes).Kubernetes, p)
+		seen := map[string]bool{}
+		for _, u := range users {
+			if seen[u] {
+				t.Errorf("order %v: proxy user %q twice in %v", order, u, users)
+			}
+			seen[u] = true
+		}
+		if len(users) != 2*len(order) {
+			t.Errorf("order %v: users %v, want two a node", order, users)
 		}
 	}
 }

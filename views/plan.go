@@ -202,7 +202,7 @@ func planNodeFacts(n *jsonplan.NodeDocument) [][2]string {
 		{"cost", budgetCost(n.Budget)},
 	}
 	if len(n.PrivateHosts) > 0 {
-		facts = slices.Insert(facts, 9, [2]string{"private hosts", strings.Join(n.PrivateHosts, ", ") + " (may resolve to private addresses)"})
+		facts = slices.Insert(facts, 9, [2]string{"private", strings.Join(n.PrivateHosts, ", ") + " (may resolve to private addresses)"})
 	}
 	var rest []string
 	for _, u := range n.Unknown {
