@@ -174,8 +174,17 @@ func streamLatencies(b *testing.B, client *http.Client, proxy, node, ep, ph stri
 		return nil, err
 	}
 	defer res.Body.Close()
+	lat, err := eventLatencies(res.Body, events)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", node, err)
+	}
+	return lat, nil
+}
+
+// eventLatencies reads the stand-in's events from body: each one's trip from the stand-in's write to this read.
+func eventLatencies(body io.Reader, events int) ([]time.Duration, error) {
 	var lat []time.Duration
-	sc := bufio.NewScanner(res.Body)
+	sc := bufio.NewScanner(body)
 	for sc.Scan() {
 		var sent int64
 		if _, err := fmt.Sscanf(sc.Text(), `data: {"type":"content_block_delta","sent":%d}`, &sent); err == nil {
@@ -183,7 +192,7 @@ func streamLatencies(b *testing.B, client *http.Client, proxy, node, ep, ph stri
 		}
 	}
 	if len(lat) != events {
-		return nil, fmt.Errorf("node %s got %d events of %d", node, len(lat), events)
+		return nil, fmt.Errorf("got %d events of %d", len(lat), events)
 	}
 	return lat, nil
 }
@@ -299,16 +308,9 @@ func directConcurrency(b *testing.B, ca testCA, ep string, nodes, events int) fl
 			return 0, err
 		}
 		defer res.Body.Close()
-		var lat []time.Duration
-		sc := bufio.NewScanner(res.Body)
-		for sc.Scan() {
-			var sent int64
-			if _, err := fmt.Sscanf(sc.Text(), `data: {"type":"content_block_delta","sent":%d}`, &sent); err == nil {
-				lat = append(lat, time.Since(time.Unix(0, sent)))
-			}
-		}
-		if len(lat) != events {
-			return 0, fmt.Errorf("got %d events of %d", len(lat), events)
+		lat, err := eventLatencies(res.Body, events)
+		if err != nil {
+			return 0, err
 		}
 		return percentile(lat, 99), nil
 	}

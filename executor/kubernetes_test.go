@@ -364,17 +364,7 @@ func applyK8s(ctx context.Context, t *testing.T, k *kubelet, hcl string, tweak .
 // applyK8sConfig plans the whole configuration src and applies it on the simulated cluster.
 func applyK8sConfig(ctx context.Context, t *testing.T, k *kubelet, src string, tweak ...func(*ApplyOptions)) *k8sApply {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, p, ok := k8stest.Plan(t, dir)
-	if !ok {
-		if p != nil {
-			t.Fatalf("the test configuration does not plan: %s", config.DiagnosticsText(p.Diagnostics))
-		}
-		t.Fatal("the test configuration does not load")
-	}
+	cfg, p, dir := k8stest.PlanSource(t, src)
 	cl := (&k8sengine.Cluster{API: k8stest.FakeAPI{CS: k.cs}, Namespace: k8sNamespace}).WithLogs(k.logs)
 	out := &k8sApply{cluster: cl, stateDir: filepath.Join(dir, ".kewplan"), rec: &recorder{}}
 	opts := ApplyOptions{Config: cfg, Plan: p, StateDir: out.stateDir, Hooks: []Hook{out.rec}, Parallelism: 4,

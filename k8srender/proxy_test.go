@@ -287,15 +287,8 @@ func TestProxyUsersNeverCollide(t *testing.T) {
 		for _, n := range order {
 			fmt.Fprintf(&nodes, "node %q {\n  runner = \"claude-code\"\n  model = \"claude-sonnet-4-5\"\n  repo = \"https://github.com/acme/widgets.git\"\n  prompt = \"p\"\n}\n", n)
 		}
-		dir := t.TempDir()
 		src := "engine \"kubernetes\" {\n  namespace = \"agents\"\n  git_secret = \"g\"\n  credentials_secret = \"c\"\n  proxy_image = \"" + proxyImage + "\"\n}\nsandbox {\n  network = \"allowlist\"\n  images = { \"claude-code\" = \"ghcr.io/kewplan/kew-agent@sha256:5a1b6c9a0d3e4f7081926354a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f70\" }\n}\n" + nodes.String()
-		if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cfg, p, ok := k8stest.Plan(t, dir)
-		if !ok {
-			t.Fatalf("does not plan:\n%s", src)
-		}
+		cfg, p, _ := k8stest.PlanSource(t, src)
 		users := k8srender.ProxyUsers(cfg.Engine(config.EngineKubernetes).Kubernetes, p)
 		seen := map[string]bool{}
 		for _, u := range users {

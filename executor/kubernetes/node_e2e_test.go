@@ -86,14 +86,7 @@ sandbox {
 // apply plans src and applies it on the node, in namespace ns, within ctx.
 func (e *nodeEnv) apply(t testing.TB, ctx context.Context, ns, src string, tweak ...func(*executor.ApplyOptions)) *nodeApply {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, p, ok := k8stest.Plan(t, dir)
-	if !ok {
-		t.Fatalf("the test configuration does not plan:\n%s", src)
-	}
+	cfg, p, dir := k8stest.PlanSource(t, src)
 	cl, err := k8sengine.New(e.restConfig(), ns)
 	if err != nil {
 		t.Fatal(err)

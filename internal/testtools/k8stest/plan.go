@@ -1,6 +1,7 @@
 package k8stest
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -56,4 +57,22 @@ func Engine(cfg *config.Config, namespace string) *config.KubernetesEngine {
 		return &k
 	}
 	return TestEngine(namespace)
+}
+
+// PlanSource writes src as main.hcl of a fresh directory and plans it; a configuration that does not load or plan
+// cleanly fails the test, with its diagnostics. It returns the directory too (a state directory goes beside it).
+func PlanSource(t testing.TB, src string) (cfg *config.Config, p *planner.Plan, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, p, ok := Plan(t, dir)
+	switch {
+	case !ok && p != nil:
+		t.Fatalf("the test configuration does not plan: %s\n%s", config.DiagnosticsText(p.Diagnostics), src)
+	case !ok:
+		t.Fatalf("the test configuration does not load:\n%s", src)
+	}
+	return cfg, p, dir
 }
