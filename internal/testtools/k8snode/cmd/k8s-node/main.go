@@ -29,7 +29,7 @@ import (
 	"github.com/kewplan/kewplan/internal/testtools/k8snode"
 )
 
-// The names under which `up` imports the test images, the ones examples/kubernetes-node.hcl uses.
+// The names under which `up` imports the test images, the ones examples/kubernetes-node uses.
 var stable = map[string]string{"agent": "kewplan-node/agent:latest", "git": "kewplan-node/git:latest", "proxy": "kewplan-node/egress-proxy:latest"}
 
 func main() {

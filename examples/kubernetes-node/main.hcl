@@ -1,9 +1,11 @@
 # A first apply on the local single-node cluster of `make k8s-node-up` (docs/kubernetes.md, "A cluster on this
 # machine"): the fake agent stands in for Claude Code, the git server of the node serves demo.git. The worker commits
-# and its branch is pushed; the reviewer checks out that commit and approves it.
+# and its branch is pushed; the reviewer checks out that commit and approves it. Its images are the node's own,
+# imported by tag (nothing is pushed anywhere that could give them a digest), so the plan warns that they are not
+# pinned: that is why this example has a directory of its own, outside the warning-free examples/*.hcl.
 #
 #   make k8s-node-up && export KUBECONFIG=$HOME/.cache/kewplan-k8s/nodes/slot-0/kubeconfig
-#   kewplan apply examples/kubernetes-node.hcl
+#   kewplan apply examples/kubernetes-node
 
 engine "kubernetes" {
   namespace          = "agents"
