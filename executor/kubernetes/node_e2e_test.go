@@ -454,3 +454,66 @@ node "long" {
 	}
 	a.leftovers(t)
 }
+
+// netprobeReport is the fake agent's "netprobe" system event: direct connections and a DNS query by address.
+type netprobeReport struct {
+	Dial     map[string]string `json:"dial"`
+	DNS      string            `json:"dns"`
+	DNSAddrs []string          `json:"dns_addrs"`
+}
+
+// TestNodeNetworkPolicy: with the node's enforcer running (kube-router's firewall), the run's NetworkPolicies hold
+// on a real pod network: the agent cannot reach the git server, the API server or the cluster DNS directly, while
+// through the proxy its clone and its verdict go through.
+func TestNodeNetworkPolicy(t *testing.T) {
+	e := env(t)
+	if !e.node.Enforcing() {
+		t.Skip("the test node runs no NetworkPolicy enforcer")
+	}
+	ctx := nodeCtx(t, 6*time.Minute)
+	ns := e.namespace(t, nil)
+	repo, _ := e.repo(t)
+	targets := []string{e.node.HostIP + ":443", e.node.NodeIP + ":6443", e.node.DNSServiceIP() + ":53"}
+	a := e.apply(t, ctx, ns, e.config(ns, repo, `
+node "probe" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  role   = "reviewer"
+  repo   = "REPO"
+  ref    = "main"
+  prompt = "mode=verdict\nverdict=approve\ndial=`+strings.Join(targets, ",")+`\ndns=`+e.node.DNSServiceIP()+`:53\ndnsname=`+gitHost+`"
+  timeout = "4m"
+}
+`))
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	n := a.node(t, "probe")
+	if n.Status != ledger.StatusApproved {
+		t.Fatalf("probe: %s (%s); want approved (its clone and verdict go through the proxy)", n.Status, n.Reason)
+	}
+	var rep netprobeReport
+	found := false
+	for _, line := range strings.Split(a.stdout(t, "probe"), "\n") {
+		var ev struct {
+			Subtype  string         `json:"subtype"`
+			Netprobe netprobeReport `json:"netprobe"`
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Subtype == "netprobe" {
+			rep, found = ev.Netprobe, true
+		}
+	}
+	if !found {
+		t.Fatalf("no netprobe report in the agent's log:\n%s", a.stdout(t, "probe"))
+	}
+	t.Logf("from the agent: %+v", rep)
+	for _, target := range targets {
+		if r, ok := rep.Dial[target]; !ok || r == "ok" {
+			t.Errorf("a direct connection to %s: %q; the agent's NetworkPolicy must refuse it", target, r)
+		}
+	}
+	if rep.DNS == "ok" || len(rep.DNSAddrs) > 0 {
+		t.Errorf("the cluster DNS answered the agent for %s: %v", gitHost, rep.DNSAddrs)
+	}
+	a.leftovers(t)
+}

@@ -29,6 +29,9 @@
 //	final_usage=none   the closing assistant message carries no usage
 //	tokens=I,O,CR,CW   usage figures of the result event (default 11,22,33,44; "none" omits usage and modelUsage)
 //	probe=1        with any mode: first report the probe (as mode=probe does), so one run both probes and works
+//	dial=H:P,...   with any mode, first: report, in a system event "netprobe", whether a direct TCP connection (no
+//	               proxy) to each target opens within 3 s, and with dns=SERVER:PORT whether that DNS server answers
+//	               a query for dnsname=NAME (default kubernetes.default.svc.cluster.local)
 //	cost=F             total_cost_usd of the result event (default 0.0125; "none" omits it)
 //	session=S          session id (default "fake-session")
 //	sleep=D            sleep D (a Go duration) before the result
@@ -94,6 +97,9 @@ func main() {
 			"id": id, "model": model, "content": content, "usage": map[string]any{"input_tokens": 1, "output_tokens": 1}}})
 	}
 
+	if opts.get("dial", "") != "" || opts.get("dns", "") != "" {
+		emit(map[string]any{"type": "system", "subtype": "netprobe", "session_id": session, "netprobe": netprobe(opts)})
+	}
 	if opts.get("probe", "") == "1" {
 		emit(map[string]any{"type": "system", "subtype": "probe", "session_id": session, "probe": probe()})
 	}
@@ -395,4 +401,39 @@ func leaveWork(o options) error {
 		return f.Truncate(n)
 	}
 	return nil
+}
+
+// netprobe tries what a pod's own network allows, around its proxy: direct connections, and a DNS server by its
+// address. Each result is "ok" or the error.
+func netprobe(o options) map[string]any {
+	dials := map[string]string{}
+	for _, target := range strings.Split(o.get("dial", ""), ",") {
+		if target == "" {
+			continue
+		}
+		c, err := net.DialTimeout("tcp", target, 3*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		dials[target] = okOr(err)
+	}
+	out := map[string]any{"dial": dials}
+	if server := o.get("dns", ""); server != "" {
+		r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "udp", server)
+		}}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		addrs, err := r.LookupHost(ctx, o.get("dnsname", "kubernetes.default.svc.cluster.local"))
+		out["dns"], out["dns_addrs"] = okOr(err), addrs
+	}
+	return out
+}
+
+func okOr(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
 }

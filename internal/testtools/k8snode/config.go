@@ -98,7 +98,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
 clusterDomain: cluster.local
-clusterDNS: [%[3]s]
+clusterDNS: [%[6]s]
 resolvConf: %[5]s
 podPidsLimit: 1024
 maxPods: 110
@@ -106,10 +106,10 @@ serializeImagePulls: false
 registerNode: true
 rotateCertificates: false
 serverTLSBootstrap: false
-`, n.cgroupName(), n.ContainerdSocket, n.NodeIP, filepath.Join(d, "pki"), filepath.Join(d, "resolv.conf")),
+`, n.cgroupName(), n.ContainerdSocket, n.NodeIP, filepath.Join(d, "pki"), filepath.Join(d, "resolv.conf"), n.DNSServiceIP()),
 
-		// The node's own resolver for pods with dnsPolicy Default: CoreDNS, which forwards nothing.
-		"resolv.conf": "nameserver " + n.NodeIP + "\n",
+		// The node's resolver for pods with dnsPolicy Default (the cluster DNS's own): none that answers.
+		"resolv.conf": "nameserver 127.0.0.1\n",
 
 		// conntrack: leave the host-wide limits alone. masqueradeAll: service traffic is masqueraded, so replies
 		// between pods on the one bridge always come back through the node.
@@ -130,9 +130,6 @@ iptables:
   masqueradeAll: true
 `, n.Kubeconfig, n.PodCIDR),
 
-		// The cluster DNS: the test's hosts and nothing else (no forward plugin is built in).
-		"Corefile": fmt.Sprintf(".:53 {\n  errors\n  hosts %s {\n    reload 0\n  }\n}\n", filepath.Join(d, "hosts")),
-		"hosts":    hostsFile(n.HostIP, n.opts.HostNames),
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(d, name), []byte(content), 0o600); err != nil {

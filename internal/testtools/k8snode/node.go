@@ -302,9 +302,6 @@ func (n *Node) start(ctx context.Context) error {
 		"--bind-address=127.0.0.1", "--secure-port=10259"); err != nil {
 		return err
 	}
-	if err := n.run("coredns", n.binPath("coredns"), "-conf", filepath.Join(n.Dir, "Corefile"), "-dns.port=53"); err != nil {
-		return err
-	}
 	if err := n.run("containerd", "containerd", "--config", filepath.Join(n.Dir, "containerd.toml")); err != nil {
 		return err
 	}
@@ -312,6 +309,9 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	if err := n.importPause(ctx); err != nil {
+		return err
+	}
+	if err := n.buildCoreDNSImage(ctx); err != nil {
 		return err
 	}
 	if err := saveSysctls(n.root); err != nil {
@@ -330,7 +330,10 @@ func (n *Node) start(ctx context.Context) error {
 		"--hostname-override="+n.Name); err != nil {
 		return err
 	}
-	return n.waitReady(ctx)
+	if err := n.waitReady(ctx); err != nil {
+		return err
+	}
+	return n.startDNS(ctx)
 }
 
 func (n *Node) binPath(name string) string { return filepath.Join(n.bin, name) }
@@ -737,6 +740,16 @@ func (n *Node) ServingCert(hosts ...string) (certPEM, keyPEM []byte, err error) 
 	}
 	keyPEM, err = os.ReadFile(n.pki.path(name + ".key"))
 	return certPEM, keyPEM, err
+}
+
+// Enforcing says whether the node runs a NetworkPolicy enforcer (kube-router's firewall).
+func (n *Node) Enforcing() bool {
+	for _, p := range n.st.Procs {
+		if p.Name == "kube-router" {
+			return true
+		}
+	}
+	return false
 }
 
 // CACertPath is the node's CA certificate (PEM).

@@ -140,6 +140,33 @@ GO
   echo "$dir"
 }
 
+# kube-router in firewall-only mode is the test node's NetworkPolicy enforcer (iptables and ipset in the node's
+# namespace); it runs only there, in the tests.
+KUBE_ROUTER_VERSION=${KEWPLAN_KUBE_ROUTER_VERSION:-v2.1.0}
+kube_router_module() {
+  local dir=$CACHE/src/kube-router-$KUBE_ROUTER_VERSION
+  if [ -f "$dir/.ready" ]; then echo "$dir"; return; fi
+  mkdir -p "$dir"
+  log "preparing a build module for kube-router $KUBE_ROUTER_VERSION in $dir"
+  cat > "$dir/go.mod" <<GOMOD
+module kewplan.local/kuberoutertools
+
+go $("$GO" env GOVERSION | sed 's/^go//')
+
+require github.com/cloudnativelabs/kube-router/v2 $KUBE_ROUTER_VERSION
+GOMOD
+  cat > "$dir/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import _ "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router"
+GO
+  (cd "$dir" && nice -n 10 "$GO" mod tidy) >&2
+  touch "$dir/.ready"
+  echo "$dir"
+}
+
 # The pod sandbox's pause process: the kubernetes module's own pause.c, linked static so a FROM-scratch image can run it.
 build_pause() { # module-dir
   local dir=$1
@@ -156,8 +183,8 @@ targets=("$@")
 expanded=()
 for t in "${targets[@]}"; do
   case $t in
-    node) expanded+=(kubelet scheduler proxy pause coredns) ;;
-    all) expanded+=(etcd apiserver controller-manager kubelet scheduler proxy pause coredns) ;;
+    node) expanded+=(kubelet scheduler proxy pause coredns kube-router) ;;
+    all) expanded+=(etcd apiserver controller-manager kubelet scheduler proxy pause coredns kube-router) ;;
     *) expanded+=("$t") ;;
   esac
 done
@@ -169,9 +196,10 @@ for t in "${expanded[@]}"; do
     kubelet) locked kubelet build kubelet "$(locked kube-module kube_module)" k8s.io/kubernetes/cmd/kubelet ;;
     scheduler) locked kube-scheduler build kube-scheduler "$(locked kube-module kube_module)" k8s.io/kubernetes/cmd/kube-scheduler ;;
     proxy) locked kube-proxy build kube-proxy "$(locked kube-module kube_module)" k8s.io/kubernetes/cmd/kube-proxy ;;
+    kube-router) locked kube-router build kube-router "$(locked kube-router-module kube_router_module)" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router ;;
     coredns) locked coredns build coredns "$(locked coredns-module coredns_module)" . ;;
     pause) locked pause build_pause "$(locked kube-module kube_module)" ;;
-    *) echo "build-binaries.sh: unknown target $t (want etcd, apiserver, controller-manager, node, kubelet, scheduler, proxy, pause, coredns or all)" >&2; exit 2 ;;
+    *) echo "build-binaries.sh: unknown target $t (want etcd, apiserver, controller-manager, node, kubelet, scheduler, proxy, pause, coredns, kube-router or all)" >&2; exit 2 ;;
   esac
 done
 echo "$BIN"
