@@ -178,7 +178,7 @@ func (s *Server) serveOwn(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	if r.URL.IsAbs() {
-		if !addressedToSelf(r) {
+		if !addressedToSelf(r) && !s.namedSelf(r) {
 			return false
 		}
 		r.Header.Del("Proxy-Authorization")
@@ -191,6 +191,28 @@ func (s *Server) serveOwn(w http.ResponseWriter, r *http.Request) bool {
 	case strings.HasPrefix(path, ControlEndNodePath):
 		s.serveControl(w, r, strings.TrimPrefix(path, ControlEndNodePath))
 		return true
+	}
+	return false
+}
+
+// namedSelf reports whether an absolute-form request's URL names one of the configuration's SelfAddresses (IP
+// literals, like addressedToSelf's).
+func (s *Server) namedSelf(r *http.Request) bool {
+	if r.URL.Scheme != "http" || r.URL.User != nil {
+		return false
+	}
+	host := r.URL.Host
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		host = net.JoinHostPort(strings.Trim(host, "[]"), "80")
+	}
+	got, err := netip.ParseAddrPort(host)
+	if err != nil {
+		return false
+	}
+	for _, a := range s.cfg.SelfAddresses {
+		if want, err := netip.ParseAddrPort(a); err == nil && want.Addr().Unmap() == got.Addr().Unmap() && want.Port() == got.Port() {
+			return true
+		}
 	}
 	return false
 }

@@ -66,7 +66,12 @@ type BrokerCredential struct {
 	// characters, unique in the configuration.
 	Placeholder string `json:"placeholder"`
 	// Value is the real credential. It exists only in the proxy's memory: the configuration arrives on stdin.
-	Value string `json:"value"`
+	Value string `json:"value,omitempty"`
+	// ValueEnv, instead of Value, names the proxy process's environment variable that holds it: on Kubernetes the
+	// proxy's pod gets it from the credentials Secret, and the configuration (in a Secret too) holds none. A
+	// credential whose variable is unset or empty is dropped when the configuration is loaded, and its
+	// placeholder refused like any unknown one.
+	ValueEnv string `json:"value_env,omitempty"`
 	// Header carries Value upstream: "x-api-key" (Anthropic API keys) or "Authorization".
 	Header string `json:"header"`
 	// Scheme, when set, prefixes Value in Header: "Bearer" gives "Authorization: Bearer <value>".

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -56,6 +57,10 @@ type Config struct {
 	// UpstreamCAPEM is PEM text of certificates trusted, in addition to the system roots, for brokered requests
 	// only (a model gateway with its own CA; the tests' stand-in). The forward proxy never terminates TLS.
 	UpstreamCAPEM string `json:"upstream_ca_pem,omitempty"`
+	// SelfAddresses are more "ip:port" addresses that name this proxy in a request's absolute URL (on Kubernetes,
+	// the cluster IP and port of the Service in front of it): an agent that sends its base-URL requests through
+	// HTTP_PROXY names the Service, not the address the proxy listens on.
+	SelfAddresses []string `json:"self_addresses,omitempty"`
 }
 
 // NodeConfig is one agent's credentials and allowlist.
@@ -106,6 +111,34 @@ func LoadConfig(path string, stdin io.Reader) (*Config, error) {
 	return cfg, nil
 }
 
+// resolveCredentialEnv reads each broker credential named by ValueEnv from the proxy's environment, dropping one
+// whose variable is unset or empty (the Secret the variable comes from lacks the key: the node's other credential
+// names may still be there).
+func (cfg *Config) resolveCredentialEnv(getenv func(string) string) error {
+	for i := range cfg.Nodes {
+		b := cfg.Nodes[i].Broker
+		if b == nil {
+			continue
+		}
+		kept := b.Credentials[:0]
+		for _, c := range b.Credentials {
+			if c.ValueEnv == "" {
+				kept = append(kept, c)
+				continue
+			}
+			if c.Value != "" || !envNamePattern.MatchString(c.ValueEnv) {
+				return fmt.Errorf("node %q: credential %s: value_env must be an environment variable name, and the only source of the value", cfg.Nodes[i].Name, c.Name)
+			}
+			if c.Value = getenv(c.ValueEnv); c.Value != "" {
+				c.ValueEnv = ""
+				kept = append(kept, c)
+			}
+		}
+		b.Credentials = kept
+	}
+	return nil
+}
+
 // ParseConfig decodes and checks a configuration. Unknown keys are refused: a misspelt key would otherwise
 // silently mean its default.
 func ParseConfig(data []byte) (*Config, error) {
@@ -118,8 +151,16 @@ func ParseConfig(data []byte) (*Config, error) {
 	if dec.More() {
 		return nil, errors.New("not a valid configuration: more than one JSON value")
 	}
+	if err := cfg.resolveCredentialEnv(os.Getenv); err != nil {
+		return nil, err
+	}
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultListen
+	}
+	for _, a := range cfg.SelfAddresses {
+		if _, err := netip.ParseAddrPort(a); err != nil {
+			return nil, fmt.Errorf("self address %q is not ip:port: %w", a, err)
+		}
 	}
 	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen %q is not host:port: %w", cfg.Listen, err)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -89,6 +91,8 @@ func (r *appliedObjects) proxyConfig(t *testing.T) (*egress.Config, *corev1.Secr
 	defer r.mu.Unlock()
 	for i := range r.secrets {
 		if data, ok := r.secrets[i].Data[k8srender.ProxyConfigKey]; ok {
+			// As in the proxy's pod, whose environment holds the brokered credentials from credentials_secret.
+			t.Setenv(k8srender.CredentialEnv("ANTHROPIC_API_KEY"), "s3cret-key")
 			cfg, err := egress.ParseConfig(data)
 			if err != nil {
 				t.Fatalf("the applied proxy configuration does not parse: %v", err)
@@ -118,6 +122,13 @@ func TestKubernetesProxySecretsPerApply(t *testing.T) {
 			t.Fatalf("fix: %s %q", fix.Status, fix.Reason)
 		}
 		cfg, secret := rec.proxyConfig(t)
+		// fix is brokered: its placeholder for the one credential the Secret holds is fresh too, and the real value
+		// is in no object kewplan applied but the cluster's own Secret.
+		ph := string(secret.Data[k8srender.PlaceholderKey("fix", "ANTHROPIC_API_KEY")])
+		if _, oauth := secret.Data[k8srender.PlaceholderKey("fix", "CLAUDE_CODE_OAUTH_TOKEN")]; oauth || ph == "" {
+			t.Errorf("placeholders in the proxy's Secret: %v; want one for ANTHROPIC_API_KEY only (the Secret's one key)", slices.Collect(maps.Keys(secret.Data)))
+		}
+		secrets = append(secrets, ph)
 		for _, n := range cfg.Nodes {
 			secrets = append(secrets, n.Secret)
 			url := string(secret.Data[k8srender.ProxyURLKey(n.Name)])
@@ -135,8 +146,8 @@ func TestKubernetesProxySecretsPerApply(t *testing.T) {
 			t.Errorf("the proxied pod's DNS: %q %+v; want none", pod.DNSPolicy, pod.DNSConfig)
 		}
 	}
-	if len(secrets) != 4 {
-		t.Fatalf("secrets %d, want 2 users twice", len(secrets))
+	if len(secrets) != 6 {
+		t.Fatalf("secrets %d, want 2 users and a placeholder, twice", len(secrets))
 	}
 	seen := map[string]bool{}
 	for _, s := range secrets {

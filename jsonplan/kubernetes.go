@@ -58,12 +58,13 @@ func (d *Document) SetEngine(engine string, m *k8srender.Manifests, e *config.Ku
 		return
 	}
 	d.Kubernetes = &Kubernetes{PlanDocument: *k8srender.NewPlanDocument(m, e)}
-	// A cluster does not broker credentials (k8srender's brokered-credentials difference): the agent step reads
-	// the values from the credentials Secret, so the document says forward, whatever the Docker plan would do.
+	// Without kewplan's proxy (proxy_image) a cluster does not broker credentials (k8srender's
+	// brokered-credentials difference): the agent step reads the values from the credentials Secret, so the
+	// document says forward, whatever the Docker plan would do.
 	for i := range d.Nodes {
 		n := &d.Nodes[i]
-		if n.CredentialMode != config.CredentialsBrokered {
-			continue
+		if n.CredentialMode != config.CredentialsBrokered || e.ProxyImage != "" {
+			continue // with proxy_image kewplan's proxy brokers them, as on Docker
 		}
 		n.CredentialMode, n.BrokeredEndpoints = config.CredentialsForward, nil
 		for c := range n.CredentialModes {

@@ -93,10 +93,14 @@ func Differences(e *config.KubernetesEngine, p *planner.Plan) []Difference {
 			Docker:     "Each node's proxy secret is random per apply and passed to its container by value only.",
 			Kubernetes: "kewplan's proxy runs per run (a Deployment, Service, Secret and NetworkPolicy) and holds each node to its own allowlist by a per-node secret in the proxy's Secret, read by secretKeyRef; the git steps have a user of their own that reaches only the repository's host. apply gives every user a fresh random secret and reads the proxy Service's cluster IP before it renders the Jobs; manifests from render or plan --format yaml hold the placeholders " + strconv.Quote(ProxySecretPlaceholder) + " (which the proxy refuses as too short) and " + ProxyAddressPlaceholder + ", never a value a plan's reader could compute. The proxy's NetworkPolicy allows egress to public addresses on the allowlisted ports; the host names are the proxy's to enforce."})
 	}
-	if brokered {
+	if brokered && e.ProxyImage == "" {
 		out = append(out, Difference{ID: DiffBrokered,
 			Docker:     "A brokered node's container holds placeholders for its credentials and its base-URL variable points at kewplan's egress proxy, which adds the real values only on requests to the runner's endpoints while the node runs.",
-			Kubernetes: "The credentials are not brokered: the agent step reads the real values from credentials_secret by secretKeyRef, as with credentials = \"forward\". Brokering on a cluster is not implemented, so the plan on this engine says forward."})
+			Kubernetes: "Without proxy_image the credentials are not brokered: the agent step reads the real values from credentials_secret by secretKeyRef, as with credentials = \"forward\", so the plan on this engine says forward. With proxy_image, kewplan's proxy brokers them."})
+	} else if brokered {
+		out = append(out, Difference{ID: DiffBrokered,
+			Docker:     "A brokered node's container holds placeholders for its credentials and its base-URL variable points at kewplan's egress proxy, which adds the real values only on requests to the runner's endpoints while the node runs; apply reads the proxy's meter into the ledger.",
+			Kubernetes: "As on Docker, the agent step holds placeholders (fresh for every apply, from the proxy's Secret) and its base-URL variable points at kewplan's proxy by its Service's cluster IP; only the proxy's pod holds the real values (from credentials_secret by secretKeyRef). The proxy meters and caps each node's model calls itself, but apply does not read its meter: the ledger's cost is the agent's stream's, and the proxy's figures are in its log."})
 	}
 	if e.RuntimeClass == "" {
 		out = append(out, Difference{ID: DiffRuntimeClass,

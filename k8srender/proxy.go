@@ -3,8 +3,11 @@ package k8srender
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -17,6 +20,7 @@ import (
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/egress"
+	"github.com/kewplan/kewplan/internal/brokerplan"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -47,7 +51,29 @@ type kewplanProxy struct {
 	ports   map[int]bool      // the ports of the allowlisted hosts
 	secrets map[string]string // Options.ProxySecrets
 	private bool              // some user may reach hosts on private addresses (private_hosts)
+	// brokered are the nodes whose credentials the proxy brokers, by node name; credentials the names the
+	// proxy's pod reads from credentials_secret for them.
+	brokered    map[string]*brokerUse
+	credentials map[string]bool
 }
+
+// brokerUse is what a brokered node's agent step gets: a placeholder (from the proxy's Secret) for each of its
+// credentials the credentials Secret holds, and its base-URL variable pointing at the proxy's broker.
+type brokerUse struct {
+	user, baseURLVar string
+	names            []string
+}
+
+// PlaceholderKey is the key, in the proxy's Secret, of the placeholder a brokered node's user holds for the
+// credential name; BaseURLKey the key of its base URL. Neither can be a user's URL key ("." is in no user name).
+func PlaceholderKey(user, name string) string { return "placeholder." + user + "." + name }
+
+// BaseURLKey is the key of a brokered user's base URL in the proxy's Secret.
+func BaseURLKey(user string) string { return "base-url." + user }
+
+// CredentialEnv is the environment variable of the proxy's pod that holds the credential name's real value (from
+// credentials_secret by secretKeyRef).
+func CredentialEnv(name string) string { return "KEW_CREDENTIAL_" + name }
 
 // usesProxy says whether the node's pod goes through the egress proxy.
 func usesProxy(np *planner.NodePlan) bool { return np.Network != config.NetworkOpen }
@@ -55,8 +81,12 @@ func usesProxy(np *planner.NodePlan) bool { return np.Network != config.NetworkO
 // newKewplanProxy gives every proxied node its users, secrets and allowlists.
 func (r *renderer) newKewplanProxy(p *planner.Plan, secrets map[string]string) (*kewplanProxy, error) {
 	kp := &kewplanProxy{name: r.sharedName("egress-proxy"), users: map[string]string{}, urls: map[string]string{},
-		ports: map[int]bool{}, secrets: secrets,
-		cfg: egress.Config{Listen: egress.DefaultListen, Nodes: []egress.NodeConfig{}}}
+		ports: map[int]bool{}, secrets: secrets, brokered: map[string]*brokerUse{}, credentials: map[string]bool{},
+		cfg: egress.Config{Listen: egress.DefaultListen, Nodes: []egress.NodeConfig{}, UpstreamCAPEM: r.upstreamCA}}
+	if net.ParseIP(r.proxyAddress) != nil {
+		// A brokered agent's base-URL requests that go through HTTP_PROXY name the Service, not the pod.
+		kp.cfg.SelfAddresses = []string{net.JoinHostPort(r.proxyAddress, strconv.FormatInt(r.e.ProxyPort, 10))}
+	}
 	host := r.proxyAddress
 	taken := map[string]bool{}
 	for i, np := range p.Nodes {
@@ -91,12 +121,72 @@ func (r *renderer) newKewplanProxy(p *planner.Plan, secrets map[string]string) (
 			if err != nil {
 				return nil, err
 			}
-			kp.cfg.Nodes = append(kp.cfg.Nodes, egress.NodeConfig{Name: u.name, Secret: secret, Allow: nonNilStrings(u.allow), PrivateHosts: u.private})
+			nc := egress.NodeConfig{Name: u.name, Secret: secret, Allow: nonNilStrings(u.allow), PrivateHosts: u.private}
+			if u.name == user {
+				if nc.Broker, err = r.broker(kp, np, user, secrets); err != nil {
+					return nil, err
+				}
+			}
+			kp.cfg.Nodes = append(kp.cfg.Nodes, nc)
 			kp.private = kp.private || len(u.private) > 0
 			kp.urls[ProxyURLKey(u.name)] = egress.ProxyURL(host, int(r.e.ProxyPort), u.name, secret)
 		}
 	}
 	return kp, nil
+}
+
+// broker is a brokered node's broker section (nil for one whose credentials are forwarded, or whose runner reads
+// its API's address from no variable): the real values come from the proxy pod's environment, the placeholders
+// and the base URL go to the proxy's Secret, which the agent step reads them from.
+func (r *renderer) broker(kp *kewplanProxy, np *planner.NodePlan, user string, secrets map[string]string) (*egress.BrokerConfig, error) {
+	if !brokerplan.Brokered(np) || np.Container == nil || np.Container.BaseURL == "" {
+		return nil, nil
+	}
+	held := func(name string) bool { return r.credentialKeys == nil || slices.Contains(r.credentialKeys, name) }
+	src := func(name string) (string, string, bool) { return "", CredentialEnv(name), held(name) }
+	mint := func(name string) (string, error) {
+		key := PlaceholderKey(user, name)
+		ph, err := r.proxySecret(secrets, key)
+		kp.urls[key] = ph
+		return ph, err
+	}
+	cfg, t, phs, err := brokerplan.Config(np, src, mint)
+	if err != nil || cfg == nil || len(phs) == 0 {
+		return nil, err
+	}
+	bu := &brokerUse{user: user, baseURLVar: np.Container.BaseURL}
+	for _, name := range np.Credentials {
+		if _, ok := phs[name]; ok {
+			bu.names = append(bu.names, name)
+			kp.credentials[name] = true
+		}
+	}
+	kp.brokered[np.Name] = bu
+	kp.urls[BaseURLKey(user)] = egress.BrokerBaseURL(r.proxyAddress, int(r.e.ProxyPort), user, t.Endpoint, t.Path)
+	return cfg, nil
+}
+
+// BrokerPlaceholderKeys are the keys of the placeholders apply mints (Options.ProxySecrets), in plan order, each
+// with the credential it stands for: the brokered nodes' credentials that credentialKeys (the credentials
+// Secret's keys; nil: all) holds.
+func BrokerPlaceholderKeys(e *config.KubernetesEngine, p *planner.Plan, credentialKeys []string) [][2]string {
+	if e == nil || e.ProxyImage == "" {
+		return nil
+	}
+	r := &renderer{e: e, run: "x", digest: p.ConfigDigest, credentialKeys: credentialKeys}
+	kp, err := r.newKewplanProxy(p, nil)
+	if err != nil {
+		return nil
+	}
+	var out [][2]string
+	for _, np := range p.Nodes {
+		if bu := kp.brokered[np.Name]; bu != nil {
+			for _, name := range bu.names {
+				out = append(out, [2]string{PlaceholderKey(bu.user, name), name})
+			}
+		}
+	}
+	return out
 }
 
 // privateFor is the node's private_hosts entries that name host: the git steps' user may reach the repository on
@@ -180,6 +270,35 @@ func (kp *kewplanProxy) env(user string) []corev1.EnvVar {
 	}
 }
 
+// proxyCredentialEnv is the real values of the brokered credentials, from credentials_secret by secretKeyRef: the
+// proxy's pod is the only one that holds them.
+func (r *renderer) proxyCredentialEnv(kp *kewplanProxy) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	for _, name := range slices.Sorted(maps.Keys(kp.credentials)) {
+		env = append(env, corev1.EnvVar{Name: CredentialEnv(name), ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: r.e.CredentialsSecret}, Key: name, Optional: ptr(true)}}})
+	}
+	return env
+}
+
+// brokerEnv is a brokered node's agent step's credentials and base URL, each from the proxy's Secret; nil for a
+// node whose credentials are forwarded.
+func (r *renderer) brokerEnv(np *planner.NodePlan) []corev1.EnvVar {
+	if r.proxy == nil || r.proxy.brokered[np.Name] == nil {
+		return nil
+	}
+	bu := r.proxy.brokered[np.Name]
+	ref := func(name, key string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: r.proxy.name}, Key: key}}}
+	}
+	var env []corev1.EnvVar
+	for _, name := range bu.names {
+		env = append(env, ref(name, PlaceholderKey(bu.user, name)))
+	}
+	return append(env, ref(bu.baseURLVar, BaseURLKey(bu.user)))
+}
+
 // podLabels are the labels of the proxy's pods: the default proxy selector, so an agent NetworkPolicy written for
 // kewplan's proxy matches, and the run, so two runs' proxies stay apart.
 func (r *renderer) proxyPodLabels() map[string]string {
@@ -244,6 +363,7 @@ func (r *renderer) proxyObjects(kp *kewplanProxy) ([]Object, error) {
 						Command:         []string{egress.BinaryPath, egress.Subcommand, "--config", proxyConfigMount + "/" + ProxyConfigKey},
 						Ports:           []corev1.ContainerPort{{Name: "proxy", ContainerPort: egress.DefaultPort, Protocol: tcp}},
 						VolumeMounts:    []corev1.VolumeMount{{Name: "config", MountPath: proxyConfigMount, ReadOnly: true}},
+						Env:             r.proxyCredentialEnv(kp),
 						SecurityContext: sc,
 						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{
 							Port: intstr.FromInt32(egress.DefaultPort)}}, PeriodSeconds: 5},

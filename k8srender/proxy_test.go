@@ -32,6 +32,10 @@ func applySecrets() map[string]string {
 	for _, u := range []string{"fix", "fix-git", "review", "review-git"} {
 		s[u] = strings.Repeat("s", 40) + u
 	}
+	// fix is brokered (review forwards its credentials): its two placeholders.
+	for _, name := range []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"} {
+		s[k8srender.PlaceholderKey("fix", name)] = "kewplan-placeholder-" + strings.Repeat("p", 32) + name
+	}
 	return s
 }
 
@@ -69,6 +73,41 @@ func TestRenderEgressProxy(t *testing.T) {
 	deploy := m.Shared[2].(*appsv1.Deployment)
 	svc := m.Shared[3].(*corev1.Service)
 	proxyNP := m.Shared[4].(*networkingv1.NetworkPolicy)
+
+	// fix is brokered: the configuration names the proxy pod's variables, never a value; the Deployment fills
+	// them from credentials_secret; the agent step holds placeholders and its base URL, both from the proxy's
+	// Secret.
+	raw := string(secret.Data[k8srender.ProxyConfigKey])
+	if !strings.Contains(raw, `"value_env": "KEW_CREDENTIAL_ANTHROPIC_API_KEY"`) || strings.Contains(raw, `"value":`) {
+		t.Errorf("the broker section does not name the proxy's environment alone:\n%s", raw)
+	}
+	var credEnv []string
+	for _, ev := range deploy.Spec.Template.Spec.Containers[0].Env {
+		if ev.ValueFrom == nil || ev.ValueFrom.SecretKeyRef == nil || ev.ValueFrom.SecretKeyRef.Name != "agent-keys" {
+			t.Errorf("proxy env %s is not read from the credentials Secret", ev.Name)
+		}
+		credEnv = append(credEnv, ev.Name+"="+ev.ValueFrom.SecretKeyRef.Key)
+	}
+	if diff := cmp.Diff([]string{"KEW_CREDENTIAL_ANTHROPIC_API_KEY=ANTHROPIC_API_KEY", "KEW_CREDENTIAL_CLAUDE_CODE_OAUTH_TOKEN=CLAUDE_CODE_OAUTH_TOKEN"}, credEnv); diff != "" {
+		t.Errorf("proxy credential env (-want +got):\n%s", diff)
+	}
+	for _, n := range m.Nodes {
+		if n.Node != "fix" {
+			continue
+		}
+		for _, ev := range n.Job.Spec.Template.Spec.InitContainers[1].Env {
+			if ref := ev.ValueFrom; ref != nil && ref.SecretKeyRef != nil && ref.SecretKeyRef.Name == "agent-keys" {
+				t.Errorf("the brokered agent reads %s from the credentials Secret", ev.Name)
+			}
+			if ev.Name == "ANTHROPIC_BASE_URL" && (ev.ValueFrom == nil || ev.ValueFrom.SecretKeyRef.Key != k8srender.BaseURLKey("fix")) {
+				t.Errorf("ANTHROPIC_BASE_URL = %+v", ev)
+			}
+		}
+	}
+	if got := string(secret.Data[k8srender.BaseURLKey("fix")]); got != "http://"+proxyAddress+":3128/broker/fix/api.anthropic.com" {
+		t.Errorf("fix's base URL %q", got)
+	}
+	t.Setenv(k8srender.CredentialEnv("ANTHROPIC_API_KEY"), "sk-ant-real-test-value")
 
 	// The configuration is what `kewplan egress-proxy --config` reads.
 	cfg, err := egress.ParseConfig(secret.Data[k8srender.ProxyConfigKey])
@@ -194,7 +233,18 @@ func TestRenderEgressProxyPlaceholders(t *testing.T) {
 		t.Errorf("the proxy accepts the rendered configuration (%v); want the placeholder secret refused", err)
 	}
 	for key, v := range secret.Data {
-		if key == k8srender.ProxyConfigKey {
+		switch {
+		case key == k8srender.ProxyConfigKey:
+			continue
+		case strings.HasPrefix(key, "placeholder."):
+			if string(v) != k8srender.ProxySecretPlaceholder {
+				t.Errorf("%s = %q, want %q", key, v, k8srender.ProxySecretPlaceholder)
+			}
+			continue
+		case strings.HasPrefix(key, "base-url."):
+			if !strings.Contains(string(v), k8srender.ProxyAddressPlaceholder+":3128") {
+				t.Errorf("%s = %q, want the address placeholder", key, v)
+			}
 			continue
 		}
 		if want := ":" + url.UserPassword("x", k8srender.ProxySecretPlaceholder).String()[2:] + "@" + k8srender.ProxyAddressPlaceholder + ":3128"; !strings.Contains(string(v), want) {
@@ -218,7 +268,11 @@ func TestRenderEgressProxyRefusals(t *testing.T) {
 	if users := k8srender.ProxyUsers(e, p); strings.Join(users, ",") != "fix,fix-git,review,review-git" {
 		t.Errorf("ProxyUsers = %v", users)
 	}
-	_, diags := k8srender.Render(p, k8srender.Options{Engine: e, ProxySecrets: map[string]string{"fix": strings.Repeat("x", 64)}})
+	partial := map[string]string{"fix": strings.Repeat("x", 64)}
+	for _, kn := range k8srender.BrokerPlaceholderKeys(e, p, nil) {
+		partial[kn[0]] = "kewplan-placeholder-" + strings.Repeat("p", 40)
+	}
+	_, diags := k8srender.Render(p, k8srender.Options{Engine: e, ProxySecrets: partial})
 	if !diags.HasErrors() || !strings.Contains(diags.Error(), `proxy user "fix-git"`) {
 		t.Errorf("Render with a missing proxy secret: %v", diags)
 	}

@@ -89,6 +89,12 @@ type Options struct {
 	// operator's proxy_service): those pods have no DNS, so they reach the proxy by address. "" renders
 	// ProxyAddressPlaceholder (render, plan); apply reads the Service first.
 	ProxyAddress string
+	// CredentialKeys are the keys of credentials_secret (apply reads them): a brokered node gets placeholders for
+	// those of its credentials only. nil (render, plan) assumes every credential is there.
+	CredentialKeys []string
+	// UpstreamCAPEM is sandbox.egress.upstream_ca_file's content, the authorities kewplan's proxy trusts beside the
+	// system's roots for brokered requests; "" for none.
+	UpstreamCAPEM string
 }
 
 // Placeholders of what only apply knows. A secret placeholder is shorter than any secret the egress proxy
@@ -156,7 +162,7 @@ func Render(p *planner.Plan, opts Options) (*Manifests, hcl.Diagnostics) {
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid run id",
 			Detail: fmt.Sprintf("The run id %q cannot be a Kubernetes label value (at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit).", run)}}
 	}
-	r := &renderer{e: opts.Engine, run: run, suffix: opts.NameSuffix, digest: p.ConfigDigest, names: map[string]string{},
+	r := &renderer{e: opts.Engine, run: run, suffix: opts.NameSuffix, digest: p.ConfigDigest, names: map[string]string{}, credentialKeys: opts.CredentialKeys, upstreamCA: opts.UpstreamCAPEM,
 		proxyAddress: opts.ProxyAddress}
 	if r.proxyAddress == "" {
 		r.proxyAddress = ProxyAddressPlaceholder
@@ -209,6 +215,9 @@ type renderer struct {
 	proxy  *kewplanProxy     // kewplan's egress proxy; nil when the operator runs one
 	// proxyAddress is Options.ProxyAddress or its placeholder.
 	proxyAddress string
+	// credentialKeys and upstreamCA are Options.CredentialKeys and Options.UpstreamCAPEM.
+	credentialKeys []string
+	upstreamCA     string
 }
 
 var (
@@ -490,9 +499,13 @@ func (r *renderer) agent(np *planner.NodePlan) corev1.Container {
 		args = []string{planner.UnknownValue}
 	}
 	env := []corev1.EnvVar{{Name: "HOME", Value: planner.AgentHomeTmpfs}}
-	for _, name := range np.Credentials {
-		env = append(env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: r.e.CredentialsSecret}, Key: name, Optional: ptr(true)}}})
+	if broker := r.brokerEnv(np); broker != nil {
+		env = append(env, broker...) // placeholders: the real values are in the proxy's pod only
+	} else {
+		for _, name := range np.Credentials {
+			env = append(env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: r.e.CredentialsSecret}, Key: name, Optional: ptr(true)}}})
+		}
 	}
 	env = append(env, safeWork...)
 	env = append(env, r.networkProxyEnv(np, false)...)

@@ -4,16 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
-	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/egress"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/internal/brokerplan"
 	"github.com/kewplan/kewplan/planner"
-	"github.com/kewplan/kewplan/runners"
 )
 
 // Brokered credentials on Docker. A brokered node's proxy user gets a broker section (its runner's endpoints, a
@@ -31,99 +28,29 @@ type brokerNode struct {
 	path         string            // what the base URL has after the endpoint
 }
 
-// brokerConfig builds a brokered node's broker section; nil for a node whose credentials are forwarded.
+// brokerConfig builds a brokered node's broker section, the real values from kewplan's environment; nil for a
+// node whose credentials are forwarded.
 func (d *dockerEngine) brokerConfig(np *planner.NodePlan, user string) (*egress.BrokerConfig, *brokerNode, error) {
-	if np.CredentialMode != config.CredentialsBrokered || len(np.BrokeredEndpoints) == 0 {
-		return nil, nil, nil
+	src := func(name string) (string, string, bool) {
+		v := d.env[name]
+		return v, "", v != "" // unset in kewplan's environment: the container gets no placeholder for it either
 	}
-	bu, builtin := runners.BrokeredBaseURL(np.Runner)
-	api := egress.BrokerAPIOpenAI
-	if np.Protocol == "claude-code" {
-		api = egress.BrokerAPIAnthropic
-	}
-	if builtin && bu.API != "" {
-		api = bu.API
-	}
-	bn := &brokerNode{user: user, placeholders: map[string]string{}, endpoint: np.BrokeredEndpoints[0]}
-	if builtin && bu.Endpoint != "" {
-		for _, e := range np.BrokeredEndpoints {
-			if e == bu.Endpoint {
-				bn.endpoint, bn.path = bu.Endpoint, bu.Path
-			}
-		}
-	}
-	cfg := &egress.BrokerConfig{API: api, Endpoints: append([]string(nil), np.BrokeredEndpoints...)}
-	cfg.Price, cfg.Budget = brokerBudget(np)
-	for _, name := range np.Credentials {
-		value := d.env[name]
-		if value == "" {
-			continue // unset in kewplan's environment: the container gets no placeholder for it either
-		}
+	mint := func(name string) (string, error) {
 		ph, err := egress.NewPlaceholder()
-		if err != nil {
-			return nil, nil, err
+		if err == nil {
+			d.run.AddSecret(ph, name) // harmless after the run, still never printed: masked as the credential it stands for
 		}
-		header, scheme := "Authorization", "Bearer"
-		if h, ok := runners.CredentialHeaderOf(name); ok {
-			header, scheme = h.Header, h.Scheme
-		} else if api == egress.BrokerAPIAnthropic {
-			header, scheme = "x-api-key", ""
-		}
-		cfg.Credentials = append(cfg.Credentials, egress.BrokerCredential{Name: name, Placeholder: ph, Value: value, Header: header, Scheme: scheme})
-		bn.placeholders[name] = ph
-		d.run.AddSecret(ph, name) // harmless after the run, still never printed: masked as the credential it stands for
+		return ph, err
 	}
-	return cfg, bn, nil
-}
-
-// brokerBudget is what the proxy needs to meter and cap a brokered node: its model's price (nil: none) and its
-// caps, with the file that declares the node for the refusal's advice (a node budget block there overrides the
-// sandbox's attribute by attribute). The apply-wide max_usd is apply's to enforce: it stops every node.
-func brokerBudget(np *planner.NodePlan) (*egress.BrokerPrice, *egress.BrokerBudget) {
-	nb := np.Budget
-	if nb == nil {
-		return nil, nil
+	cfg, t, phs, err := brokerplan.Config(np, src, mint)
+	if cfg == nil || err != nil {
+		return nil, nil, err
 	}
-	var price *egress.BrokerPrice
-	if nb.Price != nil {
-		p := nb.Price.Price
-		price = &egress.BrokerPrice{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite}
-	}
-	b := &egress.BrokerBudget{}
-	if nb.MaxUSD != nil {
-		b.MaxUSD = *nb.MaxUSD
-	}
-	if nb.MaxTokens != nil {
-		b.MaxTokens = *nb.MaxTokens
-	}
-	if nb.MaxTurns != nil {
-		b.MaxTurns = *nb.MaxTurns
-	}
-	if *b == (egress.BrokerBudget{}) {
-		return price, nil
-	}
-	if f := np.DeclRange.Filename; f != "" {
-		b.Where = filepath.Base(f)
-	}
-	return price, b
+	return cfg, &brokerNode{user: user, placeholders: phs, endpoint: t.Endpoint, path: t.Path}, nil
 }
 
 // upstreamCA is the PEM of sandbox.egress.upstream_ca_file, read from the configuration's directory; "" for none.
-func (d *dockerEngine) upstreamCA() (string, error) {
-	c := d.run.Config
-	if c == nil || c.Sandbox == nil || c.Sandbox.Egress.UpstreamCAFile == "" {
-		return "", nil
-	}
-	path := c.Sandbox.Egress.UpstreamCAFile
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(c.Dir, path)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("sandbox.egress.upstream_ca_file: %w", err)
-	}
-	return string(data), nil
-}
+func (d *dockerEngine) upstreamCA() (string, error) { return brokerplan.UpstreamCA(d.run.Config) }
 
 // brokerEnv are the brokered node's container values: the placeholders under its credential names (in place of
 // kewplan's environment) and its base-URL variable; nil maps for a node whose credentials are forwarded.

@@ -22,6 +22,7 @@ import (
 	"github.com/kewplan/kewplan/executor/adapter"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/executor/verdict"
+	"github.com/kewplan/kewplan/internal/brokerplan"
 	"github.com/kewplan/kewplan/k8sengine"
 	"github.com/kewplan/kewplan/k8srender"
 	"github.com/kewplan/kewplan/planner"
@@ -51,6 +52,10 @@ type Engine struct {
 	// when no node goes through a proxy.
 	proxyAddress string
 	watch        *k8sengine.RunWatch // from Start
+	// credentialKeys are the credentials Secret's keys, read by Preflight; upstreamCA is
+	// sandbox.egress.upstream_ca_file's content, read with the shared objects.
+	credentialKeys []string
+	upstreamCA     string
 }
 
 var _ adapter.Engine = (*Engine)(nil)
@@ -121,6 +126,7 @@ func (e *Engine) credentialProblems(ctx context.Context) []string {
 	if !found {
 		return nil // Preflight reported the missing Secret
 	}
+	e.credentialKeys = nonNil(keys)
 	var problems []string
 	for _, np := range e.run.Plan.Nodes {
 		if len(np.Credentials) == 0 || slices.ContainsFunc(np.Credentials, func(c string) bool { return slices.Contains(keys, c) }) {
@@ -182,7 +188,7 @@ func (e *Engine) nameSuffix(attempt int) string {
 func (e *Engine) render(np *planner.NodePlan, attempt int) (*k8srender.NodeObjects, error) {
 	p := &planner.Plan{Nodes: []*planner.NodePlan{np}, ConfigDigest: e.run.Plan.ConfigDigest}
 	m, diags := k8srender.Render(p, k8srender.Options{Engine: e.opts.Engine, RunID: e.run.ID, NameSuffix: e.nameSuffix(attempt),
-		ProxyAddress: e.proxyAddress})
+		ProxyAddress: e.proxyAddress, CredentialKeys: e.credentialKeys, UpstreamCAPEM: e.upstreamCA})
 	if diags.HasErrors() || m == nil || len(m.Nodes) != 1 {
 		return nil, fmt.Errorf("render the node's Kubernetes objects: %s", config.DiagnosticsText(diags))
 	}
@@ -206,6 +212,19 @@ func (e *Engine) shared(ctx context.Context) error {
 			secrets[user] = secret
 			e.run.AddSecret(secret, "proxy secret")
 		}
+		// A brokered node's agent holds placeholders, fresh for every apply; the real values stay in the proxy's pod.
+		for _, kn := range k8srender.BrokerPlaceholderKeys(e.opts.Engine, e.run.Plan, e.credentialKeys) {
+			ph, err := egress.NewPlaceholder()
+			if err != nil {
+				e.sharedErr = fmt.Errorf("egress proxy placeholder: %w", err)
+				return
+			}
+			secrets[kn[0]] = ph
+			e.run.AddSecret(ph, kn[1]) // masked as the credential it stands for
+		}
+		if e.upstreamCA, e.sharedErr = brokerplan.UpstreamCA(e.run.Config); e.sharedErr != nil {
+			return
+		}
 		e.sharedErr = e.applyShared(ctx, secrets)
 	})
 	return e.sharedErr
@@ -218,7 +237,7 @@ func (e *Engine) applyShared(ctx context.Context, secrets map[string]string) err
 	ke, cl := e.opts.Engine, e.opts.Cluster
 	render := func() (*k8srender.Manifests, error) {
 		m, _ := k8srender.Render(e.run.Plan, k8srender.Options{Engine: ke, RunID: e.run.ID, NameSuffix: e.nameSuffix(1),
-			ProxySecrets: secrets, ProxyAddress: e.proxyAddress})
+			ProxySecrets: secrets, ProxyAddress: e.proxyAddress, CredentialKeys: e.credentialKeys, UpstreamCAPEM: e.upstreamCA})
 		if m == nil {
 			return nil, errors.New("render the run's shared objects: the plan does not render")
 		}
@@ -564,4 +583,11 @@ func isCommit(s string) bool {
 		return false
 	}
 	return !slices.ContainsFunc([]byte(s), func(c byte) bool { return !strings.ContainsRune("0123456789abcdef", rune(c)) })
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

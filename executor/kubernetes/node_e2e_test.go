@@ -3,10 +3,14 @@ package kubernetes_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -514,6 +518,106 @@ node "probe" {
 	}
 	if rep.DNS == "ok" || len(rep.DNSAddrs) > 0 {
 		t.Errorf("the cluster DNS answered the agent for %s: %v", gitHost, rep.DNSAddrs)
+	}
+	a.leftovers(t)
+}
+
+// modelReport is the fake agent's mode=model system event.
+type modelReport struct {
+	BaseURLSet       bool `json:"base_url_set"`
+	KeyIsPlaceholder bool `json:"key_is_placeholder"`
+	Plain            struct {
+		Status int    `json:"status"`
+		Body   string `json:"body"`
+	} `json:"plain"`
+	Streamed struct {
+		Status int      `json:"status"`
+		Events []string `json:"events"`
+	} `json:"streamed"`
+}
+
+// TestNodeBrokeredCredentials: with kewplan's proxy, a brokered node's agent step holds a placeholder and a base
+// URL at the proxy; the proxy's pod alone holds the real key (from the credentials Secret), which the model API
+// stand-in receives on the agent's plain and streamed calls.
+func TestNodeBrokeredCredentials(t *testing.T) {
+	e := env(t)
+	ctx := nodeCtx(t, 6*time.Minute)
+	const realKey = "sk-ant-node-real-key-0123456789"
+	ns := e.namespace(t, map[string]string{"ANTHROPIC_API_KEY": realKey})
+	repo, _ := e.repo(t)
+	var mu sync.Mutex
+	var keys []string
+	e.setModel(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("x-api-key"))
+		mu.Unlock()
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if strings.Contains(string(body), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for _, ev := range []string{
+				`event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"msg_node","model":"claude-sonnet-4-5","usage":{"input_tokens":120,"output_tokens":1}}}`,
+				`event: message_delta` + "\n" + `data: {"type":"message_delta","usage":{"output_tokens":25}}`,
+				`event: message_stop` + "\n" + `data: {"type":"message_stop"}`,
+			} {
+				fmt.Fprint(w, ev+"\n\n")
+				w.(http.Flusher).Flush()
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"msg_node","type":"message","model":"claude-sonnet-4-5","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":120,"output_tokens":25}}`)
+	}))
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, e.caPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(e.config(ns, repo, `
+node "model" {
+  runner  = "claude-code"
+  model   = "claude-sonnet-4-5"
+  role    = "reviewer"
+  repo    = "REPO"
+  ref     = "main"
+  prompt  = "mode=model\nverdict=approve"
+  timeout = "4m"
+}
+`), `private_hosts = ["`+gitHost+`"]`, `private_hosts = ["`+gitHost+`", "`+modelHost+`"]
+    upstream_ca_file = "`+caFile+`"`, 1)
+	// The stand-in is on the host end of the node's link, a private address: named, and so allowed, as such.
+	src = strings.Replace(src, `allow         = ["`+gitHost+`:443"]`, `allow         = ["`+gitHost+`:443", "`+modelHost+`"]`, 1)
+	a := e.apply(t, ctx, ns, src)
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	n := a.node(t, "model")
+	out := a.stdout(t, "model")
+	var rep modelReport
+	found := false
+	for _, line := range strings.Split(out, "\n") {
+		var ev struct {
+			Subtype string `json:"subtype"`
+			modelReport
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Subtype == "model" {
+			rep, found = ev.modelReport, true
+		}
+	}
+	if !found {
+		t.Fatalf("no model report (node %s: %s):\n%s", n.Status, n.Reason, out)
+	}
+	if !rep.BaseURLSet || !rep.KeyIsPlaceholder || rep.Plain.Status != http.StatusOK || rep.Streamed.Status != http.StatusOK {
+		t.Errorf("the agent's view: %+v", rep)
+	}
+	if strings.Contains(out, realKey) {
+		t.Error("the real key is in the agent's log")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(keys) != 2 || keys[0] != realKey || keys[1] != realKey {
+		t.Errorf("the stand-in received the keys %q, want the real one twice", keys)
+	}
+	if n.Status != ledger.StatusApproved {
+		t.Errorf("model: %s (%s)", n.Status, n.Reason)
 	}
 	a.leftovers(t)
 }

@@ -55,8 +55,21 @@ type nodeEnv struct {
 	srv        *http.Server
 	model      http.Handler // the model API stand-in; nil answers 404
 	modelMu    sync.Mutex
+	caPEM      []byte // the test CA: the git server's and the model stand-in's certificates
 	// wrap, when set, wraps the transport of kewplan's clients (the benchmark counts requests with it).
 	wrap func(http.RoundTripper) http.RoundTripper
+}
+
+// setModel makes h the model API stand-in for the rest of the test.
+func (e *nodeEnv) setModel(t testing.TB, h http.Handler) {
+	e.modelMu.Lock()
+	e.model = h
+	e.modelMu.Unlock()
+	t.Cleanup(func() {
+		e.modelMu.Lock()
+		e.model = nil
+		e.modelMu.Unlock()
+	})
 }
 
 // restConfig is the configuration kewplan's client of the node uses.
@@ -121,6 +134,7 @@ func startEnv(t testing.TB, eng *engine.Engine) (*nodeEnv, error) {
 	start := time.Now()
 	var err error
 	caPEM, certPEM, keyPEM := testkit.TLS(t, gitHost, modelHost)
+	e.caPEM = caPEM
 	im, err := k8snode.BuildImages(ctx, eng, "../..", caPEM, t.Logf)
 	if err != nil {
 		return nil, err

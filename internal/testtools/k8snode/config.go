@@ -129,7 +129,6 @@ conntrack:
 iptables:
   masqueradeAll: true
 `, n.Kubeconfig, n.PodCIDR),
-
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(d, name), []byte(content), 0o600); err != nil {

@@ -72,7 +72,8 @@ func PlanSource(t testing.TB, src string) (cfg *config.Config, p *planner.Plan, 
 	case !ok && p != nil:
 		t.Fatalf("the test configuration does not plan: %s\n%s", config.DiagnosticsText(p.Diagnostics), src)
 	case !ok:
-		t.Fatalf("the test configuration does not load:\n%s", src)
+		_, diags := config.Load(dir)
+		t.Fatalf("the test configuration does not load: %s\n%s", config.DiagnosticsText(diags), src)
 	}
 	return cfg, p, dir
 }
