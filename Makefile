@@ -25,7 +25,7 @@ test: test-deps vet
 
 test-deps:
 	@missing=""; \
-	for tool in git:git debootstrap:debootstrap $$(test -x $${KEWPLAN_K8S_CACHE:-$$HOME/.cache/kewplan-k8s}/v1.37.2/kubelet && echo containerd:containerd ctr:containerd /usr/lib/cni/bridge:containernetworking-plugins); do \
+	for tool in git:git debootstrap:debootstrap $$(test -x $${KEWPLAN_K8S_CACHE:-$$HOME/.cache/kewplan-k8s}/v1.37.2/kubelet && echo containerd:containerd ctr:containerd ipset:ipset /usr/lib/cni/bridge:containernetworking-plugins); do \
 	  command -v $${tool%%:*} >/dev/null 2>&1 || PATH="$$PATH:/usr/sbin:/sbin" command -v $${tool%%:*} >/dev/null 2>&1 || missing="$$missing $${tool##*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -154,7 +154,7 @@ k8s-test: k8s-binaries
 # same cache and installs the host packages the node needs; `make test` runs the node tests when the binaries are
 # cached and skips them, saying so, when they are not. k8s-node-up starts the same node for trying kewplan by hand
 # and prints its kubeconfig (KEWPLAN_K8S_IMAGES: more Docker images to import into it); k8s-node-down removes it.
-K8S_NODE_PKGS := containerd runc containernetworking-plugins iptables iproute2 util-linux debootstrap
+K8S_NODE_PKGS := containerd runc containernetworking-plugins iptables ipset iproute2 util-linux debootstrap
 k8s-node-binaries:
 	@missing=""; for p in $(K8S_NODE_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "make k8s-node-binaries: installing$$missing from Debian's packages"; \

@@ -18,9 +18,10 @@ import (
 )
 
 // The cluster DNS is CoreDNS as a pod, as on a real cluster: the Deployment "coredns" and the Service "kube-dns"
-// in kube-system, its pods labelled k8s-app=kube-dns, which is what a NetworkPolicy's DNS rule (kewplan's proxy's
-// among them) selects. It listens on an unprivileged port behind the Service's 53, as nobody.
-const dnsPort = 1053
+// in kube-system, its pods labelled k8s-app=kube-dns listening on port 53, which is what a NetworkPolicy's DNS
+// rule (kewplan's proxy's among them) selects. It runs as nobody: the pod's namespaced sysctl
+// net.ipv4.ip_unprivileged_port_start lets it bind 53 without a capability.
+const dnsPort = 53
 
 // DNSServiceIP is the cluster DNS Service's address (kube-system/kube-dns): the tenth of the service range.
 func (n *Node) DNSServiceIP() string {
@@ -85,6 +86,7 @@ func (n *Node) startDNS(ctx context.Context) error {
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 				DNSPolicy: corev1.DNSDefault, AutomountServiceAccountToken: &f, EnableServiceLinks: &f,
+				SecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}}},
 				Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 					LocalObjectReference: corev1.LocalObjectReference{Name: "coredns"}}}}},
 				Containers: []corev1.Container{{Name: "coredns", Image: n.corednsImage(), ImagePullPolicy: corev1.PullNever,

@@ -21,7 +21,7 @@ import (
 const Version = "v1.37.2"
 
 // The binaries a node runs, all in one directory of the cache.
-var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "coredns", "pause"}
+var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kube-router", "coredns", "pause"}
 
 // Options configure a node.
 type Options struct {
@@ -98,7 +98,7 @@ func Missing(cache string) ([]string, string) {
 
 // Tools the node needs from the host, with the Debian package that has each.
 var hostTools = [][2]string{{"containerd", "containerd"}, {"ctr", "containerd"}, {"runc", "runc"}, {"nsenter", "util-linux"},
-	{"ip", "iproute2"}, {"iptables", "iptables"}, {"docker", "docker.io"}}
+	{"ip", "iproute2"}, {"iptables", "iptables"}, {"ipset", "ipset"}, {"docker", "docker.io"}}
 
 // MissingTools names the host tools the node needs that are not installed, and the Debian packages that have them.
 func MissingTools() (tools, packages []string) {
@@ -293,8 +293,10 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.run("kube-controller-manager", n.binPath("kube-controller-manager"), "--kubeconfig="+kc,
 		"--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc, "--leader-elect=false",
 		"--bind-address=127.0.0.1", "--secure-port=10257", "--service-account-private-key-file="+pk+"/sa.key",
-		"--root-ca-file="+pk+"/ca.crt", "--use-service-account-credentials=false", "--allocate-node-cidrs=false",
-		"--cluster-cidr="+n.PodCIDR, "--service-cluster-ip-range="+n.ServiceCIDR, "--concurrent-job-syncs=10"); err != nil {
+		"--root-ca-file="+pk+"/ca.crt", "--use-service-account-credentials=false",
+		// The node's spec.podCIDR, which kube-router reads: the whole pod range.
+		"--allocate-node-cidrs=true", "--node-cidr-mask-size=20", "--cluster-cidr="+n.PodCIDR,
+		"--service-cluster-ip-range="+n.ServiceCIDR, "--concurrent-job-syncs=10"); err != nil {
 		return err
 	}
 	if err := n.run("kube-scheduler", n.binPath("kube-scheduler"), "--kubeconfig="+kc,
@@ -331,6 +333,14 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	if err := n.waitReady(ctx); err != nil {
+		return err
+	}
+	// Once the node is registered (kube-router finds itself by it), before any pod of a test starts:
+	// NetworkPolicy: kube-router's firewall alone (no routing, no service proxy, no CNI of its own), iptables and
+	// ipset in the node's namespace.
+	if err := n.run("kube-router", n.binPath("kube-router"), "--kubeconfig="+kc, "--hostname-override="+n.Name,
+		"--run-firewall=true", "--run-router=false", "--run-service-proxy=false", "--enable-cni=false",
+		"--enable-pod-egress=false", "--health-port=0", "--metrics-port=0"); err != nil {
 		return err
 	}
 	return n.startDNS(ctx)
