@@ -61,6 +61,30 @@ func (a *nodeApply) stdout(t *testing.T, name string) string {
 	return string(data)
 }
 
+// systemEvent decodes the last system event of subtype in node's agent log into into: the object under key, or
+// the whole event for key "". It fails the test, quoting the log, when there is none; it returns the log.
+func (a *nodeApply) systemEvent(t *testing.T, node, subtype, key string, into any) string {
+	t.Helper()
+	out := a.stdout(t, node)
+	found := false
+	for _, line := range strings.Split(out, "\n") {
+		var ev map[string]json.RawMessage
+		if json.Unmarshal([]byte(line), &ev) != nil || string(ev["subtype"]) != `"`+subtype+`"` {
+			continue
+		}
+		raw := json.RawMessage(line)
+		if key != "" {
+			raw = ev[key]
+		}
+		found = json.Unmarshal(raw, into) == nil
+	}
+	if !found {
+		n := a.node(t, node)
+		t.Fatalf("no %s event in the agent's log of %s (%s: %s):\n%s", subtype, node, n.Status, n.Reason, out)
+	}
+	return out
+}
+
 // config is a configuration for namespace ns: kewplan's proxy and the git image, the fake agent for claude-code,
 // an allowlist sandbox that may reach the test's git server (a private address, so it is named in private_hosts),
 // then nodes with REPO replaced by repo.
@@ -236,22 +260,8 @@ node "probe" {
 	if a.err != nil {
 		t.Fatal(a.err)
 	}
-	out := a.stdout(t, "probe")
 	var rep probeReport
-	found := false
-	for _, line := range strings.Split(out, "\n") {
-		var ev struct {
-			Subtype string      `json:"subtype"`
-			Probe   probeReport `json:"probe"`
-		}
-		if json.Unmarshal([]byte(line), &ev) == nil && ev.Subtype == "probe" {
-			rep, found = ev.Probe, true
-		}
-	}
-	if !found {
-		n := a.node(t, "probe")
-		t.Fatalf("no probe report in the agent's log (node %s: %s):\n%s", n.Status, n.Reason, out)
-	}
+	out := a.systemEvent(t, "probe", "probe", "probe", &rep)
 	t.Logf("probe: %s", strings.TrimSpace(out[:min(len(out), 2000)]))
 	if rep.UID != 1001 || rep.GID != 1001 {
 		t.Errorf("uid %d gid %d, want 1001", rep.UID, rep.GID)
@@ -497,19 +507,7 @@ node "probe" {
 		t.Fatalf("probe: %s (%s); want approved (its clone and verdict go through the proxy)", n.Status, n.Reason)
 	}
 	var rep netprobeReport
-	found := false
-	for _, line := range strings.Split(a.stdout(t, "probe"), "\n") {
-		var ev struct {
-			Subtype  string         `json:"subtype"`
-			Netprobe netprobeReport `json:"netprobe"`
-		}
-		if json.Unmarshal([]byte(line), &ev) == nil && ev.Subtype == "netprobe" {
-			rep, found = ev.Netprobe, true
-		}
-	}
-	if !found {
-		t.Fatalf("no netprobe report in the agent's log:\n%s", a.stdout(t, "probe"))
-	}
+	a.systemEvent(t, "probe", "netprobe", "netprobe", &rep)
 	t.Logf("from the agent: %+v", rep)
 	for _, target := range targets {
 		if r, ok := rep.Dial[target]; !ok || r == "ok" {
@@ -590,21 +588,8 @@ node "model" {
 		t.Fatal(a.err)
 	}
 	n := a.node(t, "model")
-	out := a.stdout(t, "model")
 	var rep modelReport
-	found := false
-	for _, line := range strings.Split(out, "\n") {
-		var ev struct {
-			Subtype string `json:"subtype"`
-			modelReport
-		}
-		if json.Unmarshal([]byte(line), &ev) == nil && ev.Subtype == "model" {
-			rep, found = ev.modelReport, true
-		}
-	}
-	if !found {
-		t.Fatalf("no model report (node %s: %s):\n%s", n.Status, n.Reason, out)
-	}
+	out := a.systemEvent(t, "model", "model", "", &rep)
 	if !rep.BaseURLSet || !rep.KeyIsPlaceholder || rep.Plain.Status != http.StatusOK || rep.Streamed.Status != http.StatusOK {
 		t.Errorf("the agent's view: %+v", rep)
 	}

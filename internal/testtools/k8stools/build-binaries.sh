@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes binaries the tests run: the control plane that `make k8s-test` runs on loopback
 # (kube-apiserver and kube-controller-manager from k8s.io/kubernetes, etcd from go.etcd.io/etcd/server/v3) and the
-# node that `make k8s-node-test` adds to it (kubelet, kube-scheduler, kube-proxy, CoreDNS v1.15.0 with the hosts plugin only, and the static
-# pause binary built from the kubernetes module's build/pause/linux/pause.c). Nothing is downloaded but Go modules from the module
+# node that `make k8s-node-test` adds to it (kubelet, kube-scheduler, kube-proxy, CoreDNS v1.15.0 with the hosts plugin only, kube-router
+# v2.1.0 for its NetworkPolicy firewall, and the static pause binary built from the kubernetes module's
+# build/pause/linux/pause.c). Nothing is downloaded but Go modules from the module
 # proxy. The binaries go to a cache directory keyed by version, outside the repository:
 #   ${KEWPLAN_K8S_CACHE:-$HOME/.cache/kewplan-k8s}/<kubernetes version>/{kube-apiserver,...,pause}
 # A binary already there is not built again. The build modules live in the cache too (<cache>/src/...), so the
@@ -12,8 +13,8 @@
 # etcd ~2 min, ~0.7 GB of modules; on a machine shared at load 20-36 it took 113, 7 and 63 min.
 # Builds run under `nice -n 10` with `go build -p 1` so they do not starve others.
 #
-# Usage: build-binaries.sh [etcd|apiserver|controller-manager|node|kubelet|scheduler|proxy|pause ...]
-#        (default: the control plane; `node` is kubelet, scheduler, proxy, pause and coredns)
+# Usage: build-binaries.sh [etcd|apiserver|controller-manager|node|kubelet|scheduler|proxy|pause|coredns|kube-router|all ...]
+#        (default: the control plane; `node` is kubelet, scheduler, proxy, pause, coredns and kube-router)
 set -euo pipefail
 
 K8S_VERSION=${KEWPLAN_K8S_VERSION:-v1.37.2}
@@ -64,28 +65,28 @@ GO
   echo "$dir"
 }
 
-etcd_module() {
-  local dir=$CACHE/src/etcd-$ETCD_VERSION
-  if [ -f "$dir/.ready" ]; then echo "$dir"; return; fi
+# tool_module NAME MODULE VERSION: a build module in $CACHE/src/NAME-VERSION that requires MODULE at VERSION, its
+# Go file read from stdin (a tools.go importing the command, or a main package of its own); tidied once.
+tool_module() {
+  local name=$1 module=$2 version=$3 dir=$CACHE/src/$1-$3
+  if [ -f "$dir/.ready" ]; then cat >/dev/null; echo "$dir"; return; fi
   mkdir -p "$dir"
-  log "preparing a build module for etcd $ETCD_VERSION in $dir"
-  cat > "$dir/go.mod" <<GOMOD
-module kewplan.local/etcdtools
+  log "preparing a build module for $name $version in $dir"
+  printf 'module kewplan.local/%stools\n\ngo %s\n\nrequire %s %s\n' "$name" "$("$GO" env GOVERSION | sed 's/^go//')" "$module" "$version" > "$dir/go.mod"
+  cat > "$dir/tools.go"
+  (cd "$dir" && nice -n 10 "$GO" mod tidy) >&2
+  touch "$dir/.ready"
+  echo "$dir"
+}
 
-go $("$GO" env GOVERSION | sed 's/^go//')
-
-require go.etcd.io/etcd/server/v3 $ETCD_VERSION
-GOMOD
-  cat > "$dir/tools.go" <<'GO'
+etcd_module() {
+  tool_module etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" <<'GO'
 //go:build tools
 
 package tools
 
 import _ "go.etcd.io/etcd/server/v3"
 GO
-  (cd "$dir" && nice -n 10 "$GO" mod tidy) >&2
-  touch "$dir/.ready"
-  echo "$dir"
 }
 
 # One build of a binary at a time: a second `make k8s-test` waits for the first instead of building it twice.
@@ -108,18 +109,7 @@ build() { # name module-dir package
 # name it does not hold is answered NXDOMAIN and no query ever leaves the node.
 COREDNS_VERSION=${KEWPLAN_COREDNS_VERSION:-v1.15.0}
 coredns_module() {
-  local dir=$CACHE/src/coredns-$COREDNS_VERSION
-  if [ -f "$dir/.ready" ]; then echo "$dir"; return; fi
-  mkdir -p "$dir"
-  log "preparing a build module for CoreDNS $COREDNS_VERSION in $dir"
-  cat > "$dir/go.mod" <<GOMOD
-module kewplan.local/corednstools
-
-go $("$GO" env GOVERSION | sed 's/^go//')
-
-require github.com/coredns/coredns $COREDNS_VERSION
-GOMOD
-  cat > "$dir/main.go" <<'GO'
+  tool_module coredns github.com/coredns/coredns "$COREDNS_VERSION" <<'GO'
 // Command coredns is CoreDNS with the errors, log and hosts plugins only.
 package main
 
@@ -135,36 +125,19 @@ func init() { dnsserver.Directives = []string{"errors", "log", "hosts"} }
 
 func main() { coremain.Run() }
 GO
-  (cd "$dir" && nice -n 10 "$GO" mod tidy) >&2
-  touch "$dir/.ready"
-  echo "$dir"
 }
 
 # kube-router in firewall-only mode is the test node's NetworkPolicy enforcer (iptables and ipset in the node's
 # namespace); it runs only there, in the tests.
 KUBE_ROUTER_VERSION=${KEWPLAN_KUBE_ROUTER_VERSION:-v2.1.0}
 kube_router_module() {
-  local dir=$CACHE/src/kube-router-$KUBE_ROUTER_VERSION
-  if [ -f "$dir/.ready" ]; then echo "$dir"; return; fi
-  mkdir -p "$dir"
-  log "preparing a build module for kube-router $KUBE_ROUTER_VERSION in $dir"
-  cat > "$dir/go.mod" <<GOMOD
-module kewplan.local/kuberoutertools
-
-go $("$GO" env GOVERSION | sed 's/^go//')
-
-require github.com/cloudnativelabs/kube-router/v2 $KUBE_ROUTER_VERSION
-GOMOD
-  cat > "$dir/tools.go" <<'GO'
+  tool_module kube-router github.com/cloudnativelabs/kube-router/v2 "$KUBE_ROUTER_VERSION" <<'GO'
 //go:build tools
 
 package tools
 
 import _ "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router"
 GO
-  (cd "$dir" && nice -n 10 "$GO" mod tidy) >&2
-  touch "$dir/.ready"
-  echo "$dir"
 }
 
 # The pod sandbox's pause process: the kubernetes module's own pause.c, linked static so a FROM-scratch image can run it.
