@@ -11,7 +11,7 @@
 #
 # Cost on a 2-core machine: kube-apiserver ~13 min (2.7 GB peak memory), kube-controller-manager ~4.5 min,
 # etcd ~2 min, ~0.7 GB of modules; on a machine shared at load 20-36 it took 113, 7 and 63 min.
-# Builds run under `nice -n 10` with `go build -p 1` so they do not starve others.
+# Builds run under `nice -n 10` with `go build -p 1` (KEWPLAN_K8S_BUILD_P raises it) so they do not starve others.
 #
 # Usage: build-binaries.sh [etcd|apiserver|controller-manager|node|kubelet|scheduler|proxy|pause|coredns|kube-router|all ...]
 #        (default: the control plane; `node` is kubelet, scheduler, proxy, pause, coredns and kube-router)
