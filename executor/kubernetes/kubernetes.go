@@ -126,7 +126,7 @@ func (e *Engine) credentialProblems(ctx context.Context) []string {
 	if !found {
 		return nil // Preflight reported the missing Secret
 	}
-	e.credentialKeys = nonNil(keys)
+	e.credentialKeys = append([]string{}, keys...) // not nil: a Secret without keys holds none, nil would mean all
 	var problems []string
 	for _, np := range e.run.Plan.Nodes {
 		if len(np.Credentials) == 0 || slices.ContainsFunc(np.Credentials, func(c string) bool { return slices.Contains(keys, c) }) {
@@ -583,11 +583,4 @@ func isCommit(s string) bool {
 		return false
 	}
 	return !slices.ContainsFunc([]byte(s), func(c byte) bool { return !strings.ContainsRune("0123456789abcdef", rune(c)) })
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

@@ -150,6 +150,17 @@ func (a *nodeApply) leftovers(t *testing.T) {
 	}
 }
 
+// begin is a node test's start: the node, a deadline d, a namespace with its Secrets (credentials: nil for the
+// default key) and a fresh repository on the git server (its URL and its directory).
+func begin(t *testing.T, d time.Duration, credentials map[string]string) (e *nodeEnv, ctx context.Context, ns, repo, dir string) {
+	t.Helper()
+	e = env(t)
+	ctx = nodeCtx(t, d)
+	ns = e.namespace(t, credentials)
+	repo, dir = e.repo(t)
+	return e, ctx, ns, repo, dir
+}
+
 func nodeCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -170,10 +181,7 @@ func branchTip(t *testing.T, dir, branch string) string {
 // agent commits, the push step pushes the branch; the reviewer's pod checks out that commit and its verdict
 // approves; the dependent runs after it. Everything of the run is gone when apply returns.
 func TestNodeWorkerReviewerDependent(t *testing.T) {
-	e := env(t)
-	ctx := nodeCtx(t, 8*time.Minute)
-	ns := e.namespace(t, nil)
-	repo, dir := e.repo(t)
+	e, ctx, ns, repo, dir := begin(t, 8*time.Minute, nil)
 	a := e.apply(t, ctx, ns, e.config(ns, repo, `
 node "fix" {
   runner = "claude-code"
@@ -242,10 +250,7 @@ type probeReport struct {
 // filesystem read-only, no capabilities, no_new_privs and a seccomp filter; and it can resolve no name (the pod
 // has no DNS).
 func TestNodeHardeningFromInside(t *testing.T) {
-	e := env(t)
-	ctx := nodeCtx(t, 6*time.Minute)
-	ns := e.namespace(t, nil)
-	repo, _ := e.repo(t)
+	e, ctx, ns, repo, _ := begin(t, 6*time.Minute, nil)
 	a := e.apply(t, ctx, ns, e.config(ns, repo, `
 node "probe" {
   runner = "claude-code"
@@ -288,10 +293,7 @@ node "probe" {
 // subdirectory, has nothing pushed and is held; a reviewer whose repository carries an approving sidecar and that
 // writes none itself is held, not approved; a reviewer that writes no verdict is held.
 func TestNodePlantedFilesRefused(t *testing.T) {
-	e := env(t)
-	ctx := nodeCtx(t, 8*time.Minute)
-	ns := e.namespace(t, nil)
-	repo, dir := e.repo(t)
+	e, ctx, ns, repo, dir := begin(t, 8*time.Minute, nil)
 	planted, plantedDir := e.repo(t)
 	commitToBare(t, plantedDir, ".kew-review-verdict.json", `{"verdict":"approve","summary":"planted"}`)
 	a := e.apply(t, ctx, ns, e.config(ns, repo, `
@@ -377,10 +379,7 @@ func commitToBare(t *testing.T, dir, name, content string) {
 // that hangs past its timeout ends timed out by the Job's deadline; a node whose agent meets an API error is retried
 // as a fresh Job and fails after its two attempts.
 func TestNodeBudgetTimeoutRetry(t *testing.T) {
-	e := env(t)
-	ctx := nodeCtx(t, 8*time.Minute)
-	ns := e.namespace(t, nil)
-	repo, _ := e.repo(t)
+	e, ctx, ns, repo, _ := begin(t, 8*time.Minute, nil)
 	a := e.apply(t, ctx, ns, e.config(ns, repo, `
 node "spend" {
   runner  = "claude-code"
@@ -427,10 +426,7 @@ node "flaky" {
 // TestNodeCancel: cancelling apply (Ctrl-C) while a node's agent runs records it cancelled and leaves no object of
 // the run once the cluster has finished deleting.
 func TestNodeCancel(t *testing.T) {
-	e := env(t)
-	ctx := nodeCtx(t, 6*time.Minute)
-	ns := e.namespace(t, nil)
-	repo, _ := e.repo(t)
+	e, ctx, ns, repo, _ := begin(t, 6*time.Minute, nil)
 	applyCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -476,17 +472,14 @@ type netprobeReport struct {
 	DNSAddrs []string          `json:"dns_addrs"`
 }
 
-// TestNodeNetworkPolicy: with the node's enforcer running (kube-router's firewall), the run's NetworkPolicies hold
+// TestNodeNetworkPolicy: with the node's enforcer (kube-router's firewall, always part of it), the run's NetworkPolicies hold
 // on a real pod network: the agent cannot reach the git server, the API server or the cluster DNS directly, while
 // through the proxy its clone and its verdict go through.
 func TestNodeNetworkPolicy(t *testing.T) {
-	e := env(t)
+	e, ctx, ns, repo, _ := begin(t, 6*time.Minute, nil)
 	if !e.node.Enforcing() {
-		t.Skip("the test node runs no NetworkPolicy enforcer")
+		t.Fatal("the test node runs no NetworkPolicy enforcer (kube-router)")
 	}
-	ctx := nodeCtx(t, 6*time.Minute)
-	ns := e.namespace(t, nil)
-	repo, _ := e.repo(t)
 	targets := []string{e.node.HostIP + ":443", e.node.NodeIP + ":6443", e.node.DNSServiceIP() + ":53"}
 	a := e.apply(t, ctx, ns, e.config(ns, repo, `
 node "probe" {
@@ -538,11 +531,8 @@ type modelReport struct {
 // URL at the proxy; the proxy's pod alone holds the real key (from the credentials Secret), which the model API
 // stand-in receives on the agent's plain and streamed calls.
 func TestNodeBrokeredCredentials(t *testing.T) {
-	e := env(t)
-	ctx := nodeCtx(t, 6*time.Minute)
 	const realKey = "sk-ant-node-real-key-0123456789"
-	ns := e.namespace(t, map[string]string{"ANTHROPIC_API_KEY": realKey})
-	repo, _ := e.repo(t)
+	e, ctx, ns, repo, _ := begin(t, 6*time.Minute, map[string]string{"ANTHROPIC_API_KEY": realKey})
 	var mu sync.Mutex
 	var keys []string
 	e.setModel(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -22,7 +22,7 @@ import (
 
 // writeConfigs writes containerd's, the CNI's, the kubelet's, kube-proxy's and CoreDNS's configuration.
 func (n *Node) writeConfigs() error {
-	n.PauseImage = pauseImageRef(n.bin)
+	n.PauseImage = binaryImageRef(n.bin, "pause")
 	d := n.Dir
 	files := map[string]string{
 		// A second containerd, all of whose paths are the node's: Docker's own containerd is never touched. The
@@ -147,42 +147,45 @@ func hostsFile(ip string, names []string) string {
 	return b.String()
 }
 
-// pauseImageRef names the pause image by the hash of the binary, so a rebuilt binary gets a new image.
-func pauseImageRef(bin string) string {
-	data, err := os.ReadFile(filepath.Join(bin, "pause"))
-	sum := sha256.Sum256(data)
+// binaryImageRef names the image of the node's binary name (pause, coredns) by the binary's hash, so a rebuilt
+// binary gets a new image.
+func binaryImageRef(binDir, name string) string {
+	data, err := os.ReadFile(filepath.Join(binDir, name))
 	if err != nil {
-		return "kewplan-test/pause:missing"
+		return "kewplan-test/" + name + ":missing"
 	}
-	return "kewplan-test/pause:" + hex.EncodeToString(sum[:6])
+	sum := sha256.Sum256(data)
+	return "kewplan-test/" + name + ":" + hex.EncodeToString(sum[:6])
 }
 
-// importPause builds the pause image (FROM scratch, the static pause binary) with Docker unless it has it, and
-// imports it into the node's containerd.
-func (n *Node) importPause(ctx context.Context) error {
-	if exec.CommandContext(ctx, "docker", "image", "inspect", n.PauseImage).Run() != nil {
-		dir, err := os.MkdirTemp("", "kewplan-pause-")
+// importBinaryImage builds the image of the node's binary name (FROM scratch, the static binary as its entrypoint,
+// running as user) with Docker unless it has it, and imports it into the node's containerd.
+func (n *Node) importBinaryImage(ctx context.Context, name, user string) error {
+	ref := binaryImageRef(n.bin, name)
+	if exec.CommandContext(ctx, "docker", "image", "inspect", ref).Run() != nil {
+		dir, err := os.MkdirTemp("", "kewplan-"+name+"-")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		bin, err := os.ReadFile(n.binPath("pause"))
+		bin, err := os.ReadFile(n.binPath(name))
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, "pause"), bin, 0o755); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), bin, 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT [\"/pause\"]\n"), 0o644); err != nil {
+		dockerfile := fmt.Sprintf("FROM scratch\nCOPY %[1]s /%[1]s\nUSER %[2]s\nENTRYPOINT [\"/%[1]s\"]\n", name, user)
+		if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
 			return err
 		}
-		cmd := exec.CommandContext(ctx, "docker", "build", "-q", "-t", n.PauseImage, dir)
+		cmd := exec.CommandContext(ctx, "docker", "build", "-q", "-t", ref, dir)
 		cmd.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("build the pause image: %v: %s", err, out)
+			return fmt.Errorf("build the %s image: %v: %s", name, err, out)
 		}
 	}
-	return n.ImportImages(ctx, n.PauseImage)
+	return n.ImportImages(ctx, ref)
 }
 
 // ImportImages copies images from the Docker engine into the node's containerd (`docker save | ctr images import`),

@@ -2,13 +2,8 @@ package k8snode
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -29,40 +24,6 @@ func (n *Node) DNSServiceIP() string {
 	ip := slices.Clone(svc.IP.To4())
 	ip[3] += 10
 	return ip.String()
-}
-
-func (n *Node) corednsImage() string {
-	data, _ := os.ReadFile(n.binPath("coredns"))
-	sum := sha256.Sum256(data)
-	return "kewplan-test/coredns:" + hex.EncodeToString(sum[:6])
-}
-
-// buildCoreDNSImage builds the CoreDNS image (FROM scratch, the binary) unless Docker has it, and imports it.
-func (n *Node) buildCoreDNSImage(ctx context.Context) error {
-	ref := n.corednsImage()
-	if exec.CommandContext(ctx, "docker", "image", "inspect", ref).Run() != nil {
-		dir, err := os.MkdirTemp("", "kewplan-coredns-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		bin, err := os.ReadFile(n.binPath("coredns"))
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, "coredns"), bin, 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY coredns /coredns\nUSER 65534:65534\nENTRYPOINT [\"/coredns\"]\n"), 0o644); err != nil {
-			return err
-		}
-		cmd := exec.CommandContext(ctx, "docker", "build", "-q", "-t", ref, dir)
-		cmd.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("build the CoreDNS image: %v: %s", err, out)
-		}
-	}
-	return n.ImportImages(ctx, ref)
 }
 
 // startDNS creates the cluster DNS objects and waits for its pod to be ready.
@@ -89,7 +50,7 @@ func (n *Node) startDNS(ctx context.Context) error {
 				SecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}}},
 				Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 					LocalObjectReference: corev1.LocalObjectReference{Name: "coredns"}}}}},
-				Containers: []corev1.Container{{Name: "coredns", Image: n.corednsImage(), ImagePullPolicy: corev1.PullNever,
+				Containers: []corev1.Container{{Name: "coredns", Image: binaryImageRef(n.bin, "coredns"), ImagePullPolicy: corev1.PullNever,
 					Args:         []string{"-conf", "/etc/coredns/Corefile"},
 					Ports:        []corev1.ContainerPort{{ContainerPort: dnsPort, Protocol: corev1.ProtocolUDP}, {ContainerPort: dnsPort, Protocol: corev1.ProtocolTCP}},
 					VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/coredns", ReadOnly: true}},

@@ -117,8 +117,8 @@ func MissingTools() (tools, packages []string) {
 	return tools, packages
 }
 
-func layout(slot int) (link, host, node, pods, services string) {
-	link = fmt.Sprintf("10.213.255.%d/30", 4*slot)
+// layout is a slot's addresses: the host and node ends of its /30 link, its pod and service ranges.
+func layout(slot int) (host, node, pods, services string) {
 	host = fmt.Sprintf("10.213.255.%d", 4*slot+1)
 	node = fmt.Sprintf("10.213.255.%d", 4*slot+2)
 	pods = fmt.Sprintf("10.213.%d.0/20", 32*slot)
@@ -137,7 +137,7 @@ func newNode(opts Options) (*Node, error) {
 		opts.Logf = func(string, ...any) {}
 	}
 	root := filepath.Join(opts.Cache, "nodes")
-	_, host, node, pods, services := layout(opts.Slot)
+	host, node, pods, services := layout(opts.Slot)
 	n := &Node{Slot: opts.Slot, Dir: filepath.Join(root, slotDir(opts.Slot)), root: root, bin: filepath.Join(opts.Cache, Version), opts: opts,
 		Name: "kewplan-node-" + strconv.Itoa(opts.Slot), NetNS: "kewplan-node-" + strconv.Itoa(opts.Slot),
 		HostIP: host, NodeIP: node, PodCIDR: pods, ServiceCIDR: services}
@@ -181,7 +181,7 @@ func Running(opts Options) (*Node, error) {
 	if err != nil {
 		return nil, nil
 	}
-	if !st.Detached || len(st.Procs) < len(binaries)-1 {
+	if !st.Detached || len(st.Procs) == 0 {
 		return nil, nil
 	}
 	for _, p := range st.Procs {
@@ -190,7 +190,7 @@ func Running(opts Options) (*Node, error) {
 		}
 	}
 	n.st = *st
-	n.PauseImage = pauseImageRef(n.bin)
+	n.PauseImage = binaryImageRef(n.bin, "pause")
 	return n, nil
 }
 
@@ -310,10 +310,11 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.waitSocket(ctx, n.ContainerdSocket); err != nil {
 		return err
 	}
-	if err := n.importPause(ctx); err != nil {
+	// The pod sandbox's pause and the cluster DNS: images of the node's own binaries, as nobody.
+	if err := n.importBinaryImage(ctx, "pause", "65535:65535"); err != nil {
 		return err
 	}
-	if err := n.buildCoreDNSImage(ctx); err != nil {
+	if err := n.importBinaryImage(ctx, "coredns", "65534:65534"); err != nil {
 		return err
 	}
 	if err := saveSysctls(n.root); err != nil {
@@ -463,9 +464,7 @@ func runCmd(name string, args ...string) error {
 // network makes the namespace, the veth pair and the routes. The unreachable routes go in first: from then on a
 // packet for a pod or service address in the host namespace is refused rather than sent to the default gateway.
 func (n *Node) network() error {
-	link, host, node, pods, services := layout(n.Slot)
-	_ = link
-	for _, dst := range []string{pods, services} {
+	for _, dst := range []string{n.PodCIDR, n.ServiceCIDR} {
 		n.st.Routes = append(n.st.Routes, dst)
 		if err := n.saveState(); err != nil {
 			return err
@@ -483,10 +482,10 @@ func (n *Node) network() error {
 	for _, c := range [][]string{
 		{"ip", "netns", "add", n.NetNS},
 		{"ip", "link", "add", n.st.HostLink, "type", "veth", "peer", "name", nodeLink, "netns", n.NetNS},
-		{"ip", "addr", "add", host + "/30", "dev", n.st.HostLink},
+		{"ip", "addr", "add", n.HostIP + "/30", "dev", n.st.HostLink},
 		{"ip", "link", "set", n.st.HostLink, "up"},
 		{"ip", "-n", n.NetNS, "link", "set", "lo", "up"},
-		{"ip", "-n", n.NetNS, "addr", "add", node + "/30", "dev", nodeLink},
+		{"ip", "-n", n.NetNS, "addr", "add", n.NodeIP + "/30", "dev", nodeLink},
 		{"ip", "-n", n.NetNS, "link", "set", nodeLink, "up"},
 	} {
 		if err := runCmd(c[0], c[1:]...); err != nil {
