@@ -1,13 +1,18 @@
 package egress
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/dustin/go-humanize"
 )
 
 // Limits bound what the proxy holds for its clients, so that one node (or anything that can reach the proxy's
@@ -25,7 +30,7 @@ type Limits struct {
 	// IdleTimeout closes a client connection, a tunnel or an upstream connection that carried no byte either way
 	// for that long.
 	IdleTimeout time.Duration
-	// MaxHeaderBytes bounds a request's line and headers (Go's server answers 431 past it).
+	// MaxHeaderBytes bounds a request's line and headers: past it the request is refused unread (431).
 	MaxHeaderBytes int
 }
 
@@ -61,16 +66,19 @@ func (l Limits) withDefaults() Limits {
 // connTracker is the proxy's account of its client connections: which are open, which may be evicted (no request
 // in a handler), and how many each node holds.
 type connTracker struct {
-	limits  Limits
-	onLoad  func(sentence string) // records a refusal for load that names no node
-	mu      sync.Mutex
-	open    int
-	evict   *list.List // of *trackedConn, oldest first: open connections with no request in a handler
-	perNode map[string]int
+	limits Limits
+	onLoad func(sentence string) // records a refusal for load that names no node
+	// onUnread records a request Go's server refused before any handler read it (headers over MaxHeaderBytes, a
+	// malformed request), with the sentence the client was answered with instead of Go's bare status text.
+	onUnread func(status int, reason, sentence string)
+	mu       sync.Mutex
+	open     int
+	evict    *list.List // of *trackedConn, oldest first: open connections with no request in a handler
+	perNode  map[string]int
 }
 
-func newConnTracker(l Limits, onLoad func(string)) *connTracker {
-	return &connTracker{limits: l, onLoad: onLoad, evict: list.New(), perNode: map[string]int{}}
+func newConnTracker(l Limits, onLoad func(string), onUnread func(int, string, string)) *connTracker {
+	return &connTracker{limits: l, onLoad: onLoad, onUnread: onUnread, evict: list.New(), perNode: map[string]int{}}
 }
 
 // trackedConn is a client connection: closed after IdleTimeout without traffic, and counted until closed.
@@ -175,6 +183,65 @@ func (t *connTracker) hijacked(c *trackedConn) {
 	t.mu.Lock()
 	c.hijacked = true
 	t.mu.Unlock()
+}
+
+// Write passes the server's writes on, but for the answer Go's server writes itself, before any handler, to a
+// request it cannot read (headers over MaxHeaderBytes, a malformed request line or header): that one becomes a
+// refusal with its sentence, so the agent reads why, as for every other refusal. Go's answer is recognised by its
+// fixed form, a status line followed directly by Go's two error headers, which no handler's answer has (a handler's
+// headers are written sorted, Connection first, with Date and a length); a tunnel's bytes are never looked at.
+func (c *trackedConn) Write(p []byte) (int, error) {
+	if status, text, ok := serverErrorAnswer(p); ok && !c.isHijacked() {
+		reason, sentence := unreadSentence(status, text, c.t.limits.MaxHeaderBytes)
+		if c.t.onUnread != nil {
+			c.t.onUnread(status, reason, sentence)
+		}
+		var b bytes.Buffer
+		writeRefusal(&b, status, sentence)
+		if _, err := c.idleConn.Write(b.Bytes()); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return c.idleConn.Write(p)
+}
+
+func (c *trackedConn) isHijacked() bool {
+	c.t.mu.Lock()
+	defer c.t.mu.Unlock()
+	return c.hijacked
+}
+
+// goErrorHeaders follow the status line of the answers net/http's server writes itself to a request it could not
+// read (conn.serve).
+const goErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+
+// serverErrorAnswer recognises such an answer: its status and the text after the status code ("Request Header
+// Fields Too Large", "Bad Request: missing required Host header").
+func serverErrorAnswer(p []byte) (int, string, bool) {
+	rest, ok := bytes.CutPrefix(p, []byte("HTTP/1.1 "))
+	if !ok || len(rest) < 4 || rest[3] != ' ' {
+		return 0, "", false
+	}
+	line, _, ok := bytes.Cut(rest, []byte(goErrorHeaders))
+	if !ok || bytes.ContainsAny(line, "\r\n") {
+		return 0, "", false
+	}
+	status, err := strconv.Atoi(string(line[:3]))
+	if err != nil || status < 400 || status > 599 {
+		return 0, "", false
+	}
+	return status, string(line[4:]), true
+}
+
+// unreadSentence is the decision reason of a request Go's server could not read, and its refusal.
+func unreadSentence(status int, text string, maxHeader int) (string, string) {
+	if status == http.StatusRequestHeaderFieldsTooLarge {
+		return ReasonHeadersTooLarge, fmt.Sprintf("the request was refused unread because its line and headers are larger than the proxy's bound of %s; send smaller headers",
+			humanize.IBytes(uint64(maxHeader)))
+	}
+	return ReasonMalformedRequest, fmt.Sprintf("the request was refused because it is not well-formed HTTP/1.1 (%s); send a request line, a Host header and headers as HTTP/1.1 defines them",
+		headerSafe(clip(text)))
 }
 
 // Close closes the connection and frees what it held.

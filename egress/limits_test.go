@@ -246,7 +246,7 @@ func TestFloodDoesNotStarveOtherNode(t *testing.T) {
 func TestIdleAndOversize(t *testing.T) {
 	port := echoUpstream(t)
 	target := fmt.Sprintf("api.anthropic.test:%d", port)
-	addr, _ := startProxyWith(t, []NodeConfig{{Name: "fix", Secret: secretFix, Allow: []string{target}}},
+	addr, log := startProxyWith(t, []NodeConfig{{Name: "fix", Secret: secretFix, Allow: []string{target}}},
 		Options{AddressAllowed: func(netip.Addr) bool { return true },
 			Limits: Limits{IdleTimeout: 100 * time.Millisecond, HeaderTimeout: time.Minute, MaxHeaderBytes: 4 << 10}})
 
@@ -280,9 +280,59 @@ func TestIdleAndOversize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
-		t.Errorf("oversize headers = %d, want 431", res.StatusCode)
+	body, _ := io.ReadAll(res.Body)
+	const want = "the request was refused unread because its line and headers are larger than the proxy's bound of 4.0 KiB; send smaller headers"
+	if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge || res.Header.Get(RefusalHeader) != want ||
+		string(body) != "kewplan egress proxy: "+want+"\n" {
+		t.Errorf("oversize headers = %d %q %q, want 431 with the sentence %q", res.StatusCode, res.Header.Get(RefusalHeader), body, want)
 	}
+	if !hasDecision(log.decisions(t), Decision{Method: "REQUEST", Status: http.StatusRequestHeaderFieldsTooLarge, Reason: ReasonHeadersTooLarge, Refusal: want}) {
+		t.Errorf("no decision line for the oversize request: %+v", log.decisions(t))
+	}
+}
+
+// TestMalformedRequestRefusal: a request Go's server cannot read is answered with a refusal sentence that carries
+// Go's reason, and a decision line; a handler's own 400 answer is passed on as it is.
+func TestMalformedRequestRefusal(t *testing.T) {
+	addr, log := startProxy(t, []NodeConfig{{Name: "fix", Secret: secretFix, Allow: []string{"api.anthropic.test:443"}}})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nX-No-Host: 1\r\n\r\n") // HTTP/1.1 requires Host
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	const want = "the request was refused because it is not well-formed HTTP/1.1 (Bad Request: missing required Host header); send a request line, a Host header and headers as HTTP/1.1 defines them"
+	if res.StatusCode != http.StatusBadRequest || res.Header.Get(RefusalHeader) != want || !strings.Contains(string(body), want) {
+		t.Errorf("malformed request = %d %q %q, want 400 with %q", res.StatusCode, res.Header.Get(RefusalHeader), body, want)
+	}
+	if !hasDecision(log.decisions(t), Decision{Method: "REQUEST", Status: http.StatusBadRequest, Reason: ReasonMalformedRequest, Refusal: want}) {
+		t.Errorf("no decision line for the malformed request: %+v", log.decisions(t))
+	}
+	for _, p := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n",        // not an error
+		"HTTP/1.1 431 Too Large\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n", // a handler's sorted headers
+		"HTTP/1.1 400 Bad\r\nRequest\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n",
+	} {
+		if _, _, ok := serverErrorAnswer([]byte(p)); ok {
+			t.Errorf("serverErrorAnswer took %q for Go's own answer", p)
+		}
+	}
+}
+
+// hasDecision reports whether the log holds a decision with want's method, status, reason and refusal.
+func hasDecision(ds []Decision, want Decision) bool {
+	for _, d := range ds {
+		if d.Method == want.Method && d.Status == want.Status && d.Reason == want.Reason && d.Refusal == want.Refusal && !d.Allowed {
+			return true
+		}
+	}
+	return false
 }
 
 // TestAcceptRefusedForLoad: when every connection is busy in a tunnel, a newcomer is answered 503 for load and the

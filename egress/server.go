@@ -42,7 +42,8 @@ const (
 	ReasonResolveFailed    = "host does not resolve"
 	ReasonUpstreamRefused  = "upstream connection failed"
 	ReasonMalformedRequest = "malformed proxy request"
-	ReasonLoad             = "load" // the proxy had no room for the connection or the node's request (Limits)
+	ReasonLoad             = "load"              // the proxy had no room for the connection or the node's request (Limits)
+	ReasonHeadersTooLarge  = "headers too large" // a request's line and headers passed Limits.MaxHeaderBytes
 )
 
 // Decision is one line of the proxy's log: every request it judged, allowed or denied.
@@ -154,6 +155,9 @@ func NewServer(cfg *Config, decisions io.Writer, opts Options) (*Server, error) 
 	s.opts.Limits = s.opts.Limits.withDefaults()
 	s.conns = newConnTracker(s.opts.Limits, func(sentence string) {
 		s.record(Decision{Method: "ACCEPT", Reason: ReasonLoad, Refusal: sentence})
+	}, func(status int, reason, sentence string) {
+		// The request was never read, so it names no node, method or target.
+		s.record(Decision{Method: "REQUEST", Status: status, Reason: reason, Refusal: sentence})
 	})
 	for _, n := range cfg.Nodes {
 		na := &nodeAllow{secret: []byte(n.Secret)}
