@@ -30,7 +30,9 @@ const (
 	BrokerPathPrefix = "/broker/"
 	// ControlEndNodePath is where apply tells the proxy a node ended: POST /control/nodes/<node>/end with
 	// "Authorization: Bearer <control secret>" answers 204, and from then on the node's placeholders are refused
-	// and its open brokered requests are cut (see EndNode).
+	// and its open brokered requests are cut (see EndNode). POST /control/nodes/<node>/attempts/<n>, with the
+	// same secret, says the node's attempt n starts: the proxy's sums and caps start again from zero (see
+	// StartAttempt).
 	ControlEndNodePath = "/control/nodes/"
 )
 
@@ -55,6 +57,7 @@ const (
 	ReasonUpstreamFailed     = "upstream failed"
 	ReasonEndedMidRequest    = "node ended during the request"
 	ReasonNodeEndedByControl = "node ended by apply"
+	ReasonAttemptByControl   = "attempt started by apply"
 	ReasonControlAuth        = "wrong or missing control secret"
 	ReasonControlUnknown     = "unknown node"
 	ReasonControlDisabled    = "control endpoint disabled"
@@ -75,10 +78,12 @@ type brokerNode struct {
 	endsAt      *time.Time
 	price       *BrokerPrice
 	budget      *BrokerBudget
-	meter       nodeMeter
-	ended       context.Context // done once the node ended (EndNode)
-	end         context.CancelFunc
-	endOnce     sync.Once
+	// meter is the current attempt's sums; StartAttempt replaces it, and a request sums into the meter it was
+	// admitted under, so that a late answer of an earlier attempt never counts against the next.
+	meter   atomic.Pointer[nodeMeter]
+	ended   context.Context // done once the node ended (EndNode)
+	end     context.CancelFunc
+	endOnce sync.Once
 }
 
 // broker is the Server's credential broker.
@@ -98,9 +103,11 @@ type brokered struct {
 	cred     BrokerCredential
 	path     string // the API's own path, escaped
 	status   int    // set by the error handler
-	// modelCall is set for a POST (counted against max_turns); meter reads the answer's usage (meterResponse).
+	// modelCall is set for a POST (counted against max_turns); meter reads the answer's usage (meterResponse)
+	// into sums, the attempt's meter the request was admitted under.
 	modelCall bool
 	meter     *usageMeter
+	sums      *nodeMeter
 }
 
 // initBroker builds the broker from the configuration: one TLS transport whose roots are the system's plus
@@ -121,6 +128,7 @@ func (s *Server) initBroker() error {
 			bn.endpoints = append(bn.endpoints, ep)
 		}
 		bn.ended, bn.end = context.WithCancel(context.Background())
+		bn.meter.Store(&nodeMeter{attempt: 1})
 		b.nodes[n.Name] = bn
 	}
 	roots, err := x509.SystemCertPool()
@@ -167,6 +175,18 @@ func (s *Server) EndNode(node string) bool {
 		return false
 	}
 	bn.endOnce.Do(bn.end)
+	return true
+}
+
+// StartAttempt says a brokered node's attempt n (from 1) starts: the proxy's sums for the node start again from
+// zero, so that its caps judge each attempt, as apply's budget does, and its decision lines carry n. It reports
+// whether the node is brokered. Requests of the earlier attempt still open keep summing into that attempt.
+func (s *Server) StartAttempt(node string, n int) bool {
+	bn, ok := s.broker.nodes[node]
+	if !ok {
+		return false
+	}
+	bn.meter.Store(&nodeMeter{attempt: n})
 	return true
 }
 
@@ -298,9 +318,10 @@ func (s *Server) serveBroker(w http.ResponseWriter, r *http.Request, rest string
 		refuse(http.StatusForbidden, reason, sentence)
 		return
 	}
-	br := &brokered{node: bn, endpoint: ep, cred: cred, path: apiPath, modelCall: r.Method == http.MethodPost}
+	br := &brokered{node: bn, endpoint: ep, cred: cred, path: apiPath, modelCall: r.Method == http.MethodPost, sums: bn.meter.Load()}
+	d.Attempt = br.sums.attempt
 	if br.modelCall {
-		if cap, limit, value := bn.meter.admit(bn.budget); cap != "" {
+		if cap, limit, value := br.sums.admit(bn.budget); cap != "" {
 			d.Meter = &Meter{ModelCall: true, Cap: cap, Limit: limit, Value: value}
 			refuse(http.StatusPaymentRequired, ReasonBudgetExceeded, budgetSentence(bn.name, bn.budget, cap, limit, value))
 			return
@@ -556,7 +577,7 @@ func writeAPIError(w http.ResponseWriter, api string, status int, sentence strin
 	return w.Write(append(b, '\n'))
 }
 
-// serveControl serves POST /control/nodes/<node>/end.
+// serveControl serves POST /control/nodes/<node>/end and POST /control/nodes/<node>/attempts/<n>.
 func (s *Server) serveControl(w http.ResponseWriter, r *http.Request, rest string) {
 	d := Decision{Kind: KindControl, Method: r.Method, Path: clip(r.URL.EscapedPath())}
 	answer := func(status int, reason string) {
@@ -569,6 +590,11 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request, rest strin
 		http.Error(w, "kewplan egress proxy: "+reason, status)
 	}
 	node, ok := strings.CutSuffix(rest, "/end")
+	attempt := 0
+	if n, num, found := strings.Cut(rest, "/attempts/"); !ok && found {
+		v, err := strconv.Atoi(num)
+		node, ok, attempt = n, err == nil && v >= 1 && v <= 1<<20, v
+	}
 	if len(s.broker.control) == 0 {
 		answer(http.StatusNotFound, ReasonControlDisabled)
 		return
@@ -585,7 +611,16 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request, rest strin
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		answer(http.StatusMethodNotAllowed, "only POST ends a node")
+		answer(http.StatusMethodNotAllowed, "only POST ends a node or starts an attempt")
+		return
+	}
+	if attempt > 0 {
+		if !s.StartAttempt(node, attempt) {
+			answer(http.StatusNotFound, ReasonControlUnknown)
+			return
+		}
+		d.Allowed, d.Attempt = true, attempt
+		answer(http.StatusNoContent, ReasonAttemptByControl)
 		return
 	}
 	if !s.EndNode(node) {
@@ -599,20 +634,31 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request, rest strin
 // EndNodeAt tells the proxy at addr ("host:port") that node ended: apply calls it when a brokered node's
 // container has exited (or was killed), so that a placeholder that leaked out of the container is worthless.
 func EndNodeAt(ctx context.Context, addr, controlSecret, node string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+ControlEndNodePath+url.PathEscape(node)+"/end", nil)
+	return control(ctx, addr, controlSecret, url.PathEscape(node)+"/end", "end node "+node)
+}
+
+// StartAttemptAt tells the proxy at addr that node's attempt n starts (see StartAttempt): apply calls it before
+// the container of a retry starts.
+func StartAttemptAt(ctx context.Context, addr, controlSecret, node string, n int) error {
+	return control(ctx, addr, controlSecret, url.PathEscape(node)+"/attempts/"+strconv.Itoa(n), fmt.Sprintf("start attempt %d of node %s", n, node))
+}
+
+// control makes one call on the proxy's control endpoint; what names the call in its error.
+func control(ctx context.Context, addr, controlSecret, path, what string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+ControlEndNodePath+path, nil)
 	if err != nil {
-		return fmt.Errorf("end node %s at the egress proxy: %w", node, err)
+		return fmt.Errorf("%s at the egress proxy: %w", what, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+controlSecret)
 	c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 	res, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("end node %s at the egress proxy: %w", node, err)
+		return fmt.Errorf("%s at the egress proxy: %w", what, err)
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(res.Body, 256))
 	if res.StatusCode != http.StatusNoContent {
-		return fmt.Errorf("end node %s at the egress proxy: answered %s: %s", node, res.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("%s at the egress proxy: answered %s: %s", what, res.Status, strings.TrimSpace(string(body)))
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // Budgets at the broker. The proxy meters every brokered answer from the provider's own usage (meter.go), sums it
-// per node, and refuses a node's next model call once its sums have crossed one of its caps (BrokerBudget), in the
+// per node and attempt (apply says when a retry starts: StartAttempt), and refuses a node's next model call once its sums have crossed one of its caps (BrokerBudget), in the
 // API's error shape, naming the cap and where to raise it. A model call is a brokered POST: every one counts
 // against max_turns, forwarded or refused. The call that crosses a cap completes (the proxy never cuts an answer
 // for money); concurrent calls admitted before it may complete too. Apply reads the figures from the decision
@@ -56,8 +56,9 @@ type Meter struct {
 	Value float64 `json:"value,omitempty"`
 }
 
-// nodeMeter is a node's metered sums at the broker.
+// nodeMeter is one attempt of a node: its metered sums at the broker.
 type nodeMeter struct {
+	attempt  int
 	mu       sync.Mutex
 	calls    int64 // model calls forwarded
 	usage    BrokerUsage
@@ -150,7 +151,7 @@ func (br *brokered) meterRecord() *Meter {
 	m := &Meter{ModelCall: br.modelCall}
 	if br.meter != nil {
 		u := br.meter.result(br.node.price)
-		br.node.meter.add(u)
+		br.sums.add(u)
 		m.Usage = &u
 	}
 	return m

@@ -18,7 +18,7 @@ func budgetRig(t *testing.T) (*brokerRig, *httptest.Server) {
 	ca := newTestCA(t)
 	up := newStandIn(t, ca)
 	g := &brokerRig{up: up, log: &syncBuffer{}, fixEP: fmt.Sprintf("api.anthropic.com:%d", up.port), revEP: fmt.Sprintf("openrouter.ai:%d", up.port)}
-	cfg := &Config{Listen: "127.0.0.1:0", UpstreamCAPEM: ca.pem, Nodes: []NodeConfig{
+	cfg := &Config{Listen: "127.0.0.1:0", ControlSecret: ctlSecret, UpstreamCAPEM: ca.pem, Nodes: []NodeConfig{
 		{Name: "fix", Secret: secretFix, Broker: &BrokerConfig{API: BrokerAPIAnthropic, Endpoints: []string{g.fixEP},
 			Budget:      &BrokerBudget{MaxTokens: 10, Where: "fix.hcl"},
 			Credentials: []BrokerCredential{{Name: "ANTHROPIC_API_KEY", Placeholder: phFixKey, Value: realFixKey, Header: "x-api-key"}}}},
@@ -117,6 +117,53 @@ func TestBrokerRefusesModelCallsPastABudget(t *testing.T) {
 	}
 	if calls != 3 || refused != 1 || tokens != 24 {
 		t.Errorf("fix's decision lines: %d model calls, %d refused, %d tokens metered; want 3, 1, 24 (the GET metered too)", calls, refused, tokens)
+	}
+}
+
+// TestBrokerBudgetPerAttempt: once apply says a retry starts (the control endpoint), the node's sums and caps
+// start again from zero, as apply's budget does for each attempt, and every decision line names its attempt.
+func TestBrokerBudgetPerAttempt(t *testing.T) {
+	g, _ := budgetRig(t)
+	addr := strings.TrimPrefix(g.proxy.URL, "http://")
+	fix := func() int {
+		res, _ := g.do(t, http.MethodPost, g.url("fix", g.fixEP, "/v1/messages"), map[string]string{"x-api-key": phFixKey}, `{}`)
+		return res.StatusCode
+	}
+	// Attempt 1: 8 tokens, 16, then refused over max_tokens 10.
+	if got := []int{fix(), fix(), fix()}; got[0] != 200 || got[1] != 200 || got[2] != http.StatusPaymentRequired {
+		t.Fatalf("attempt 1's calls: %v, want 200 200 402", got)
+	}
+	ctx := context.Background()
+	if err := StartAttemptAt(ctx, addr, ctlSecret, "fix", 2); err != nil {
+		t.Fatalf("StartAttemptAt: %v", err)
+	}
+	if err := StartAttemptAt(ctx, addr, "wrong-secret-0123456789abcdef0123456789", "fix", 3); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("StartAttemptAt with a wrong secret: %v, want a 401 refusal", err)
+	}
+	if err := StartAttemptAt(ctx, addr, ctlSecret, "ghost", 2); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("StartAttemptAt of an unknown node: %v, want 404", err)
+	}
+	// Attempt 2 starts from zero: two calls pass again, the third is refused.
+	if got := []int{fix(), fix(), fix()}; got[0] != 200 || got[1] != 200 || got[2] != http.StatusPaymentRequired {
+		t.Fatalf("attempt 2's calls: %v, want 200 200 402", got)
+	}
+	g.proxy.Close()
+	var attempts []int
+	for _, d := range brokerDecisions(t, g.log, KindBroker) {
+		if d.Node == "fix" {
+			attempts = append(attempts, d.Attempt)
+		}
+	}
+	if want := []int{1, 1, 1, 2, 2, 2}; fmt.Sprint(attempts) != fmt.Sprint(want) {
+		t.Errorf("fix's decision lines name attempts %v, want %v", attempts, want)
+	}
+	var control []string
+	for _, d := range brokerDecisions(t, g.log, KindControl) {
+		control = append(control, fmt.Sprintf("%s %d %d %v", d.Reason, d.Status, d.Attempt, d.Allowed))
+	}
+	want := []string{ReasonAttemptByControl + " 204 2 true", ReasonControlAuth + " 401 0 false", ReasonControlUnknown + " 404 0 false"}
+	if fmt.Sprint(control) != fmt.Sprint(want) {
+		t.Errorf("control lines %q, want %q", control, want)
 	}
 }
 

@@ -299,11 +299,11 @@ func TestBrokerForwardsTheRealCredential(t *testing.T) {
 	metered := &Meter{ModelCall: true, Usage: &BrokerUsage{InputTokens: 3, OutputTokens: 5, CostSource: "unknown", Reported: true}}
 	wantLog := []Decision{
 		{Kind: KindBroker, Node: "fix", Method: "POST", Host: "api.anthropic.com", Port: g.up.port, Path: "/broker/fix/" + g.fixEP + "/v1/messages",
-			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "ANTHROPIC_API_KEY", BytesIn: int64(len(body)), BytesOut: n, Meter: metered},
+			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "ANTHROPIC_API_KEY", BytesIn: int64(len(body)), BytesOut: n, Meter: metered, Attempt: 1},
 		{Kind: KindBroker, Node: "fix", Method: "POST", Host: "api.anthropic.com", Port: g.up.port, Path: "/broker/fix/" + g.fixEP + "/v1/messages",
-			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "CLAUDE_CODE_OAUTH_TOKEN", BytesIn: int64(len(body)), BytesOut: int64(len(got2)), Meter: metered},
+			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "CLAUDE_CODE_OAUTH_TOKEN", BytesIn: int64(len(body)), BytesOut: int64(len(got2)), Meter: metered, Attempt: 1},
 		{Kind: KindBroker, Node: "review", Method: "POST", Host: "openrouter.ai", Port: g.up.port, Path: "/broker/review/" + g.revEP + "/api/v1/chat/completions",
-			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "OPENROUTER_API_KEY", BytesIn: 13, BytesOut: int64(len(got3)), Meter: metered},
+			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "OPENROUTER_API_KEY", BytesIn: 13, BytesOut: int64(len(got3)), Meter: metered, Attempt: 1},
 	}
 	if diff := cmp.Diff(wantLog, brokerDecisions(t, g.log, KindBroker)); diff != "" {
 		t.Errorf("decision lines (-want +got):\n%s", diff)

@@ -73,6 +73,9 @@ type Decision struct {
 	DurationMS int64 `json:"duration_ms,omitempty"`
 	// Meter is a brokered request's model call and metered usage (broker_budget.go).
 	Meter *Meter `json:"meter,omitempty"`
+	// Attempt is the node's attempt a brokered request was admitted in (from 1), or the attempt a control call
+	// started.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // Options are the parts of the proxy a test replaces; the zero value is the production proxy.

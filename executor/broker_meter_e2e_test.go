@@ -149,3 +149,85 @@ node "%[1]sturns" {
 		t.Errorf("%d mismatch warnings, want 2:\n%s", got, rec.warningText())
 	}
 }
+
+// TestBrokerMeterPerAttempt: a brokered node whose agent spends 400,050 tokens of its max_tokens 500,000 and then
+// meets an overloaded API is retried; the proxy's sums start again for the second attempt, as apply's budget does,
+// so the retry gets both of its answers instead of a refusal on the first attempt's spend, and the ledger and the
+// meters keep each attempt's requests apart.
+func TestBrokerMeterPerAttempt(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	f.modelStandIn(ctx, "200000")
+	cfg := f.config(`
+node "%[1]sretry" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  role   = "reviewer"
+  prompt = "mode=modelcalls\ncalls=2\nthen=apierror\nfinal_usage=none\ntokens=none\ncost=none"
+  budget {
+    max_tokens = 500000
+  }
+  retry {
+    attempts = 2
+    backoff  = "1s"
+  }
+}
+`)
+	waits := &fakeWaits{}
+	sum, _, err := f.apply(ctx, cfg, waits.tweak, func(o *ApplyOptions) {
+		o.EgressAllowPrivateAddresses = true
+		o.Environ = append(os.Environ(), "ANTHROPIC_API_KEY=sk-ant-api03-"+randomSuffix()+randomSuffix()+"-kewplan-test")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	name := f.node("retry")
+	res := resultOf(t, sum, name)
+	if res.Status != ledger.StatusFailed || res.Attempts != 2 || res.Reason != "api_error: HTTP 529 overloaded after 2 attempts" {
+		t.Fatalf("node: %s after %d attempts (%s), want failed on api_error after 2", res.Status, res.Attempts, res.Reason)
+	}
+	got := f.attempts(sum.RunID)[name]
+	if len(got) != 2 {
+		t.Fatalf("%d attempts recorded, want 2", len(got))
+	}
+	for i, a := range got {
+		calls := modelCalls(t, a.StdoutLog)
+		if len(calls) != 2 || calls[0]["status"] != float64(200) || calls[1]["status"] != float64(200) {
+			t.Errorf("attempt %d: model calls %v, want two answered (the proxy's sums start again each attempt)", i+1, calls)
+		}
+	}
+	l, err := ledger.Open(statedir.Dir{Root: f.stateDir}.Ledger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	reqs, err := l.BrokerRequests(sum.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attempts []int
+	for _, r := range reqs {
+		if r.Node == name {
+			attempts = append(attempts, r.Attempt)
+		}
+	}
+	if fmt.Sprint(attempts) != "[1 1 2 2]" {
+		t.Errorf("brokered requests by attempt %v, want [1 1 2 2]", attempts)
+	}
+	meters, err := l.Meters(sum.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var per []string
+	for _, m := range meters {
+		if m.Node == name {
+			per = append(per, fmt.Sprintf("%d:%d", m.Attempt, m.Proxy.Tokens))
+		}
+	}
+	if fmt.Sprint(per) != "[1:400050 2:400050]" {
+		t.Errorf("proxy meters by attempt %v, want 400,050 tokens in each of attempts 1 and 2", per)
+	}
+}

@@ -66,7 +66,9 @@ func (a *applier) planCredentials() []string {
 // brokerRequest records a request the egress proxy brokered for a node, with the node's current attempt.
 func (a *applier) brokerRequest(r ledger.BrokerRequest) {
 	a.mu.Lock()
-	r.Attempt = a.attempts[r.Node]
+	if r.Attempt <= 0 || r.Attempt > a.attempts[r.Node] {
+		r.Attempt = a.attempts[r.Node] // the proxy names the attempt it admitted a request in; trust no other
+	}
 	nb := a.nodeBudgets[r.Node]
 	a.mu.Unlock()
 	r.RunID = a.runID
@@ -76,7 +78,7 @@ func (a *applier) brokerRequest(r ledger.BrokerRequest) {
 			a.warn(r.Node, err.Error())
 		}
 	}
-	// The proxy's figures count against the attempt they were made in; the proxy itself sums the node's run.
+	// The proxy's figures count against the attempt they were made in, as the proxy's own sums do.
 	if nb != nil && nb.attempt == r.Attempt {
 		nb.brokered(r)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/egress"
+	"github.com/kewplan/kewplan/executor/adapter"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/internal/brokerplan"
 	"github.com/kewplan/kewplan/planner"
@@ -74,6 +75,22 @@ func (d *dockerEngine) NodeEnded(ctx context.Context, np *planner.NodePlan) {
 	}
 }
 
+// attemptStarts tells the proxy that a brokered node's retry starts, so that its sums and caps start again from
+// zero as the attempt's budget does. A retry whose proxy cannot be told does not start: its caps at the proxy
+// would still hold the earlier attempts' spend.
+func (d *dockerEngine) attemptStarts(ctx context.Context, at *adapter.Attempt) *adapter.Failure {
+	np := at.Node
+	if at.Number <= 1 || d.egress == nil || d.egress.broker[np.Name] == nil || d.egress.control == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := egress.StartAttemptAt(ctx, d.egress.controlAddr, d.egress.control, d.egress.broker[np.Name].user, at.Number); err != nil {
+		return adapter.Failed(ledger.StatusFailed, fmt.Sprintf("attempt %d did not start: %v", at.Number, err))
+	}
+	return nil
+}
+
 // brokerDecision records one brokered request from the proxy's decision log; a refusal is also an egress denial.
 func (d *dockerEngine) brokerDecision(dec egress.Decision, node string) {
 	t := dec.Time
@@ -88,7 +105,7 @@ func (d *dockerEngine) brokerDecision(dec egress.Decision, node string) {
 		}
 		reason = clipText(reason, 600)
 	}
-	r := ledger.BrokerRequest{Node: node, Method: clipText(dec.Method, 16), Host: clipText(dec.Host, 260),
+	r := ledger.BrokerRequest{Node: node, Attempt: dec.Attempt, Method: clipText(dec.Method, 16), Host: clipText(dec.Host, 260),
 		Path: clipText(dec.Path, 512), Status: dec.Status, Credential: clipText(dec.Credential, 128), BytesIn: dec.BytesIn,
 		BytesOut: dec.BytesOut, DurationMS: dec.DurationMS, Reason: reason, Time: t}
 	if m := dec.Meter; m != nil {

@@ -253,6 +253,9 @@ func (d *dockerEngine) Attempt(ctx context.Context, at *adapter.Attempt) *adapte
 	if f := at.TakeSlot(ctx); f != nil {
 		return f
 	}
+	if f := d.attemptStarts(ctx, at); f != nil {
+		return f
+	}
 	if f := d.runAgent(ctx, at); f != nil {
 		d.keepWork(ctx, at, repo, base, f, false)
 		return f

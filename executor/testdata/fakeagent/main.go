@@ -114,16 +114,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "fakeagent: failing as asked")
 		os.Exit(3)
 	case "apierror":
-		emit(map[string]any{"type": "assistant", "session_id": session, "error": "unknown", "is_api_error_message": true,
-			"message": map[string]any{"id": "x", "model": "<synthetic>", "content": []any{map[string]any{"type": "text",
-				"text": `API Error: 529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`}},
-				"usage": map[string]any{"input_tokens": 0, "output_tokens": 0}}})
-		emit(map[string]any{"type": "result", "subtype": "success", "is_error": true, "terminal_reason": "api_error",
-			"api_error_status": 529, "api_error_type": "overloaded_error", "result": "API Error: 529 Overloaded",
-			"total_cost_usd": 0.001, "num_turns": 1, "session_id": session,
-			"usage": map[string]any{"input_tokens": 5, "output_tokens": 0}})
-		fmt.Fprintln(os.Stderr, "API Error: 529 Overloaded")
-		os.Exit(1)
+		apiErrorExit(session)
 	case "hang":
 		fmt.Fprintln(os.Stderr, "fakeagent: hanging as asked")
 		for {
@@ -169,6 +160,9 @@ func main() {
 		}
 	case "modelcalls":
 		modelCallsMode(opts, session, model)
+		if opts.get("then", "") == "apierror" {
+			apiErrorExit(session)
+		}
 	case "probe":
 		emit(map[string]any{"type": "system", "subtype": "probe", "session_id": session, "probe": probe()})
 	case "verdict":
@@ -235,6 +229,20 @@ func streamTurns(o options, session, model string) {
 			emit(map[string]any{"type": "assistant", "session_id": session, "message": msg})
 		}
 	}
+}
+
+// apiErrorExit streams claude-code's answer to an overloaded API and exits 1, as the CLI does.
+func apiErrorExit(session string) {
+	emit(map[string]any{"type": "assistant", "session_id": session, "error": "unknown", "is_api_error_message": true,
+		"message": map[string]any{"id": "x", "model": "<synthetic>", "content": []any{map[string]any{"type": "text",
+			"text": `API Error: 529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`}},
+			"usage": map[string]any{"input_tokens": 0, "output_tokens": 0}}})
+	emit(map[string]any{"type": "result", "subtype": "success", "is_error": true, "terminal_reason": "api_error",
+		"api_error_status": 529, "api_error_type": "overloaded_error", "result": "API Error: 529 Overloaded",
+		"total_cost_usd": 0.001, "num_turns": 1, "session_id": session,
+		"usage": map[string]any{"input_tokens": 5, "output_tokens": 0}})
+	fmt.Fprintln(os.Stderr, "API Error: 529 Overloaded")
+	os.Exit(1)
 }
 
 type options map[string]string

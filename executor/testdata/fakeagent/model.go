@@ -13,7 +13,8 @@ package main
 //	                                     /proc/1/environ (so a test can tell a real key never reached it)
 //	mode=modelcalls calls=N              the agent makes N plain calls to $ANTHROPIC_BASE_URL/v1/messages and prints
 //	                                     no usage of its own: a system event per call with its status and, for a
-//	                                     refusal, the error message the SDK would show
+//	                                     refusal, the error message the SDK would show; then=apierror then ends
+//	                                     as mode=apierror does (an overloaded API, exit 1)
 
 import (
 	"bufio"
