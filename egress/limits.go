@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -32,6 +33,9 @@ type Limits struct {
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds a request's line and headers: past it the request is refused unread (431).
 	MaxHeaderBytes int
+	// TunnelSlots bounds how many of one node's tunnel writes are in progress at once, so that the proxy's
+	// copying is shared by nodes, not by connections (fair.go).
+	TunnelSlots int
 }
 
 // Default limits: generous for agents (a model's stream may pause for minutes), small enough that a flood of
@@ -60,6 +64,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxHeaderBytes <= 0 {
 		l.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
+	if l.TunnelSlots <= 0 {
+		l.TunnelSlots = DefaultTunnelSlots
+	}
 	return l
 }
 
@@ -67,7 +74,8 @@ func (l Limits) withDefaults() Limits {
 // in a handler), and how many each node holds.
 type connTracker struct {
 	limits Limits
-	onLoad func(sentence string) // records a refusal for load that names no node
+	shares map[string]*tunnelShare // each node's tunnel slots, read only
+	onLoad func(sentence string)   // records a refusal for load that names no node
 	// onUnread records a request Go's server refused before any handler read it (headers over MaxHeaderBytes, a
 	// malformed request), with the sentence the client was answered with instead of Go's bare status text.
 	onUnread func(status int, reason, sentence string)
@@ -77,8 +85,8 @@ type connTracker struct {
 	perNode  map[string]int
 }
 
-func newConnTracker(l Limits, onLoad func(string), onUnread func(int, string, string)) *connTracker {
-	return &connTracker{limits: l, onLoad: onLoad, onUnread: onUnread, evict: list.New(), perNode: map[string]int{}}
+func newConnTracker(l Limits, shares map[string]*tunnelShare, onLoad func(string), onUnread func(int, string, string)) *connTracker {
+	return &connTracker{limits: l, shares: shares, onLoad: onLoad, onUnread: onUnread, evict: list.New(), perNode: map[string]int{}}
 }
 
 // trackedConn is a client connection: closed after IdleTimeout without traffic, and counted until closed.
@@ -89,7 +97,9 @@ type trackedConn struct {
 	node     string        // the node whose slot the connection holds, "" for none
 	busy     bool          // a request is in a handler
 	hijacked bool          // a tunnel owns the connection
-	admitted bool          // counted in t.open
+	// share is the tunnel's node's slots once a tunnel owns the connection: its writes take them (fair.go).
+	share    atomic.Pointer[tunnelShare]
+	admitted bool // counted in t.open
 	closed   bool
 }
 
@@ -182,6 +192,9 @@ func (t *connTracker) end(c *trackedConn) {
 func (t *connTracker) hijacked(c *trackedConn) {
 	t.mu.Lock()
 	c.hijacked = true
+	if c.node != "" {
+		c.share.Store(t.shares[c.node])
+	}
 	t.mu.Unlock()
 }
 
@@ -202,6 +215,9 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 			return 0, err
 		}
 		return len(p), nil
+	}
+	if s := c.share.Load(); s != nil {
+		return s.write(c.idleConn.Write, p)
 	}
 	return c.idleConn.Write(p)
 }
@@ -334,15 +350,19 @@ func (c idleConn) Close() error {
 func (c idleConn) stop() { c.timer.Stop() }
 
 // CloseWrite and CloseRead keep a tunnel's half-close (goproxy uses them when both ends have them).
-func (c idleConn) CloseWrite() error {
-	if h, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+func (c idleConn) CloseWrite() error { return closeWrite(c.Conn) }
+
+func (c idleConn) CloseRead() error { return closeRead(c.Conn) }
+
+func closeWrite(c net.Conn) error {
+	if h, ok := c.(interface{ CloseWrite() error }); ok {
 		return h.CloseWrite()
 	}
 	return errors.ErrUnsupported
 }
 
-func (c idleConn) CloseRead() error {
-	if h, ok := c.Conn.(interface{ CloseRead() error }); ok {
+func closeRead(c net.Conn) error {
+	if h, ok := c.(interface{ CloseRead() error }); ok {
 		return h.CloseRead()
 	}
 	return errors.ErrUnsupported

@@ -98,11 +98,13 @@ type Options struct {
 // Server is kewplan's egress proxy: an HTTP forward proxy that lets each authenticated node CONNECT only to the
 // hosts and ports of its own allowlist, resolves names itself, and logs every decision as one JSON line.
 type Server struct {
-	cfg    *Config
-	opts   Options
-	nodes  map[string]*nodeAllow
-	proxy  *goproxy.ProxyHttpServer
-	broker *broker
+	cfg   *Config
+	opts  Options
+	nodes map[string]*nodeAllow
+	proxy *goproxy.ProxyHttpServer
+	// tunnelShares are each node's tunnel slots (fair.go).
+	tunnelShares map[string]*tunnelShare
+	broker       *broker
 
 	logMu sync.Mutex
 	log   io.Writer
@@ -156,7 +158,11 @@ func NewServer(cfg *Config, decisions io.Writer, opts Options) (*Server, error) 
 		}
 	}
 	s.opts.Limits = s.opts.Limits.withDefaults()
-	s.conns = newConnTracker(s.opts.Limits, func(sentence string) {
+	s.tunnelShares = map[string]*tunnelShare{}
+	for _, n := range cfg.Nodes {
+		s.tunnelShares[n.Name] = newTunnelShare(s.opts.Limits.TunnelSlots)
+	}
+	s.conns = newConnTracker(s.opts.Limits, s.tunnelShares, func(sentence string) {
 		s.record(Decision{Method: "ACCEPT", Reason: ReasonLoad, Refusal: sentence})
 	}, func(status int, reason, sentence string) {
 		// The request was never read, so it names no node, method or target.
@@ -190,7 +196,12 @@ func NewServer(cfg *Config, decisions io.Writer, opts Options) (*Server, error) 
 		TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 60 * time.Second, MaxIdleConns: 16,
 		IdleConnTimeout: 90 * time.Second, MaxResponseHeaderBytes: int64(s.opts.Limits.MaxHeaderBytes)}
 	p.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
-		return s.dialContext(req.Context(), network, addr)
+		c, err := s.dialContext(req.Context(), network, addr)
+		if err != nil {
+			return nil, err
+		}
+		j, _ := req.Context().Value(ctxKey{}).(judged)
+		return fairConn{Conn: c, share: s.tunnelShares[j.node]}, nil // a tunnel: its writes take its node's slots (fair.go)
 	}
 	p.ConnectDial = nil
 	// A refused dial answers with its sentence: on a CONNECT goproxy has hijacked the connection and hands it here,
