@@ -107,6 +107,43 @@ func (f *fixture) modelStandIn(ctx context.Context, args ...string) *lockedBuffe
 	return out
 }
 
+// brokered is the apply options of a test with the model stand-in: its network's private addresses reachable
+// through the proxy, and key as the credential the proxy brokers.
+func brokered(key string) func(*ApplyOptions) {
+	return func(o *ApplyOptions) {
+		o.EgressAllowPrivateAddresses = true
+		o.Environ = append(os.Environ(), "ANTHROPIC_API_KEY="+key)
+	}
+}
+
+// testAPIKey is a fresh stand-in for a real Anthropic key.
+func testAPIKey() string { return "sk-ant-api03-" + randomSuffix() + randomSuffix() + "-kewplan-test" }
+
+// brokerRequests are a run's brokered requests as the ledger keeps them.
+func (f *fixture) brokerRequests(runID string) []ledger.BrokerRequest {
+	return readLedger(f, func(l *ledger.Ledger) ([]ledger.BrokerRequest, error) { return l.BrokerRequests(runID) })
+}
+
+// meters are both meters of a run's brokered attempts, from the ledger.
+func (f *fixture) meters(runID string) []ledger.NodeMeters {
+	return readLedger(f, func(l *ledger.Ledger) ([]ledger.NodeMeters, error) { return l.Meters(runID) })
+}
+
+// readLedger reads one thing from the fixture's ledger.
+func readLedger[T any](f *fixture, read func(*ledger.Ledger) (T, error)) T {
+	f.t.Helper()
+	l, err := ledger.Open(statedir.Dir{Root: f.stateDir}.Ledger())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer l.Close()
+	v, err := read(l)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return v
+}
+
 func sha256Hex(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
 
 // TestBrokeredCredentialsEndToEnd: a brokered Claude Code node calls its model API (a TLS stand-in for
@@ -136,11 +173,8 @@ node "%[1]sfwd" {
   prompt      = "mode=model\nverdict=approve"
 }
 `)
-	realKey := "sk-ant-api03-" + randomSuffix() + randomSuffix() + "-kewplan-test"
-	sum, _, err := f.apply(ctx, cfg, func(o *ApplyOptions) {
-		o.EgressAllowPrivateAddresses = true
-		o.Environ = append(os.Environ(), "ANTHROPIC_API_KEY="+realKey)
-	})
+	realKey := testAPIKey()
+	sum, _, err := f.apply(ctx, cfg, brokered(realKey))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,15 +213,7 @@ node "%[1]sfwd" {
 		t.Errorf("the upstream saw %d requests, want the brokered node's 2 at least:\n%s", requests, stubOut.String())
 	}
 	// The ledger records each brokered request; the stored logs never hold the key.
-	l, err := ledger.Open(statedir.Dir{Root: f.stateDir}.Ledger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	reqs, err := l.BrokerRequests(sum.RunID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reqs := f.brokerRequests(sum.RunID)
 	ok200 := 0
 	for _, r := range reqs {
 		if r.Node == f.node("brok") && r.Status == 200 && r.Attempt == 1 && r.Credential == "ANTHROPIC_API_KEY" && r.Host == "api.anthropic.com" {

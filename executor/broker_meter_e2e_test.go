@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/kewplan/kewplan/executor/ledger"
-	"github.com/kewplan/kewplan/executor/statedir"
 )
 
 // modelCalls are the fake agent's mode=modelcalls events: each call's status and, for a refusal, its message.
@@ -66,10 +65,7 @@ node "%[1]sturns" {
   }
 }
 `)
-	sum, rec, err := f.apply(ctx, cfg, func(o *ApplyOptions) {
-		o.EgressAllowPrivateAddresses = true
-		o.Environ = append(os.Environ(), "ANTHROPIC_API_KEY=sk-ant-api03-"+randomSuffix()+randomSuffix()+"-kewplan-test")
-	})
+	sum, rec, err := f.apply(ctx, cfg, brokered(testAPIKey()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,17 +100,8 @@ node "%[1]sturns" {
 		t.Logf("%s: %d calls seen by the agent before the kill; reason %q", tc.res.Node, len(calls), tc.res.Reason)
 	}
 
-	l, err := ledger.Open(statedir.Dir{Root: f.stateDir}.Ledger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	reqs, err := l.BrokerRequests(sum.RunID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	answered := map[string]int{}
-	for _, r := range reqs {
+	for _, r := range f.brokerRequests(sum.RunID) {
 		if r.Status == 200 {
 			answered[r.Node]++
 			if !r.ModelCall || !r.Metered || r.InputTokens != 200000 || r.OutputTokens != 25 || r.CostSource != "estimated" {
@@ -125,10 +112,7 @@ node "%[1]sturns" {
 	if answered[f.node("usd")] != 2 || answered[f.node("turns")] != 2 {
 		t.Errorf("answered model calls %v, want 2 per node", answered)
 	}
-	meters, err := l.Meters(sum.RunID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	meters := f.meters(sum.RunID)
 	found := 0
 	for _, m := range meters {
 		if m.Node != f.node("usd") && m.Node != f.node("turns") {
@@ -176,10 +160,7 @@ node "%[1]sretry" {
 }
 `)
 	waits := &fakeWaits{}
-	sum, _, err := f.apply(ctx, cfg, waits.tweak, func(o *ApplyOptions) {
-		o.EgressAllowPrivateAddresses = true
-		o.Environ = append(os.Environ(), "ANTHROPIC_API_KEY=sk-ant-api03-"+randomSuffix()+randomSuffix()+"-kewplan-test")
-	})
+	sum, _, err := f.apply(ctx, cfg, waits.tweak, brokered(testAPIKey()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,17 +180,8 @@ node "%[1]sretry" {
 			t.Errorf("attempt %d: model calls %v, want two answered (the proxy's sums start again each attempt)", i+1, calls)
 		}
 	}
-	l, err := ledger.Open(statedir.Dir{Root: f.stateDir}.Ledger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	reqs, err := l.BrokerRequests(sum.RunID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var attempts []int
-	for _, r := range reqs {
+	for _, r := range f.brokerRequests(sum.RunID) {
 		if r.Node == name {
 			attempts = append(attempts, r.Attempt)
 		}
@@ -217,12 +189,8 @@ node "%[1]sretry" {
 	if fmt.Sprint(attempts) != "[1 1 2 2]" {
 		t.Errorf("brokered requests by attempt %v, want [1 1 2 2]", attempts)
 	}
-	meters, err := l.Meters(sum.RunID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var per []string
-	for _, m := range meters {
+	for _, m := range f.meters(sum.RunID) {
 		if m.Node == name {
 			per = append(per, fmt.Sprintf("%d:%d", m.Attempt, m.Proxy.Tokens))
 		}
