@@ -46,16 +46,22 @@ func sinkUpstream(tb testing.TB, rate int64) int {
 	})
 }
 
-// benchProxy runs a proxy on loopback for a benchmark; every name resolves to 127.0.0.1.
-func benchProxy(tb testing.TB, cfg *Config) string {
-	tb.Helper()
-	cfg.Listen = "127.0.0.1:0"
-	s, err := NewServer(cfg, io.Discard, Options{
+// loopbackOptions make a benchmark's proxy: every name resolves to 127.0.0.1, where the stand-ins listen.
+func loopbackOptions() Options {
+	return Options{
 		Resolve: func(context.Context, string) ([]netip.Addr, error) {
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 		},
 		AddressAllowed: func(a netip.Addr) bool { return a.IsLoopback() },
-	})
+	}
+}
+
+// benchProxy runs a proxy on loopback in the test process for a benchmark (startProxyProc runs one in a process
+// of its own).
+func benchProxy(tb testing.TB, cfg *Config) string {
+	tb.Helper()
+	cfg.Listen = "127.0.0.1:0"
+	s, err := NewServer(cfg, io.Discard, loopbackOptions())
 	if err != nil {
 		tb.Fatal(err)
 	}
