@@ -4,14 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
+	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -182,76 +184,16 @@ func TestUsageMeterGarbage(t *testing.T) {
 }
 
 // BenchmarkBrokerMeteringCPU streams a 10 MiB answer (Anthropic server-sent events, 64 bytes of text per delta)
-// through the broker with its meter and through the same broker without it (ModifyResponse removed), alternating,
-// and compares the CPU time of the process (the proxy, the TLS stand-in and the client are all in it, the same on
-// both sides): metering-ratio is metered / unmetered. meter-ms/10MiB is the meter alone on the same bytes.
+// through a proxy with the broker's meter and through another with the meter off, and compares the CPU time of
+// the two proxy processes (startProxyProc: each proxy is a process of its own, as in production, so the stand-in
+// and the agents, which share the test process, are not in the figure): metering-ratio is metered / unmetered
+// over meteringPairs answers each (goal: at most 1.05). The stand-in sends the answer as a provider streams it,
+// each event written and flushed on its own, as fast as the proxies take them: nothing paces them, so a proxy's
+// CPU is spent on the events and not on waiting for the next one. meter-ms/10MiB is the meter alone on the same
+// bytes, in the test process.
 func BenchmarkBrokerMeteringCPU(b *testing.B) {
 	body := bigStream()
-	ca := newTestCA(b)
-	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		for off := 0; off < len(body); off += 16 << 10 {
-			_, _ = w.Write(body[off:min(off+16<<10, len(body))])
-		}
-	}))
-	up.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf}}
-	up.StartTLS()
-	defer up.Close()
-	ep := fmt.Sprintf("api.anthropic.com:%d", up.Listener.Addr().(*net.TCPAddr).Port)
-	server := func() (*Server, *httptest.Server) {
-		cfg := &Config{Listen: "127.0.0.1:0", UpstreamCAPEM: ca.pem, Nodes: []NodeConfig{{Name: "fix", Secret: secretFix,
-			Broker: &BrokerConfig{API: BrokerAPIAnthropic, Endpoints: []string{ep}, Price: sonnetPrice,
-				Credentials: []BrokerCredential{{Name: "ANTHROPIC_API_KEY", Placeholder: phFixKey, Value: realFixKey, Header: "x-api-key"}}}}}}
-		s, err := NewServer(cfg, io.Discard, Options{
-			Resolve: func(context.Context, string) ([]netip.Addr, error) {
-				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-			},
-			AddressAllowed: func(a netip.Addr) bool { return a.IsLoopback() },
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		h := httptest.NewServer(s)
-		b.Cleanup(h.Close)
-		return s, h
-	}
-	_, metered := server()
-	bare, unmetered := server()
-	bare.broker.proxy.ModifyResponse = nil
-	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
-	// A pass whose answer arrives cut is counted in cut-answers (it should stay 0) and run again; its CPU time
-	// is not counted.
-	cuts := 0
-	pass := func(h *httptest.Server) time.Duration {
-		for try := 0; ; try++ {
-			req, _ := http.NewRequest(http.MethodPost, h.URL+BrokerPathPrefix+"fix/"+ep+"/v1/messages", strings.NewReader(`{"stream":true}`))
-			req.Header.Set("x-api-key", phFixKey)
-			before := cpuTime()
-			res, err := client.Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			n, err := io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if n == int64(len(body)) {
-				return cpuTime() - before
-			}
-			if cuts++; try == 5 {
-				b.Fatalf("got %d bytes of %d: %v", n, len(body), err)
-			}
-		}
-	}
-	pass(metered) // warm both connections
-	pass(unmetered)
-	var withMeter, without time.Duration
-	b.SetBytes(int64(len(body)))
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		withMeter += pass(metered)
-		without += pass(unmetered)
-	}
-	b.StopTimer()
+	metered, unmetered, cuts := meteringPairsCPU(b, body, true)
 	start := cpuTime()
 	for i := 0; i < b.N; i++ {
 		m := newUsageMeter(true)
@@ -263,11 +205,176 @@ func BenchmarkBrokerMeteringCPU(b *testing.B) {
 		}
 	}
 	alone := cpuTime() - start
-	b.ReportMetric(float64(withMeter)/float64(without), "metering-ratio")
+	b.ReportMetric(float64(metered)/float64(unmetered), "metering-ratio")
 	b.ReportMetric(float64(alone.Microseconds())/1e3/float64(b.N), "meter-ms/10MiB")
 	b.ReportMetric(float64(cuts), "cut-answers")
-	b.ReportMetric(float64(withMeter.Microseconds())/1e3/float64(b.N), "metered-cpu-ms")
-	b.ReportMetric(float64(without.Microseconds())/1e3/float64(b.N), "unmetered-cpu-ms")
+	reportPairCPU(b, metered, unmetered)
+}
+
+// BenchmarkBrokerMeteringCPUBulk is BenchmarkBrokerMeteringCPU with the answer sent in unflushed 16 KiB pieces,
+// as no provider streams: the proxy's own work per byte is then at its least, and the meter's share of it at its
+// greatest. bulk-metering-ratio has no goal; it bounds what the meter can cost.
+func BenchmarkBrokerMeteringCPUBulk(b *testing.B) {
+	metered, unmetered, cuts := meteringPairsCPU(b, bigStream(), false)
+	b.ReportMetric(float64(metered)/float64(unmetered), "bulk-metering-ratio")
+	b.ReportMetric(float64(cuts), "cut-answers")
+	reportPairCPU(b, metered, unmetered)
+}
+
+// reportPairCPU reports each proxy's CPU time for one answer.
+func reportPairCPU(b *testing.B, metered, unmetered time.Duration) {
+	answers := float64(b.N * meteringPairs)
+	b.ReportMetric(float64(metered.Microseconds())/1e3/answers, "metered-cpu-ms")
+	b.ReportMetric(float64(unmetered.Microseconds())/1e3/answers, "unmetered-cpu-ms")
+}
+
+// meteringPairs is how many answers each proxy streams in one op of the metering benchmarks. One streamed
+// answer's proxy CPU varies by several percent from one answer to the next with what else the machine is doing
+// (how often the proxy finds its upstream socket empty and its agent asleep decides its system calls and
+// wake-ups), more than the meter costs; the ratio is of sums over this many, about 20 s for streamed answers.
+const meteringPairs = 16
+
+// meteringBothEnv, set to 1, makes the metering benchmarks meter on both sides: the ratio is then the method's
+// own noise on this machine, what a metering-ratio cannot tell from 1.
+const meteringBothEnv = "KEWPLAN_TEST_METER_BOTH"
+
+// meteringPairsCPU serves body from a TLS stand-in (each event flushed on its own when perEvent, else in
+// unflushed 16 KiB pieces) and fetches it b.N × meteringPairs times through two proxy processes at once, one
+// metering and one not. The stand-in answers the two requests of a pair together, writing each piece to one and
+// then to the other (first to each in turn), so both proxies receive the same bytes at the same instants. The
+// two processes take turns at metering, and at sending their request first: two identical proxies compared with
+// fixed roles differed by a few percent on this machine (the process started first cost more), as much as the
+// meter. It returns the CPU time of the metering and of the other proxy over their answers, and how many pairs
+// arrived cut: such a pair (there should be none) is fetched again and its CPU time is not counted.
+func meteringPairsCPU(b *testing.B, body []byte, perEvent bool) (metered, unmetered time.Duration, cuts int) {
+	var pieces [][]byte
+	for rest := body; len(rest) > 0; {
+		n := min(16<<10, len(rest))
+		if perEvent {
+			n = bytes.Index(rest, []byte("\n\n")) + 2
+		}
+		pieces, rest = append(pieces, rest[:n]), rest[n:]
+	}
+	type answer struct {
+		w    http.ResponseWriter
+		done chan struct{}
+	}
+	waiting := make(chan answer)
+	ca := newTestCA(b)
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		me := answer{w: w, done: make(chan struct{})}
+		select {
+		case waiting <- me: // the other request's handler writes both answers
+			<-me.done
+		case other := <-waiting:
+			defer close(other.done)
+			both := [2]http.ResponseWriter{w, other.w}
+			for i, p := range pieces {
+				for k := range 2 {
+					to := both[(i+k)%2]
+					_, _ = to.Write(p)
+					if perEvent {
+						to.(http.Flusher).Flush()
+					}
+				}
+			}
+		case <-r.Context().Done(): // the pair's other request failed
+		}
+	}))
+	up.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf}}
+	up.StartTLS()
+	b.Cleanup(up.Close)
+	ep := fmt.Sprintf("api.anthropic.com:%d", up.Listener.Addr().(*net.TCPAddr).Port)
+	name := map[bool]string{true: "metering", false: "metering-bulk"}[perEvent]
+	var procs [2]*proxyProc
+	for i := range procs {
+		cfg := &Config{UpstreamCAPEM: ca.pem, Nodes: []NodeConfig{brokeredNode("fix", secretFix, ep, phFixKey)}}
+		procs[i] = startProxyProc(b, fmt.Sprintf("%s-%d", name, i), cfg, i == 1)
+	}
+	both := os.Getenv(meteringBothEnv) == "1"
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	fetch := func(ctx context.Context, p *proxyProc) (int64, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.addr+BrokerPathPrefix+"fix/"+ep+"/v1/messages", strings.NewReader(`{"stream":true}`))
+		req.Header.Set("x-api-key", phFixKey)
+		res, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer res.Body.Close()
+		return io.Copy(io.Discard, res.Body)
+	}
+	var meteredAnswers [2]int // each process's, for checkMetered
+	// pair fetches the answer through both proxies at once, procs[m] metering and procs[first]'s request sent
+	// first (so that the stand-in's handler that writes both answers is the other's), and returns the CPU time
+	// of the metering proxy and of the other.
+	pair := func(m, first int) (time.Duration, time.Duration) {
+		for i, p := range procs {
+			p.setMeter(b, both || i == m)
+		}
+		order := [2]*proxyProc{procs[first], procs[1-first]}
+		for try := 0; ; try++ {
+			ctx, cancel := context.WithCancel(context.Background())
+			var n [2]int64
+			var errs [2]error
+			var cpu [2]time.Duration
+			for i, p := range procs {
+				cpu[i] = -p.cpu(b)
+			}
+			var wg sync.WaitGroup
+			for i, p := range order {
+				wg.Go(func() {
+					if n[i], errs[i] = fetch(ctx, p); n[i] != int64(len(body)) {
+						cancel() // release the other request from the stand-in
+					}
+				})
+			}
+			wg.Wait()
+			cancel()
+			if n[0] == int64(len(body)) && n[1] == int64(len(body)) {
+				for i, p := range procs {
+					cpu[i] += p.cpu(b)
+					if both || i == m {
+						meteredAnswers[i]++
+					}
+				}
+				return cpu[m], cpu[1-m]
+			}
+			if cuts++; try == 5 {
+				b.Fatalf("got %d and %d bytes of %d: %v", n[0], n[1], len(body), errors.Join(errs[:]...))
+			}
+		}
+	}
+	pair(0, 0)                                   // open and warm both proxies' connections
+	b.SetBytes(int64(meteringPairs * len(body))) // through each proxy
+	b.ResetTimer()
+	for i := 0; i < b.N*meteringPairs; i++ {
+		m, u := pair(i%2, i/2%2)
+		metered += m
+		unmetered += u
+	}
+	b.StopTimer()
+	if cuts == 0 {
+		for i, p := range procs {
+			checkMetered(b, p, meteredAnswers[i])
+		}
+	}
+	return metered, unmetered, cuts
+}
+
+// checkMetered fails the benchmark unless the proxy's decision lines carry the usage of exactly as many answers
+// as it was asked to meter: the two sides compared are what they are named.
+func checkMetered(b *testing.B, p *proxyProc, want int) {
+	got := 0
+	for _, d := range p.decisions(b) {
+		if d.Meter != nil && d.Meter.Usage != nil && d.Meter.Usage.OutputTokens == 99 {
+			got++
+		}
+	}
+	if got != want {
+		b.Fatalf("the proxy metered %d answers, want %d", got, want)
+	}
 }
 
 // bigStream is a 10 MiB Anthropic event stream whose last usage says 99 output tokens.
