@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -145,17 +146,26 @@ func benchConnect(b *testing.B, rate int64) {
 	b.ReportMetric(md.Seconds()/mt.Seconds(), "throughput-ratio")
 }
 
-// sseStandIn is a TLS stand-in for api.anthropic.com that answers every request with events server-sent events, one
-// every 2 ms (the pace of a model's tokens), each carrying the time it was handed to the connection.
+// eventPace is the stand-in's pace of server-sent events: a model's tokens.
+const eventPace = 2 * time.Millisecond
+
+// sseStandIn is a TLS stand-in for api.anthropic.com that answers every request with events server-sent events,
+// each carrying the time it was handed to the connection, one every eventPace on an absolute schedule that starts
+// at a random phase within the first eventPace. Real agents' token streams are independent of one another, not
+// phase-locked: streams that all started at one instant and slept the same 2 ms would hand the proxy bursts of
+// one event from each at the same moment, which no set of agents does. An event the stand-in sends late does not
+// push the schedule of the ones after it.
 func sseStandIn(b *testing.B, ca testCA, events int) string {
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		f := w.(http.Flusher)
-		for i := 0; i < events; i++ {
+		next := time.Now().Add(rand.N(eventPace))
+		for range events {
+			time.Sleep(time.Until(next)) // the pace of a model's tokens; what is measured is each event's trip
 			fmt.Fprintf(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"sent\":%d}\n\n", time.Now().UnixNano())
 			f.Flush()
-			time.Sleep(2 * time.Millisecond) // the pace of a model's tokens; what is measured is each event's trip
+			next = next.Add(eventPace)
 		}
 	}))
 	up.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf}}
@@ -232,13 +242,15 @@ func BenchmarkBrokerSSELatency(b *testing.B) {
 	b.ReportMetric(float64(percentile(lat, 99).Microseconds()), "p99-µs")
 }
 
-// BenchmarkBrokerSSELatencyConcurrent: 8 nodes stream through one proxy at once, 200 events each, and each node's
-// p99 event latency is compared with its own p99 streaming alone through the same proxy just before (goal: the
-// worst node's p99-ratio at most 2).
+// BenchmarkBrokerSSELatencyConcurrent: 8 nodes stream through one proxy at once, and each node's p99 event
+// latency is compared with its own p99 streaming alone through the same proxy (goal: the worst node's p99-ratio
+// at most 2; worstP99Ratio says how). The proxy runs in a process of its own, as in production, where it is its
+// own container: in the test process its goroutines would be scheduled together with the stand-in's and the
+// agents' by one runtime, and an event would never wait for the system to run another process.
 func BenchmarkBrokerSSELatencyConcurrent(b *testing.B) {
-	const events, nodes = 200, 8
+	const nodes = 8
 	ca := newTestCA(b)
-	ep := sseStandIn(b, ca, events)
+	ep := sseStandIn(b, ca, latencyEvents)
 	cfg := &Config{UpstreamCAPEM: ca.pem}
 	phs := make([]string, nodes)
 	for i := range phs {
@@ -249,105 +261,95 @@ func BenchmarkBrokerSSELatencyConcurrent(b *testing.B) {
 		phs[i] = ph
 		cfg.Nodes = append(cfg.Nodes, brokeredNode(fmt.Sprintf("n%d", i), fmt.Sprintf("%s-%d", secretFix, i), ep, ph))
 	}
-	proxy := benchProxy(b, cfg)
+	proxy := startProxyProc(b, "concurrent", cfg, false).addr
 	client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: nodes}}
-	together := func() ([]time.Duration, error) {
-		p99 := make([]time.Duration, nodes)
-		errs := make([]error, nodes)
-		var wg sync.WaitGroup
-		for n := range nodes {
-			wg.Go(func() {
-				l, err := streamLatencies(b, client, proxy, fmt.Sprintf("n%d", n), ep, phs[n], events)
-				if errs[n] = err; err == nil {
-					p99[n] = percentile(l, 99)
-				}
-			})
-		}
-		wg.Wait()
-		return p99, errors.Join(errs...)
-	}
-	// One round together first, so that every node's connections (agent to proxy, proxy to stand-in) are open and
-	// kept alive: what is compared is streaming, not TLS handshakes.
-	if _, err := together(); err != nil {
-		b.Fatal(err)
+	stream := func(n int) ([]time.Duration, error) {
+		return streamLatencies(b, client, proxy, fmt.Sprintf("n%d", n), ep, phs[n], latencyEvents)
 	}
 	worst, worstAlone, worstTogether := 0.0, time.Duration(0), time.Duration(0)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		alone := make([]time.Duration, nodes)
-		for n := range nodes {
-			l, err := streamLatencies(b, client, proxy, fmt.Sprintf("n%d", n), ep, phs[n], events)
-			if err != nil {
-				b.Fatal(err)
-			}
-			alone[n] = percentile(l, 99)
-		}
-		all, err := together()
-		if err != nil {
-			b.Fatal(err)
-		}
-		for n := range nodes {
-			if r := float64(all[n]) / float64(alone[n]); r > worst {
-				worst, worstAlone, worstTogether = r, alone[n], all[n]
-			}
+		if r, alone, together := worstP99Ratio(b, nodes, stream); r > worst {
+			worst, worstAlone, worstTogether = r, alone, together
 		}
 	}
 	b.StopTimer()
 	b.ReportMetric(worst, "p99-ratio-worst")
 	b.ReportMetric(float64(worstAlone.Microseconds()), "alone-p99-µs")
 	b.ReportMetric(float64(worstTogether.Microseconds()), "together-p99-µs")
-	b.ReportMetric(directConcurrency(b, ca, ep, nodes, events), "direct-p99-ratio-worst")
+	b.ReportMetric(directConcurrency(b, ca, ep, nodes), "direct-p99-ratio-worst")
+}
+
+// latencyEvents is how many events one stream of the concurrency benchmarks carries, latencyRounds how many times
+// each node streams alone and together. A node's p99 is over all its streams of a kind: 1000 events, so that it
+// is the tenth worst. One stream's p99 alone varied from 0.2 to 3 ms between identical nodes here, and the worst
+// ratio of eight nodes picks the luckiest of them.
+const (
+	latencyEvents = 500
+	latencyRounds = 2
+)
+
+// worstP99Ratio has each node stream alone, one after the other, and then all of them together, latencyRounds
+// times, after one round together that opens and keeps every connection (agent to proxy, proxy to stand-in): what
+// is compared is streaming, not TLS handshakes. It returns the worst node's ratio of its p99 together to its p99
+// alone, and those two p99s.
+func worstP99Ratio(b *testing.B, nodes int, stream func(n int) ([]time.Duration, error)) (worst float64, alone, together time.Duration) {
+	round := func() ([][]time.Duration, error) {
+		lat := make([][]time.Duration, nodes)
+		errs := make([]error, nodes)
+		var wg sync.WaitGroup
+		for n := range nodes {
+			wg.Go(func() { lat[n], errs[n] = stream(n) })
+		}
+		wg.Wait()
+		return lat, errors.Join(errs...)
+	}
+	if _, err := round(); err != nil {
+		b.Fatal(err)
+	}
+	alones, togethers := make([][]time.Duration, nodes), make([][]time.Duration, nodes)
+	for range latencyRounds {
+		for n := range nodes {
+			l, err := stream(n)
+			if err != nil {
+				b.Fatal(err)
+			}
+			alones[n] = append(alones[n], l...)
+		}
+		all, err := round()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for n := range nodes {
+			togethers[n] = append(togethers[n], all[n]...)
+		}
+	}
+	for n := range nodes {
+		a, t := percentile(alones[n], 99), percentile(togethers[n], 99)
+		if r := float64(t) / float64(a); r > worst {
+			worst, alone, together = r, a, t
+		}
+	}
+	return worst, alone, together
 }
 
 // directConcurrency is the same comparison without the proxy, the agents' requests going straight to the TLS
-// stand-in: what 8 streams at once cost on this machine by themselves (the stand-in, the clients and, above, the
-// proxy share its cores).
-func directConcurrency(b *testing.B, ca testCA, ep string, nodes, events int) float64 {
+// stand-in: what 8 streams at once cost on this machine by themselves, where the stand-in and the agents share its
+// cores (and with the proxy's process, above).
+func directConcurrency(b *testing.B, ca testCA, ep string, nodes int) float64 {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM([]byte(ca.pem))
 	client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: nodes,
 		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "api.anthropic.com"}}}
 	url := "https://127.0.0.1" + ep[strings.LastIndexByte(ep, ':'):] + "/v1/messages"
-	stream := func() (time.Duration, error) {
+	worst, _, _ := worstP99Ratio(b, nodes, func(int) ([]time.Duration, error) {
 		res, err := client.Post(url, "application/json", strings.NewReader(`{"stream":true}`))
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		defer res.Body.Close()
-		lat, err := eventLatencies(res.Body, events)
-		if err != nil {
-			return 0, err
-		}
-		return percentile(lat, 99), nil
-	}
-	round := func() ([]time.Duration, error) {
-		p99 := make([]time.Duration, nodes)
-		errs := make([]error, nodes)
-		var wg sync.WaitGroup
-		for n := range nodes {
-			wg.Go(func() { p99[n], errs[n] = stream() })
-		}
-		wg.Wait()
-		return p99, errors.Join(errs...)
-	}
-	if _, err := round(); err != nil { // open and keep every connection, as above
-		b.Fatal(err)
-	}
-	alone := make([]time.Duration, nodes)
-	for n := range nodes {
-		var err error
-		if alone[n], err = stream(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	all, err := round()
-	if err != nil {
-		b.Fatal(err)
-	}
-	worst := 0.0
-	for n := range nodes {
-		worst = max(worst, float64(all[n])/float64(alone[n]))
-	}
+		return eventLatencies(res.Body, latencyEvents)
+	})
 	return worst
 }
 
