@@ -282,8 +282,7 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		tc := &trackedConn{t: l.t}
-		tc.idleConn = idleConn{Conn: c, idle: l.t.limits.IdleTimeout}
-		tc.timer = time.AfterFunc(tc.idle, func() { _ = tc.Close() })
+		tc.idleConn = newIdleConn(c, l.t.limits.IdleTimeout, func() { _ = tc.Close() })
 		if l.t.admit(tc) {
 			return tc, nil
 		}
@@ -315,21 +314,58 @@ func (t *connTracker) connState(c net.Conn, st http.ConnState) {
 }
 
 // idleConn closes its connection after a period without a completed read or write, whichever side is quiet: a
-// parked keep-alive, a silent tunnel and a stalled upstream all end.
+// parked keep-alive, a silent tunnel and a stalled upstream all end. A read or a write only notes the time (on the
+// monotonic clock, a few nanoseconds); the timer, when it fires, looks at how long the connection has been quiet
+// and either ends it or waits for the rest of the period, so that a stream of small events does not reset a timer
+// for every one of them.
 type idleConn struct {
 	net.Conn
-	idle  time.Duration
-	timer *time.Timer
+	*idleWatch
 }
 
-func newIdleConn(c net.Conn, idle time.Duration) idleConn {
-	return idleConn{Conn: c, idle: idle, timer: time.AfterFunc(idle, func() { _ = c.Close() })}
+// idleWatch is an idleConn's clock and timer, shared by its copies.
+type idleWatch struct {
+	idle    time.Duration
+	last    atomic.Int64 // monotonic() when a read or a write last completed
+	timer   atomic.Pointer[time.Timer]
+	stopped atomic.Bool
+	onIdle  func()
+}
+
+// clockStart anchors monotonic: time.Since reads the monotonic clock, so a change of the wall clock never ends a
+// connection early.
+var clockStart = time.Now()
+
+func monotonic() int64 { return int64(time.Since(clockStart)) }
+
+// newIdleConn watches c: onIdle runs once c has been quiet for idle (by default, c is closed).
+func newIdleConn(c net.Conn, idle time.Duration, onIdle func()) idleConn {
+	if onIdle == nil {
+		onIdle = func() { _ = c.Close() }
+	}
+	w := &idleWatch{idle: idle, onIdle: onIdle}
+	w.last.Store(monotonic())
+	t := time.AfterFunc(time.Duration(1<<62), w.fire) // armed below, once the timer is where fire finds it
+	w.timer.Store(t)
+	t.Reset(idle)
+	return idleConn{Conn: c, idleWatch: w}
+}
+
+func (w *idleWatch) fire() {
+	if w.stopped.Load() {
+		return
+	}
+	if quiet := time.Duration(monotonic() - w.last.Load()); quiet < w.idle {
+		w.timer.Load().Reset(w.idle - quiet)
+		return
+	}
+	w.onIdle()
 }
 
 func (c idleConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		c.timer.Reset(c.idle)
+		c.last.Store(monotonic())
 	}
 	return n, err
 }
@@ -337,7 +373,7 @@ func (c idleConn) Read(p []byte) (int, error) {
 func (c idleConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if n > 0 {
-		c.timer.Reset(c.idle)
+		c.last.Store(monotonic())
 	}
 	return n, err
 }
@@ -347,7 +383,10 @@ func (c idleConn) Close() error {
 	return c.Conn.Close()
 }
 
-func (c idleConn) stop() { c.timer.Stop() }
+func (w *idleWatch) stop() {
+	w.stopped.Store(true)
+	w.timer.Load().Stop()
+}
 
 // CloseWrite and CloseRead keep a tunnel's half-close (goproxy uses them when both ends have them).
 func (c idleConn) CloseWrite() error { return closeWrite(c.Conn) }

@@ -400,3 +400,32 @@ func TestConnTrackerFreesEverything(t *testing.T) {
 		return s.conns.open == 0 && s.conns.evict.Len() == 0 && s.conns.perNode["fix"] == 0
 	})
 }
+
+// TestIdleWatch: a connection that read or wrote within the period is given the rest of it when the timer fires; one
+// quiet for the whole period ends; a stopped watch never ends it.
+func TestIdleWatch(t *testing.T) {
+	ended := make(chan struct{}, 1)
+	c1, c2 := net.Pipe()
+	defer c2.Close()
+	ic := newIdleConn(c1, time.Hour, func() { ended <- struct{}{} })
+	defer ic.stop()
+	go func() { _, _ = c2.Read(make([]byte, 1)) }()
+	if _, err := ic.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	ic.fire() // the write was just now: not idle
+	if len(ended) != 0 {
+		t.Fatal("a connection that just wrote was ended as idle")
+	}
+	ic.last.Store(monotonic() - int64(time.Hour) - 1)
+	ic.fire()
+	if len(ended) != 1 {
+		t.Fatal("a connection quiet for the whole period was not ended")
+	}
+	<-ended
+	ic.stop()
+	ic.fire()
+	if len(ended) != 0 {
+		t.Fatal("a stopped watch ended its connection")
+	}
+}

@@ -484,9 +484,7 @@ func (s *Server) dialContext(ctx context.Context, network, addr string) (net.Con
 		}
 		c, err := s.opts.Dial(ctx, netip.AddrPortFrom(a, uint16(port)))
 		if err == nil {
-			ic := idleConn{Conn: c, idle: s.opts.Limits.IdleTimeout}
-			ic.timer = time.AfterFunc(ic.idle, func() { _ = c.Close() })
-			return ic, nil
+			return newIdleConn(c, s.opts.Limits.IdleTimeout, nil), nil
 		}
 		lastErr = err
 	}
