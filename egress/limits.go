@@ -98,9 +98,14 @@ type trackedConn struct {
 	busy     bool          // a request is in a handler
 	hijacked bool          // a tunnel owns the connection
 	// share is the tunnel's node's slots once a tunnel owns the connection: its writes take them (fair.go).
-	share    atomic.Pointer[tunnelShare]
-	admitted bool // counted in t.open
-	closed   bool
+	share atomic.Pointer[tunnelShare]
+	// phase is where the connection's current request is (phaseIdle, phaseHeaders, phaseHandler), and readTimedOut
+	// says the last read ended at a deadline: both say when Go's server gives up on a request whose headers are
+	// still arriving (Close).
+	phase        atomic.Int32
+	readTimedOut atomic.Bool
+	admitted     bool // counted in t.open
+	closed       bool
 }
 
 // admit counts a new connection, evicting the oldest evictable one when the proxy is full; false when every
@@ -150,6 +155,7 @@ func (t *connTracker) begin(c *trackedConn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c.busy = true
+	c.phase.Store(phaseHandler)
 	if c.elem != nil {
 		t.evict.Remove(c.elem)
 		c.elem = nil
@@ -177,6 +183,7 @@ func (t *connTracker) end(c *trackedConn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c.busy = false
+	c.phase.Store(phaseIdle)
 	if c.closed || c.hijacked {
 		return
 	}
@@ -209,6 +216,7 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 		if c.t.onUnread != nil {
 			c.t.onUnread(status, reason, sentence)
 		}
+		c.phase.Store(phaseIdle) // answered
 		var b bytes.Buffer
 		writeRefusal(&b, status, sentence)
 		if _, err := c.idleConn.Write(b.Bytes()); err != nil {
@@ -220,6 +228,24 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 		return s.write(c.idleConn.Write, p)
 	}
 	return c.idleConn.Write(p)
+}
+
+// Phases of a connection's current request.
+const (
+	phaseIdle    = iota // no request yet, or the last one answered
+	phaseHeaders        // a request's first bytes arrived; its handler has not started
+	phaseHandler        // a handler has the request
+)
+
+// Read notes what Close needs to tell a request whose headers were too slow from a quiet keep-alive.
+func (c *trackedConn) Read(p []byte) (int, error) {
+	n, err := c.idleConn.Read(p)
+	if n > 0 {
+		c.phase.CompareAndSwap(phaseIdle, phaseHeaders)
+	}
+	var ne net.Error
+	c.readTimedOut.Store(err != nil && errors.As(err, &ne) && ne.Timeout())
+	return n, err
 }
 
 func (c *trackedConn) isHijacked() bool {
@@ -260,8 +286,19 @@ func unreadSentence(status int, text string, maxHeader int) (string, string) {
 		headerSafe(clip(text)))
 }
 
-// Close closes the connection and frees what it held.
+// Close closes the connection and frees what it held. Go's server closes a connection whose request line and
+// headers did not arrive within the header timeout without a word; when part of a request had arrived, the client
+// is answered 408 with its refusal sentence first (a keep-alive that merely stayed quiet is closed as it is).
 func (c *trackedConn) Close() error {
+	if c.readTimedOut.Load() && c.phase.Load() == phaseHeaders && !c.isHijacked() {
+		sentence := fmt.Sprintf("the request was refused because its line and headers did not arrive within %s; send the whole request at once",
+			c.t.limits.HeaderTimeout)
+		if c.t.onUnread != nil {
+			c.t.onUnread(http.StatusRequestTimeout, ReasonHeaderTimeout, sentence)
+		}
+		_ = c.idleConn.SetWriteDeadline(time.Now().Add(time.Second))
+		writeRefusal(c.idleConn, http.StatusRequestTimeout, sentence)
+	}
 	c.t.mu.Lock()
 	c.t.dropLocked(c)
 	c.t.mu.Unlock()

@@ -429,3 +429,56 @@ func TestIdleWatch(t *testing.T) {
 		t.Fatal("a stopped watch ended its connection")
 	}
 }
+
+// TestSlowHeadersRefusal: a request whose line and headers do not arrive within the header timeout is answered 408
+// with its sentence, and a decision line; a keep-alive that sent nothing is closed without a word.
+func TestSlowHeadersRefusal(t *testing.T) {
+	addr, log := startProxyWith(t, []NodeConfig{{Name: "fix", Secret: secretFix, Allow: []string{"api.anthropic.test:443"}}},
+		Options{Limits: Limits{HeaderTimeout: 200 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}})
+	slow, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	_ = slow.SetDeadline(time.Now().Add(time.Minute))
+	fmt.Fprintf(slow, "CONNECT api.anthropic.test:443 HTTP/1.1\r\nHost: api.anthropic.test:443\r\n") // and nothing more
+	res, err := http.ReadResponse(bufio.NewReader(slow), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	const want = "the request was refused because its line and headers did not arrive within 200ms; send the whole request at once"
+	if res.StatusCode != http.StatusRequestTimeout || res.Header.Get(RefusalHeader) != want || !strings.Contains(string(body), want) {
+		t.Errorf("slow headers = %d %q %q, want 408 with %q", res.StatusCode, res.Header.Get(RefusalHeader), body, want)
+	}
+	if !hasDecision(log.decisions(t), Decision{Method: "REQUEST", Status: http.StatusRequestTimeout, Reason: ReasonHeaderTimeout, Refusal: want}) {
+		t.Errorf("no decision line for the slow request: %+v", log.decisions(t))
+	}
+
+	quiet, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quiet.Close()
+	_ = quiet.SetDeadline(time.Now().Add(time.Minute))
+	if b, err := io.ReadAll(quiet); err != nil || len(b) != 0 {
+		t.Errorf("a connection that sent nothing got %q (%v), want a close without a word", b, err)
+	}
+	// A request answered, then a quiet keep-alive: closed without a word too.
+	kept, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kept.Close()
+	_ = kept.SetDeadline(time.Now().Add(time.Minute))
+	fmt.Fprintf(kept, "GET %s HTTP/1.1\r\nHost: proxy\r\n\r\n", HealthPath)
+	br := bufio.NewReader(kept)
+	if res, err := http.ReadResponse(br, nil); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("health: %v %v", res, err)
+	} else {
+		_, _ = io.Copy(io.Discard, res.Body)
+	}
+	if b, err := io.ReadAll(br); err != nil || len(b) != 0 {
+		t.Errorf("a quiet keep-alive got %q (%v), want a close without a word", b, err)
+	}
+}

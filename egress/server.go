@@ -44,6 +44,7 @@ const (
 	ReasonMalformedRequest = "malformed proxy request"
 	ReasonLoad             = "load"              // the proxy had no room for the connection or the node's request (Limits)
 	ReasonHeadersTooLarge  = "headers too large" // a request's line and headers passed Limits.MaxHeaderBytes
+	ReasonHeaderTimeout    = "headers too slow"  // a request's line and headers took longer than Limits.HeaderTimeout
 )
 
 // Decision is one line of the proxy's log: every request it judged, allowed or denied.
