@@ -179,12 +179,16 @@ var catalogue = []item{
 		Tests: []string{"broker.TestBrokerHostConfigNeverMeetsAgentCommits"}},
 	{ID: "J5", Attack: "a flood of idle and half-sent unauthenticated connections to the proxy; one node holding every tunnel it may", Expected: "another node's CONNECT still succeeds; the node past its bound is refused for load, recorded with reason load",
 		Tests: []string{"egress.TestFloodDoesNotStarveOtherNode", "egress.TestAcceptRefusedForLoad", "executor.TestEgressProxyFloodDoesNotStarve"}},
-	{ID: "J6", Attack: "silent keep-alive connections and tunnels parked on the proxy; request headers past the bound", Expected: "closed after the idle timeout; oversize headers refused (431)",
-		Tests: []string{"egress.TestIdleAndOversize"}},
+	{ID: "J6", Attack: "silent keep-alive connections and tunnels parked on the proxy; request headers past the bound, too slow, or not HTTP/1.1", Expected: "closed after the idle timeout; such requests answered 431, 408 or 400 with their sentence and recorded",
+		Tests: []string{"egress.TestIdleAndOversize", "egress.TestSlowHeadersRefusal", "egress.TestMalformedRequestRefusal"}},
 	{ID: "J7", Attack: "an allowed name resolving to a private, loopback, link-local or metadata address, named in private_hosts or not", Expected: "only a host named in private_hosts reaches a private range; loopback, link-local and metadata never",
 		Tests: []string{"egress.TestPrivateHostsNamedOnly", "executor.TestEgressPrivateHostsNamedOnly", "config.TestErrorFiles"}},
 	{ID: "J8", Attack: "a refused request's answer and decision line read for the proxy's secrets", Expected: "one sentence of what and why (body, X-Kewplan-Refusal, decision line), never a node's secret",
 		Tests: []string{"egress.TestRefusalSentences"}},
+	{ID: "J9", Attack: "one node moving data through 64 tunnels at once, or stalling its tunnels' writes by never reading", Expected: "its tunnels share its two slots, so another node's tunnel keeps its share of the proxy; its stalls slow only itself",
+		Tests: []string{"egress.TestTunnelShareBoundsANode", "egress.TestTunnelShareValve", "egress.TestStalledTunnelsStopOnlyTheirNode"}},
+	{ID: "J10", Attack: "a retry of a node that spent most of its budget in the attempt before", Expected: "the proxy's sums and caps start again for the retry, as apply's do; each request is counted in the attempt it was made in",
+		Tests: []string{"egress.TestBrokerBudgetPerAttempt", "executor.TestBrokerMeterPerAttempt"}},
 }
 
 // ownTests selects the suite's own tests in every package.
