@@ -213,9 +213,7 @@ func (t *connTracker) hijacked(c *trackedConn) {
 func (c *trackedConn) Write(p []byte) (int, error) {
 	if status, text, ok := serverErrorAnswer(p); ok && !c.isHijacked() {
 		reason, sentence := unreadSentence(status, text, c.t.limits.MaxHeaderBytes)
-		if c.t.onUnread != nil {
-			c.t.onUnread(status, reason, sentence)
-		}
+		c.t.onUnread(status, reason, sentence)
 		c.phase.Store(phaseIdle) // answered
 		var b bytes.Buffer
 		writeRefusal(&b, status, sentence)
@@ -293,9 +291,7 @@ func (c *trackedConn) Close() error {
 	if c.readTimedOut.Load() && c.phase.Load() == phaseHeaders && !c.isHijacked() {
 		sentence := fmt.Sprintf("the request was refused because its line and headers did not arrive within %s; send the whole request at once",
 			c.t.limits.HeaderTimeout)
-		if c.t.onUnread != nil {
-			c.t.onUnread(http.StatusRequestTimeout, ReasonHeaderTimeout, sentence)
-		}
+		c.t.onUnread(http.StatusRequestTimeout, ReasonHeaderTimeout, sentence)
 		_ = c.idleConn.SetWriteDeadline(time.Now().Add(time.Second))
 		writeRefusal(c.idleConn, http.StatusRequestTimeout, sentence)
 	}

@@ -280,14 +280,20 @@ func TestIdleAndOversize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkUnreadRefusal(t, res, log, http.StatusRequestHeaderFieldsTooLarge, ReasonHeadersTooLarge,
+		"the request was refused unread because its line and headers are larger than the proxy's bound of 4.0 KiB; send smaller headers")
+}
+
+// checkUnreadRefusal checks the answer to a request the proxy refused before reading it: the status, the sentence
+// in RefusalHeader and as the body, and its decision line (method REQUEST, as it names no node).
+func checkUnreadRefusal(t *testing.T, res *http.Response, log *syncBuffer, status int, reason, want string) {
+	t.Helper()
 	body, _ := io.ReadAll(res.Body)
-	const want = "the request was refused unread because its line and headers are larger than the proxy's bound of 4.0 KiB; send smaller headers"
-	if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge || res.Header.Get(RefusalHeader) != want ||
-		string(body) != "kewplan egress proxy: "+want+"\n" {
-		t.Errorf("oversize headers = %d %q %q, want 431 with the sentence %q", res.StatusCode, res.Header.Get(RefusalHeader), body, want)
+	if res.StatusCode != status || res.Header.Get(RefusalHeader) != want || string(body) != "kewplan egress proxy: "+want+"\n" {
+		t.Errorf("answer %d %q %q, want %d with the sentence %q", res.StatusCode, res.Header.Get(RefusalHeader), body, status, want)
 	}
-	if !hasDecision(log.decisions(t), Decision{Method: "REQUEST", Status: http.StatusRequestHeaderFieldsTooLarge, Reason: ReasonHeadersTooLarge, Refusal: want}) {
-		t.Errorf("no decision line for the oversize request: %+v", log.decisions(t))
+	if !hasDecision(log.decisions(t), Decision{Method: "REQUEST", Status: status, Reason: reason, Refusal: want}) {
+		t.Errorf("no decision line %q %q: %+v", reason, want, log.decisions(t))
 	}
 }
 
@@ -306,14 +312,8 @@ func TestMalformedRequestRefusal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(res.Body)
-	const want = "the request was refused because it is not well-formed HTTP/1.1 (Bad Request: missing required Host header); send a request line, a Host header and headers as HTTP/1.1 defines them"
-	if res.StatusCode != http.StatusBadRequest || res.Header.Get(RefusalHeader) != want || !strings.Contains(string(body), want) {
-		t.Errorf("malformed request = %d %q %q, want 400 with %q", res.StatusCode, res.Header.Get(RefusalHeader), body, want)
-	}
-	if !hasDecision(log.decisions(t), Decision{Method: "REQUEST", Status: http.StatusBadRequest, Reason: ReasonMalformedRequest, Refusal: want}) {
-		t.Errorf("no decision line for the malformed request: %+v", log.decisions(t))
-	}
+	checkUnreadRefusal(t, res, log, http.StatusBadRequest, ReasonMalformedRequest,
+		"the request was refused because it is not well-formed HTTP/1.1 (Bad Request: missing required Host header); send a request line, a Host header and headers as HTTP/1.1 defines them")
 	for _, p := range []string{
 		"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n",        // not an error
 		"HTTP/1.1 431 Too Large\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n", // a handler's sorted headers
@@ -446,14 +446,8 @@ func TestSlowHeadersRefusal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(res.Body)
-	const want = "the request was refused because its line and headers did not arrive within 200ms; send the whole request at once"
-	if res.StatusCode != http.StatusRequestTimeout || res.Header.Get(RefusalHeader) != want || !strings.Contains(string(body), want) {
-		t.Errorf("slow headers = %d %q %q, want 408 with %q", res.StatusCode, res.Header.Get(RefusalHeader), body, want)
-	}
-	if !hasDecision(log.decisions(t), Decision{Method: "REQUEST", Status: http.StatusRequestTimeout, Reason: ReasonHeaderTimeout, Refusal: want}) {
-		t.Errorf("no decision line for the slow request: %+v", log.decisions(t))
-	}
+	checkUnreadRefusal(t, res, log, http.StatusRequestTimeout, ReasonHeaderTimeout,
+		"the request was refused because its line and headers did not arrive within 200ms; send the whole request at once")
 
 	quiet, err := net.Dial("tcp", addr)
 	if err != nil {
