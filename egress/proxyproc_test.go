@@ -41,6 +41,9 @@ type proxyProcSpec struct {
 	NoMeter bool `json:"no_meter,omitempty"`
 	// Decisions is the file the proxy writes its decision lines to.
 	Decisions string `json:"decisions"`
+	// Stamps has the proxy note when each of the stand-in's events reached it (upstreamStamps), for the "stamps"
+	// command.
+	Stamps bool `json:"stamps,omitempty"`
 	// CPUProfile is where the process writes its CPU profile; none when empty.
 	CPUProfile string `json:"cpu_profile,omitempty"`
 }
@@ -59,7 +62,8 @@ func TestMain(m *testing.M) {
 // runProxyProc is a proxy process: it serves the spec at path on loopback (every name resolving to 127.0.0.1, as
 // benchProxy's), writes its address as the first line of stdout, and answers each line on stdin: "cpu" with its
 // CPU time so far in nanoseconds, "meter on" and "meter off" (the broker's meter for the answers from then on)
-// with "ok". It returns when stdin closes.
+// with "ok", "stamps" with the events' arrivals noted since it was last asked, as a JSON object (with
+// spec.Stamps). It returns when stdin closes.
 func runProxyProc(path string, stdin io.Reader, stdout io.Writer) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -75,9 +79,17 @@ func runProxyProc(path string, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	defer decisions.Close()
-	s, err := NewServer(spec.Config, decisions, loopbackOptions())
+	opts := loopbackOptions()
+	stamps := newUpstreamStamps()
+	if spec.Stamps {
+		opts.Dial = stamps.dial
+	}
+	s, err := NewServer(spec.Config, decisions, opts)
 	if err != nil {
 		return err
+	}
+	if spec.Stamps {
+		stamps.wrap(s)
 	}
 	// The meter is switched by a command between answers: a flag its ModifyResponse reads once an answer.
 	var metering atomic.Bool
@@ -112,6 +124,12 @@ func runProxyProc(path string, stdin io.Reader, stdout io.Writer) error {
 		switch lines.Text() {
 		case "cpu":
 			fmt.Fprintln(stdout, cpuTime().Nanoseconds())
+		case "stamps":
+			data, err := json.Marshal(stamps.take())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%s\n", data)
 		case "meter on", "meter off":
 			metering.Store(lines.Text() == "meter on")
 			fmt.Fprintln(stdout, "ok")
@@ -133,6 +151,7 @@ type proxyProc struct {
 	addr          string
 	decisionsPath string
 	cmd           *exec.Cmd
+	askMu         sync.Mutex // one command and its answer at a time
 	stdin         io.WriteCloser
 	stdout        *bufio.Reader
 	stderr        bytes.Buffer // read once the process has ended
@@ -145,8 +164,14 @@ type proxyProc struct {
 // it when the benchmark ends. name names its files: the spec and, under proxyProfileEnv, its CPU profile.
 func startProxyProc(tb testing.TB, name string, cfg *Config, noMeter bool) *proxyProc {
 	tb.Helper()
+	return startProxyProcSpec(tb, name, proxyProcSpec{Config: cfg, NoMeter: noMeter})
+}
+
+// startProxyProcSpec is startProxyProc with the whole spec (its Decisions and CPUProfile are set here).
+func startProxyProcSpec(tb testing.TB, name string, spec proxyProcSpec) *proxyProc {
+	tb.Helper()
 	dir := tb.TempDir()
-	spec := proxyProcSpec{Config: cfg, NoMeter: noMeter, Decisions: filepath.Join(dir, name+".decisions")}
+	spec.Decisions = filepath.Join(dir, name+".decisions")
 	if profiles := os.Getenv(proxyProfileEnv); profiles != "" {
 		spec.CPUProfile = filepath.Join(profiles, name+".pprof")
 	}
@@ -192,14 +217,25 @@ func startProxyProc(tb testing.TB, name string, cfg *Config, noMeter bool) *prox
 // ask sends the proxy process a command and returns its answer.
 func (p *proxyProc) ask(tb testing.TB, command string) string {
 	tb.Helper()
+	answer, err := p.tryAsk(command)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return answer
+}
+
+// tryAsk is ask for a goroutine other than the test's: it returns the error.
+func (p *proxyProc) tryAsk(command string) (string, error) {
+	p.askMu.Lock()
+	defer p.askMu.Unlock()
 	if _, err := io.WriteString(p.stdin, command+"\n"); err != nil {
-		tb.Fatalf("proxy process, %s: %v", command, err)
+		return "", fmt.Errorf("proxy process, %s: %w", command, err)
 	}
 	line, err := p.stdout.ReadString('\n')
 	if err != nil {
-		tb.Fatalf("proxy process, %s: %v", command, err)
+		return "", fmt.Errorf("proxy process, %s: %w", command, err)
 	}
-	return strings.TrimSpace(line)
+	return strings.TrimSpace(line), nil
 }
 
 // cpu is the proxy process's CPU time so far, user and system.
@@ -219,6 +255,19 @@ func (p *proxyProc) setMeter(tb testing.TB, on bool) {
 	if answer := p.ask(tb, map[bool]string{true: "meter on", false: "meter off"}[on]); answer != "ok" {
 		tb.Fatalf("proxy process, meter %v: answered %q", on, answer)
 	}
+}
+
+// arrivals are the stand-in's events' arrivals the proxy has noted since it was last asked (spec.Stamps).
+func (p *proxyProc) arrivals() (map[int64]arrival, error) {
+	answer, err := p.tryAsk("stamps")
+	if err != nil {
+		return nil, err
+	}
+	var at map[int64]arrival
+	if err := json.Unmarshal([]byte(answer), &at); err != nil {
+		return nil, fmt.Errorf("the proxy process's arrivals %q: %w", answer, err)
+	}
+	return at, nil
 }
 
 // decisions are the decision lines the proxy has written so far.
