@@ -170,17 +170,17 @@ const eventPace = 2 * time.Millisecond
 // phase-locked: streams that all started at one instant and slept the same 2 ms would hand the proxy bursts of
 // one event from each at the same moment, which no set of agents does. An event the stand-in sends late does not
 // push the schedule of the ones after it.
-func sseStandIn(b testing.TB, ca testCA, events int, pace time.Duration) string {
+func sseStandIn(b *testing.B, ca testCA, events int) string {
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		f := w.(http.Flusher)
-		next := time.Now().Add(rand.N(pace))
+		next := time.Now().Add(rand.N(eventPace))
 		for range events {
 			time.Sleep(time.Until(next)) // the pace of a model's tokens; what is measured is each event's trip
 			fmt.Fprintf(w, "event: content_block_delta\n"+sseEventFormat+"\n\n", eventIDs.Add(1), time.Now().UnixNano())
 			f.Flush()
-			next = next.Add(pace)
+			next = next.Add(eventPace)
 		}
 	}))
 	up.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf}}
@@ -211,8 +211,8 @@ type trips struct {
 }
 
 // holds sets each event's hold: from its arrival at the proxy's socket (at, the proxy's upstreamStamps) to its
-// arrival at the agent's. An event the proxy read together with the next of its stream (arrival.Shared) is taken
-// to have arrived when the stand-in wrote it, which errs towards a longer hold.
+// arrival at the agent's. An event whose own arrival is unknown (arrival.Shared, or no stamp) is taken to have
+// arrived when the stand-in wrote it, which errs towards a longer hold.
 func (t *trips) holds(at map[int64]arrival) error {
 	t.hold, t.work = t.hold[:0], t.work[:0]
 	for i, id := range t.ids {
@@ -240,32 +240,27 @@ func stampedTransport(nodes int, tlsConfig *tls.Config) *http.Transport {
 func streamLatencies(client *http.Client, proxy, node, ep, ph string, events int) (trips, error) {
 	req, _ := http.NewRequest(http.MethodPost, "http://"+proxy+BrokerPathPrefix+node+"/"+ep+"/v1/messages", strings.NewReader(`{"stream":true}`))
 	req.Header.Set("x-api-key", ph)
-	t, err := streamTrips(client, req, events)
-	if err != nil {
-		return trips{}, fmt.Errorf("node %s: %w", node, err)
-	}
-	return t, nil
-}
-
-// streamTrips makes req, whose answer is the stand-in's events, over a stampedConn and returns their trips.
-func streamTrips(client *http.Client, req *http.Request, events int) (trips, error) {
 	var conn net.Conn
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) { conn = info.Conn }}))
 	res, err := client.Do(req)
 	if err != nil {
-		return trips{}, err
+		return trips{}, fmt.Errorf("node %s: %w", node, err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
-		return trips{}, fmt.Errorf("answered %s: %s", res.Status, body)
+		return trips{}, fmt.Errorf("node %s: answered %s: %s", node, res.Status, body)
 	}
 	sc, err := stampOf(conn)
 	if err != nil {
-		return trips{}, err
+		return trips{}, fmt.Errorf("node %s: %w", node, err)
 	}
-	return eventTrips(res.Body, sc, events)
+	t, err := eventTrips(res.Body, sc, events)
+	if err != nil {
+		return trips{}, fmt.Errorf("node %s: %w", node, err)
+	}
+	return t, nil
 }
 
 // eventTrips reads the stand-in's events from body, which sc carries: each one's trip from the stand-in's write to
@@ -305,7 +300,7 @@ func percentile(lat []time.Duration, p int) time.Duration {
 func BenchmarkBrokerSSELatency(b *testing.B) {
 	const events = 200
 	ca := newTestCA(b)
-	ep := sseStandIn(b, ca, events, eventPace)
+	ep := sseStandIn(b, ca, events)
 	stamps := newUpstreamStamps()
 	proxy := benchProxyStamped(b, &Config{UpstreamCAPEM: ca.pem, Nodes: []NodeConfig{brokeredNode("fix", secretFix, ep, phFixKey)}}, stamps)
 	book := newArrivalBook(func() (map[int64]arrival, error) { return stamps.take(), nil })
@@ -353,7 +348,7 @@ func BenchmarkBrokerSSELatency(b *testing.B) {
 func BenchmarkBrokerSSELatencyConcurrent(b *testing.B) {
 	const nodes = 8
 	ca := newTestCA(b)
-	ep := sseStandIn(b, ca, latencyEvents, eventPace)
+	ep := sseStandIn(b, ca, latencyEvents)
 	cfg := &Config{UpstreamCAPEM: ca.pem}
 	phs := make([]string, nodes)
 	for i := range phs {
