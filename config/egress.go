@@ -266,6 +266,7 @@ func printable(s string) string {
 var egressSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "allow"},
+		{Name: "provider_fetch"},
 		{Name: "private_hosts"},
 		{Name: "proxy_network"},
 		{Name: "proxy"},
@@ -274,7 +275,7 @@ var egressSchema = &hcl.BodySchema{
 }
 
 var nodeEgressSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "allow"}, {Name: "private_hosts"}},
+	Attributes: []hcl.AttributeSchema{{Name: "allow"}, {Name: "private_hosts"}, {Name: "provider_fetch"}},
 }
 
 // decodeSandboxEgress decodes the sandbox's `egress` block into sb.Egress.
@@ -294,6 +295,10 @@ func decodeSandboxEgress(block *hcl.Block, eg *SandboxEgress) hcl.Diagnostics {
 		eg.PrivateHosts = list
 		eg.PrivateHostsRange = attr.Range
 		diags = append(diags, checkPrivateHosts(list, where, "the allow list of the sandbox's egress block", eg.Allow)...)
+	}
+	if attr, ok := content.Attributes["provider_fetch"]; ok {
+		eg.ProviderFetch, eg.ProviderFetchRanges, diags = decodeProviderFetch(attr, where, diags)
+		eg.ProviderFetchRange = attr.Range
 	}
 	if attr, ok := content.Attributes["proxy_network"]; ok {
 		s, d := constString(attr, where)
@@ -380,6 +385,10 @@ func decodeNodeEgress(block *hcl.Block, node string) (*NodeEgress, hcl.Diagnosti
 		ne.PrivateHosts = list
 		ne.PrivateHostsRange = attr.Range
 	}
+	if attr, ok := content.Attributes["provider_fetch"]; ok {
+		ne.ProviderFetch, ne.ProviderFetchRanges, diags = decodeProviderFetch(attr, where, diags)
+		ne.ProviderFetchRange = attr.Range
+	}
 	return ne, diags
 }
 
@@ -429,4 +438,56 @@ func privateHostAllowed(q HostPattern, allow []HostPattern) bool {
 		}
 	}
 	return false
+}
+
+// Provider-fetch features: what a brokered request can make the model provider's own servers fetch or connect
+// to on the agent's behalf. The proxy's allowlist never sees those connections (they leave from the provider),
+// so kewplan's broker refuses every request that uses one unless the node opts in to it (provider_fetch).
+const (
+	// ProviderFetchWebSearch: the provider searches the web (Anthropic's web_search tool; OpenRouter's web
+	// plugin, ":online" models, web_search_options and its openrouter:web_search tool).
+	ProviderFetchWebSearch = "web_search"
+	// ProviderFetchWebFetch: the provider fetches a URL the model names (Anthropic's web_fetch tool,
+	// OpenRouter's openrouter:web_fetch tool).
+	ProviderFetchWebFetch = "web_fetch"
+	// ProviderFetchCodeExecution: the provider runs code in a container of its own (Anthropic's code execution
+	// tool, skills and containers).
+	ProviderFetchCodeExecution = "code_execution"
+	// ProviderFetchMCPServers: the provider connects to MCP servers the request names (Anthropic's MCP
+	// connector: mcp_servers and mcp_toolset tools).
+	ProviderFetchMCPServers = "mcp_servers"
+	// ProviderFetchURLSources: the provider downloads an image or document from a URL in the messages (a "url"
+	// source; an OpenAI-style image_url or file that is not a data: URL).
+	ProviderFetchURLSources = "url_sources"
+)
+
+// ProviderFetchFeatures are every provider-fetch feature, sorted.
+var ProviderFetchFeatures = []string{ProviderFetchCodeExecution, ProviderFetchMCPServers, ProviderFetchURLSources,
+	ProviderFetchWebFetch, ProviderFetchWebSearch}
+
+// decodeProviderFetch reads a literal provider_fetch list: each entry one of ProviderFetchFeatures, a repeat
+// refused at the repeat.
+func decodeProviderFetch(attr *hcl.Attribute, where string, diags hcl.Diagnostics) ([]string, []hcl.Range, hcl.Diagnostics) {
+	list, ranges, d := constStringList(attr, where)
+	diags = append(diags, d...)
+	var out []string
+	var outRanges []hcl.Range
+	for i, s := range list {
+		switch {
+		case !slices.Contains(ProviderFetchFeatures, s):
+			diags = append(diags, errorDiag("Unknown provider-fetch feature",
+				fmt.Sprintf("The entry %q in the provider_fetch list of %s is not a feature kewplan's broker knows.%s provider_fetch names what a brokered request may make the model provider fetch on the agent's behalf, one of %s; every other such request is refused.",
+					printable(s), where, didYouMean(s, ProviderFetchFeatures), quotedList(ProviderFetchFeatures)), ranges[i]))
+		case slices.Contains(out, s):
+			diags = append(diags, errorDiag("Duplicate provider-fetch feature",
+				fmt.Sprintf("The feature %q is listed twice in the provider_fetch list of %s. Remove the repeat.", s, where), ranges[i]))
+		default:
+			out = append(out, s)
+			outRanges = append(outRanges, ranges[i])
+		}
+	}
+	if out == nil && !diags.HasErrors() {
+		out = []string{} // written and empty: no feature, as when not written
+	}
+	return out, outRanges, diags
 }

@@ -202,3 +202,73 @@ func TestPolicyAllowedEgress(t *testing.T) {
 		t.Errorf("AllowedEgress mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// TestProviderFetchDecoded: provider_fetch takes features from a closed set, in the sandbox's egress block and a
+// node's; a refused entry is reported at its line with the features allowed, and the policy's list may be empty.
+func TestProviderFetchDecoded(t *testing.T) {
+	cfg, diags := parseSource(t, `
+sandbox {
+  egress {
+    provider_fetch = ["url_sources"]
+  }
+}
+node "fix" {
+  runner = "claude-code"
+  model  = "m"
+  repo   = "https://github.com/acme/widgets.git"
+  prompt = "p"
+  egress {
+    provider_fetch = ["web_search", "mcp_servers"]
+  }
+}
+node "lint" {
+  runner = "claude-code"
+  model  = "m"
+  repo   = "https://github.com/acme/widgets.git"
+  prompt = "p"
+  egress {
+    provider_fetch = []
+  }
+}
+`)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	got := [][]string{cfg.Sandbox.Egress.ProviderFetch, cfg.Nodes["fix"].Egress.ProviderFetch, cfg.Nodes["lint"].Egress.ProviderFetch}
+	want := [][]string{{"url_sources"}, {"web_search", "mcp_servers"}, {}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("provider_fetch mismatch (-want +got):\n%s", diff)
+	}
+	if r := cfg.Nodes["fix"].Egress.ProviderFetchRanges; len(r) != 2 || r[1].Start.Line != 13 || r[1].Start.Column != 37 {
+		t.Errorf("ranges %v, want two entries, the second at line 13, column 37", r)
+	}
+
+	_, diags = parseSource(t, `
+node "fix" {
+  runner = "claude-code"
+  model  = "m"
+  repo   = "https://github.com/acme/widgets.git"
+  prompt = "p"
+  egress {
+    provider_fetch = ["web-search"]
+  }
+}
+`)
+	if len(diags) != 1 || diags[0].Subject == nil || diags[0].Subject.Start.Line != 8 {
+		t.Fatalf("diagnostics %v, want one at line 8", diags)
+	}
+	for _, w := range []string{`"web-search"`, `Did you mean "web_search"?`, `"code_execution", "mcp_servers", "url_sources", "web_fetch" and "web_search"`, `node "fix"`} {
+		if !strings.Contains(diags[0].Detail, w) {
+			t.Errorf("detail %q lacks %q", diags[0].Detail, w)
+		}
+	}
+
+	p, diags := ParsePolicy([]byte("policy {\n  provider_fetch = []\n}\n"), "p.hcl")
+	if diags.HasErrors() || p.ProviderFetch == nil || len(p.ProviderFetch) != 0 {
+		t.Errorf("policy provider_fetch = [] decoded as %#v (%v), want an empty, non-nil list", p.ProviderFetch, diags)
+	}
+	p, diags = ParsePolicy([]byte("policy {\n  provider_fetch = [\"web_fetch\"]\n}\n"), "p.hcl")
+	if diags.HasErrors() || !cmp.Equal(p.ProviderFetch, []string{"web_fetch"}) {
+		t.Errorf("policy provider_fetch decoded as %#v (%v)", p.ProviderFetch, diags)
+	}
+}

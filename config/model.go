@@ -142,6 +142,11 @@ type SandboxEgress struct {
 	// kewplan's proxy trusts (beside the system's roots) for brokered requests and nothing else; "" for none.
 	UpstreamCAFile      string
 	UpstreamCAFileRange hcl.Range
+	// ProviderFetch are the provider-fetch features (ProviderFetchFeatures) every brokered node's requests may
+	// use, in the order written, without repeats; ProviderFetchRanges has each entry's range.
+	ProviderFetch       []string
+	ProviderFetchRanges []hcl.Range
+	ProviderFetchRange  hcl.Range
 	DeclRange           hcl.Range // empty when no egress block was written
 }
 
@@ -152,7 +157,12 @@ type NodeEgress struct {
 	// PrivateHosts are this node's hosts that may resolve to private ranges; each is in Allow or the sandbox's.
 	PrivateHosts      []HostPattern
 	PrivateHostsRange hcl.Range
-	DeclRange         hcl.Range
+	// ProviderFetch are the provider-fetch features this node's brokered requests may use on top of the
+	// sandbox's, in the order written, without repeats; ProviderFetchRanges has each entry's range.
+	ProviderFetch       []string
+	ProviderFetchRanges []hcl.Range
+	ProviderFetchRange  hcl.Range
+	DeclRange           hcl.Range
 }
 
 // Runner is a `runner "name"` block: a custom runner, or an override of a built-in's credentials or args.
@@ -291,6 +301,11 @@ type Policy struct {
 	// AllowedBranches bounds the branches a worker may push to (rule policy-push); nil when not written.
 	AllowedBranches      []string
 	AllowedBranchesRange hcl.Range
+	// ProviderFetch bounds the provider-fetch features (ProviderFetchFeatures) any node may opt in to (rule
+	// policy-provider-fetch); empty allows none, nil (not written) leaves the check off. A node whose
+	// credentials are forwarded can use every feature, so it breaks any list that lacks one.
+	ProviderFetch      []string
+	ProviderFetchRange hcl.Range
 	// ForbidPrivateHosts refuses every private_hosts entry: no node may reach a host on a private address.
 	ForbidPrivateHosts      bool
 	ForbidPrivateHostsRange hcl.Range

@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -37,6 +38,7 @@ var policyBlockSchema = &hcl.BodySchema{
 		{Name: "allowed_repositories"},
 		{Name: "allowed_branches"},
 		{Name: "forbid_private_hosts"},
+		{Name: "provider_fetch"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "approvals"}},
 }
@@ -148,6 +150,10 @@ func decodePolicyBlock(block *hcl.Block) (*Policy, hcl.Diagnostics) {
 		if patterns != nil {
 			p.AllowedEgress = SortHostPatterns(patterns)
 		}
+	}
+	if attr, ok := content.Attributes["provider_fetch"]; ok {
+		p.ProviderFetchRange = attr.Range
+		p.ProviderFetch = decodePolicyProviderFetch(attr, &diags)
 	}
 	if attr, ok := content.Attributes["allowed_repositories"]; ok {
 		p.AllowedRepositoriesRange = attr.Range
@@ -334,6 +340,34 @@ func policyListElems(name string, expr hcl.Expression, diags *hcl.Diagnostics) (
 		return nil, false
 	}
 	return elems, true
+}
+
+// decodePolicyProviderFetch decodes `provider_fetch = ["web_search"]`: the features a plan may opt in to. Unlike
+// the other lists an empty one is meaningful (no feature), and every node without provider_fetch satisfies it.
+func decodePolicyProviderFetch(attr *hcl.Attribute, diags *hcl.Diagnostics) []string {
+	elems, ok := policyListElems(attr.Name, attr.Expr, diags)
+	if !ok {
+		return nil
+	}
+	if len(elems) == 0 {
+		return []string{}
+	}
+	list := decodePolicyStringList(attr, diags, func(s string, r hcl.Range) *hcl.Diagnostic {
+		if slices.Contains(ProviderFetchFeatures, s) {
+			return nil
+		}
+		return &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Unknown provider-fetch feature in policy",
+			Detail: fmt.Sprintf("The entry %q of provider_fetch is not a feature kewplan's broker knows.%s The policy's provider_fetch lists the features a node may opt in to, from %s.",
+				printable(s), didYouMean(s, ProviderFetchFeatures), quotedList(ProviderFetchFeatures)),
+			Subject: r.Ptr(),
+		}
+	})
+	if list == nil {
+		return []string{} // every entry was refused: allow none, and the errors stop the plan anyway
+	}
+	return list
 }
 
 // decodePolicyCredentials decodes `credentials = { NAME = ["runner", ...] }`.
