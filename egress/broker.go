@@ -78,6 +78,8 @@ type brokerNode struct {
 	endsAt      *time.Time
 	price       *BrokerPrice
 	budget      *BrokerBudget
+	// providerFetch are the provider-fetch features the node's requests may use (BrokerConfig.ProviderFetch).
+	providerFetch []string
 	// meter is the current attempt's sums; StartAttempt replaces it, and a request sums into the meter it was
 	// admitted under, so that a late answer of an earlier attempt never counts against the next.
 	meter   atomic.Pointer[nodeMeter]
@@ -119,7 +121,8 @@ func (s *Server) initBroker() error {
 			continue
 		}
 		bn := &brokerNode{name: n.Name, api: n.Broker.API, credentials: n.Broker.Credentials,
-			strip: n.Broker.StripHeaders, endsAt: n.Broker.EndsAt, price: n.Broker.Price, budget: n.Broker.Budget}
+			strip: n.Broker.StripHeaders, endsAt: n.Broker.EndsAt, price: n.Broker.Price, budget: n.Broker.Budget,
+			providerFetch: n.Broker.ProviderFetch}
 		for _, e := range n.Broker.Endpoints {
 			ep, why := parseBrokerEndpoint(e)
 			if why != "" {
@@ -316,6 +319,11 @@ func (s *Server) serveBroker(w http.ResponseWriter, r *http.Request, rest string
 			ReasonHostMismatch: fmt.Sprintf("kewplan's credential broker refused this request because its Host header %q names an endpoint other than %s.", clip(r.Host), ep.host),
 		}[reason]
 		refuse(http.StatusForbidden, reason, sentence)
+		return
+	}
+	// What the request would make the provider fetch on the agent's behalf (provider_fetch.go).
+	if f := s.judgeProviderFetch(bn, r); f != nil {
+		refuse(f.status, f.reason, f.sentence)
 		return
 	}
 	br := &brokered{node: bn, endpoint: ep, cred: cred, path: apiPath, modelCall: r.Method == http.MethodPost, sums: bn.meter.Load()}
@@ -560,7 +568,7 @@ func requestAPI(r *http.Request) string {
 func writeAPIError(w http.ResponseWriter, api string, status int, sentence string) (int, error) {
 	kind := map[int]string{http.StatusUnauthorized: "authentication_error", http.StatusForbidden: "permission_error",
 		http.StatusBadRequest: "invalid_request_error", http.StatusBadGateway: "api_error",
-		http.StatusPaymentRequired: "billing_error"}[status]
+		http.StatusPaymentRequired: "billing_error", http.StatusRequestEntityTooLarge: "request_too_large"}[status]
 	if kind == "" {
 		kind = "api_error"
 	}

@@ -11,11 +11,14 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/kewplan/kewplan/config"
 )
 
 // Protocols of a brokered endpoint: they choose the shape of the broker's refusals, so that the agent's SDK
@@ -55,6 +58,10 @@ type BrokerConfig struct {
 	Price *BrokerPrice `json:"price,omitempty"`
 	// Budget is the node's caps, judged on what the broker metered; nil for none.
 	Budget *BrokerBudget `json:"budget,omitempty"`
+	// ProviderFetch are the provider-fetch features (config.ProviderFetchFeatures) the node's requests may use:
+	// a request whose body or anthropic-beta header would make the provider fetch on the agent's behalf with
+	// any other is refused (provider_fetch.go). Empty: none.
+	ProviderFetch []string `json:"provider_fetch,omitempty"`
 }
 
 // BrokerCredential is one credential of a brokered node.
@@ -194,6 +201,11 @@ func checkBrokers(cfg *Config) error {
 		}
 		if g := b.Budget; g != nil && (!finiteNonNegative(g.MaxUSD) || g.MaxTokens < 0 || g.MaxTurns < 0) {
 			return fail("budget: every cap is a finite number of at least 0 (0: no cap)")
+		}
+		for _, f := range b.ProviderFetch {
+			if !slices.Contains(config.ProviderFetchFeatures, f) {
+				return fail("provider_fetch %q is not one of %s", f, strings.Join(config.ProviderFetchFeatures, ", "))
+			}
 		}
 		for _, h := range b.StripHeaders {
 			if !httpguts.ValidHeaderFieldName(h) {
