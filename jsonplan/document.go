@@ -122,6 +122,11 @@ type NodeDocument struct {
 	// PrivateHosts are the node's egress entries whose names may resolve to private addresses (RFC 1918, ULA,
 	// CGNAT), sorted; omitted when none is.
 	PrivateHosts []string `json:"private_hosts,omitempty"`
+	// ProviderFetch are the provider-fetch features the node's model requests may make the provider fetch with
+	// on its agent's behalf (web_search, web_fetch, code_execution, mcp_servers, url_sources), sorted: a brokered
+	// node's provider_fetch, which kewplan's broker enforces, or every feature for a node whose container holds
+	// its credentials. Omitted for none.
+	ProviderFetch []string `json:"provider_fetch,omitempty"`
 	// Egress are the hosts the node may reach through the egress proxy, sorted by host and port; empty for an
 	// open node (its network says it reaches any host) and for an allowlist node that reaches none.
 	Egress      []EgressHostDocument `json:"egress"`
@@ -287,6 +292,7 @@ func newNodeDocument(np *planner.NodePlan) NodeDocument {
 		TmpfsSize:         np.TmpfsSize,
 		Egress:            egressDocuments(np.Egress),
 		PrivateHosts:      np.PrivateHosts,
+		ProviderFetch:     slices.Clone(np.ProviderFetch),
 		Range:             NewRange(np.DeclRange),
 		Errors:            np.Errors,
 		Retry:             NewRetryDocument(np.Retry),

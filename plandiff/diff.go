@@ -319,6 +319,7 @@ func addedNodeFindings(n *jsonplan.NodeDocument) []Finding {
 			})
 		}
 	}
+	out = append(out, addedProviderFetchFindings(n)...)
 	out = append(out, addedPushFindings(n, r)...)
 	if n.Image != "" && !pinned(n.Image) {
 		out = append(out, Finding{
@@ -362,6 +363,7 @@ func compareNode(b, h *jsonplan.NodeDocument) (*NodeChange, []Finding) {
 	}
 	field("egress", planner.DescribeEgress(b.Network, b.EgressHosts()), planner.DescribeEgress(h.Network, h.EgressHosts()))
 	field("private hosts", strings.Join(b.PrivateHosts, ", "), strings.Join(h.PrivateHosts, ", "))
+	field("provider fetch", providerFetchText(b), providerFetchText(h))
 	field("errors", strconv.FormatBool(b.Errors), strconv.FormatBool(h.Errors))
 	budgetFields, budgetFindings := compareBudget(b, h)
 	c.Fields = append(c.Fields, budgetFields...)
@@ -401,6 +403,7 @@ func compareNode(b, h *jsonplan.NodeDocument) (*NodeChange, []Finding) {
 		})
 	}
 	findings = append(findings, compareEgress(b, h)...)
+	findings = append(findings, compareProviderFetch(b, h)...)
 	findings = append(findings, compareCredentialModes(b, h, r)...)
 	findings = append(findings, comparePush(b, h, r)...)
 	switch {

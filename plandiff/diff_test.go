@@ -3,6 +3,7 @@ package plandiff
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -154,7 +155,8 @@ func TestCompareExposure(t *testing.T) {
 			name:    "new runner sharing a credential",
 			base:    doc(node(fix)),
 			head:    doc(node(fix), node(spec{name: "helper", runner: "acme", creds: []string{"ANTHROPIC_API_KEY"}, origins: []string{"main.hcl:30"}, memory: "4g"})),
-			want:    []brief{{KindCredentialAdded, "helper", "ANTHROPIC_API_KEY", true}},
+			// A node without a credentials mode forwards its credentials: its agent has every provider feature.
+			want:    []brief{{KindCredentialAdded, "helper", "ANTHROPIC_API_KEY", true}, {KindProviderFetchWidened, "helper", "", true}},
 			widened: true,
 		},
 		{
@@ -255,6 +257,7 @@ func TestCompareExposure(t *testing.T) {
 			want: []brief{
 				{KindCredentialAdded, "helper", "ANTHROPIC_API_KEY", true},
 				{KindEgressAdded, "helper", "", true},
+				{KindProviderFetchWidened, "helper", "", true},
 			},
 			widened: true,
 		},
@@ -385,6 +388,7 @@ func TestCompareNewNodeWithoutHardening(t *testing.T) {
 		{KindHardeningLost, "x", "", true}, {KindHardeningLost, "x", "", true},
 		{KindImageUnpinned, "x", "", true},
 		{KindNetworkOpened, "x", "", true},
+		{KindProviderFetchWidened, "x", "", true},
 	}
 	if diff := cmp.Diff(want, briefs(d.Exposure)); diff != "" {
 		t.Errorf("Compare() mismatch (-want +got):\n%s", diff)
@@ -624,4 +628,61 @@ func FuzzDecodeAndCompare(f *testing.F) {
 		d := Compare("a", base, "b", head) // must never panic
 		_ = d.Widened()
 	})
+}
+
+// TestCompareProviderFetch: a node that gains a provider-fetch feature (its own opt-in, or its credentials moved
+// to its container, which has every feature) widens, and a new brokered node with one widens; one that loses a
+// feature narrows.
+func TestCompareProviderFetch(t *testing.T) {
+	brokered := func(name string, features ...string) jsonplan.NodeDocument {
+		n := node(spec{name: name})
+		n.CredentialMode, n.ProviderFetch = "brokered", features
+		return n
+	}
+	forwarded := func(name string) jsonplan.NodeDocument {
+		n := node(spec{name: name})
+		n.CredentialMode = "forward"
+		return n
+	}
+	base := doc(brokered("fix"), brokered("lint", "web_search", "url_sources"), brokered("docs"))
+	head := doc(brokered("fix", "web_search"), brokered("lint", "web_search"), forwarded("docs"), brokered("new", "mcp_servers"))
+	d := Compare("base.json", base, "head.json", head)
+	var got []Finding
+	for _, f := range d.Exposure {
+		if strings.Contains(f.Kind, "provider-fetch") {
+			got = append(got, f)
+		}
+	}
+	want := []brief{
+		{Kind: KindProviderFetchWidened, Node: "docs", Widening: true},
+		{Kind: KindProviderFetchWidened, Node: "fix", Widening: true},
+		{Kind: KindProviderFetchWidened, Node: "new", Widening: true},
+		{Kind: KindProviderFetchNarrowed, Node: "lint"},
+	}
+	if diff := cmp.Diff(want, briefs(got)); diff != "" {
+		t.Fatalf("provider-fetch findings (-want +got):\n%s", diff)
+	}
+	if !d.Widened() {
+		t.Error("Widened() = false, want true: kewplan diff exits 2")
+	}
+	for i, w := range []string{"web_search", "with web_search", "with mcp_servers", "url_sources"} {
+		if !strings.Contains(got[i].Message, w) {
+			t.Errorf("finding %q does not name %q", got[i].Message, w)
+		}
+	}
+	if !strings.Contains(got[0].Message, "code_execution, mcp_servers, url_sources, web_fetch, web_search") || !strings.Contains(got[0].Message, "forwarded") {
+		t.Errorf("the forwarded node's finding %q does not name every feature and why", got[0].Message)
+	}
+	var fields []FieldChange
+	for _, c := range d.Changed {
+		if c.Name == "fix" {
+			fields = c.Fields
+		}
+	}
+	if !slices.ContainsFunc(fields, func(f FieldChange) bool { return f.Field == "provider fetch" }) {
+		t.Errorf("node fix's changes %+v lack the provider fetch field", fields)
+	}
+	if d2 := Compare("a", head, "b", head); d2.Widened() {
+		t.Errorf("a plan against itself widens: %+v", d2.Exposure)
+	}
 }

@@ -55,5 +55,6 @@ func Rules() []planner.Rule {
 			Help:        "Check that the run needs the larger budget, then approve the change explicitly; otherwise restore the cap.",
 		},
 		pushRule,
+		providerFetchRule,
 	}
 }

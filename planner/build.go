@@ -42,6 +42,9 @@ type builder struct {
 	sandboxRetry RetryPolicy
 	// forwardWarned are the runners whose nodes fell back to forwarded credentials, warned about once (under mu).
 	forwardWarned map[string]bool
+	// fetchReported are the provider_fetch entries already reported (under mu): one diagnostic per entry, not
+	// one per instance of its node.
+	fetchReported map[string]bool
 }
 
 // resolvedRunner is a node's effective runner: a built-in, a custom runner block, or a block overriding a
@@ -383,6 +386,7 @@ func (b *builder) planNode(g *graph, x *expansion, in *instance) (*NodePlan, hcl
 
 	b.planEgress(np, n, r)
 	b.planCredentials(e, n, nv, r)
+	b.planProviderFetch(e, n)
 
 	var args []string
 	argsKnown := false

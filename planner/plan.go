@@ -97,6 +97,12 @@ type NodePlan struct {
 	// BrokeredEndpoints are the hosts ("host" or "host:port") for which the proxy adds a brokered node's
 	// credentials: its runner's endpoints.
 	BrokeredEndpoints []string
+	// ProviderFetch are the provider-fetch features (config.ProviderFetchFeatures) the node's model requests may
+	// make the provider fetch with, sorted. A brokered node has its own and the sandbox's provider_fetch that
+	// its runner's API can use, and kewplan's broker refuses every other; a node whose container holds its
+	// credentials has every feature, for its agent calls the provider directly and nothing judges what it asks.
+	// nil for none.
+	ProviderFetch []string
 	// Egress are the hosts an allowlist node may reach through the egress proxy, sorted, with their origins; nil
 	// for an open node (it reaches any host) and empty for an allowlist node that may reach none.
 	Egress    []EgressHost

@@ -168,6 +168,9 @@ func checkPolicy(cfg *config.Config, plan *Plan, pol *config.Policy) (hcl.Diagno
 		if pol.AllowedEgress != nil {
 			checkPolicyEgress(cfg, np, pol, add)
 		}
+		if pol.ProviderFetch != nil {
+			checkPolicyProviderFetch(cfg, np, pol, add)
+		}
 		if pol.ForbidPrivateHosts {
 			for _, h := range np.PrivateHosts {
 				add(RulePolicyEgress, privateHostRange(cfg, np, h), privateHostMark+h, np.Name)
@@ -229,6 +232,8 @@ func checkPolicy(cfg *config.Config, plan *Plan, pol *config.Policy) (hcl.Diagno
 				detail = fmt.Sprintf("%s can reach %s, which none of the hosts the policy%s allows covers: %s.",
 					policyCapitalise(countNodes(v.nodes)), v.what, where, policyPatternList(pol.AllowedEgress))
 			}
+		case RulePolicyProviderFetch:
+			detail = policyProviderFetchDetail(v.what, v.nodes, where, pol)
 		case RulePolicyCredentialMode:
 			detail = fmt.Sprintf("%s would hold %s in %s (credentials forwarded), and the policy%s requires brokered credentials: a container holds only a placeholder.",
 				policyCapitalise(countNodes(v.nodes)), v.what, pick(len(v.nodes) == 1, "its container", "their containers"), where)

@@ -76,6 +76,7 @@ func TestPolicyGolden(t *testing.T) {
 		{"policy-egress", []string{"docs", "fix"}},
 		{"policy-private-hosts", []string{"fix"}},
 		{"policy-instances", []string{`fix["api"]`, `fix["web"]`}},
+		{"policy-provider-fetch", []string{"docs", "fix"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

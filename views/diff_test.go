@@ -62,8 +62,8 @@ var diffCases = []struct {
 	kinds []string
 }{
 	{"diff-widen-credential", verdictWidened, []string{plandiff.KindCredentialAdded}},
-	{"diff-widen-network", verdictWidened, []string{plandiff.KindCredentialModeWidened, plandiff.KindCredentialModeWidened, plandiff.KindNetworkOpened, plandiff.KindNetworkOpened}},
-	{"diff-widen-new-runner", verdictWidened, []string{plandiff.KindCredentialAdded, plandiff.KindPushWidened}},
+	{"diff-widen-network", verdictWidened, []string{plandiff.KindCredentialModeWidened, plandiff.KindCredentialModeWidened, plandiff.KindNetworkOpened, plandiff.KindProviderFetchWidened, plandiff.KindNetworkOpened}},
+	{"diff-widen-new-runner", verdictWidened, []string{plandiff.KindCredentialAdded, plandiff.KindProviderFetchWidened, plandiff.KindPushWidened}},
 	{"diff-widen-image", verdictWidened, []string{plandiff.KindImageUnpinned}},
 	{"diff-widen-hardening", verdictWidened, []string{
 		plandiff.KindHardeningLost, plandiff.KindHardeningLost, plandiff.KindHardeningLost,
@@ -72,7 +72,7 @@ var diffCases = []struct {
 	{"diff-narrow", verdictNarrowed, []string{
 		plandiff.KindCredentialRemoved, plandiff.KindCredentialRemoved, plandiff.KindCredentialModeNarrowed, plandiff.KindCredentialModeNarrowed,
 		plandiff.KindHardeningGained, plandiff.KindHardeningGained, plandiff.KindImagePinned, plandiff.KindNetworkClosed,
-		plandiff.KindCredentialRemoved, plandiff.KindHardeningGained, plandiff.KindHardeningGained, plandiff.KindNetworkClosed,
+		plandiff.KindProviderFetchNarrowed, plandiff.KindCredentialRemoved, plandiff.KindHardeningGained, plandiff.KindHardeningGained, plandiff.KindNetworkClosed,
 	}},
 	{"diff-reorder", verdictUnchanged, nil},
 	{"diff-widen-runtime", verdictWidened, []string{

@@ -197,9 +197,13 @@ func planNodeFacts(n *jsonplan.NodeDocument) [][2]string {
 		{"prompt", prompt},
 		{"credentials", creds},
 		{"egress", planEgress(n)},
+		{"via provider", planProviderFetch(n)},
 		{"depends on", deps},
 		{"budget", budgetCaps(n.Budget)},
 		{"cost", budgetCost(n.Budget)},
+	}
+	if len(n.Credentials) == 0 {
+		facts = slices.DeleteFunc(facts, func(f [2]string) bool { return f[0] == "via provider" })
 	}
 	if len(n.PrivateHosts) > 0 {
 		facts = slices.Insert(facts, 9, [2]string{"private", strings.Join(n.PrivateHosts, ", ") + " (may resolve to private addresses)"})
@@ -335,7 +339,15 @@ func reachSentence(n *jsonplan.NodeDocument) string {
 	if len(n.PrivateHosts) > 0 {
 		reach += ", of which " + strings.Join(n.PrivateHosts, ", ") + " on private addresses"
 	}
+	if len(n.Credentials) > 0 {
+		reach += "; provider fetch: " + planProviderFetch(n)
+	}
 	return fmt.Sprintf("%s %s and can reach %s", n.Name, holds, reach)
+}
+
+// planProviderFetch is what the node's model requests may make its provider fetch on the agent's behalf.
+func planProviderFetch(n *jsonplan.NodeDocument) string {
+	return planner.DescribeProviderFetch(n.CredentialMode, len(n.Credentials) > 0, n.ProviderFetch)
 }
 
 // credentialModeText says how a node's container gets its credentials: "brokered (…)" or "forward (…)"; "" for

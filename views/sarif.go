@@ -57,6 +57,8 @@ var sarifSecuritySeverity = map[string]string{
 	plandiff.KindHardeningLost:             "6.5",
 	plandiff.KindImageUnpinned:             "5.0",
 	plandiff.KindEgressAdded:               "7.0",
+	plandiff.KindProviderFetchWidened:      "7.0",
+	planner.RulePolicyProviderFetch:        "7.0",
 	plandiff.KindCredentialModeWidened:     "8.0",
 	planner.RulePolicyCredentialMode:       "8.0",
 	planner.RulePolicyEgress:               "7.0",
@@ -87,6 +89,8 @@ type sarifRunProps struct {
 	Budget *sarifBudget `json:"budget,omitempty"`
 	// Writes are where each node's work lands, by node, as in --json.
 	Writes map[string]sarifWrite `json:"writes,omitempty"`
+	// ProviderFetch are the provider-fetch features of each node that has any, as in --json.
+	ProviderFetch map[string][]string `json:"provider_fetch,omitempty"`
 }
 
 // sarifWrite is one node's repository, clone ref and push (null for a reviewer).
@@ -264,7 +268,15 @@ func newPlanSARIF(doc *jsonplan.Document, opts SARIFOptions) *sarifLog {
 			props.Writes[n.Name] = sarifWrite{Repository: n.Repository, Ref: n.Ref, Push: n.Push}
 		}
 	}
-	if props.Budget != nil || props.Writes != nil {
+	for _, n := range doc.Nodes {
+		if len(n.ProviderFetch) > 0 {
+			if props.ProviderFetch == nil {
+				props.ProviderFetch = map[string][]string{}
+			}
+			props.ProviderFetch[n.Name] = n.ProviderFetch
+		}
+	}
+	if props.Budget != nil || props.Writes != nil || props.ProviderFetch != nil {
 		log.Runs[0].Properties = props
 	}
 	return log

@@ -36,13 +36,7 @@ func Config(np *planner.NodePlan, src Source, mint func(name string) (string, er
 		return nil, Target{}, nil, nil
 	}
 	bu, builtin := runners.BrokeredBaseURL(np.Runner)
-	api := egress.BrokerAPIOpenAI
-	if np.Protocol == "claude-code" {
-		api = egress.BrokerAPIAnthropic
-	}
-	if builtin && bu.API != "" {
-		api = bu.API
-	}
+	api := planner.BrokerAPI(np.Runner, np.Protocol)
 	t := Target{Endpoint: np.BrokeredEndpoints[0]}
 	if builtin && bu.Endpoint != "" {
 		for _, e := range np.BrokeredEndpoints {
@@ -51,7 +45,8 @@ func Config(np *planner.NodePlan, src Source, mint func(name string) (string, er
 			}
 		}
 	}
-	cfg := &egress.BrokerConfig{API: api, Endpoints: append([]string(nil), np.BrokeredEndpoints...)}
+	cfg := &egress.BrokerConfig{API: api, Endpoints: append([]string(nil), np.BrokeredEndpoints...),
+		ProviderFetch: append([]string(nil), np.ProviderFetch...)}
 	cfg.Price, cfg.Budget = Budget(np)
 	placeholders := map[string]string{}
 	for _, name := range np.Credentials {

@@ -1,0 +1,3 @@
+policy {
+  provider_fetch = ["web_search", "url_sources"]
+}
