@@ -152,9 +152,9 @@ func TestCompareExposure(t *testing.T) {
 			widened: true,
 		},
 		{
-			name:    "new runner sharing a credential",
-			base:    doc(node(fix)),
-			head:    doc(node(fix), node(spec{name: "helper", runner: "acme", creds: []string{"ANTHROPIC_API_KEY"}, origins: []string{"main.hcl:30"}, memory: "4g"})),
+			name: "new runner sharing a credential",
+			base: doc(node(fix)),
+			head: doc(node(fix), node(spec{name: "helper", runner: "acme", creds: []string{"ANTHROPIC_API_KEY"}, origins: []string{"main.hcl:30"}, memory: "4g"})),
 			// A node without a credentials mode forwards its credentials: its agent has every provider feature.
 			want:    []brief{{KindCredentialAdded, "helper", "ANTHROPIC_API_KEY", true}, {KindProviderFetchWidened, "helper", "", true}},
 			widened: true,
