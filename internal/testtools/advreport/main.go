@@ -189,6 +189,8 @@ var catalogue = []item{
 		Tests: []string{"egress.TestTunnelShareBoundsANode", "egress.TestTunnelShareValve", "egress.TestStalledTunnelsStopOnlyTheirNode"}},
 	{ID: "J10", Attack: "a retry of a node that spent most of its budget in the attempt before", Expected: "the proxy's sums and caps start again for the retry, as apply's do; each request is counted in the attempt it was made in",
 		Tests: []string{"egress.TestBrokerBudgetPerAttempt", "executor.TestBrokerMeterPerAttempt"}},
+	{ID: "J11", Attack: "a brokered request that makes the provider fetch for the agent: server tools (web search and fetch, code execution), the MCP connector, url image and document sources, OpenRouter's web plugin and :online models, their betas; an unknown tool type, plugin or beta; a body that is not JSON, names a key twice or is too large", Expected: "refused in the API's error shape, naming the feature, its JSON path and the provider_fetch line that allows it, unless the node opted in; what the broker cannot classify refused even then; nothing reaches the provider",
+		Tests: []string{"egress.TestBrokerProviderFetch", "egress.TestBrokerBodyBounded", "executor.TestBrokerProviderFetchEndToEnd"}},
 }
 
 // ownTests selects the suite's own tests in every package.
