@@ -14,7 +14,9 @@ package main
 //	mode=modelcalls calls=N              the agent makes N plain calls to $ANTHROPIC_BASE_URL/v1/messages and prints
 //	                                     no usage of its own: a system event per call with its status and, for a
 //	                                     refusal, the error message the SDK would show; then=apierror then ends
-//	                                     as mode=apierror does (an overloaded API, exit 1)
+//	                                     as mode=apierror does (an overloaded API, exit 1); tool=TYPE puts one
+//	                                     tool of that type in each request (tool=web_search_20250305: a server
+//	                                     tool that makes the provider search the web)
 
 import (
 	"bufio"
@@ -133,7 +135,11 @@ func modelCallsMode(opts options, session, model string) {
 	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
 	n, _ := strconv.Atoi(opts.get("calls", "3"))
 	for i := 1; i <= n; i++ {
-		body := fmt.Sprintf(`{"model":%q,"max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`, model)
+		tools := ""
+		if typ := opts.get("tool", ""); typ != "" {
+			tools = fmt.Sprintf(`,"tools":[{"type":%q,"name":"web_search"}]`, typ)
+		}
+		body := fmt.Sprintf(`{"model":%q,"max_tokens":16,"messages":[{"role":"user","content":"hi"}]%s}`, model, tools)
 		req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(body))
 		req.Header.Set("x-api-key", key)
 		req.Header.Set("anthropic-version", "2023-06-01")
