@@ -373,3 +373,23 @@ func TestSARIFRelativeURI(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanSARIFProviderFetch: a plan's SARIF run carries each node's provider-fetch features, as --json does.
+func TestPlanSARIFProviderFetch(t *testing.T) {
+	doc := &jsonplan.Document{FormatVersion: "1.0", Diagnostics: jsonplan.Diagnostics{}, Nodes: []jsonplan.NodeDocument{
+		{Name: "fix", Credentials: []string{"ANTHROPIC_API_KEY"}, CredentialMode: "brokered", ProviderFetch: []string{"web_search"}},
+		{Name: "lint", Credentials: []string{"ANTHROPIC_API_KEY"}, CredentialMode: "brokered"},
+	}}
+	var buf bytes.Buffer
+	if err := writePlanSARIF(&buf, doc, SARIFOptions{DefaultURI: "main.hcl"}); err != nil {
+		t.Fatal(err)
+	}
+	checkSARIF(t, buf.Bytes())
+	var log sarifLog
+	if err := json.Unmarshal(buf.Bytes(), &log); err != nil {
+		t.Fatal(err)
+	}
+	if p := log.Runs[0].Properties; p == nil || !cmp.Equal(p.ProviderFetch, map[string][]string{"fix": {"web_search"}}) {
+		t.Errorf("run properties %+v, want provider_fetch for fix only", p)
+	}
+}
