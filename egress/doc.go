@@ -12,6 +12,9 @@
 // /control/nodes/<node>/end, after which its placeholders are refused. The broker meters every answer as it
 // passes (meter.go: the provider's own usage, never the stream held back), writes the figures on the request's
 // decision line, and refuses a node's model calls once its sums cross the caps it was given (broker_budget.go).
+// Before a brokered request goes upstream the broker reads its body and anthropic-beta header and refuses what
+// would make the provider fetch on the agent's behalf (web search and fetch, code execution, MCP servers, URL
+// sources) unless the node opted in to that feature (provider_fetch.go).
 //
 // It also holds what apply needs to run the proxy: the configuration file format (Config), per-node secrets and
 // proxy URLs, the health probe, and the facts of its image built FROM scratch from kewplan's own binary (with, for a
