@@ -87,7 +87,7 @@ func (b *builder) planProviderFetch(e *nodeEval, n *config.Node) {
 		if len(own) > 0 && b.firstReport("unjudged", n.Egress.ProviderFetchRange) {
 			e.diags = append(e.diags, NewDiagnostic(RuleProviderFetchUnjudged, rangePtr(n.Egress.ProviderFetchRange),
 				fmt.Sprintf("%s opts in to %s, but its credentials are forwarded: its agent calls the provider directly, so it may use every provider-fetch feature.",
-					capitalise(describeNode(np.Name)), strings.Join(own, ", "))))
+					capitalise(describeNode(n.Name)), strings.Join(own, ", "))))
 		}
 		return
 	}
@@ -108,7 +108,7 @@ func (b *builder) planProviderFetch(e *nodeEval, n *config.Node) {
 			if b.firstReport("unsupported\x00"+api, subject) {
 				e.diags = append(e.diags, NewDiagnostic(RuleProviderFetchUnsupported, rangePtr(subject),
 					fmt.Sprintf("%s runs %q, whose model API (%s) has no %s feature; it offers %s.",
-						capitalise(describeNode(np.Name)), np.Runner, apiName(api), f, strings.Join(offered, ", "))))
+						capitalise(describeNode(n.Name)), np.Runner, apiName(api), f, strings.Join(offered, ", "))))
 			} else {
 				e.refused = true // reported at the entry for another instance of the node
 			}
