@@ -189,6 +189,14 @@ var catalogue = []item{
 		Tests: []string{"egress.TestTunnelShareBoundsANode", "egress.TestTunnelShareValve", "egress.TestStalledTunnelsStopOnlyTheirNode"}},
 	{ID: "J10", Attack: "a retry of a node that spent most of its budget in the attempt before", Expected: "the proxy's sums and caps start again for the retry, as apply's do; each request is counted in the attempt it was made in",
 		Tests: []string{"egress.TestBrokerBudgetPerAttempt", "executor.TestBrokerMeterPerAttempt"}},
+
+	// K: the approval gate.
+	{ID: "K1", Attack: "a saved plan that erases its own policy for kewplan but not for jq (\"Policy\": null after \"policy\", a second \"SAVED\" object), a duplicate or unknown key, or one made without the organisation's policy", Expected: "refused with the key's JSON path before anything starts; apply --policy refuses a plan of another policy (policy-mismatch); the approvals digest is over the bytes decoded",
+		Tests: []string{"kewplan.TestAdvSavedPlanCannotChooseItsPolicy", "planfile.TestReadStrict", "planfile.TestEnforcePolicy", "planfile.TestDigestIsOverTheDecodedBytes"}},
+	{ID: "K2", Attack: "a receipt of a run that asked for fewer approvals than the policy, or counted a key the policy's signers do not list", Expected: "the receipt records the policy, each approvals block and each approver's signers entry; verify --policy and --require fail it",
+		Tests: []string{"kewplan.TestApprovedPlanAppliesWithReceipt"}},
+	{ID: "K3", Attack: "a saved plan of a megabyte that inflates to a gigabyte, or lies about its size in its gzip trailer", Expected: "refused at 64 MiB of JSON having allocated under 256 MiB in all",
+		Tests: []string{"planfile.TestReadInflatedWithinMemory", "planfile.TestDecompressSizeHintUntrusted"}},
 }
 
 // ownTests selects the suite's own tests in every package.
