@@ -7,6 +7,7 @@ import (
 
 	"github.com/kewplan/kewplan/approval"
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/safefile"
 	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planfile"
@@ -14,10 +15,11 @@ import (
 	"github.com/kewplan/kewplan/views"
 )
 
-// ApproveCmd is `kewplan approve PLANFILE --key KEYFILE [--json]`.
+// ApproveCmd is `kewplan approve PLANFILE --key KEYFILE [--policy FILE] [--json]`.
 type ApproveCmd struct {
 	PlanFile string `arg:"" name:"planfile" help:"A plan saved with kewplan plan --out."`
 	Key      string `name:"key" required:"" placeholder:"KEYFILE" help:"Your SSH key: a private key without a passphrase, or a public key (.pub) whose private half ssh-agent holds."`
+	Policy   string `name:"policy" env:"KEWPLAN_POLICY" placeholder:"FILE" help:"Check the plan against the organisation policy in FILE first, as apply --policy does (policy-mismatch when it was made with another)."`
 	JSON     bool   `name:"json" help:"Print the approval as JSON."`
 }
 
@@ -32,7 +34,7 @@ func (ApproveCmd) Help() string {
 // Run checks the plan, signs its digest and records the approval.
 func (c *ApproveCmd) Run(env *Env) error {
 	view := views.NewApprove(views.ViewTypeOf(c.JSON), env.streams())
-	_, digest, err := checkedSavedPlan(c.PlanFile)
+	_, digest, err := checkedSavedPlan(c.PlanFile, c.Policy)
 	if err != nil {
 		return err
 	}
@@ -52,11 +54,21 @@ func (c *ApproveCmd) Run(env *Env) error {
 }
 
 // checkedSavedPlan reads a saved plan and checks it as show and apply do (the document against itself, its
-// recorded inputs, its configuration), so that nobody signs a plan apply would refuse; it returns its digest.
-func checkedSavedPlan(name string) (*planfile.File, string, error) {
+// recorded inputs, its configuration, and with policy the organisation policy), so that nobody signs a plan
+// apply would refuse; it returns its digest.
+func checkedSavedPlan(name, policy string) (*planfile.File, string, error) {
 	f, err := planfile.ReadSaved(name)
 	if err != nil {
 		return nil, "", err
+	}
+	if policy != "" {
+		src, err := safefile.Read(policy, config.MaxPolicyFileBytes)
+		if err != nil {
+			return nil, "", fmt.Errorf("--policy: %w", err)
+		}
+		if err := f.EnforcePolicy(policy, src); err != nil {
+			return nil, "", err
+		}
 	}
 	if problems := plandiff.CheckDocument(f.Doc); len(problems) > 0 {
 		return nil, "", fmt.Errorf("%w what kewplan plan writes: %s. It was edited after kewplan plan wrote it: do not approve it; run kewplan plan again and review the new plan",

@@ -41,12 +41,19 @@ func (e *Error) Unwrap() error { return e.Err }
 // field encoding/json would drop (DisallowUnknownFields). A document past jsonlimit's default depth, and data
 // with more than one value, are refused too. Type errors are encoding/json's.
 func Decode(data []byte, v any) error {
-	if err := Check(data, v); err != nil {
-		return err
+	checkErr := Check(data, v)
+	var se *Error
+	var le *jsonlimit.Error
+	if errors.As(checkErr, &se) || errors.As(checkErr, &le) {
+		return checkErr
 	}
+	// Malformed JSON (checkErr set) is reported as the decoder reports it, with its own offsets.
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	return checkErr
 }
 
 // Check walks data against the type of v (a pointer, or a value whose type describes the document) and returns
@@ -94,7 +101,7 @@ func shape(t reflect.Type) reflect.Type {
 func (w *walker) value(t reflect.Type, path string) error {
 	tok, err := w.dec.Token()
 	if err != nil {
-		if err == io.EOF {
+		if err == io.EOF && path != "$" {
 			return io.ErrUnexpectedEOF
 		}
 		return err
