@@ -69,7 +69,7 @@ func Check(data []byte, v any) error {
 	if v != nil {
 		t = reflect.TypeOf(v)
 	}
-	if err := w.value(t, "$"); err != nil {
+	if err := w.value(t); err != nil {
 		return err
 	}
 	if _, err := w.dec.Token(); err != io.EOF {
@@ -82,6 +82,28 @@ func Check(data []byte, v any) error {
 type walker struct {
 	data []byte
 	dec  *json.Decoder
+	// path is the way to the value being walked, one step per level: a key, or an index (key "" and index ≥ 0);
+	// its text is made only for an error.
+	path []step
+}
+
+type step struct {
+	key   string
+	index int // -1 for a key
+}
+
+// pathText is the JSON path of the value being walked: $, then .name, ["…"] or [i] per step.
+func (w *walker) pathText() string {
+	var b strings.Builder
+	b.WriteString("$")
+	for _, s := range w.path {
+		if s.index >= 0 {
+			b.WriteString("[" + strconv.Itoa(s.index) + "]")
+		} else {
+			b.WriteString(member(s.key))
+		}
+	}
+	return b.String()
 }
 
 var rawMessage = reflect.TypeFor[json.RawMessage]()
@@ -97,11 +119,11 @@ func shape(t reflect.Type) reflect.Type {
 	return t
 }
 
-// value walks one JSON value at path against t.
-func (w *walker) value(t reflect.Type, path string) error {
+// value walks one JSON value at w.path against t.
+func (w *walker) value(t reflect.Type) error {
 	tok, err := w.dec.Token()
 	if err != nil {
-		if err == io.EOF && path != "$" {
+		if err == io.EOF && len(w.path) > 0 {
 			return io.ErrUnexpectedEOF
 		}
 		return err
@@ -109,17 +131,20 @@ func (w *walker) value(t reflect.Type, path string) error {
 	t = shape(t)
 	switch tok {
 	case json.Delim('{'):
-		return w.object(t, path)
+		return w.object(t)
 	case json.Delim('['):
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
+		w.path = append(w.path, step{})
 		for i := 0; w.dec.More(); i++ {
-			if err := w.value(elem, path+"["+strconv.Itoa(i)+"]"); err != nil {
+			w.path[len(w.path)-1] = step{index: i}
+			if err := w.value(elem); err != nil {
 				return err
 			}
 		}
+		w.path = w.path[:len(w.path)-1]
 		_, err := w.dec.Token() // ']'
 		return err
 	}
@@ -127,7 +152,7 @@ func (w *walker) value(t reflect.Type, path string) error {
 }
 
 // object walks an object's members; its opening brace was read.
-func (w *walker) object(t reflect.Type, path string) error {
+func (w *walker) object(t reflect.Type) error {
 	var fields *fieldSet
 	var elem reflect.Type
 	switch {
@@ -136,34 +161,35 @@ func (w *walker) object(t reflect.Type, path string) error {
 	case t != nil && t.Kind() == reflect.Map:
 		elem = t.Elem()
 	}
-	seen := map[string]bool{}
+	var seen keySet
+	w.path = append(w.path, step{index: -1})
+	defer func() { w.path = w.path[:len(w.path)-1] }()
 	for w.dec.More() {
 		tok, err := w.dec.Token()
 		if err != nil {
 			return err
 		}
 		key, _ := tok.(string)
-		at := path + member(key)
-		if seen[key] {
-			return w.refuse(at, fmt.Sprintf("the key %s appears twice in this object: a reader could take either one", strconv.Quote(key)), ErrDuplicateKey)
+		w.path[len(w.path)-1] = step{key: key, index: -1}
+		if seen.add(key) {
+			return w.refuse(fmt.Sprintf("the key %s appears twice in this object: a reader could take either one", strconv.Quote(key)), ErrDuplicateKey)
 		}
-		seen[key] = true
 		var next reflect.Type
 		if fields != nil {
 			ft, ok := fields.byName[key]
 			if !ok {
 				for _, name := range fields.names {
 					if strings.EqualFold(name, key) {
-						return w.refuse(at, fmt.Sprintf("the key %s differs from the field %s only by case: write %s", strconv.Quote(key), strconv.Quote(name), strconv.Quote(name)), ErrCaseFolded)
+						return w.refuse(fmt.Sprintf("the key %s differs from the field %s only by case: write %s", strconv.Quote(key), strconv.Quote(name), strconv.Quote(name)), ErrCaseFolded)
 					}
 				}
-				return w.refuse(at, fmt.Sprintf("%s is not a field of this object", strconv.Quote(key)), ErrUnknownField)
+				return w.refuse(fmt.Sprintf("%s is not a field of this object", strconv.Quote(key)), ErrUnknownField)
 			}
 			next = ft
 		} else {
 			next = elem
 		}
-		if err := w.value(next, at); err != nil {
+		if err := w.value(next); err != nil {
 			return err
 		}
 	}
@@ -171,10 +197,42 @@ func (w *walker) object(t reflect.Type, path string) error {
 	return err
 }
 
+// keySet is the keys of one object so far: a short list (most objects have a few keys, and a list costs no
+// allocation per object), a map past that.
+type keySet struct {
+	few  []string
+	many map[string]bool
+}
+
+// add records key and reports whether it was there already.
+func (k *keySet) add(key string) bool {
+	if k.many != nil {
+		if k.many[key] {
+			return true
+		}
+		k.many[key] = true
+		return false
+	}
+	for _, s := range k.few {
+		if s == key {
+			return true
+		}
+	}
+	if len(k.few) < 16 {
+		k.few = append(k.few, key)
+		return false
+	}
+	k.many = map[string]bool{key: true}
+	for _, s := range k.few {
+		k.many[s] = true
+	}
+	return false
+}
+
 // refuse locates the key just read, at its opening quote.
-func (w *walker) refuse(path, detail string, kind error) error {
+func (w *walker) refuse(detail string, kind error) error {
 	line, col := position(w.data, keyStart(w.data, w.dec.InputOffset()))
-	return &Error{Path: path, Line: line, Column: col, Detail: detail, Err: kind}
+	return &Error{Path: w.pathText(), Line: line, Column: col, Detail: detail, Err: kind}
 }
 
 // member is the path step of key: .name for a plain name, else ["…"].

@@ -3,6 +3,7 @@ package strictjson
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -48,6 +49,8 @@ func TestDecode(t *testing.T) {
 		{name: "second SAVED object", in: `{"saved":{},"SAVED":{}}`, want: &Error{Path: "$.SAVED", Line: 1, Column: 13, Err: ErrCaseFolded}},
 		{name: "duplicate key", in: `{"saved":{},"saved":null}`, want: &Error{Path: "$.saved", Line: 1, Column: 13, Err: ErrDuplicateKey}},
 		{name: "duplicate in a map", in: `{"saved":{"variables":{"a":1,"a":2}}}`, want: &Error{Path: "$.saved.variables.a", Line: 1, Column: 30, Err: ErrDuplicateKey}},
+		{name: "duplicate past the short list", in: `{"saved":{"variables":{` + manyKeys(20) + `,"k3":0}}}`,
+			want: &Error{Path: "$.saved.variables.k3", Line: 1, Column: 174, Err: ErrDuplicateKey}},
 		{name: "duplicate in raw JSON", in: `{"saved":{"variables":{"a":{"x":1,"x":2}}}}`, want: &Error{Path: "$.saved.variables.a.x", Line: 1, Column: 35, Err: ErrDuplicateKey}},
 		{name: "duplicate under any", in: `{"any":[{"k":1,"k":1}]}`, want: &Error{Path: "$.any[0].k", Line: 1, Column: 16, Err: ErrDuplicateKey}},
 		{name: "unknown field", in: `{"nodes":[{},{"argv":[]}]}`, want: &Error{Path: "$.nodes[1].argv", Line: 1, Column: 15, Err: ErrUnknownField}},
@@ -76,6 +79,15 @@ func TestDecode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyKeys is n members "k0":0, "k1":0, ….
+func manyKeys(n int) string {
+	var parts []string
+	for i := range n {
+		parts = append(parts, fmt.Sprintf(`"k%d":0`, i))
+	}
+	return strings.Join(parts, ",")
 }
 
 func TestErrorText(t *testing.T) {
@@ -117,4 +129,27 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkCheck measures the token walk alone on about 10 MiB of nodes (a plan of 10,000 nodes is about 20 MiB).
+func BenchmarkCheck(b *testing.B) {
+	doc := []byte(`{"format":"x","nodes":[` + strings.Repeat(`{"targets":["docker","run","--rm","--network","none"],"inner":"n","Untagged":1,"variables":{"a":[1,2,3]}},`, 100000) + `{}]}`)
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		if err := Check(doc, &document{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUnmarshal is encoding/json's decoding of BenchmarkCheck's document, to compare with.
+func BenchmarkUnmarshal(b *testing.B) {
+	doc := []byte(`{"format":"x","nodes":[` + strings.Repeat(`{"targets":["docker","run","--rm","--network","none"],"inner":"n","Untagged":1,"variables":{"a":[1,2,3]}},`, 100000) + `{}]}`)
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		var d document
+		if err := json.Unmarshal(doc, &d); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
