@@ -224,7 +224,8 @@ func TestReceiptSignedAndVerified(t *testing.T) {
 		EgressDenials:     []ledger.EgressDenial{{Node: "fix", Host: "evil.example"}},
 		EgressDeniedTotal: 1,
 	}
-	r := NewReceipt(sum, ReceiptPlan{Digest: digestA, File: "p.plan", Saved: true}, []Approval{{Principals: "o", Signature: approvalEntry.Signature}}, "test")
+	r := NewReceipt(sum, Gate{Plan: ReceiptPlan{Digest: digestA, File: "p.plan", Saved: true},
+		Approvals: []Approval{{Principals: "o", Key: approvalEntry.Key, Signature: approvalEntry.Signature}}}, "test")
 	name := filepath.Join(dir, "receipts", "r1.json")
 	if err := WriteReceipt(name, r, ops.signer); err != nil {
 		t.Fatal(err)

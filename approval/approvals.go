@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/kewplan/kewplan/internal/safefile"
+	"github.com/kewplan/kewplan/internal/strictjson"
 )
 
 // FileSuffix names a plan's approvals file: PLANFILE.approvals.
@@ -41,7 +42,8 @@ type Entry struct {
 // PathFor is the approvals file of the plan file plan.
 func PathFor(plan string) string { return plan + FileSuffix }
 
-// ReadFile reads an approvals file; a missing one holds no approvals.
+// ReadFile reads an approvals file, strictly (internal/strictjson: a duplicate, case-folded or unknown key is
+// refused with its JSON path); a missing one holds no approvals.
 func ReadFile(name string) (*File, error) {
 	b, err := safefile.Read(name, maxApprovalsBytes)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -51,7 +53,10 @@ func ReadFile(name string) (*File, error) {
 		return nil, fmt.Errorf("approvals file: %w", err)
 	}
 	var f File
-	if err := json.Unmarshal(b, &f); err != nil || f.Format != FileFormat {
+	if err := strictjson.Decode(b, &f); err != nil {
+		return nil, fmt.Errorf("approvals file %s is not a kewplan approvals file: %v. Write it with kewplan approve (and merge approvals files entry by entry, each key once)", name, err)
+	}
+	if f.Format != FileFormat {
 		return nil, fmt.Errorf("approvals file %s is not a kewplan approvals file (format %q): write it with kewplan approve", name, FileFormat)
 	}
 	return &f, nil
@@ -113,6 +118,9 @@ type Approval struct {
 	Key        string `json:"key"`        // SHA256 fingerprint
 	KeyType    string `json:"key_type"`
 	Signature  string `json:"signature"` // the armored signature, for a receipt's reader to check again
+	// AllowedSigners and AllowedSignersLine are the allowed signers entry that matched: its file and line.
+	AllowedSigners     string `json:"allowed_signers,omitempty"`
+	AllowedSignersLine int    `json:"allowed_signers_line,omitempty"`
 }
 
 // Rejection is an approval that does not count, and why.
@@ -211,7 +219,7 @@ func checkEntry(digest string, e Entry, signers *AllowedSigners, now time.Time) 
 	reason := ""
 	for _, s := range lines {
 		if reason = s.allows(PlanNamespace, now); reason == "" {
-			a.Principals = s.Principals
+			a.Principals, a.AllowedSigners, a.AllowedSignersLine = s.Principals, signers.Path, s.Line
 			return a, ""
 		}
 	}

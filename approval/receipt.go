@@ -1,7 +1,6 @@
 package approval
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -19,11 +18,15 @@ import (
 	"github.com/kewplan/kewplan/executor"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/internal/safefile"
+	"github.com/kewplan/kewplan/internal/strictjson"
+	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/jsonplan"
 )
 
-// ReceiptFormat identifies a receipt.
-const ReceiptFormat = "kewplan-receipt/1"
+// ReceiptFormat identifies a receipt. Format 2 records what the run required (the organisation policy enforced,
+// each approvals block, the allowed signers entry of each approver); a format 1 receipt, which did not, is
+// refused by VerifyReceipt with a sentence saying so, since nothing can say what its run asked for.
+const ReceiptFormat = "kewplan-receipt/2"
 
 // SignatureSuffix names a receipt's signature: RECEIPT.sig, an armored SSH signature over the receipt's exact
 // bytes, so `ssh-keygen -Y verify -n kewplan-receipt -s RECEIPT.sig < RECEIPT` checks it too.
@@ -34,15 +37,21 @@ const maxReceiptBytes = 64 << 20
 
 // Receipt is the record of one apply: which plan ran, who approved it, and per node what ran and what came of it.
 type Receipt struct {
-	Format         string        `json:"format"`
-	KewplanVersion string        `json:"kewplan_version"`
-	RunID          string        `json:"run_id"`
-	Status         string        `json:"status"`
-	Started        time.Time     `json:"started"`
-	Ended          time.Time     `json:"ended"`
-	Plan           ReceiptPlan   `json:"plan"`
-	Approvals      []Approval    `json:"approvals"`
-	Nodes          []ReceiptNode `json:"nodes"`
+	Format         string      `json:"format"`
+	KewplanVersion string      `json:"kewplan_version"`
+	RunID          string      `json:"run_id"`
+	Status         string      `json:"status"`
+	Started        time.Time   `json:"started"`
+	Ended          time.Time   `json:"ended"`
+	Plan           ReceiptPlan `json:"plan"`
+	// Policy is the organisation policy apply enforced (--policy or KEWPLAN_POLICY), or Enforced false.
+	Policy ReceiptPolicy `json:"policy"`
+	// Requirements are the approvals blocks apply checked, in order: the configuration's own policy's and the
+	// organisation policy's (or, without one, the policy the saved plan recorded, which it chose itself).
+	Requirements []Requirement `json:"requirements"`
+	// Approvals are the approvals that counted, each with the allowed signers entry that matched.
+	Approvals []Approval    `json:"approvals"`
+	Nodes     []ReceiptNode `json:"nodes"`
 	// EgressDeniedTotal counts every request the egress proxy refused during the run.
 	EgressDeniedTotal int `json:"egress_denied_total"`
 }
@@ -52,6 +61,41 @@ type ReceiptPlan struct {
 	Digest string `json:"digest"` // planfile.Digest: what the approvals sign
 	File   string `json:"file,omitempty"`
 	Saved  bool   `json:"saved"` // false for `apply DIR`, which no one approved beforehand
+}
+
+// ReceiptPolicy is the organisation policy an apply enforced: the file given to apply and the SHA-256 of its
+// bytes. Enforced is false (and Path and SHA256 empty) when apply was given none.
+type ReceiptPolicy struct {
+	Enforced bool   `json:"enforced"`
+	Path     string `json:"path,omitempty"`
+	SHA256   string `json:"sha256,omitempty"`
+}
+
+// The sources of a Requirement.
+const (
+	SourceConfiguration = "configuration" // the configuration's own policy block
+	SourcePolicy        = "policy"        // the organisation policy given to apply
+	SourceSavedPlan     = "saved-plan"    // the policy a saved plan recorded, checked when apply was given none
+)
+
+// Requirement is one approvals block as an apply checked it: where it is, how many approvals it asks for and
+// when, whose keys count, and whether it applied to this run (a "widening" block does not when nothing widens
+// against apply --base).
+type Requirement struct {
+	Source         string `json:"source"` // SourceConfiguration, SourcePolicy or SourceSavedPlan
+	Block          string `json:"block"`  // file:line of the approvals block
+	Required       int    `json:"required"`
+	When           string `json:"when"`
+	AllowedSigners string `json:"allowed_signers"`
+	Applied        bool   `json:"applied"`
+}
+
+// Gate is what apply's approval gate decided, for the receipt.
+type Gate struct {
+	Plan         ReceiptPlan
+	Policy       ReceiptPolicy
+	Requirements []Requirement
+	Approvals    []Approval
 }
 
 // ReceiptNode is what one node ran and what came of it.
@@ -92,19 +136,22 @@ func ArgvDigest(argv []string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// NewReceipt is the receipt of the apply sum closed, of the plan plan with its valid approvals.
-func NewReceipt(sum *executor.ApplySummary, plan ReceiptPlan, approvals []Approval, version string) *Receipt {
+// NewReceipt is the receipt of the apply sum closed, with what its approval gate g decided.
+func NewReceipt(sum *executor.ApplySummary, g Gate, version string) *Receipt {
 	denials := map[string]int{}
 	for _, d := range sum.EgressDenials {
 		denials[d.Node]++
 	}
 	r := &Receipt{
 		Format: ReceiptFormat, KewplanVersion: version, RunID: sum.RunID, Status: sum.Status,
-		Started: sum.Started.UTC(), Ended: sum.Ended.UTC(), Plan: plan, Approvals: approvals,
-		EgressDeniedTotal: sum.EgressDeniedTotal,
+		Started: sum.Started.UTC(), Ended: sum.Ended.UTC(), Plan: g.Plan, Policy: g.Policy,
+		Requirements: g.Requirements, Approvals: g.Approvals, EgressDeniedTotal: sum.EgressDeniedTotal,
 	}
 	if r.Approvals == nil {
 		r.Approvals = []Approval{}
+	}
+	if r.Requirements == nil {
+		r.Requirements = []Requirement{}
 	}
 	for i := range sum.Nodes {
 		r.Nodes = append(r.Nodes, receiptNode(&sum.Nodes[i], denials[sum.Nodes[i].Node]))
@@ -211,13 +258,31 @@ func VerifyReceipt(name string, signers *AllowedSigners, now time.Time) (*Verifi
 	if who == nil {
 		return nil, fmt.Errorf("%w: %s", ErrReceipt, reason)
 	}
+	r, err := decodeReceipt(name, b)
+	if err != nil {
+		return nil, err
+	}
+	return &VerifiedReceipt{Receipt: r, Signer: Approval{Principals: who.Principals, Key: key, KeyType: sig.PublicKey.Type(), Signature: string(armored)}}, nil
+}
+
+// decodeReceipt decodes a receipt's bytes strictly (internal/strictjson), after its format: a receipt of another
+// format is refused with a sentence naming it.
+func decodeReceipt(name string, b []byte) (*Receipt, error) {
+	var head struct {
+		Format string `json:"format"`
+	}
+	if json.Unmarshal(b, &head) == nil && head.Format != ReceiptFormat && strings.HasPrefix(head.Format, "kewplan-receipt/") {
+		return nil, fmt.Errorf("%w: %s is a %s receipt, and this kewplan reads %s: receipts of that format do not record the policy and approvals their run required, so verify cannot check them. Verify it with the kewplan that wrote it (its kewplan_version)",
+			ErrReceipt, name, termsafe.String(head.Format), ReceiptFormat)
+	}
 	var r Receipt
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil || r.Format != ReceiptFormat {
+	if err := strictjson.Decode(b, &r); err != nil {
+		return nil, fmt.Errorf("%w: %s is signed but is not a kewplan receipt (format %q): %v", ErrReceipt, name, ReceiptFormat, err)
+	}
+	if r.Format != ReceiptFormat {
 		return nil, fmt.Errorf("%w: %s is signed but is not a kewplan receipt (format %q)", ErrReceipt, name, ReceiptFormat)
 	}
-	return &VerifiedReceipt{Receipt: &r, Signer: Approval{Principals: who.Principals, Key: key, KeyType: sig.PublicKey.Type(), Signature: string(armored)}}, nil
+	return &r, nil
 }
 
 // MatchPlan checks that r records a run of the plan doc whose digest is digest: the same digest, every node one
@@ -256,4 +321,88 @@ func MatchPlan(r *Receipt, doc *jsonplan.Document, digest string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: the receipt does not match the plan: %s", ErrReceipt, strings.Join(problems, "; "))
+}
+
+// Demand is what `kewplan verify` asks of a receipt beyond its signature: the approvals block of the policy it
+// was given (nil: none given, or the policy has none) and a least number of approvals (--require; 0: none).
+type Demand struct {
+	Approvals *DemandApprovals
+	Require   int
+}
+
+// DemandApprovals is a policy's approvals block as verify reads it now: where it is, how many approvals it asks
+// for and when, and the allowed signers whose keys count.
+type DemandApprovals struct {
+	Block    string
+	Required int
+	When     string // config.ApprovalsAlways or config.ApprovalsWidening
+	Signers  *AllowedSigners
+}
+
+// CheckDemand checks that the run r records asked for, and counted, what d asks: every approval it counted is a
+// signature over its plan's digest in PlanNamespace, by a key the demanded allowed signers list for that
+// namespace; its run asked for at least as many approvals as the block (unless the block is "widening" and the
+// run recorded that its plan widened nothing) and as --require; and it counted that many approvers. The error
+// wraps ErrReceipt and names every shortfall.
+func CheckDemand(r *Receipt, d Demand) error {
+	var problems []string
+	principals := map[string]bool{}
+	for i, a := range r.Approvals {
+		sig, err := parseSignature([]byte(a.Signature))
+		if err == nil && sig.Namespace != PlanNamespace {
+			err = fmt.Errorf("it was signed for the namespace %q", sig.Namespace)
+		}
+		if err == nil {
+			err = verifySignature(sig, PlanNamespace, []byte(r.Plan.Digest))
+		}
+		if err == nil && Fingerprint(sig.PublicKey) != a.Key {
+			err = fmt.Errorf("it names the key %s and was made by %s", a.Key, Fingerprint(sig.PublicKey))
+		}
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("its approval %d is not a signature over the plan %s it records (%v)", i+1, r.Plan.Digest, err))
+			continue
+		}
+		if d.Approvals != nil {
+			listed := false
+			for _, s := range d.Approvals.Signers.Lookup(sig.PublicKey) {
+				listed = listed || s.Namespaces == nil || matchPatternList(PlanNamespace, s.Namespaces)
+			}
+			if !listed {
+				problems = append(problems, fmt.Sprintf("its approval %d (%s, key %s) is by a key the policy's allowed signers file %s does not list for %s",
+					i+1, termsafe.String(a.Principals), a.Key, d.Approvals.Signers.Path, PlanNamespace))
+				continue
+			}
+		}
+		principals[a.Principals] = true
+	}
+	asked, widenedNothing := 0, false
+	for _, q := range r.Requirements {
+		if q.Applied {
+			asked = max(asked, q.Required)
+		} else if q.When == "widening" && d.Approvals != nil && q.Required >= d.Approvals.Required {
+			widenedNothing = true
+		}
+	}
+	if a := d.Approvals; a != nil && !(a.When == "widening" && widenedNothing && asked == 0) {
+		if asked < a.Required {
+			problems = append(problems, fmt.Sprintf("its run asked for %d %s, and the policy's approvals block at %s asks for %d",
+				asked, plural(asked, "approval"), termsafe.String(a.Block), a.Required))
+		}
+		if len(principals) < a.Required {
+			problems = append(problems, fmt.Sprintf("its run counted %d %s by the policy's allowed signers in %s, and the policy asks for %d",
+				len(principals), plural(len(principals), "approver"), a.Signers.Path, a.Required))
+		}
+	}
+	if d.Require > 0 {
+		if asked < d.Require {
+			problems = append(problems, fmt.Sprintf("its run asked for %d %s, and --require asks for %d", asked, plural(asked, "approval"), d.Require))
+		}
+		if len(principals) < d.Require {
+			problems = append(problems, fmt.Sprintf("its run counted %d %s, and --require asks for %d", len(principals), plural(len(principals), "approver"), d.Require))
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: the receipt does not show the approvals asked for: %s", ErrReceipt, strings.Join(problems, "; "))
 }

@@ -1,9 +1,7 @@
 package jsonplan
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/parallel"
+	"github.com/kewplan/kewplan/internal/strictjson"
 	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -399,17 +398,14 @@ type DecodeError struct{ Err error }
 func (e *DecodeError) Error() string { return e.Err.Error() }
 func (e *DecodeError) Unwrap() error { return e.Err }
 
-// Decode reads one plan document from data: a *DecodeError when data is not one JSON document of this shape,
-// else Check's error when this version cannot read its format. The caller bounds data's size and nesting first
+// Decode reads one plan document from data, strictly (internal/strictjson: a duplicate key, a key differing from
+// a field's only by case and an unknown field are refused with their JSON path): a *DecodeError when data is not
+// one JSON document of this shape, else Check's error when this version cannot read its format. The caller bounds data's size and nesting first
 // (jsonlimit). A saved object's variables are never nil.
 func Decode(data []byte) (*Document, error) {
 	var doc Document
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
+	if err := strictjson.Decode(data, &doc); err != nil {
 		return nil, &DecodeError{Err: err}
-	}
-	if dec.More() {
-		return nil, &DecodeError{Err: errors.New("more than one JSON value")}
 	}
 	if err := doc.Check(); err != nil {
 		return nil, err

@@ -543,7 +543,7 @@ func TestDecodePlan(t *testing.T) {
 	if _, err := DecodePlan(good, "good.json"); err != nil {
 		t.Errorf("DecodePlan(good) = %v", err)
 	}
-	saved := strings.Replace(string(good), `"format_version"`, `"saved":{"config":"x"},"format_version"`, 1)
+	saved := strings.Replace(string(good), `"format_version"`, `"saved":{"config_path":"x"},"format_version"`, 1)
 	if _, err := DecodePlan([]byte(saved), "saved.json"); err != nil {
 		t.Errorf("DecodePlan(saved plan) = %v", err)
 	}
@@ -554,8 +554,9 @@ func TestDecodePlan(t *testing.T) {
 		`{"nodes":[]}`:                                                                 "bad.json: not a kewplan plan: it has no format_version",
 		`{"format_version":"1.0","nodes":[{"name":"a"},{"name":"a"}]}`:                 `bad.json: node "a" appears twice`,
 		`{"format_version":"1.0","nodes":[{}]}`:                                        "bad.json: node 0 has no name",
-		`{"format_version":"1.0"} {}`:                                                  "bad.json: not a kewplan plan: more than one JSON value",
-		``:                                                                             "bad.json: not a kewplan plan: EOF",
+		`{"format_version":"1.0"} {}`:                                                  "bad.json: not a kewplan plan: $ (line 1, column 26): the document holds more than one JSON value",
+		`{"format_version":"1.0","Format_Version":"1.0"}`:                              `bad.json: not a kewplan plan: $.Format_Version (line 1, column 25): the key "Format_Version" differs from the field "format_version" only by case`,
+		``: "bad.json: not a kewplan plan: EOF",
 	}
 	for in, want := range tests {
 		_, err := DecodePlan([]byte(in), "bad.json")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -104,6 +105,10 @@ func Write(path string, doc *jsonplan.Document, p *planner.Plan, o Origin) error
 type File struct {
 	Doc *jsonplan.Document
 	dir string
+	// digest is SHA-256 over the JSON that was decoded into Doc (DigestPrefix first): what an approval signs.
+	digest string
+	// policy is the organisation policy apply was given (EnforcePolicy), used instead of the one the plan names.
+	policy string
 }
 
 // ReadSaved reads a plan file written by Write. A `plan --json` document without a saved object is refused: it
@@ -119,11 +124,14 @@ func ReadSaved(path string) (*File, error) {
 	return f, nil
 }
 
-// MaxBytes bounds a plan file: a 10,000-node plan is a few megabytes.
-const MaxBytes = 256 << 20
+// MaxBytes bounds a plan's JSON, in the file and once decompressed: a plan of 10,000 nodes is about 20 MiB of
+// JSON (and a few hundred kilobytes compressed), so three times that is room to grow, and reading a plan, or
+// refusing one that inflates to gigabytes, stays well within 256 MiB of memory.
+const MaxBytes = 64 << 20
 
 // Read reads a plan document: a saved plan, or the output of `kewplan plan --json`. The file must be a regular
-// file (a FIFO is refused, not waited on) within MaxBytes, nested no deeper than jsonlimit.DefaultMaxDepth.
+// file (a FIFO is refused, not waited on) within MaxBytes, nested no deeper than jsonlimit.DefaultMaxDepth, and
+// decoded strictly (jsonplan.Decode: a duplicate, case-folded or unknown key is refused with its JSON path).
 func Read(path string) (*File, error) {
 	b, err := safefile.Read(path, MaxBytes)
 	if err != nil {
@@ -139,11 +147,11 @@ func Read(path string) (*File, error) {
 	var de *jsonplan.DecodeError
 	switch {
 	case errors.As(err, &de):
-		return nil, fmt.Errorf("read plan %s: not a kewplan plan file: %v", path, de.Err)
+		return nil, fmt.Errorf("read plan %s: not a kewplan plan file: %v. Do not apply or approve it; run kewplan plan again", path, de.Err)
 	case err != nil:
 		return nil, fmt.Errorf("read plan %s: %w", path, err)
 	}
-	return &File{Doc: doc, dir: filepath.Dir(path)}, nil
+	return &File{Doc: doc, dir: filepath.Dir(path), digest: bytesDigest(b)}, nil
 }
 
 // ErrInflated is wrapped by Decompress's error for a compressed plan whose content is larger than the bound it
@@ -153,8 +161,8 @@ var ErrInflated = errors.New("the plan is larger than kewplan reads once decompr
 
 // Decompress returns the JSON of a plan file: b itself when it is not gzip-compressed (plan files written before
 // compression, and plan --json output), else its decompressed content, which may be at most max bytes (the
-// bound of an uncompressed plan file, MaxBytes): decompression stops at max+1 bytes with an error wrapping
-// ErrInflated.
+// bound of an uncompressed plan file, MaxBytes). The content is read in chunks and counted as it streams:
+// decompression stops at max+1 bytes with an error wrapping ErrInflated, having held no more than that.
 func Decompress(b []byte, max int) ([]byte, error) {
 	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 		return b, nil
@@ -163,16 +171,42 @@ func Decompress(b []byte, max int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not a kewplan plan file: its gzip header is damaged (%v)", err)
 	}
-	out, err := io.ReadAll(io.LimitReader(zr, int64(max)+1))
-	if err != nil {
-		return nil, fmt.Errorf("not a kewplan plan file: its gzip content is damaged (%v)", err)
+	// gzip's trailer records the content's size (modulo 4 GiB), written by whoever made the file: a hint for the
+	// first chunk only, never trusted beyond the bound.
+	first := inflateChunk
+	if n := len(b); n >= 4 {
+		if hint := int(binary.LittleEndian.Uint32(b[n-4:])); hint >= 0 && hint < max {
+			first = hint + 1
+		}
 	}
-	if len(out) > max {
-		return nil, fmt.Errorf("%w: a %d KiB file holds over %d MiB of JSON (a plan of 10,000 nodes is about 20 MiB); it is not a plan kewplan wrote",
-			ErrInflated, len(b)>>10, max>>20)
+	var chunks [][]byte
+	total := 0
+	for size := first; ; size = inflateChunk {
+		if total+size > max+1 {
+			size = max + 1 - total
+		}
+		c := make([]byte, size)
+		n, err := io.ReadFull(zr, c)
+		chunks, total = append(chunks, c[:n]), total+n
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("not a kewplan plan file: its gzip content is damaged (%v)", err)
+		}
+		if total > max {
+			return nil, fmt.Errorf("%w: a %d KiB file holds over %d MiB of JSON (a plan of 10,000 nodes is about 20 MiB); it is not a plan kewplan wrote",
+				ErrInflated, len(b)>>10, max>>20)
+		}
 	}
-	return out, nil
+	if len(chunks) == 1 {
+		return chunks[0], nil
+	}
+	return bytes.Join(chunks, nil), nil
 }
+
+// inflateChunk is how much Decompress reads at a time once the size hint is used up or wrong.
+const inflateChunk = 4 << 20
 
 // ConfigLocation is the configuration path to load, relative to the working directory (or absolute); "" when the
 // document has no saved object.
@@ -183,8 +217,12 @@ func (f *File) ConfigLocation() string {
 	return filepath.Join(f.dir, filepath.FromSlash(f.Doc.Saved.ConfigPath))
 }
 
-// PolicyLocation is the --policy file to load, relative to the working directory (or absolute); "" when none.
+// PolicyLocation is the --policy file to load, relative to the working directory (or absolute); "" when none:
+// the one EnforcePolicy was given, else the one the plan names.
 func (f *File) PolicyLocation() string {
+	if f.policy != "" {
+		return f.policy
+	}
 	if f.Doc.Saved == nil || f.Doc.Saved.Policy == nil {
 		return ""
 	}

@@ -43,7 +43,9 @@ func (v *approveView) Approved(plan, approvalsFile string, e approval.Entry, tot
 
 // Verify is the view of `kewplan verify`.
 type Verify interface {
-	Verified(name string, v *approval.VerifiedReceipt, plan string) error
+	// Verified shows a verified receipt; plan and policy are what it was checked against ("" when not given),
+	// policySHA the SHA-256 of the policy file given.
+	Verified(name string, v *approval.VerifiedReceipt, plan, policy, policySHA string) error
 }
 
 // NewVerify returns verify's view: a summary, or JSON.
@@ -59,17 +61,31 @@ type VerifiedJSON struct {
 	Receipt  string            `json:"receipt"`
 	SignedBy approval.Approval `json:"signed_by"`
 	Plan     string            `json:"plan,omitempty"` // the plan it was matched against
-	Content  *approval.Receipt `json:"content"`
+	// Policy is the policy file its approvals were checked against, PolicySHA256 the SHA-256 of its bytes, and
+	// SamePolicy whether the run enforced exactly that file.
+	Policy       string            `json:"policy,omitempty"`
+	PolicySHA256 string            `json:"policy_sha256,omitempty"`
+	SamePolicy   bool              `json:"same_policy"`
+	Content      *approval.Receipt `json:"content"`
 }
 
-func (v *verifyView) Verified(name string, r *approval.VerifiedReceipt, plan string) error {
+func (v *verifyView) Verified(name string, r *approval.VerifiedReceipt, plan, policy, policySHA string) error {
+	same := policy != "" && r.Receipt.Policy.Enforced && r.Receipt.Policy.SHA256 == policySHA
 	if v.vt == viewJSON {
-		return jsonstream.Indented(v.streams.Stdout, VerifiedJSON{Receipt: name, SignedBy: r.Signer, Plan: plan, Content: r.Receipt})
+		return jsonstream.Indented(v.streams.Stdout, VerifiedJSON{Receipt: name, SignedBy: r.Signer, Plan: plan,
+			Policy: policy, PolicySHA256: policySHA, SamePolicy: same, Content: r.Receipt})
 	}
 	return buffered(v.streams.Stdout, func(w io.Writer) error {
 		fmt.Fprintf(w, "Receipt %s: signed by %s (%s).\n", termsafe.String(name), termsafe.String(r.Signer.Principals), r.Signer.Key)
 		if plan != "" {
 			fmt.Fprintf(w, "It matches the plan %s (%s).\n", termsafe.String(plan), r.Receipt.Plan.Digest)
+		}
+		if policy != "" {
+			how := "the very policy its run enforced"
+			if !same {
+				how = "not the policy its run enforced (its sha256 is another), and the run still meets it"
+			}
+			fmt.Fprintf(w, "Its approvals meet the policy %s (sha256 %s): %s.\n", termsafe.String(policy), policySHA, how)
 		}
 		WriteReceiptSummary(w, r.Receipt)
 		return nil
@@ -84,11 +100,26 @@ func WriteReceiptSummary(w io.Writer, r *approval.Receipt) {
 		fmt.Fprint(w, " (not a saved plan)")
 	}
 	fmt.Fprintln(w, ".")
+	if r.Policy.Enforced {
+		fmt.Fprintf(w, "Policy: %s (sha256 %s).\n", termsafe.String(r.Policy.Path), r.Policy.SHA256)
+	} else {
+		fmt.Fprintln(w, "Policy: none enforced (apply was given no --policy).")
+	}
+	for _, q := range r.Requirements {
+		applied := "asked for"
+		if !q.Applied {
+			applied = "not asked for: nothing widened against --base"
+		}
+		fmt.Fprintf(w, "Required: %d %s, when %s (%s approvals block at %s, signers %s): %s.\n", q.Required,
+			plural(q.Required, "approval", "approvals"), termsafe.String(q.When), termsafe.String(q.Source),
+			termsafe.String(q.Block), termsafe.String(q.AllowedSigners), applied)
+	}
 	if len(r.Approvals) == 0 {
-		fmt.Fprintln(w, "Approved by: nobody (no policy asked for approvals).")
+		fmt.Fprintln(w, "Approved by: nobody.")
 	}
 	for _, a := range r.Approvals {
-		fmt.Fprintf(w, "Approved by: %s (%s)\n", termsafe.String(a.Principals), a.Key)
+		fmt.Fprintf(w, "Approved by: %s (%s, allowed signers %s:%d)\n", termsafe.String(a.Principals), a.Key,
+			termsafe.String(a.AllowedSigners), a.AllowedSignersLine)
 	}
 	for _, n := range r.Nodes {
 		what := "kept " + shortCommit(n.BaseCommit)
@@ -130,6 +161,9 @@ type Approvals interface {
 	Unchecked(approvalsFile string, n int) error
 	// ReceiptWritten names the receipt apply wrote.
 	ReceiptWritten(path string, signed bool) error
+	// Policy says which organisation policy apply enforces, or that it enforces none; recorded is the policy a
+	// saved plan names ("" for none), which without --policy is only the plan's own choice.
+	Policy(p approval.ReceiptPolicy, recorded string) error
 }
 
 // NewApprovals returns the approvals' view: lines for people, or one NDJSON event each (apply --json).
@@ -169,6 +203,41 @@ func (v *approvalsView) Approvals(where string, r *approval.Result, required boo
 		}
 		for _, rj := range r.Rejected {
 			fmt.Fprintf(w, "  approval %d does not count: %s\n", rj.Entry, termsafe.String(rj.Reason))
+		}
+		return nil
+	})
+}
+
+// PolicyEventJSON is the NDJSON event apply --json writes once it knows which organisation policy it enforces.
+type PolicyEventJSON struct {
+	Type     string `json:"type"` // "policy"
+	Enforced bool   `json:"enforced"`
+	Path     string `json:"path,omitempty"`
+	SHA256   string `json:"sha256,omitempty"`
+	Recorded string `json:"recorded,omitempty"` // the policy the saved plan names, when none is enforced
+}
+
+func (v *approvalsView) Policy(p approval.ReceiptPolicy, recorded string) error {
+	if v.vt == viewJSON {
+		ev := PolicyEventJSON{Type: "policy", Enforced: p.Enforced, Path: p.Path, SHA256: p.SHA256}
+		if !p.Enforced {
+			ev.Recorded = recorded
+		}
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(v.streams.Stdout, "%s\n", b)
+		return err
+	}
+	return buffered(v.streams.Stdout, func(w io.Writer) error {
+		if p.Enforced {
+			fmt.Fprintf(w, "Organisation policy: %s (sha256 %s), enforced with its approvals.\n", termsafe.String(p.Path), p.SHA256)
+			return nil
+		}
+		fmt.Fprintln(w, "Warning: no organisation policy was enforced: give --policy FILE (or KEWPLAN_POLICY) from a checkout the change cannot edit.")
+		if recorded != "" {
+			fmt.Fprintf(w, "  The plan names the policy %s, which it chose itself: it was checked, and guarantees nothing.\n", termsafe.String(recorded))
 		}
 		return nil
 	})

@@ -42,7 +42,7 @@ type ApplyCmd struct {
 	StateDir    string   `name:"state-dir" placeholder:"DIR" help:"Where the run ledger, logs and checkouts live (default: .kewplan beside the configuration)."`
 	Targets     []string `name:"target" sep:"none" placeholder:"NODE" help:"Apply only NODE, or one instance such as 'fix[\"web\"]', and everything it depends on (repeatable)."`
 	MinFree     string   `name:"min-free" placeholder:"SIZE" help:"Free space to keep on the filesystem holding the checkouts (e.g. 10g); a node is killed when the agent's writes go below it. Default: the larger of 1 GiB and 5% of that filesystem."`
-	Policy      string   `name:"policy" placeholder:"FILE" help:"Also enforce the organisation policy block in FILE (a saved plan enforces the policy it was made with)."`
+	Policy      string   `name:"policy" env:"KEWPLAN_POLICY" placeholder:"FILE" help:"Enforce the organisation policy block in FILE and its approvals; a saved plan must have been made with the same policy (policy-mismatch otherwise). Without it, no organisation policy is enforced."`
 	Resume      string   `name:"resume" placeholder:"RUN|latest" help:"Resume run RUN (or the latest run): reuse the outputs of every node that succeeded there with the same inputs, and run the others."`
 	Engine      string   `name:"engine" placeholder:"docker|kubernetes" help:"Run the nodes as containers on Docker or as Jobs on Kubernetes (default: the configuration's only engine block, else docker)."`
 	Base        string   `name:"base" placeholder:"BASEPLAN" help:"The plan this one changes (a saved plan or plan --json output): a policy's approvals with when = \"widening\" are asked for only when this plan widens exposure against it."`
@@ -114,6 +114,8 @@ type toApply struct {
 	// file is the saved plan (nil for apply DIR); gate is what the approval gate decided, for the receipt.
 	file *planfile.File
 	gate approvalState
+	// policySrc is the bytes of --policy as apply DIR planned with them.
+	policySrc []byte
 }
 
 // ResumeLatest is the --resume value naming the newest finished run.
@@ -139,7 +141,7 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 		if !ok {
 			return nil, ExitCode(1)
 		}
-		a := &toApply{cfg: pl.cfg, vars: pl.vars, plan: pl.plan, resume: c.Resume}
+		a := &toApply{cfg: pl.cfg, vars: pl.vars, plan: pl.plan, resume: c.Resume, policySrc: pl.policySrc}
 		if !c.selectEngine(view, a, pl.files...) {
 			return nil, ExitCode(1)
 		}
@@ -157,15 +159,26 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 		}
 		return a, view.Plan(doc)
 	}
-	if len(c.Vars) > 0 || len(c.VarFiles) > 0 || len(c.Targets) > 0 || c.Policy != "" {
-		return nil, errors.New("a saved plan carries its own variables, targets and policy: --var, --var-file, --target and --policy cannot change it; run kewplan plan again instead")
+	if len(c.Vars) > 0 || len(c.VarFiles) > 0 || len(c.Targets) > 0 {
+		return nil, errors.New("a saved plan carries its own variables and targets: --var, --var-file and --target cannot change it; run kewplan plan again instead")
 	}
 	f, err := planfile.ReadSaved(c.Path)
 	if err != nil {
 		return nil, err
 	}
-	// Reload refuses a stale plan, re-plans it (with the policy it was made with) and refuses a plan file whose
-	// nodes differ from that re-plan, so what runs is exactly what was reviewed.
+	// The organisation policy is apply's input, never the plan's: given one, the plan must have been made with
+	// exactly it (policy-mismatch otherwise), and the re-plan and the approvals use it.
+	if c.Policy != "" {
+		src, err := safefile.Read(c.Policy, config.MaxPolicyFileBytes)
+		if err != nil {
+			return nil, fmt.Errorf("--policy: %w", err)
+		}
+		if err := f.EnforcePolicy(c.Policy, src); err != nil {
+			return nil, err
+		}
+	}
+	// Reload refuses a stale plan, re-plans it (with that policy, or the one it was made with) and refuses a plan
+	// file whose nodes differ from that re-plan, so what runs is exactly what was reviewed.
 	cfg, p, err := f.Reload()
 	if err != nil {
 		return nil, err

@@ -13,19 +13,22 @@ import (
 	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planfile"
+	"github.com/kewplan/kewplan/planner"
 	"github.com/kewplan/kewplan/views"
 )
 
 // approvalState is what apply's approval gate decided, for the receipt.
 type approvalState struct {
-	receiptPlan   approval.ReceiptPlan
-	approvals     []approval.Approval
+	approval.Gate
 	receiptSigner ssh.Signer // --sign-receipt; nil: the receipt is not signed
 }
 
 // gate runs before anything starts (no preflight, no container, no ledger run): it loads the --sign-receipt key,
-// and checks the approvals the plan's policies ask for. A saved plan's approvals are checked against its digest;
-// an unsaved plan (apply DIR) has none, so a policy that asks for approvals refuses it.
+// says which organisation policy is enforced, and checks the approvals the plan's policies ask for. The
+// organisation policy is --policy (KEWPLAN_POLICY), never one the plan chose: without it, a saved plan's recorded
+// policy is still checked (it can only ask for more), but apply and the receipt say that no organisation policy
+// was enforced. A saved plan's approvals are checked against its digest; an unsaved plan (apply DIR) has none,
+// so a policy that asks for approvals refuses it.
 func (c *ApplyCmd) gate(env *Env, a *toApply) error {
 	if c.SignReceipt != "" {
 		s, err := approval.LoadSigner(c.SignReceipt, env.Environ)
@@ -36,57 +39,101 @@ func (c *ApplyCmd) gate(env *Env, a *toApply) error {
 	}
 	av := views.NewApprovals(views.ViewTypeOf(c.JSON), env.streams())
 	if a.file == nil {
-		doc := jsonplan.NewDocument(a.plan, version)
-		digest, err := planfile.DocumentDigest(doc)
-		if err != nil {
-			return fmt.Errorf("plan digest: %w", err)
-		}
-		a.gate.receiptPlan = approval.ReceiptPlan{Digest: digest}
-		reqs, err := approvalRequirements(a.cfg, c.Policy, "")
-		if err != nil {
-			return err
-		}
-		needed, err := c.approvalsNeeded(env, reqs, doc)
-		if err != nil {
-			return err
-		}
-		for i, req := range reqs {
-			if needed[i] {
-				return fmt.Errorf("%w: the policy's approvals block at %s asks for %d %s, and only a saved plan can be approved. Run kewplan plan --out FILE, have it approved with kewplan approve FILE --key KEY, then kewplan apply FILE",
-					approval.ErrNotApproved, approvalsWhere(req), req.Required, plural(int64(req.Required), "approval", "approvals"))
-			}
-		}
-		return nil
+		return c.gateUnsaved(a, env, av)
 	}
 	digest, err := a.file.Digest()
 	if err != nil {
 		return fmt.Errorf("plan digest: %w", err)
 	}
-	a.gate.receiptPlan = approval.ReceiptPlan{Digest: digest, File: c.Path, Saved: true}
-	want := ""
+	a.gate.Plan = approval.ReceiptPlan{Digest: digest, File: c.Path, Saved: true}
+	policyPath, want, source := c.Policy, "", approval.SourcePolicy
 	if s := a.file.Doc.Saved.Policy; s != nil {
-		want = s.SHA256
+		want = s.SHA256 // with --policy, EnforcePolicy checked that it is that file's
 	}
-	reqs, err := approvalRequirements(a.cfg, a.file.PolicyLocation(), want)
+	if c.Policy == "" {
+		policyPath, source = a.file.PolicyLocation(), approval.SourceSavedPlan
+	}
+	reqs, sha, err := approvalRequirements(a.cfg, policyPath, want, source)
 	if err != nil {
+		return err
+	}
+	if err := c.notePolicy(av, a, sha, a.file.PolicyLocation()); err != nil {
 		return err
 	}
 	needed, err := c.approvalsNeeded(env, reqs, a.file.Doc)
 	if err != nil {
 		return err
 	}
-	a.gate.approvals, err = checkPlanApprovals(av, c.Path, digest, reqs, needed, time.Now())
+	a.gate.Requirements = receiptRequirements(reqs, needed)
+	a.gate.Approvals, err = checkPlanApprovals(av, c.Path, digest, reqs, needed, time.Now())
 	return err
+}
+
+// gateUnsaved is the gate of apply DIR: a policy that asks for approvals refuses it, since only a saved plan can
+// be approved.
+func (c *ApplyCmd) gateUnsaved(a *toApply, env *Env, av views.Approvals) error {
+	doc := jsonplan.NewDocument(a.plan, version)
+	digest, err := planfile.DocumentDigest(doc)
+	if err != nil {
+		return fmt.Errorf("plan digest: %w", err)
+	}
+	a.gate.Plan = approval.ReceiptPlan{Digest: digest}
+	reqs, _, err := approvalRequirements(a.cfg, c.Policy, planner.SHA256Hex(a.policySrc), approval.SourcePolicy)
+	if err != nil {
+		return err
+	}
+	if err := c.notePolicy(av, a, planner.SHA256Hex(a.policySrc), ""); err != nil {
+		return err
+	}
+	needed, err := c.approvalsNeeded(env, reqs, doc)
+	if err != nil {
+		return err
+	}
+	for i, req := range reqs {
+		if needed[i] {
+			return fmt.Errorf("%w: the policy's approvals block at %s asks for %d %s, and only a saved plan can be approved. Run kewplan plan --out FILE, have it approved with kewplan approve FILE --key KEY, then kewplan apply FILE",
+				approval.ErrNotApproved, approvalsWhere(req.block), req.block.Required, plural(int64(req.block.Required), "approval", "approvals"))
+		}
+	}
+	a.gate.Requirements = receiptRequirements(reqs, needed)
+	return nil
+}
+
+// notePolicy records and shows which organisation policy apply enforces: --policy with the SHA-256 of its bytes,
+// or none (recorded: the policy a saved plan names, which it chose itself).
+func (c *ApplyCmd) notePolicy(av views.Approvals, a *toApply, sha, recorded string) error {
+	if c.Policy == "" {
+		a.gate.Policy = approval.ReceiptPolicy{}
+	} else {
+		a.gate.Policy = approval.ReceiptPolicy{Enforced: true, Path: c.Policy, SHA256: sha}
+	}
+	return av.Policy(a.gate.Policy, recorded)
+}
+
+// requirement is one approvals block apply checks, and which policy it came from (approval.Source*).
+type requirement struct {
+	block  *config.Approvals
+	source string
+}
+
+// receiptRequirements are reqs as the receipt records them.
+func receiptRequirements(reqs []requirement, needed []bool) []approval.Requirement {
+	out := []approval.Requirement{}
+	for i, r := range reqs {
+		out = append(out, approval.Requirement{Source: r.source, Block: approvalsWhere(r.block), Required: r.block.Required,
+			When: r.block.When, AllowedSigners: r.block.AllowedSignersPath, Applied: needed[i]})
+	}
+	return out
 }
 
 // approvalsNeeded says for each requirement whether it applies: always for "always"; for "widening", unless
 // --base names a plan against which head widens nothing (without --base, kewplan cannot tell, so it asks).
-func (c *ApplyCmd) approvalsNeeded(env *Env, reqs []*config.Approvals, head *jsonplan.Document) ([]bool, error) {
+func (c *ApplyCmd) approvalsNeeded(env *Env, reqs []requirement, head *jsonplan.Document) ([]bool, error) {
 	needed := make([]bool, len(reqs))
 	var widened *bool
 	for i, req := range reqs {
 		needed[i] = true
-		if req.When != config.ApprovalsWidening || c.Base == "" {
+		if req.block.When != config.ApprovalsWidening || c.Base == "" {
 			continue
 		}
 		if widened == nil {
@@ -109,7 +156,7 @@ func (c *ApplyCmd) writeReceipt(env *Env, a *toApply, stateDir string, sum *exec
 		return err
 	}
 	name := d.Receipt(sum.RunID)
-	r := approval.NewReceipt(sum, a.gate.receiptPlan, a.gate.approvals, version)
+	r := approval.NewReceipt(sum, a.gate.Gate, version)
 	if err := approval.WriteReceipt(name, r, a.gate.receiptSigner); err != nil {
 		return fmt.Errorf("the run %s ended (%s), and its receipt could not be written: %w", sum.RunID, sum.Status, err)
 	}

@@ -9,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/kewplan/kewplan/approval"
+	"github.com/kewplan/kewplan/planner"
 )
 
 // TestApprovedPlanAppliesWithReceipt: on the real engine, an approved saved plan runs and leaves a signed receipt
@@ -64,8 +67,9 @@ node "%[1]sreview" {
 	}
 
 	mustKewplan(t, "approve", plan, "--key", filepath.Join(keys, "alice"))
-	out := mustKewplan(t, "apply", plan, "--state-dir", state, "--sign-receipt", filepath.Join(keys, "ci"))
-	if !strings.Contains(out, "approved by alice@example.com") || !strings.Contains(out, "Receipt: ") {
+	out := mustKewplan(t, "apply", plan, "--policy", policy, "--state-dir", state, "--sign-receipt", filepath.Join(keys, "ci"))
+	if !strings.Contains(out, "approved by alice@example.com") || !strings.Contains(out, "Receipt: ") ||
+		!strings.Contains(out, "Organisation policy: "+policy+" (sha256 ") {
 		t.Errorf("apply output:\n%s", out)
 	}
 	receipts, _ := filepath.Glob(filepath.Join(state, "receipts", "*.json"))
@@ -85,6 +89,46 @@ node "%[1]sreview" {
 	}
 	if n := r.Nodes[0]; r.Plan.Digest == "" || !r.Plan.Saved || len(r.Approvals) != 1 || n.ImageID == "" || n.ArgvSHA256 == "" || n.Verdict != "approve" {
 		t.Errorf("receipt: %+v", r)
+	}
+	// The receipt says what was required: the policy enforced, its approvals block, and the allowed signers entry
+	// each approver matched.
+	polBytes, _ := os.ReadFile(policy)
+	wantPolicy := approval.ReceiptPolicy{Enforced: true, Path: policy, SHA256: planner.SHA256Hex(polBytes)}
+	wantReqs := []approval.Requirement{{Source: approval.SourcePolicy, Block: policy + ":2", Required: 1, When: "always",
+		AllowedSigners: filepath.Join(org, "allowed_signers"), Applied: true}}
+	if diff := cmp.Diff(wantPolicy, r.Policy); diff != "" {
+		t.Errorf("receipt policy mismatch (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantReqs, r.Requirements); diff != "" {
+		t.Errorf("receipt requirements mismatch (-want +got):\n%s", diff)
+	}
+	if a := r.Approvals[0]; a.Principals != "alice@example.com" || a.AllowedSigners != filepath.Join(org, "allowed_signers") || a.AllowedSignersLine != 1 {
+		t.Errorf("receipt approval: %+v", a)
+	}
+
+	// verify --policy and --require: the policy the run enforced passes; asking for more approvals than the run
+	// asked for, or a policy whose signers do not list the approver, fails.
+	ci := filepath.Join(keys, "ci_signers")
+	out = mustKewplan(t, "verify", receipt, "--allowed-signers", ci, "--policy", policy, "--require", "1")
+	if !strings.Contains(out, "the very policy its run enforced") {
+		t.Errorf("verify --policy:\n%s", out)
+	}
+	if code, _, errs := kewplan(t, "verify", receipt, "--allowed-signers", ci, "--require", "2"); code != 1 ||
+		!strings.Contains(errs, "its run asked for 1 approval, and --require asks for 2") {
+		t.Errorf("verify --require 2: exit %d\n%s", code, errs)
+	}
+	stricter := filepath.Join(org, "stricter.hcl")
+	os.WriteFile(stricter, []byte("policy {\n  approvals {\n    required        = 2\n    allowed_signers = \"allowed_signers\"\n  }\n}\n"), 0o644)
+	if code, _, errs := kewplan(t, "verify", receipt, "--allowed-signers", ci, "--policy", stricter); code != 1 ||
+		!strings.Contains(errs, "its run asked for 1 approval, and the policy's approvals block at "+stricter+":2 asks for 2") {
+		t.Errorf("verify --policy stricter: exit %d\n%s", code, errs)
+	}
+	others := filepath.Join(t.TempDir(), "others.hcl")
+	os.WriteFile(filepath.Join(filepath.Dir(others), "allowed_signers"), []byte(ciSigners), 0o644)
+	os.WriteFile(others, []byte("policy {\n  approvals {\n    required        = 1\n    allowed_signers = \"allowed_signers\"\n  }\n}\n"), 0o644)
+	if code, _, errs := kewplan(t, "verify", receipt, "--allowed-signers", ci, "--policy", others); code != 1 ||
+		!strings.Contains(errs, "is by a key the policy's allowed signers file") {
+		t.Errorf("verify --policy with other signers: exit %d\n%s", code, errs)
 	}
 
 	// Another plan, or one byte of the receipt changed: refused.

@@ -77,7 +77,7 @@ func readPlanArg(env *Env, name, role string) (*jsonplan.Document, error) {
 		data, err = readPlanFile(name)
 	}
 	if err == nil {
-		data, err = planfile.Decompress(data, plandiff.MaxPlanBytes) // a saved plan is gzip-compressed
+		data, err = planfile.Decompress(data, planfile.MaxBytes) // a saved plan is gzip-compressed
 		if errors.Is(err, planfile.ErrInflated) {
 			err = fmt.Errorf("%s: %w", name, err)
 		}

@@ -21,6 +21,13 @@ func TestMain(m *testing.M) {
 	})
 }
 
+// TestAdvSavedPlanCannotChooseItsPolicy runs apply_policy_input.txtar alone, for the adversarial table: a saved
+// plan edited so that jq and a lenient reader disagree about its policy is refused, and the organisation policy
+// is apply's input (policy-mismatch).
+func TestAdvSavedPlanCannotChooseItsPolicy(t *testing.T) {
+	testscript.Run(t, testscript.Params{Files: []string{"testdata/script/apply_policy_input.txtar"}, RequireExplicitExec: true})
+}
+
 // TestScripts runs cmd/kewplan/testdata/script/*.txtar: the documentation of what a user types and sees.
 // KEWPLAN_UPDATE=1 rewrites the scripts' expected output files (cmp) from what kewplan printed.
 func TestScripts(t *testing.T) {

@@ -20,7 +20,7 @@ func (c *ShowCmd) showApprovals(env *Env, f *planfile.File, cfg *config.Config) 
 	if s := f.Doc.Saved.Policy; s != nil {
 		want = s.SHA256
 	}
-	reqs, err := approvalRequirements(cfg, f.PolicyLocation(), want)
+	reqs, _, err := approvalRequirements(cfg, f.PolicyLocation(), want, approval.SourceSavedPlan)
 	if err != nil {
 		return err
 	}
@@ -39,7 +39,8 @@ func (c *ShowCmd) showApprovals(env *Env, f *planfile.File, cfg *config.Config) 
 	if err != nil {
 		return err
 	}
-	for _, req := range reqs {
+	for _, rq := range reqs {
+		req := rq.block
 		signers, err := approval.ReadAllowedSigners(req.AllowedSignersPath)
 		if err != nil {
 			return err

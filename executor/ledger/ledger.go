@@ -11,6 +11,7 @@ import (
 	_ "modernc.org/sqlite" // pure-Go SQLite driver "sqlite"
 
 	"github.com/kewplan/kewplan/executor/verdict"
+	"github.com/kewplan/kewplan/internal/strictjson"
 )
 
 // Ledger is the run ledger: one `runs` row per apply and one `node_runs` row per node of it, in SQLite. Every
@@ -483,10 +484,10 @@ func scanRun(s scanner) (*RunRecord, error) {
 		&costed, &estimated, &unknown); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(estimated), &r.CostEstimated); err != nil {
+	if err := strictjson.Decode([]byte(estimated), &r.CostEstimated); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(unknown), &r.CostUnknown); err != nil {
+	if err := strictjson.Decode([]byte(unknown), &r.CostUnknown); err != nil {
 		return nil, err
 	}
 	r.CostEstimated, r.CostUnknown = sortedNames(r.CostEstimated), sortedNames(r.CostUnknown)
@@ -582,11 +583,11 @@ func (l *Ledger) nodes(runID string) ([]NodeRecord, error) {
 		if n.CostSource == "" && n.CostUSD != nil {
 			n.CostSource = CostReported // a row written before cost sources were recorded held only reported costs
 		}
-		if err := json.Unmarshal([]byte(argv), &n.Argv); err != nil {
+		if err := strictjson.Decode([]byte(argv), &n.Argv); err != nil {
 			return nil, fmt.Errorf("ledger %s: node %s argv: %w", l.path, n.Node, err)
 		}
 		if findings != "" {
-			if err := json.Unmarshal([]byte(findings), &n.VerdictFindings); err != nil {
+			if err := strictjson.Decode([]byte(findings), &n.VerdictFindings); err != nil {
 				return nil, fmt.Errorf("ledger %s: node %s findings: %w", l.path, n.Node, err)
 			}
 		}

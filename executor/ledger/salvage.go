@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/kewplan/kewplan/internal/strictjson"
 )
 
 // salvageMigration adds what was kept of each worker that ended without its push (one row per node, the last
@@ -96,7 +98,7 @@ func (l *Ledger) fillSalvage(runID string, nodes []NodeRecord) error {
 			&s.FilesChanged, &s.Bytes, &skipped, &s.CommitsLost, &s.PublishedBranch, &s.PublishedPullRequest, &s.Pruned); err != nil {
 			return fmt.Errorf("ledger %s: salvage of run %s: %w", l.path, runID, err)
 		}
-		if err := json.Unmarshal([]byte(skipped), &s.Skipped); err != nil {
+		if err := strictjson.Decode([]byte(skipped), &s.Skipped); err != nil {
 			return fmt.Errorf("ledger %s: salvage of node %s: %w", l.path, node, err)
 		}
 		byNode[node] = &s

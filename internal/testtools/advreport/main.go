@@ -191,6 +191,14 @@ var catalogue = []item{
 		Tests: []string{"egress.TestBrokerBudgetPerAttempt", "executor.TestBrokerMeterPerAttempt"}},
 	{ID: "J11", Attack: "a brokered request that makes the provider fetch for the agent: server tools (web search and fetch, code execution), the MCP connector, url image and document sources, OpenRouter's web plugin and :online models, their betas; an unknown tool type, plugin or beta; a body that is not JSON, names a key twice or is too large", Expected: "refused in the API's error shape, naming the feature, its JSON path and the provider_fetch line that allows it, unless the node opted in; what the broker cannot classify refused even then; nothing reaches the provider",
 		Tests: []string{"egress.TestBrokerProviderFetch", "egress.TestBrokerBodyBounded", "executor.TestBrokerProviderFetchEndToEnd"}},
+
+	// K: the approval gate.
+	{ID: "K1", Attack: "a saved plan that erases its own policy for kewplan but not for jq (\"Policy\": null after \"policy\", a second \"SAVED\" object), a duplicate or unknown key, or one made without the organisation's policy", Expected: "refused with the key's JSON path before anything starts; apply --policy refuses a plan of another policy (policy-mismatch); the approvals digest is over the bytes decoded",
+		Tests: []string{"kewplan.TestAdvSavedPlanCannotChooseItsPolicy", "planfile.TestReadStrict", "planfile.TestEnforcePolicy", "planfile.TestDigestIsOverTheDecodedBytes"}},
+	{ID: "K2", Attack: "a receipt of a run that asked for fewer approvals than the policy, or counted a key the policy's signers do not list", Expected: "the receipt records the policy, each approvals block and each approver's signers entry; verify --policy and --require fail it",
+		Tests: []string{"kewplan.TestApprovedPlanAppliesWithReceipt"}},
+	{ID: "K3", Attack: "a saved plan of a megabyte that inflates to a gigabyte, or lies about its size in its gzip trailer", Expected: "refused at 64 MiB of JSON having allocated under 256 MiB in all",
+		Tests: []string{"planfile.TestReadInflatedWithinMemory", "planfile.TestDecompressSizeHintUntrusted"}},
 }
 
 // ownTests selects the suite's own tests in every package.
