@@ -228,6 +228,7 @@ func NewServer(cfg *Config, decisions io.Writer, opts Options) (*Server, error) 
 	if err := s.initBroker(); err != nil {
 		return nil, err
 	}
+	s.conns.brokerAPI = s.brokerAPIOfHead
 	return s, nil
 }
 
