@@ -83,9 +83,9 @@ type connTracker struct {
 	// refusal is then in that API's JSON error shape (unread.go).
 	brokerAPI func(head []byte) string
 	mu        sync.Mutex
-	open     int
-	evict    *list.List // of *trackedConn, oldest first: open connections with no request in a handler
-	perNode  map[string]int
+	open      int
+	evict     *list.List // of *trackedConn, oldest first: open connections with no request in a handler
+	perNode   map[string]int
 }
 
 func newConnTracker(l Limits, shares map[string]*tunnelShare, onLoad func(string), onUnread func(int, string, string)) *connTracker {
