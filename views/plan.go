@@ -335,7 +335,11 @@ func reachSentence(n *jsonplan.NodeDocument) string {
 	if len(n.PrivateHosts) > 0 {
 		reach += ", of which " + strings.Join(n.PrivateHosts, ", ") + " on private addresses"
 	}
-	return fmt.Sprintf("%s %s and can reach %s", n.Name, holds, reach)
+	sentence := fmt.Sprintf("%s %s and can reach %s", n.Name, holds, reach)
+	if len(n.BrokeredPaths) > 0 && n.CredentialMode == config.CredentialsBrokered {
+		sentence += "; its broker forwards only " + strings.Join(n.BrokeredPaths, ", ")
+	}
+	return sentence
 }
 
 // credentialModeText says how a node's container gets its credentials: "brokered (…)" or "forward (…)"; "" for

@@ -35,23 +35,13 @@ func Config(np *planner.NodePlan, src Source, mint func(name string) (string, er
 	if !Brokered(np) {
 		return nil, Target{}, nil, nil
 	}
-	bu, builtin := runners.BrokeredBaseURL(np.Runner)
-	api := egress.BrokerAPIOpenAI
-	if np.Protocol == "claude-code" {
-		api = egress.BrokerAPIAnthropic
+	api, endpoint, path := runners.BrokeredRoute(np.Runner, np.Protocol, np.BrokeredEndpoints)
+	t := Target{Endpoint: endpoint, Path: path}
+	cfg := &egress.BrokerConfig{API: api, Endpoints: append([]string(nil), np.BrokeredEndpoints...),
+		MaxOutputTokens: runners.MaxOutputTokens(np.Model)}
+	for _, p := range np.BrokeredPaths {
+		cfg.Paths = append(cfg.Paths, egress.BrokerPath{Method: p.Method, Path: p.Path, ModelCall: p.ModelCall})
 	}
-	if builtin && bu.API != "" {
-		api = bu.API
-	}
-	t := Target{Endpoint: np.BrokeredEndpoints[0]}
-	if builtin && bu.Endpoint != "" {
-		for _, e := range np.BrokeredEndpoints {
-			if e == bu.Endpoint {
-				t.Endpoint, t.Path = bu.Endpoint, bu.Path
-			}
-		}
-	}
-	cfg := &egress.BrokerConfig{API: api, Endpoints: append([]string(nil), np.BrokeredEndpoints...)}
 	cfg.Price, cfg.Budget = Budget(np)
 	placeholders := map[string]string{}
 	for _, name := range np.Credentials {
@@ -101,6 +91,7 @@ func Budget(np *planner.NodePlan) (*egress.BrokerPrice, *egress.BrokerBudget) {
 	if *b == (egress.BrokerBudget{}) {
 		return price, nil
 	}
+	b.Attempts = int64(max(np.Retry.Attempts, 1))
 	if f := np.DeclRange.Filename; f != "" {
 		b.Where = filepath.Base(f)
 	}
