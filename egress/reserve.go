@@ -423,9 +423,9 @@ func crossedSentence(node string, b *BrokerBudget, cap string, limit, value floa
 // usdText is a dollar figure with the digits a small reservation needs (up to six decimals, no trailing zeros).
 func usdText(v float64) string {
 	s := strconv.FormatFloat(math.Round(v*1e6)/1e6, 'f', 6, 64)
-	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	if !strings.Contains(s, ".") {
-		s += ".00"
+	s = strings.TrimRight(s, "0")
+	if i := strings.IndexByte(s, '.'); len(s)-i-1 < 2 {
+		s += strings.Repeat("0", 2-(len(s)-i-1))
 	}
 	return s
 }
