@@ -189,6 +189,20 @@ var catalogue = []item{
 		Tests: []string{"egress.TestTunnelShareBoundsANode", "egress.TestTunnelShareValve", "egress.TestStalledTunnelsStopOnlyTheirNode"}},
 	{ID: "J10", Attack: "a retry of a node that spent most of its budget in the attempt before", Expected: "the proxy's sums and caps start again for the retry, as apply's do; each request is counted in the attempt it was made in",
 		Tests: []string{"egress.TestBrokerBudgetPerAttempt", "executor.TestBrokerMeterPerAttempt"}},
+
+	// M: the broker's meter, pessimistic.
+	{ID: "M1", Attack: "hang up just before the usage event; let a stream end without it; ask for the most output with a max_tokens the cap cannot hold", Expected: "each call reserves its worst case before it goes out and is refused when the reservation would cross a cap; the answer is read on after the agent hung up and settles to the provider's figure; one that ends without it keeps its reservation, unsettled in its decision line, the ledger and runs show",
+		Tests: []string{"egress.TestBrokerReservesTheWorstCase", "egress.TestBrokerMetersAnAnswerTheAgentHungUpOn", "executor.TestBrokerMeterReservesAndRefusesUnmeteredPaths"}},
+	{ID: "M2", Attack: "an OpenAI-style stream with usage reporting off, absent, or a key given twice; a body past the bound", Expected: "stream_options.include_usage forced on (the rest byte for byte); an explicit off, a duplicate key or a non-object refused with a sentence; a body over 32 MiB refused 413 unsent",
+		Tests: []string{"egress.TestBrokerForcesUsageReporting", "egress.TestBrokerBoundsTheRequestBody"}},
+	{ID: "M3", Attack: "message batches, the Files API or any other path of a brokered endpoint; a GET once a cap is reached", Expected: "refused in the API's error shape naming what is brokered, why and the configuration that allows it (credentials = \"forward\"); never forwarded; the GET refused 402",
+		Tests: []string{"egress.TestBrokerForwardsOnlyItsPaths", "executor.TestBrokerMeterReservesAndRefusesUnmeteredPaths"}},
+	{ID: "M4", Attack: "a retried node spending a full budget in every attempt, or an attempt restarted to reset the sums", Expected: "each attempt's sums start anew, the node's across attempts are bounded by each cap × its planned attempts; an attempt already started or past the plan's is refused",
+		Tests: []string{"egress.TestBrokerBoundsTheNodeAcrossAttempts", "egress.TestBrokerBudgetPerAttempt"}},
+	{ID: "M5", Attack: "a brokered request with headers past the bound", Expected: "answered 431 in the API's JSON error shape with the proxy's sentence, never Go's text",
+		Tests: []string{"egress.TestBrokerOversizedHeadersInTheAPIShape"}},
+	{ID: "M6", Attack: "node B's container using node A's placeholder, under A's node name, with its own or no proxy identity", Expected: "refused 403: the base URL's identity (HMAC of the node's proxy secret) must be the placeholder's node's",
+		Tests: []string{"egress.TestBrokerBindsThePlaceholderToTheNodesIdentity"}},
 }
 
 // ownTests selects the suite's own tests in every package.
