@@ -431,3 +431,41 @@ func TestBrokerBindsThePlaceholderToTheNodesIdentity(t *testing.T) {
 		t.Errorf("reasons (-want +got):\n%s", diff)
 	}
 }
+
+// TestNoGoDefaultBodyOnAFailedExchange: an allowed plain-HTTP request, or a tunnel, whose host drops the
+// connection unanswered is answered 502 with the proxy's sentence, not goproxy's text of the Go error.
+func TestNoGoDefaultBodyOnAFailedExchange(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*net.TCPConn).SetLinger(0)
+			c.Close() // no answer
+		}
+	}()
+	target := fmt.Sprintf("drop.test:%d", l.Addr().(*net.TCPAddr).Port)
+	addr, _ := startProxyWith(t, []NodeConfig{{Name: "fix", Secret: secretFix, Allow: []string{target}}},
+		Options{AddressAllowed: func(netip.Addr) bool { return true }})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET http://%s/ HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n", target, target, basic("fix", secretFix))
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), "kewplan egress proxy: the proxy forwarded this request to "+target+", but the exchange with it failed") {
+		t.Errorf("a dropped exchange: %s %q, want 502 with the proxy's sentence", res.Status, b)
+	}
+}

@@ -76,3 +76,13 @@ func apiErrorBody(api string, status int, sentence string) []byte {
 	b, _ := json.Marshal(body)
 	return append(b, '\n')
 }
+
+// exchangeFailed is the sentence of an allowed request whose exchange with its host failed after the dial was
+// judged (the host reset the connection, or timed out): goproxy's own answer would be the Go error's text.
+func exchangeFailed(r *http.Request) string {
+	host := "its host"
+	if r != nil && r.URL != nil && r.URL.Host != "" {
+		host = headerSafe(clip(r.URL.Host))
+	}
+	return fmt.Sprintf("the proxy forwarded this request to %s, but the exchange with it failed before an answer arrived; retry, or check that the host answers", host)
+}

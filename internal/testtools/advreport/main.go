@@ -199,8 +199,8 @@ var catalogue = []item{
 		Tests: []string{"egress.TestBrokerForwardsOnlyItsPaths", "executor.TestBrokerMeterReservesAndRefusesUnmeteredPaths"}},
 	{ID: "M4", Attack: "a retried node spending a full budget in every attempt, or an attempt restarted to reset the sums", Expected: "each attempt's sums start anew, the node's across attempts are bounded by each cap × its planned attempts; an attempt already started or past the plan's is refused",
 		Tests: []string{"egress.TestBrokerBoundsTheNodeAcrossAttempts", "egress.TestBrokerBudgetPerAttempt"}},
-	{ID: "M5", Attack: "a brokered request with headers past the bound", Expected: "answered 431 in the API's JSON error shape with the proxy's sentence, never Go's text",
-		Tests: []string{"egress.TestBrokerOversizedHeadersInTheAPIShape"}},
+	{ID: "M5", Attack: "a brokered request with headers past the bound; a forwarded exchange the host drops unanswered", Expected: "answered 431 in the API's JSON error shape with the proxy's sentence; the dropped exchange 502 with a sentence; never Go's or goproxy's text",
+		Tests: []string{"egress.TestBrokerOversizedHeadersInTheAPIShape", "egress.TestNoGoDefaultBodyOnAFailedExchange"}},
 	{ID: "M6", Attack: "node B's container using node A's placeholder, under A's node name, with its own or no proxy identity", Expected: "refused 403: the base URL's identity (HMAC of the node's proxy secret) must be the placeholder's node's",
 		Tests: []string{"egress.TestBrokerBindsThePlaceholderToTheNodesIdentity"}},
 }
