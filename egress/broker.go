@@ -195,7 +195,7 @@ func (s *Server) EndNode(node string) bool {
 // StartAttempt says a brokered node's attempt n (from 1) starts: the proxy's sums for the attempt start again
 // from zero, so that its caps judge each attempt, as apply's budget does, and its decision lines carry n; the
 // node's sums across attempts go on (each cap × the plan's attempts bounds them). It reports whether the node
-// is brokered and n is later than its current attempt. Requests of the earlier attempt still open keep summing
+// is brokered and n is its current attempt (then nothing changes) or a later one within the plan's attempts. Requests of the earlier attempt still open keep summing
 // into that attempt.
 func (s *Server) StartAttempt(node string, n int) bool {
 	bn, ok := s.broker.nodes[node]
@@ -207,7 +207,10 @@ func (s *Server) StartAttempt(node string, n int) bool {
 	}
 	for {
 		cur := bn.meter.Load()
-		if n <= cur.attempt {
+		if n == cur.attempt {
+			return true // told twice (a control call retried): the attempt's sums go on
+		}
+		if n < cur.attempt {
 			return false
 		}
 		if bn.meter.CompareAndSwap(cur, &nodeMeter{attempt: n}) {

@@ -309,7 +309,8 @@ func TestBrokerForwardsOnlyItsPaths(t *testing.T) {
 }
 
 // TestBrokerBoundsTheNodeAcrossAttempts: each attempt's sums start anew, but the node's across its attempts are
-// bounded by each cap × the plan's attempts; an attempt past the plan's, or one already started, is refused.
+// bounded by each cap × the plan's attempts; an attempt past the plan's, or an earlier one, is refused, and the
+// current one told again resets nothing.
 func TestBrokerBoundsTheNodeAcrossAttempts(t *testing.T) {
 	g := reserveRig(t, &BrokerBudget{MaxTokens: 30, Attempts: 2}, 20, nil)
 	addr := strings.TrimPrefix(g.proxy.URL, "http://")
@@ -325,13 +326,17 @@ func TestBrokerBoundsTheNodeAcrossAttempts(t *testing.T) {
 	if err := StartAttemptAt(ctx, addr, ctlSecret, "fix", 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := StartAttemptAt(ctx, addr, ctlSecret, "fix", 2); err == nil {
-		t.Error("attempt 2 started twice: its sums would start anew again")
+	// Attempt 2 starts anew (the node holds 8 of its 60); told again that attempt 2 starts (a retried control
+	// call), its sums go on: 8 + 25 > 30 is refused.
+	first := call()
+	if err := StartAttemptAt(ctx, addr, ctlSecret, "fix", 2); err != nil {
+		t.Errorf("attempt 2 told twice: %v, want it accepted without a reset", err)
 	}
-	// Attempt 2 starts anew, but the node holds 8 and may hold 60: 8 + 8 + 25 = 41 fits, 8+8+8+25 = 49, ... the
-	// attempt's own cap refuses first (16 + 25 > 30).
-	if got := []int{call(), call()}; got[0] != 200 || got[1] != 402 {
-		t.Fatalf("attempt 2: %v", got)
+	if got := []int{first, call()}; got[0] != 200 || got[1] != 402 {
+		t.Fatalf("attempt 2: %v, want 200 then 402 (its sums not reset)", got)
+	}
+	if err := StartAttemptAt(ctx, addr, ctlSecret, "fix", 1); err == nil {
+		t.Error("attempt 1 started again after attempt 2")
 	}
 	if err := StartAttemptAt(ctx, addr, ctlSecret, "fix", 3); err == nil {
 		t.Error("attempt 3 of a node with 2 attempts started")

@@ -197,7 +197,7 @@ var catalogue = []item{
 		Tests: []string{"egress.TestBrokerForcesUsageReporting", "egress.TestBrokerBoundsTheRequestBody"}},
 	{ID: "M3", Attack: "message batches, the Files API or any other path of a brokered endpoint; a GET once a cap is reached", Expected: "refused in the API's error shape naming what is brokered, why and the configuration that allows it (credentials = \"forward\"); never forwarded; the GET refused 402",
 		Tests: []string{"egress.TestBrokerForwardsOnlyItsPaths", "executor.TestBrokerMeterReservesAndRefusesUnmeteredPaths"}},
-	{ID: "M4", Attack: "a retried node spending a full budget in every attempt, or an attempt restarted to reset the sums", Expected: "each attempt's sums start anew, the node's across attempts are bounded by each cap × its planned attempts; an attempt already started or past the plan's is refused",
+	{ID: "M4", Attack: "a retried node spending a full budget in every attempt, or an attempt restarted to reset the sums", Expected: "each attempt's sums start anew, the node's across attempts are bounded by each cap × its planned attempts; an earlier attempt, or one past the plan's, is refused, and the current one told again resets nothing",
 		Tests: []string{"egress.TestBrokerBoundsTheNodeAcrossAttempts", "egress.TestBrokerBudgetPerAttempt"}},
 	{ID: "M5", Attack: "a brokered request with headers past the bound; a forwarded exchange the host drops unanswered", Expected: "answered 431 in the API's JSON error shape with the proxy's sentence; the dropped exchange 502 with a sentence; never Go's or goproxy's text",
 		Tests: []string{"egress.TestBrokerOversizedHeadersInTheAPIShape", "egress.TestNoGoDefaultBodyOnAFailedExchange"}},
