@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -25,8 +24,9 @@ import (
 // requests by their form (a path, not an absolute URL or a CONNECT authority), so one port and one address serve
 // everything: agents have no DNS, and the IP address in their proxy URL is also their broker's.
 const (
-	// BrokerPathPrefix starts a brokered request: /broker/<node>/<endpoint>/<the API's own path>. The node and the
-	// endpoint are in the path rather than in the Host header because agents reach the proxy by IP address.
+	// BrokerPathPrefix starts a brokered request: /broker/<node>/<identity>/<endpoint>/<the API's own path>, where
+	// identity is the node's BrokerIdentity. The node and the endpoint are in the path rather than in the Host
+	// header because agents reach the proxy by IP address.
 	BrokerPathPrefix = "/broker/"
 	// ControlEndNodePath is where apply tells the proxy a node ended: POST /control/nodes/<node>/end with
 	// "Authorization: Bearer <control secret>" answers 204, and from then on the node's placeholders are refused
@@ -80,6 +80,11 @@ type brokerNode struct {
 	budget      *BrokerBudget
 	// providerFetch are the provider-fetch features the node's requests may use (BrokerConfig.ProviderFetch).
 	providerFetch []string
+	paths         []BrokerPath
+	maxOutput     int64
+	identity      string // BrokerIdentity of the node's proxy secret
+	// total is the node's sums across its attempts, bounded by each cap × the plan's attempts.
+	total nodeMeter
 	// meter is the current attempt's sums; StartAttempt replaces it, and a request sums into the meter it was
 	// admitted under, so that a late answer of an earlier attempt never counts against the next.
 	meter   atomic.Pointer[nodeMeter]
@@ -94,6 +99,8 @@ type broker struct {
 	control   []byte
 	proxy     *httputil.ReverseProxy
 	transport *http.Transport
+	// unmetered turns reservation and settlement off: the baseline of the metering benchmarks only.
+	unmetered atomic.Bool
 }
 
 type brokerCtxKey struct{}
@@ -110,6 +117,12 @@ type brokered struct {
 	modelCall bool
 	meter     *usageMeter
 	sums      *nodeMeter
+	// reserved is a model call's reservation, settled when it ends (reserve.go); upstreamStatus and body are the
+	// answer's, cancel ends the upstream exchange (the bound of the reading on after the agent went away).
+	reserved       *Reserved
+	upstreamStatus int
+	body           *meteredBody
+	cancel         func()
 }
 
 // initBroker builds the broker from the configuration: one TLS transport whose roots are the system's plus
@@ -122,6 +135,7 @@ func (s *Server) initBroker() error {
 		}
 		bn := &brokerNode{name: n.Name, api: n.Broker.API, credentials: n.Broker.Credentials,
 			strip: n.Broker.StripHeaders, endsAt: n.Broker.EndsAt, price: n.Broker.Price, budget: n.Broker.Budget,
+			paths: n.Broker.Paths, maxOutput: n.Broker.MaxOutputTokens, identity: BrokerIdentity(n.Name, n.Secret),
 			providerFetch: n.Broker.ProviderFetch}
 		for _, e := range n.Broker.Endpoints {
 			ep, why := parseBrokerEndpoint(e)
@@ -181,16 +195,31 @@ func (s *Server) EndNode(node string) bool {
 	return true
 }
 
-// StartAttempt says a brokered node's attempt n (from 1) starts: the proxy's sums for the node start again from
-// zero, so that its caps judge each attempt, as apply's budget does, and its decision lines carry n. It reports
-// whether the node is brokered. Requests of the earlier attempt still open keep summing into that attempt.
+// StartAttempt says a brokered node's attempt n (from 1) starts: the proxy's sums for the attempt start again
+// from zero, so that its caps judge each attempt, as apply's budget does, and its decision lines carry n; the
+// node's sums across attempts go on (each cap × the plan's attempts bounds them). It reports whether the node
+// is brokered and n is its current attempt (then nothing changes) or a later one within the plan's attempts. Requests of the earlier attempt still open keep summing
+// into that attempt.
 func (s *Server) StartAttempt(node string, n int) bool {
 	bn, ok := s.broker.nodes[node]
 	if !ok {
 		return false
 	}
-	bn.meter.Store(&nodeMeter{attempt: n})
-	return true
+	if bn.budget != nil && bn.budget.Attempts > 0 && int64(n) > bn.budget.Attempts {
+		return false
+	}
+	for {
+		cur := bn.meter.Load()
+		if n == cur.attempt {
+			return true // told twice (a control call retried): the attempt's sums go on
+		}
+		if n < cur.attempt {
+			return false
+		}
+		if bn.meter.CompareAndSwap(cur, &nodeMeter{attempt: n}) {
+			return true
+		}
+	}
 }
 
 // serveOwn serves the broker and control endpoints; false when r is for neither (a forward-proxy request, the
@@ -304,6 +333,16 @@ func (s *Server) serveBroker(w http.ResponseWriter, r *http.Request, rest string
 		return
 	}
 	d.Credential = cred.Name
+	identity, afterIdentity, _ := strings.Cut(afterNode, "/")
+	if reason := s.identityOf(bn, identity); reason != "" {
+		sentence := fmt.Sprintf("kewplan's credential broker refused this request to node %q because its base URL does not carry that node's proxy identity; use the base URL apply gave the node.", bn.name)
+		if reason == ReasonOtherNodesIdentity {
+			sentence = fmt.Sprintf("kewplan's credential broker refused this request because its base URL carries another node's proxy identity, not %q's: a placeholder is usable only from its own node.", bn.name)
+		}
+		refuse(http.StatusForbidden, reason, sentence)
+		return
+	}
+	afterNode = afterIdentity
 	if ended, when := s.nodeEnded(bn); ended {
 		refuse(http.StatusForbidden, ReasonNodeEnded, fmt.Sprintf(
 			"kewplan's credential broker refused this request because node %q ended%s and its placeholders are no longer accepted.", bn.name, when))
@@ -321,27 +360,28 @@ func (s *Server) serveBroker(w http.ResponseWriter, r *http.Request, rest string
 		refuse(http.StatusForbidden, reason, sentence)
 		return
 	}
-	// What the request would make the provider fetch on the agent's behalf (provider_fetch.go).
-	if f := s.judgeProviderFetch(bn, r); f != nil {
+	// The betas a request names may make the provider fetch on the agent's behalf (provider_fetch.go); its body
+	// is judged once read, in admitBrokered.
+	if f := judgeBetas(bn, r.Header); f != nil {
 		refuse(f.status, f.reason, f.sentence)
 		return
 	}
-	br := &brokered{node: bn, endpoint: ep, cred: cred, path: apiPath, modelCall: r.Method == http.MethodPost, sums: bn.meter.Load()}
+	br := &brokered{node: bn, endpoint: ep, cred: cred, path: apiPath, sums: bn.meter.Load()}
 	d.Attempt = br.sums.attempt
-	if br.modelCall {
-		if cap, limit, value := br.sums.admit(bn.budget); cap != "" {
-			d.Meter = &Meter{ModelCall: true, Cap: cap, Limit: limit, Value: value}
-			refuse(http.StatusPaymentRequired, ReasonBudgetExceeded, budgetSentence(bn.name, bn.budget, cap, limit, value))
-			return
-		}
+	if status, reason, sentence := s.admitBrokered(r, br, &d); reason != "" {
+		refuse(status, reason, sentence)
+		return
 	}
 	s.forwardBrokered(w, r, &d, start, br)
 }
 
 // forwardBrokered streams the request to the endpoint and records its decision line once the answer has ended.
 func (s *Server) forwardBrokered(w http.ResponseWriter, r *http.Request, d *Decision, start time.Time, br *brokered) {
-	ctx, cancel := context.WithCancel(r.Context())
+	// The upstream exchange outlives the agent's connection (reserve.go: the answer is read on for its usage);
+	// the node's end, its EndsAt and the reading on's own bound end it.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
+	br.cancel = cancel
 	stop := context.AfterFunc(br.node.ended, cancel)
 	defer stop()
 	if br.node.endsAt != nil {
@@ -566,23 +606,10 @@ func requestAPI(r *http.Request) string {
 
 // writeAPIError writes a refusal in the endpoint's own error shape, so that the agent's SDK reports the sentence.
 func writeAPIError(w http.ResponseWriter, api string, status int, sentence string) (int, error) {
-	kind := map[int]string{http.StatusUnauthorized: "authentication_error", http.StatusForbidden: "permission_error",
-		http.StatusBadRequest: "invalid_request_error", http.StatusBadGateway: "api_error",
-		http.StatusPaymentRequired: "billing_error", http.StatusRequestEntityTooLarge: "request_too_large"}[status]
-	if kind == "" {
-		kind = "api_error"
-	}
-	var body any
-	if api == BrokerAPIAnthropic {
-		body = map[string]any{"type": "error", "error": map[string]string{"type": kind, "message": sentence}}
-	} else {
-		body = map[string]any{"error": map[string]any{"message": sentence, "type": kind, "code": status}}
-	}
-	b, _ := json.Marshal(body)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Kewplan-Broker", "refused")
 	w.WriteHeader(status)
-	return w.Write(append(b, '\n'))
+	return w.Write(apiErrorBody(api, status, sentence))
 }
 
 // serveControl serves POST /control/nodes/<node>/end and POST /control/nodes/<node>/attempts/<n>.

@@ -39,6 +39,9 @@ type BrokerBudget struct {
 	MaxUSD    float64 `json:"max_usd,omitempty"`
 	MaxTokens int64   `json:"max_tokens,omitempty"`
 	MaxTurns  int64   `json:"max_turns,omitempty"`
+	// Attempts is how many attempts the plan gives the node (0: one): each cap holds for an attempt, and the
+	// node's sums across its attempts are bounded by the cap × Attempts.
+	Attempts int64 `json:"attempts,omitempty"`
 	// Where names the file that sets the caps ("fix.hcl"), for the refusal's advice; "" says "the configuration".
 	Where string `json:"where,omitempty"`
 }
@@ -54,6 +57,10 @@ type Meter struct {
 	Cap   string  `json:"cap,omitempty"`
 	Limit float64 `json:"limit,omitempty"`
 	Value float64 `json:"value,omitempty"`
+	// Reserved is a model call's reservation (reserve.go); Unsettled says the call ended without the provider's
+	// final usage, so Usage is its reservation (or the larger usage read before the end).
+	Reserved  *Reserved `json:"reserved,omitempty"`
+	Unsettled bool      `json:"unsettled,omitempty"`
 }
 
 // nodeMeter is one attempt of a node: its metered sums at the broker.
@@ -64,6 +71,11 @@ type nodeMeter struct {
 	usage    BrokerUsage
 	anyCost  bool // some answer's cost is known
 	costGaps bool // some answer reported usage but no cost could be had
+	// openTokens and openUSD are the reservations of the model calls admitted and not yet ended; unsettled
+	// counts the calls that ended without the provider's final usage (their reservations stay in usage).
+	openTokens int64
+	openUSD    float64
+	unsettled  int64
 }
 
 // add sums one metered answer.
@@ -86,25 +98,6 @@ func (m *nodeMeter) add(u BrokerUsage) {
 			m.costGaps = true
 		}
 	}
-}
-
-// admit counts a model call, or refuses it when the node's sums have crossed a cap: the cap, its limit and the
-// figure, or "" to forward.
-func (m *nodeMeter) admit(b *BrokerBudget) (string, float64, float64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if b != nil {
-		switch {
-		case b.MaxUSD > 0 && m.anyCost && m.usage.CostUSD > b.MaxUSD:
-			return "max_usd", b.MaxUSD, m.usage.CostUSD
-		case b.MaxTokens > 0 && m.usage.Tokens() > b.MaxTokens:
-			return "max_tokens", float64(b.MaxTokens), float64(m.usage.Tokens())
-		case b.MaxTurns > 0 && m.calls >= b.MaxTurns:
-			return "max_turns", float64(b.MaxTurns), float64(m.calls + 1)
-		}
-	}
-	m.calls++
-	return "", 0, 0
 }
 
 // budgetSentence is the refusal of a model call at a cap.
@@ -139,7 +132,12 @@ func (s *Server) meterResponse(res *http.Response) error {
 	}
 	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
 	br.meter = newUsageMeter(mt == "text/event-stream")
-	res.Body = &meteredBody{ReadCloser: res.Body, meter: br.meter}
+	br.upstreamStatus = res.StatusCode
+	br.body = &meteredBody{ReadCloser: res.Body, meter: br.meter, cancel: br.cancel}
+	if !br.modelCall {
+		br.body.cancel = nil // nothing to settle: the answer is not read on once the agent went away
+	}
+	res.Body = br.body
 	return nil
 }
 
@@ -149,10 +147,24 @@ func (br *brokered) meterRecord() *Meter {
 		return nil
 	}
 	m := &Meter{ModelCall: br.modelCall}
+	var u *BrokerUsage
 	if br.meter != nil {
-		u := br.meter.result(br.node.price)
-		br.sums.add(u)
-		m.Usage = &u
+		x := br.meter.result(br.node.price)
+		u = &x
 	}
+	if br.reserved == nil {
+		if u != nil {
+			br.sums.add(*u)
+			br.node.total.add(*u)
+		}
+		m.Usage = u
+		return m
+	}
+	// Settled: the final usage was read, or a whole answer with an error status (the provider bills none).
+	settled := br.status == 0 && br.meter != nil && (br.meter.final ||
+		br.body != nil && br.body.eof && (br.upstreamStatus < 200 || br.upstreamStatus > 299))
+	got := br.sums.settle(*br.reserved, u, settled, br.node.price)
+	br.node.total.settle(*br.reserved, u, settled, br.node.price)
+	m.Usage, m.Reserved, m.Unsettled = &got, br.reserved, !settled
 	return m
 }

@@ -12,18 +12,19 @@ import (
 )
 
 // budgetRig is a proxy in front of the stand-in (every JSON answer: 3 input and 5 output tokens) with fix
-// (Anthropic, max_tokens 10) and review (OpenAI-shaped, max_turns 2, a price).
+// (Anthropic, max_tokens 20) and review (OpenAI-shaped, max_turns 2, a price). A call's body {"max_tokens":1}
+// reserves 5 tokens (1 of output, 4 of input for its 16 bytes).
 func budgetRig(t *testing.T) (*brokerRig, *httptest.Server) {
 	t.Helper()
 	ca := newTestCA(t)
 	up := newStandIn(t, ca)
 	g := &brokerRig{up: up, log: &syncBuffer{}, fixEP: fmt.Sprintf("api.anthropic.com:%d", up.port), revEP: fmt.Sprintf("openrouter.ai:%d", up.port)}
 	cfg := &Config{Listen: "127.0.0.1:0", ControlSecret: ctlSecret, UpstreamCAPEM: ca.pem, Nodes: []NodeConfig{
-		{Name: "fix", Secret: secretFix, Broker: &BrokerConfig{API: BrokerAPIAnthropic, Endpoints: []string{g.fixEP},
-			Budget:      &BrokerBudget{MaxTokens: 10, Where: "fix.hcl"},
+		{Name: "fix", Secret: secretFix, Broker: &BrokerConfig{API: BrokerAPIAnthropic, Paths: anthropicTestPaths, Endpoints: []string{g.fixEP},
+			Budget:      &BrokerBudget{MaxTokens: 20, Attempts: 2, Where: "fix.hcl"},
 			Credentials: []BrokerCredential{{Name: "ANTHROPIC_API_KEY", Placeholder: phFixKey, Value: realFixKey, Header: "x-api-key"}}}},
-		{Name: "review", Secret: secretReview, Broker: &BrokerConfig{API: BrokerAPIOpenAI, Endpoints: []string{g.revEP},
-			Price: &BrokerPrice{Input: 1e6, Output: 1e6}, Budget: &BrokerBudget{MaxTurns: 2, MaxUSD: 10},
+		{Name: "review", Secret: secretReview, Broker: &BrokerConfig{API: BrokerAPIOpenAI, Paths: openAITestPaths, Endpoints: []string{g.revEP},
+			Price: &BrokerPrice{Input: 1e6, Output: 1e6}, Budget: &BrokerBudget{MaxTurns: 2, MaxUSD: 100},
 			Credentials: []BrokerCredential{{Name: "OPENROUTER_API_KEY", Placeholder: phReview, Value: realReview, Header: "Authorization", Scheme: "Bearer"}}}},
 	}}
 	raw, _ := json.Marshal(cfg)
@@ -49,10 +50,11 @@ func budgetRig(t *testing.T) (*brokerRig, *httptest.Server) {
 // GET is not a model call and passes.
 func TestBrokerRefusesModelCallsPastABudget(t *testing.T) {
 	g, _ := budgetRig(t)
+	path := map[string]string{http.MethodPost: "/v1/messages", http.MethodGet: "/v1/models"}
 	fix := func(method string) (*http.Response, []byte) {
-		return g.do(t, method, g.url("fix", g.fixEP, "/v1/messages"), map[string]string{"x-api-key": phFixKey}, `{}`)
+		return g.do(t, method, g.url("fix", g.fixEP, path[method]), map[string]string{"x-api-key": phFixKey}, `{"max_tokens":1}`)
 	}
-	for i := range 2 { // 8 tokens, then 16: over max_tokens 10
+	for i := range 2 { // 8 tokens, then 16: with 5 reserved, over max_tokens 20
 		if res, b := fix(http.MethodPost); res.StatusCode != 200 {
 			t.Fatalf("call %d: %s %s", i+1, res.Status, b)
 		}
@@ -65,15 +67,15 @@ func TestBrokerRefusesModelCallsPastABudget(t *testing.T) {
 	if res.StatusCode != http.StatusPaymentRequired || json.Unmarshal(b, &anth) != nil || anth.Type != "error" || anth.Error.Type != "billing_error" {
 		t.Fatalf("third call: %s %s, want 402 in Anthropic's error shape", res.Status, b)
 	}
-	if want := "node fix reached its budget max_tokens = 10 (proxy metered 16 tokens); raise budget { max_tokens } in fix.hcl to continue."; !strings.Contains(anth.Error.Message, want) {
+	if want := "could take node fix past its budget max_tokens = 20: the proxy metered 16 tokens, open calls reserve 0 and this call reserves 5 (1 of output at most and about 4 of input), 21 in all; lower the request's max_tokens, or raise budget { max_tokens } in fix.hcl."; !strings.Contains(anth.Error.Message, want) {
 		t.Errorf("refusal %q does not say %q", anth.Error.Message, want)
 	}
 	if res, b := fix(http.MethodGet); res.StatusCode != 200 {
-		t.Errorf("a GET past the cap: %s %s", res.Status, b)
+		t.Errorf("a GET below the cap: %s %s", res.Status, b)
 	}
 
 	review := func() (*http.Response, []byte) {
-		return g.do(t, http.MethodPost, g.url("review", g.revEP, "/api/v1/chat/completions"), map[string]string{"Authorization": "Bearer " + phReview}, `{}`)
+		return g.do(t, http.MethodPost, g.url("review", g.revEP, "/api/v1/chat/completions"), map[string]string{"Authorization": "Bearer " + phReview}, `{"max_tokens":1}`)
 	}
 	for i := range 2 {
 		if res, b := review(); res.StatusCode != 200 {
@@ -90,8 +92,8 @@ func TestBrokerRefusesModelCallsPastABudget(t *testing.T) {
 	if res.StatusCode != http.StatusPaymentRequired || json.Unmarshal(b, &oai) != nil || oai.Error.Code != 402 {
 		t.Fatalf("third review call: %s %s, want 402 in OpenAI's error shape", res.Status, b)
 	}
-	// 2 calls at $1e6/Mtok for 8 tokens each: max_usd 10 is crossed too, and named first.
-	if want := "node review reached its budget max_usd = 10.00 (proxy metered $16.00); raise budget { max_usd } in the configuration"; !strings.Contains(oai.Error.Message, want) {
+	// 2 calls at $1e6/Mtok for 8 tokens each: $16, and $5 reserved, within max_usd 100; max_turns refuses.
+	if want := "node review reached its budget max_turns = 2 (this would be model call 3); raise budget { max_turns } in the configuration"; !strings.Contains(oai.Error.Message, want) {
 		t.Errorf("refusal %q does not say %q", oai.Error.Message, want)
 	}
 
@@ -107,7 +109,7 @@ func TestBrokerRefusesModelCallsPastABudget(t *testing.T) {
 		}
 		if d.Reason == ReasonBudgetExceeded {
 			refused++
-			if d.Meter.Cap != "max_tokens" || d.Meter.Limit != 10 || d.Meter.Value != 16 || d.Allowed {
+			if d.Meter.Cap != "max_tokens" || d.Meter.Limit != 20 || d.Meter.Value != 21 || d.Allowed {
 				t.Errorf("refusal line %+v", d.Meter)
 			}
 		}
@@ -126,10 +128,10 @@ func TestBrokerBudgetPerAttempt(t *testing.T) {
 	g, _ := budgetRig(t)
 	addr := strings.TrimPrefix(g.proxy.URL, "http://")
 	fix := func() int {
-		res, _ := g.do(t, http.MethodPost, g.url("fix", g.fixEP, "/v1/messages"), map[string]string{"x-api-key": phFixKey}, `{}`)
+		res, _ := g.do(t, http.MethodPost, g.url("fix", g.fixEP, "/v1/messages"), map[string]string{"x-api-key": phFixKey}, `{"max_tokens":1}`)
 		return res.StatusCode
 	}
-	// Attempt 1: 8 tokens, 16, then refused over max_tokens 10.
+	// Attempt 1: 8 tokens, 16, then refused over max_tokens 20 (5 reserved).
 	if got := []int{fix(), fix(), fix()}; got[0] != 200 || got[1] != 200 || got[2] != http.StatusPaymentRequired {
 		t.Fatalf("attempt 1's calls: %v, want 200 200 402", got)
 	}
@@ -169,15 +171,15 @@ func TestBrokerBudgetPerAttempt(t *testing.T) {
 
 // TestBrokerTurnsCap: max_turns counts model calls at the proxy, whatever the answers say.
 func TestBrokerTurnsCap(t *testing.T) {
-	var m nodeMeter
+	var m, node nodeMeter
 	b := &BrokerBudget{MaxTurns: 3}
 	for i := range 3 {
-		if c, _, _ := m.admit(b); c != "" {
-			t.Fatalf("call %d refused: %s", i+1, c)
+		if c := admitReservation(&m, &node, b, Reserved{}); c.cap != "" {
+			t.Fatalf("call %d refused: %s", i+1, c.cap)
 		}
 	}
-	if c, l, v := m.admit(b); c != "max_turns" || l != 3 || v != 4 {
-		t.Errorf("fourth call: %s %v %v, want max_turns 3 4", c, l, v)
+	if c := admitReservation(&m, &node, b, Reserved{}); c.cap != "max_turns" || c.limit != 3 || c.value != 4 {
+		t.Errorf("fourth call: %+v, want max_turns 3 4", c)
 	}
 	if got := budgetSentence("fix", b, "max_turns", 3, 4); !strings.Contains(got, "max_turns = 3 (this would be model call 4); raise budget { max_turns }") {
 		t.Errorf("sentence %q", got)

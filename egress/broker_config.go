@@ -62,6 +62,12 @@ type BrokerConfig struct {
 	// a request whose body or anthropic-beta header would make the provider fetch on the agent's behalf with
 	// any other is refused (provider_fetch.go). Empty: none.
 	ProviderFetch []string `json:"provider_fetch,omitempty"`
+	// Paths are the methods and paths the broker forwards (the runner's API: runners.BrokeredAPIPaths, under
+	// the base URL's path); every other request is refused. At least one.
+	Paths []BrokerPath `json:"paths"`
+	// MaxOutputTokens is the most output the node's model gives one call (the model's maximum): a model call's
+	// reservation is its max_tokens bounded by it, or it when the call names none. 0: DefaultMaxOutputTokens.
+	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
 }
 
 // BrokerCredential is one credential of a brokered node.
@@ -99,13 +105,15 @@ func NewPlaceholder() (string, error) {
 }
 
 // BrokerBaseURL is the value of a brokered agent's base-URL variable (runners.BrokeredBaseURL names the variable
-// and the path): http://<proxy host>:<port>/broker/<node>/<endpoint><path>, e.g.
-// http://172.18.0.2:3128/broker/fix/api.anthropic.com for Claude Code's ANTHROPIC_BASE_URL, or
-// http://172.18.0.2:3128/broker/fix/openrouter.ai/api/v1 for OpenRouter. It holds no secret. endpoint is one
-// of the node's BrokerConfig.Endpoints as written; path is "" or starts with "/".
-func BrokerBaseURL(proxyHost string, port int, node, endpoint, path string) string {
+// and the path): http://<proxy host>:<port>/broker/<node>/<identity>/<endpoint><path>, where identity is
+// BrokerIdentity(node, the node's proxy secret), e.g.
+// http://172.18.0.2:3128/broker/fix/<32 hex digits>/api.anthropic.com for Claude Code's ANTHROPIC_BASE_URL, or
+// http://172.18.0.2:3128/broker/fix/<32 hex digits>/openrouter.ai/api/v1 for OpenRouter. The identity binds
+// the URL to its node; the secret it derives from is not in it. endpoint is one of the node's
+// BrokerConfig.Endpoints as written; path is "" or starts with "/".
+func BrokerBaseURL(proxyHost string, port int, node, proxySecret, endpoint, path string) string {
 	u := url.URL{Scheme: "http", Host: net.JoinHostPort(proxyHost, strconv.Itoa(port)),
-		Path: BrokerPathPrefix + node + "/" + endpoint + path}
+		Path: BrokerPathPrefix + node + "/" + BrokerIdentity(node, proxySecret) + "/" + endpoint + path}
 	return u.String()
 }
 
@@ -170,6 +178,17 @@ func checkBrokers(cfg *Config) error {
 		}
 		if len(b.Credentials) == 0 {
 			return fail("no credentials")
+		}
+		if len(b.Paths) == 0 {
+			return fail("no paths: the broker forwards only the methods and paths listed")
+		}
+		for _, p := range b.Paths {
+			if why := checkBrokerPath(p); why != "" {
+				return fail("%s", why)
+			}
+		}
+		if b.MaxOutputTokens < 0 || b.Budget != nil && b.Budget.Attempts < 0 {
+			return fail("max_output_tokens and budget attempts are at least 0")
 		}
 		names := map[string]bool{}
 		for _, c := range b.Credentials {

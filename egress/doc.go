@@ -7,13 +7,15 @@
 // from the others (limits.go).
 //
 // On the same listener it is also a credential broker (broker.go): an agent whose base URL is
-// /broker/<node>/<endpoint>/ presents a per-run placeholder, and the proxy forwards its request over verified TLS
-// to that endpoint with the node's real credential, which only the proxy holds; apply ends a node on
-// /control/nodes/<node>/end, after which its placeholders are refused. The broker meters every answer as it
-// passes (meter.go: the provider's own usage, never the stream held back), writes the figures on the request's
-// decision line, and refuses a node's model calls once its sums cross the caps it was given (broker_budget.go).
-// Before a brokered request goes upstream the broker reads its body and anthropic-beta header and refuses what
-// would make the provider fetch on the agent's behalf (web search and fetch, code execution, MCP servers, URL
+// /broker/<node>/<identity>/<endpoint>/ (identity.go: bound to the node's proxy secret) presents a per-run
+// placeholder, and the proxy forwards its request, if its method and path are the node's (api_paths.go), over
+// verified TLS to that endpoint with the node's real credential, which only the proxy holds; apply ends a node on
+// /control/nodes/<node>/end, after which its placeholders are refused. The broker reserves a model call's worst
+// case before forwarding it and refuses it when that would cross a cap (reserve.go), meters every answer as it
+// passes (meter.go: the provider's own usage, never the stream held back), settles the reservation to it, and
+// writes the figures on the request's decision line (broker_budget.go).
+// Before a brokered request goes upstream the broker also reads its body and anthropic-beta header and refuses
+// what would make the provider fetch on the agent's behalf (web search and fetch, code execution, MCP servers, URL
 // sources) unless the node opted in to that feature (provider_fetch.go).
 //
 // It also holds what apply needs to run the proxy: the configuration file format (Config), per-node secrets and

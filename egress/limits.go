@@ -79,10 +79,13 @@ type connTracker struct {
 	// onUnread records a request Go's server refused before any handler read it (headers over MaxHeaderBytes, a
 	// malformed request), with the sentence the client was answered with instead of Go's bare status text.
 	onUnread func(status int, reason, sentence string)
-	mu       sync.Mutex
-	open     int
-	evict    *list.List // of *trackedConn, oldest first: open connections with no request in a handler
-	perNode  map[string]int
+	// brokerAPI is the API of the brokered node a request's first bytes address ("" for none): its unread
+	// refusal is then in that API's JSON error shape (unread.go).
+	brokerAPI func(head []byte) string
+	mu        sync.Mutex
+	open      int
+	evict     *list.List // of *trackedConn, oldest first: open connections with no request in a handler
+	perNode   map[string]int
 }
 
 func newConnTracker(l Limits, shares map[string]*tunnelShare, onLoad func(string), onUnread func(int, string, string)) *connTracker {
@@ -106,6 +109,9 @@ type trackedConn struct {
 	readTimedOut atomic.Bool
 	admitted     bool // counted in t.open
 	closed       bool
+	// head is the first bytes of the current request (its request line, for the shape of an unread refusal).
+	head  [256]byte
+	headN int
 }
 
 // admit counts a new connection, evicting the oldest evictable one when the proxy is full; false when every
@@ -216,7 +222,11 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 		c.t.onUnread(status, reason, sentence)
 		c.phase.Store(phaseIdle) // answered
 		var b bytes.Buffer
-		writeRefusal(&b, status, sentence)
+		if api := c.brokerAPI(); api != "" {
+			writeRawAPIError(&b, api, status, sentence)
+		} else {
+			writeRefusal(&b, status, sentence)
+		}
 		if _, err := c.idleConn.Write(b.Bytes()); err != nil {
 			return 0, err
 		}
@@ -239,7 +249,12 @@ const (
 func (c *trackedConn) Read(p []byte) (int, error) {
 	n, err := c.idleConn.Read(p)
 	if n > 0 {
-		c.phase.CompareAndSwap(phaseIdle, phaseHeaders)
+		if c.phase.CompareAndSwap(phaseIdle, phaseHeaders) {
+			c.headN = 0
+		}
+		if c.phase.Load() == phaseHeaders && c.headN < len(c.head) {
+			c.headN += copy(c.head[c.headN:], p[:n])
+		}
 	}
 	var ne net.Error
 	c.readTimedOut.Store(err != nil && errors.As(err, &ne) && ne.Timeout())

@@ -75,7 +75,10 @@ type usageMeter struct {
 	// skipEvent is set while the current event is one whose data never carries usage (handleLine).
 	skipEvent bool
 
-	usage        BrokerUsage
+	usage BrokerUsage
+	// final is set once a top-level usage object was read: a JSON answer's, Anthropic's message_delta, the
+	// usage chunk of an OpenAI-style stream. A call whose meter never saw it is unsettled (reserve.go).
+	final        bool
 	reportedCost *float64
 	promptTokens *int64 // OpenAI's figure, cached tokens still included
 	cachedTokens int64
@@ -276,6 +279,9 @@ func (m *usageMeter) picked(path string, raw []byte) {
 			return
 		}
 		m.usage.Reported = true
+		if path == "usage" {
+			m.final = true
+		}
 		set := func(dst *int64, v *int64) {
 			if v != nil && *v >= 0 {
 				*dst = *v
@@ -543,10 +549,14 @@ func (j *jsonPicker) finish() {
 	j.picking, j.scalar, j.quoted, j.value = false, false, false, j.value[:0]
 }
 
-// meteredBody tees an upstream answer's body into its meter as the reverse proxy reads it.
+// meteredBody tees an upstream answer's body into its meter as the reverse proxy reads it; closed before its end
+// (the agent went away), it reads on into the meter (drain, reserve.go).
 type meteredBody struct {
 	io.ReadCloser
 	meter *usageMeter
+	// eof is set once the body was read to its end; cancel ends the upstream exchange (nil: no reading on).
+	eof    bool
+	cancel func()
 }
 
 func (b *meteredBody) Read(p []byte) (int, error) {
@@ -554,5 +564,13 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 	if n > 0 {
 		_, _ = b.meter.Write(p[:n])
 	}
+	if err == io.EOF {
+		b.eof = true
+	}
 	return n, err
+}
+
+func (b *meteredBody) Close() error {
+	b.drain()
+	return b.ReadCloser.Close()
 }

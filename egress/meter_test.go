@@ -296,7 +296,7 @@ func meteringPairsCPU(b *testing.B, body []byte, perEvent bool) (metered, unmete
 	both := os.Getenv(meteringBothEnv) == "1"
 	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	fetch := func(ctx context.Context, p *proxyProc) (int64, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.addr+BrokerPathPrefix+"fix/"+ep+"/v1/messages", strings.NewReader(`{"stream":true}`))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.addr+brokerPrefix("fix", secretFix)+ep+"/v1/messages", strings.NewReader(`{"stream":true}`))
 		req.Header.Set("x-api-key", phFixKey)
 		res, err := client.Do(req)
 		if err != nil {

@@ -194,7 +194,7 @@ var eventIDs atomic.Int64
 
 // brokeredNode is a node config with a broker to ep, its placeholder ph standing for a key of its own.
 func brokeredNode(name, secret, ep, ph string) NodeConfig {
-	return NodeConfig{Name: name, Secret: secret, Broker: &BrokerConfig{API: BrokerAPIAnthropic, Endpoints: []string{ep}, Price: sonnetPrice,
+	return NodeConfig{Name: name, Secret: secret, Broker: &BrokerConfig{API: BrokerAPIAnthropic, Paths: anthropicTestPaths, Endpoints: []string{ep}, Price: sonnetPrice,
 		Credentials: []BrokerCredential{{Name: "ANTHROPIC_API_KEY", Placeholder: ph, Value: realFixKey, Header: "x-api-key"}}}}
 }
 
@@ -308,7 +308,7 @@ func BenchmarkBrokerSSELatency(b *testing.B) {
 	var read, hold []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		t, err := streamLatencies(client, proxy, "fix", ep, phFixKey, events)
+		t, err := streamLatencies(client, proxy, "fix/"+BrokerIdentity("fix", secretFix), ep, phFixKey, events)
 		if err == nil {
 			err = book.holds(&t)
 		}
@@ -379,7 +379,7 @@ func BenchmarkBrokerSSELatencyConcurrent(b *testing.B) {
 	client := &http.Client{Transport: stampedTransport(nodes, nil)}
 	through := func(proxy func(n int) *proxyProc) func(n int) (trips, error) {
 		return func(n int) (trips, error) {
-			t, err := streamLatencies(client, proxy(n).addr, fmt.Sprintf("n%d", n), ep, phs[n], latencyEvents)
+			t, err := streamLatencies(client, proxy(n).addr, fmt.Sprintf("n%d/", n)+BrokerIdentity(fmt.Sprintf("n%d", n), fmt.Sprintf("%s-%d", secretFix, n)), ep, phs[n], latencyEvents)
 			if err != nil {
 				return trips{}, err
 			}
@@ -636,7 +636,7 @@ func BenchmarkBrokerTimeToFirstByteModel(b *testing.B) {
 	port := up.Listener.Addr().(*net.TCPAddr).Port
 	ep := fmt.Sprintf("api.anthropic.com:%d", port)
 	proxy := benchProxy(b, &Config{UpstreamCAPEM: ca.pem, Nodes: []NodeConfig{{Name: "fix", Secret: secretFix,
-		Broker: &BrokerConfig{API: BrokerAPIAnthropic, Endpoints: []string{ep}, Price: sonnetPrice,
+		Broker: &BrokerConfig{API: BrokerAPIAnthropic, Paths: anthropicTestPaths, Endpoints: []string{ep}, Price: sonnetPrice,
 			Credentials: []BrokerCredential{{Name: "ANTHROPIC_API_KEY", Placeholder: phFixKey, Value: realFixKey, Header: "x-api-key"}}}}}})
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM([]byte(ca.pem))
@@ -647,7 +647,7 @@ func BenchmarkBrokerTimeToFirstByteModel(b *testing.B) {
 		return timeToFirstByte(b, c, http.MethodPost, target, key)
 	}
 	directURL := fmt.Sprintf("https://127.0.0.1:%d/v1/messages", port)
-	brokerURL := "http://" + proxy + BrokerPathPrefix + "fix/" + ep + "/v1/messages"
+	brokerURL := "http://" + proxy + brokerPrefix("fix", secretFix) + ep + "/v1/messages"
 	ttfb(direct, directURL, false) // warm both connections
 	ttfb(brokered, brokerURL, true)
 	var ds, bs []time.Duration

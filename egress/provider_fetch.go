@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -22,10 +21,6 @@ import (
 // feature (BrokerConfig.ProviderFetch, the plan's provider_fetch). What it cannot classify it refuses: a tool type,
 // plugin, source type or beta it does not know is taken to fetch.
 
-// MaxBrokeredBodyBytes bounds the body of a brokered request, which the broker reads whole to judge before any
-// byte goes upstream: Anthropic's Messages API takes requests of up to 32 MB.
-const MaxBrokeredBodyBytes = 32 << 20
-
 // maxBodyDepth bounds the nesting of a brokered body (a tool's input schema nests a few levels; nothing an SDK
 // writes comes near).
 const maxBodyDepth = 256
@@ -35,7 +30,6 @@ const (
 	ReasonProviderFetch  = "provider fetch not allowed"
 	ReasonBetaNotAllowed = "anthropic-beta not allowed"
 	ReasonBodyNotJSON    = "body not judged"
-	ReasonBodyTooLarge   = "body too large"
 )
 
 // fetchRefusal is why the broker refuses a request's body or headers.
@@ -45,50 +39,19 @@ type fetchRefusal struct {
 	sentence string
 }
 
-// judgeProviderFetch reads a brokered request's body (bounded; r.Body is replaced with the bytes read, so that
-// the request goes upstream unchanged) and judges it and its beta headers against the node's provider_fetch.
-// nil: the request may go.
-func (s *Server) judgeProviderFetch(bn *brokerNode, r *http.Request) *fetchRefusal {
-	if f := judgeBetas(bn, r.Header); f != nil {
-		return f
-	}
-	body, f := readBrokeredBody(bn, r)
-	if f != nil || len(body) == 0 {
-		return f
-	}
-	return judgeBody(bn, body)
-}
-
-// readBrokeredBody reads the whole body, at most MaxBrokeredBodyBytes, and puts it back for the upstream.
-func readBrokeredBody(bn *brokerNode, r *http.Request) ([]byte, *fetchRefusal) {
+// judgeProviderFetch judges a brokered request's body, read whole by admitBrokered, against the node's
+// provider_fetch: a compressed body cannot be judged, and one that is not a JSON object is refused. nil: the
+// request may go.
+func judgeProviderFetch(bn *brokerNode, r *http.Request, body []byte) *fetchRefusal {
 	if ce := strings.TrimSpace(r.Header.Get("Content-Encoding")); ce != "" && !strings.EqualFold(ce, "identity") {
-		return nil, &fetchRefusal{http.StatusBadRequest, ReasonBodyNotJSON, fmt.Sprintf(
+		return &fetchRefusal{http.StatusBadRequest, ReasonBodyNotJSON, fmt.Sprintf(
 			"kewplan's credential broker refused this request to node %q because its body is sent with Content-Encoding %q; the broker judges what a body would make the provider fetch, and reads only bodies sent uncompressed.",
 			bn.name, clip(ce))}
 	}
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
-	}
-	tooLarge := &fetchRefusal{http.StatusRequestEntityTooLarge, ReasonBodyTooLarge, fmt.Sprintf(
-		"kewplan's credential broker refused this request to node %q because its body is larger than %d MiB, the most the broker reads to judge a request before it goes to the provider.",
-		bn.name, MaxBrokeredBodyBytes>>20)}
-	if r.ContentLength > MaxBrokeredBodyBytes {
-		return nil, tooLarge
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBrokeredBodyBytes+1))
-	if err != nil {
-		return nil, &fetchRefusal{http.StatusBadRequest, ReasonBodyNotJSON, fmt.Sprintf(
-			"kewplan's credential broker refused this request to node %q because its body could not be read whole (%s).", bn.name, clip(err.Error()))}
-	}
-	if len(body) > MaxBrokeredBodyBytes {
-		return nil, tooLarge
-	}
-	_ = r.Body.Close()
-	r.Body, r.ContentLength, r.TransferEncoding = io.NopCloser(bytes.NewReader(body)), int64(len(body)), nil
 	if len(body) == 0 {
-		r.Body = http.NoBody
+		return nil
 	}
-	return body, nil
+	return judgeBody(bn, body)
 }
 
 // fetchUse is one thing a body asks the provider to fetch: the feature (one of config.ProviderFetchFeatures, or

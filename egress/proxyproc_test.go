@@ -94,6 +94,7 @@ func runProxyProc(path string, stdin io.Reader, stdout io.Writer) error {
 	// The meter is switched by a command between answers: a flag its ModifyResponse reads once an answer.
 	var metering atomic.Bool
 	metering.Store(!spec.NoMeter)
+	s.broker.unmetered.Store(spec.NoMeter) // no reservation and no settlement either: the baseline proxies plainly
 	meter := s.broker.proxy.ModifyResponse
 	s.broker.proxy.ModifyResponse = func(res *http.Response) error {
 		if metering.Load() {
@@ -132,6 +133,7 @@ func runProxyProc(path string, stdin io.Reader, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "%s\n", data)
 		case "meter on", "meter off":
 			metering.Store(lines.Text() == "meter on")
+			s.broker.unmetered.Store(lines.Text() != "meter on")
 			fmt.Fprintln(stdout, "ok")
 		default:
 			return fmt.Errorf("unknown command %q", lines.Text())

@@ -207,10 +207,12 @@ func NewServer(cfg *Config, decisions io.Writer, opts Options) (*Server, error) 
 	p.ConnectDial = nil
 	// A refused dial answers with its sentence: on a CONNECT goproxy has hijacked the connection and hands it here,
 	// on a plain HTTP forward the failed round trip reaches the response filter with no response.
-	p.ConnectionErrHandler = func(w io.Writer, _ *goproxy.ProxyCtx, err error) {
+	p.ConnectionErrHandler = func(w io.Writer, ctx *goproxy.ProxyCtx, err error) {
 		if r, ok := dialRefusal(err); ok {
 			writeRefusal(w, r.status, r.sentence)
+			return
 		}
+		writeRefusal(w, http.StatusBadGateway, exchangeFailed(ctx.Req)) // never goproxy's text of a Go error
 	}
 	p.OnResponse().DoFunc(func(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
 		if resp != nil || ctx.Error == nil {
@@ -218,7 +220,8 @@ func NewServer(cfg *Config, decisions io.Writer, opts Options) (*Server, error) 
 		}
 		r, ok := dialRefusal(ctx.Error)
 		if !ok {
-			return resp
+			// goproxy would answer the Go error's own text; the agent reads a sentence instead.
+			r = &refusalError{status: http.StatusBadGateway, sentence: exchangeFailed(ctx.Req)}
 		}
 		resp = goproxy.NewResponse(ctx.Req, "text/plain; charset=utf-8", r.status, "kewplan egress proxy: "+r.sentence+"\n")
 		resp.Header.Set(RefusalHeader, headerSafe(r.sentence))
@@ -228,6 +231,7 @@ func NewServer(cfg *Config, decisions io.Writer, opts Options) (*Server, error) 
 	if err := s.initBroker(); err != nil {
 		return nil, err
 	}
+	s.conns.brokerAPI = s.brokerAPIOfHead
 	return s, nil
 }
 

@@ -84,7 +84,7 @@ func argvAgrees(t *testing.T, f *fixture, np *planner.NodePlan, runtime string) 
 	}
 	if c.BaseURL != "" {
 		// A brokered node's base URL comes from the proxy too.
-		proxyEnv[c.BaseURL] = egress.BrokerBaseURL("10.9.8.7", egress.DefaultPort, "argv", "api.anthropic.com", "")
+		proxyEnv[c.BaseURL] = egress.BrokerBaseURL("10.9.8.7", egress.DefaultPort, "argv", strings.Repeat("ab", 32), "api.anthropic.com", "")
 		environ = append(environ, c.BaseURL+"="+proxyEnv[c.BaseURL])
 	}
 	for _, name := range c.ProxyEnv() {

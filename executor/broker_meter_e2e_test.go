@@ -77,7 +77,7 @@ node "%[1]sturns" {
 		refusal   string
 	}{
 		{usd, "max_usd", "max_usd 1.00 reached at 1.20 (the agent reported no cost, the proxy metered 1.20)",
-			"node " + f.node("usd") + " reached its budget max_usd = 1.00 (proxy metered $1.20); raise budget { max_usd } in main.hcl to continue."},
+			"could take node " + f.node("usd") + " past its budget max_usd = 1.00: the proxy metered $1.20"},
 		{turns, "max_turns", "max_turns 2 reached at 3 (the agent reported ",
 			"node " + f.node("turns") + " reached its budget max_turns = 2 (this would be model call 3); raise budget { max_turns } in main.hcl to continue."},
 	} {
@@ -197,5 +197,105 @@ node "%[1]sretry" {
 	}
 	if fmt.Sprint(per) != "[1:400050 2:400050]" {
 		t.Errorf("proxy meters by attempt %v, want 400,050 tokens in each of attempts 1 and 2", per)
+	}
+}
+
+// brokerCalls are the fake agent's mode=hangup events, by name.
+func brokerCalls(t *testing.T, path string) map[string]map[string]any {
+	t.Helper()
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	out := map[string]map[string]any{}
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		var ev map[string]any
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev["subtype"] == "broker_call" {
+			out[fmt.Sprint(ev["name"])] = ev
+		}
+	}
+	return out
+}
+
+// TestBrokerMeterReservesAndRefusesUnmeteredPaths: on the real engine, an agent that hangs up right after
+// message_start is metered at the provider's final figure all the same (the proxy reads the answer on); a stream
+// that ends without its usage keeps its reservation, and the ledger and the meters say "unsettled"; the batches
+// and files paths are refused in Anthropic's error shape with a sentence naming the configuration that would allow
+// them, and never reach the provider.
+func TestBrokerMeterReservesAndRefusesUnmeteredPaths(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	stub := f.modelStandIn(ctx, "1000")
+	cfg := f.config(`
+node "%[1]shangup" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  role   = "reviewer"
+  prompt = "mode=hangup\nsleep=10s\nfinal_usage=none\ntokens=none\ncost=none"
+  budget {
+    max_tokens = 100000
+  }
+}
+`)
+	sum, _, err := f.apply(ctx, cfg, brokered(testAPIKey()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	name := f.node("hangup")
+	res := resultOf(t, sum, name)
+	calls := brokerCalls(t, res.StdoutLog)
+	if c := calls["hangup"]; c == nil || c["status"] != float64(200) || c["first_line"] != "event: message_start" {
+		t.Errorf("the hang-up call: %v, want 200 and message_start read", c)
+	}
+	for _, p := range []string{"batches", "files"} {
+		c := calls[p]
+		if c == nil || c["status"] != float64(403) || c["error_type"] != "permission_error" ||
+			!strings.Contains(fmt.Sprint(c["message"]), "bypass the node's budget") || !strings.Contains(fmt.Sprint(c["message"]), `set credentials = "forward"`) {
+			t.Errorf("the %s call: %v, want 403 in Anthropic's shape naming the configuration that allows it", p, c)
+		}
+	}
+	var settled, unsettled, refused int
+	for _, r := range f.brokerRequests(sum.RunID) {
+		if r.Node != name {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(r.Reason, "path not brokered: "):
+			refused++
+		case r.Unsettled:
+			unsettled++
+			// The reservation: max_tokens 1000 of output and a token per 4 bytes of the body.
+			if !r.Metered || r.OutputTokens != 1000 || r.InputTokens < 1000 {
+				t.Errorf("unsettled row %+v, want its reservation (1,000 output, at least the 1,000 input read)", r)
+			}
+		case r.ModelCall && r.Status == 200:
+			settled++
+			if r.OutputTokens != 25 || r.InputTokens != 1000 {
+				t.Errorf("the hung-up call's row %+v, want the provider's final 1,000 + 25", r)
+			}
+		}
+	}
+	if settled != 1 || unsettled != 1 || refused != 2 {
+		t.Errorf("%d settled, %d unsettled, %d path refusals; want 1, 1, 2", settled, unsettled, refused)
+	}
+	found := false
+	for _, m := range f.meters(sum.RunID) {
+		if m.Node == name {
+			found = true
+			if m.Unsettled != 1 {
+				t.Errorf("meters %+v, want 1 unsettled", m)
+			}
+		}
+	}
+	if !found {
+		t.Error("no meters for the node")
+	}
+	if n := strings.Count(stub.String(), "request key_sha256="); n != 2 {
+		t.Errorf("the provider received %d requests, want the 2 Messages calls:\n%s", n, stub.String())
 	}
 }

@@ -116,6 +116,9 @@ type NodeDocument struct {
 	CredentialModes map[string]string `json:"credential_modes,omitempty"`
 	// BrokeredEndpoints are the hosts for which the proxy adds a brokered node's credentials.
 	BrokeredEndpoints []string `json:"brokered_endpoints,omitempty"`
+	// BrokeredPaths are the methods and paths ("POST /v1/messages") the proxy forwards for a brokered node; every
+	// other request through its broker is refused.
+	BrokeredPaths []string `json:"brokered_paths,omitempty"`
 	// BaseURLVariable is the variable a brokered node's agent reads its API base URL from, set to the proxy.
 	BaseURLVariable string `json:"base_url_variable,omitempty"`
 	// PrivateHosts are the node's egress entries whose names may resolve to private addresses (RFC 1918, ULA,
@@ -319,6 +322,9 @@ func newNodeDocument(np *planner.NodePlan) NodeDocument {
 			nd.CredentialModes[c] = np.CredentialMode
 		}
 		nd.BrokeredEndpoints = slices.Clone(np.BrokeredEndpoints)
+		for _, p := range np.BrokeredPaths {
+			nd.BrokeredPaths = append(nd.BrokeredPaths, p.Method+" "+p.Path)
+		}
 		nd.BaseURLVariable = np.BaseURLVar
 	}
 	if c := np.Container; c != nil {

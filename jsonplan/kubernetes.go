@@ -66,7 +66,7 @@ func (d *Document) SetEngine(engine string, m *k8srender.Manifests, e *config.Ku
 		if n.CredentialMode != config.CredentialsBrokered || e.ProxyImage != "" {
 			continue // with proxy_image kewplan's proxy brokers them, as on Docker
 		}
-		n.CredentialMode, n.BrokeredEndpoints = config.CredentialsForward, nil
+		n.CredentialMode, n.BrokeredEndpoints, n.BrokeredPaths = config.CredentialsForward, nil, nil
 		for c := range n.CredentialModes {
 			n.CredentialModes[c] = config.CredentialsForward
 		}

@@ -123,7 +123,7 @@ func (r *renderer) newKewplanProxy(p *planner.Plan, secrets map[string]string) (
 			}
 			nc := egress.NodeConfig{Name: u.name, Secret: secret, Allow: nonNilStrings(u.allow), PrivateHosts: u.private}
 			if u.name == user {
-				if nc.Broker, err = r.broker(kp, np, user, secrets); err != nil {
+				if nc.Broker, err = r.broker(kp, np, user, secret, secrets); err != nil {
 					return nil, err
 				}
 			}
@@ -138,7 +138,7 @@ func (r *renderer) newKewplanProxy(p *planner.Plan, secrets map[string]string) (
 // broker is a brokered node's broker section (nil for one whose credentials are forwarded, or whose runner reads
 // its API's address from no variable): the real values come from the proxy pod's environment, the placeholders
 // and the base URL go to the proxy's Secret, which the agent step reads them from.
-func (r *renderer) broker(kp *kewplanProxy, np *planner.NodePlan, user string, secrets map[string]string) (*egress.BrokerConfig, error) {
+func (r *renderer) broker(kp *kewplanProxy, np *planner.NodePlan, user, proxySecret string, secrets map[string]string) (*egress.BrokerConfig, error) {
 	if !brokerplan.Brokered(np) || np.Container == nil || np.Container.BaseURL == "" {
 		return nil, nil
 	}
@@ -162,7 +162,7 @@ func (r *renderer) broker(kp *kewplanProxy, np *planner.NodePlan, user string, s
 		}
 	}
 	kp.brokered[np.Name] = bu
-	kp.urls[BaseURLKey(user)] = egress.BrokerBaseURL(r.proxyAddress, int(r.e.ProxyPort), user, t.Endpoint, t.Path)
+	kp.urls[BaseURLKey(user)] = egress.BrokerBaseURL(r.proxyAddress, int(r.e.ProxyPort), user, proxySecret, t.Endpoint, t.Path)
 	return cfg, nil
 }
 

@@ -104,7 +104,8 @@ func TestRenderEgressProxy(t *testing.T) {
 			}
 		}
 	}
-	if got := string(secret.Data[k8srender.BaseURLKey("fix")]); got != "http://"+proxyAddress+":3128/broker/fix/api.anthropic.com" {
+	// The base URL carries fix's proxy identity, made from its proxy secret: only fix's own Job holds it.
+	if got := string(secret.Data[k8srender.BaseURLKey("fix")]); got != "http://"+proxyAddress+":3128/broker/fix/"+egress.BrokerIdentity("fix", applySecrets()["fix"])+"/api.anthropic.com" {
 		t.Errorf("fix's base URL %q", got)
 	}
 	t.Setenv(k8srender.CredentialEnv("ANTHROPIC_API_KEY"), "sk-ant-real-test-value")

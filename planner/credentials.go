@@ -72,6 +72,11 @@ func (b *builder) planCredentials(e *nodeEval, n *config.Node, nv *config.NodeVa
 		for _, h := range r.endpoints() {
 			np.BrokeredEndpoints = append(np.BrokeredEndpoints, h.String())
 		}
+		api, _, base := runners.BrokeredRoute(r.name, r.protocol, np.BrokeredEndpoints)
+		for _, p := range runners.BrokeredAPIPaths(api) {
+			p.Path = base + p.Path
+			np.BrokeredPaths = append(np.BrokeredPaths, p)
+		}
 		return
 	}
 	if explicit {

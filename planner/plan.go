@@ -8,6 +8,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/runners"
 )
 
 // Inputs are what Build needs besides the configuration.
@@ -103,6 +104,9 @@ type NodePlan struct {
 	// credentials has every feature, for its agent calls the provider directly and nothing judges what it asks.
 	// nil for none.
 	ProviderFetch []string
+	// BrokeredPaths are the methods and paths (from the endpoint's root) the proxy forwards for a brokered node:
+	// its runner's API's (runners.BrokeredAPIPaths) under the base URL's path; nil for a node not brokered.
+	BrokeredPaths []runners.APIPath
 	// Egress are the hosts an allowlist node may reach through the egress proxy, sorted, with their origins; nil
 	// for an open node (it reaches any host) and empty for an allowlist node that may reach none.
 	Egress    []EgressHost

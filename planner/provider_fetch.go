@@ -53,13 +53,8 @@ func init() {
 // BrokerAPI is the protocol of a node's model API as the broker speaks it: a built-in runner's own, else
 // Anthropic's for the claude-code stdout protocol and the OpenAI-style one for every other.
 func BrokerAPI(runner, protocol string) string {
-	if bu, ok := runners.BrokeredBaseURL(runner); ok && bu.API != "" {
-		return bu.API
-	}
-	if protocol == "claude-code" {
-		return BrokerAPIAnthropic
-	}
-	return BrokerAPIOpenAI
+	api, _, _ := runners.BrokeredRoute(runner, protocol, nil)
+	return api
 }
 
 // ProviderFetchFeaturesOf are the provider-fetch features an API offers, sorted.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/dustin/go-humanize"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/rogpeppe/go-internal/diff"
 
@@ -86,8 +87,8 @@ func (v *runsView) Brokered(reqs []ledger.BrokerRequest) error {
 		return nil
 	}
 	type tally struct {
-		n, refused     int
-		in, out, msecs int64
+		n, refused, unsettled int
+		in, out, msecs        int64
 	}
 	var order []string
 	by := map[string]*tally{}
@@ -102,18 +103,29 @@ func (v *runsView) Brokered(reqs []ledger.BrokerRequest) error {
 		if r.Status >= 400 || r.Reason != "" {
 			t.refused++
 		}
+		if r.Unsettled {
+			t.unsettled++
+		}
 		t.in, t.out, t.msecs = t.in+r.BytesIn, t.out+r.BytesOut, t.msecs+r.DurationMS
 	}
 	w := v.streams.Stdout
 	fmt.Fprintf(w, "\nBrokered requests (the proxy added the real credential)\n")
 	for _, node := range order {
 		t := by[node]
-		fmt.Fprintf(w, "  %s: %d %s, %d refused; %d bytes sent, %d received, %d ms in all\n", termsafe.String(node),
-			t.n, plural(t.n, "request", "requests"), t.refused, t.in, t.out, t.msecs)
+		unsettled := ""
+		if t.unsettled > 0 {
+			unsettled = fmt.Sprintf(", %d unsettled", t.unsettled)
+		}
+		fmt.Fprintf(w, "  %s: %d %s, %d refused%s; %d bytes sent, %d received, %d ms in all\n", termsafe.String(node),
+			t.n, plural(t.n, "request", "requests"), t.refused, unsettled, t.in, t.out, t.msecs)
 	}
 	for _, r := range reqs {
 		if r.Reason != "" {
 			fmt.Fprintf(w, "  refused  %s %s %s: %s\n", termsafe.String(r.Node), termsafe.String(r.Method), termsafe.String(r.Path), termsafe.String(r.Reason))
+		}
+		if r.Unsettled {
+			fmt.Fprintf(w, "  unsettled  %s %s %s: ended without the provider's final usage; counted at its reservation, %s tokens\n",
+				termsafe.String(r.Node), termsafe.String(r.Method), termsafe.String(r.Path), humanize.Comma(r.InputTokens+r.OutputTokens+r.CacheWriteTokens))
 		}
 	}
 	return nil

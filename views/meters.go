@@ -16,6 +16,10 @@ func meterLines(m ledger.NodeMeters) []string {
 	if m.Refused > 0 {
 		proxy += fmt.Sprintf(" (%d refused at a cap)", m.Refused)
 	}
+	if m.Unsettled > 0 {
+		proxy += fmt.Sprintf(" (%d unsettled: ended without the provider's final usage, counted at %s reservation)", m.Unsettled,
+			plural(int(m.Unsettled), "its", "their"))
+	}
 	proxy += ", " + meterCost(m.Proxy.CostUSD, m.Proxy.CostSource)
 	if m.Model != "" {
 		proxy += ", model " + termsafe.String(m.Model)

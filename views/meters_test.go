@@ -39,3 +39,23 @@ func TestLogsHeaderShowsBothMeters(t *testing.T) {
 		t.Errorf("header mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// TestMeterLinesSayUnsettled: calls that ended without the provider's final usage are named, and counted at
+// their reservation, in runs show and logs.
+func TestMeterLinesSayUnsettled(t *testing.T) {
+	m := ledger.NodeMeters{Node: "fix", Attempt: 1, ModelCalls: 2, Unsettled: 1, Proxy: ledger.MeterSide{Tokens: 1508, CostSource: ledger.CostUnknown}}
+	want := []string{"meters, attempt 1: agent 0 tokens, cost unknown · proxy 1,508 tokens in 2 model calls (1 unsettled: ended without the provider's final usage, counted at its reservation), cost unknown"}
+	if diff := cmp.Diff(want, meterLines(m)); diff != "" {
+		t.Errorf("meterLines() mismatch (-want +got):\n%s", diff)
+	}
+	var out bytes.Buffer
+	v := &runsView{View: NewView(Streams{Stdout: &out}), vt: viewHuman}
+	if err := v.Brokered([]ledger.BrokerRequest{{Node: "fix", Method: "POST", Path: "/broker/fix/x/api.anthropic.com/v1/messages", Status: 200,
+		ModelCall: true, Metered: true, Unsettled: true, InputTokens: 8, OutputTokens: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "  unsettled  fix POST /broker/fix/x/api.anthropic.com/v1/messages: ended without the provider's final usage; counted at its reservation, 1,008 tokens\n"; !bytes.Contains(out.Bytes(), []byte(want)) ||
+		!bytes.Contains(out.Bytes(), []byte("0 refused, 1 unsettled;")) {
+		t.Errorf("runs show's brokered requests:\n%s\nwant %q", out.String(), want)
+	}
+}

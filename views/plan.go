@@ -342,7 +342,11 @@ func reachSentence(n *jsonplan.NodeDocument) string {
 	if len(n.Credentials) > 0 {
 		reach += "; provider fetch: " + planProviderFetch(n)
 	}
-	return fmt.Sprintf("%s %s and can reach %s", n.Name, holds, reach)
+	sentence := fmt.Sprintf("%s %s and can reach %s", n.Name, holds, reach)
+	if len(n.BrokeredPaths) > 0 && n.CredentialMode == config.CredentialsBrokered {
+		sentence += "; its broker forwards only " + strings.Join(n.BrokeredPaths, ", ")
+	}
+	return sentence
 }
 
 // planProviderFetch is what the node's model requests may make its provider fetch on the agent's behalf.

@@ -109,7 +109,7 @@ func (d *dockerEngine) brokerDecision(dec egress.Decision, node string) {
 		Path: clipText(dec.Path, 512), Status: dec.Status, Credential: clipText(dec.Credential, 128), BytesIn: dec.BytesIn,
 		BytesOut: dec.BytesOut, DurationMS: dec.DurationMS, Reason: reason, Time: t}
 	if m := dec.Meter; m != nil {
-		r.ModelCall, r.BudgetCap = m.ModelCall, clipText(m.Cap, 16)
+		r.ModelCall, r.BudgetCap, r.Unsettled = m.ModelCall, clipText(m.Cap, 16), m.Unsettled
 		if u := m.Usage; u != nil {
 			r.Metered, r.Model, r.CostSource = true, clipText(u.Model, 200), clipText(u.CostSource, 16)
 			r.InputTokens, r.OutputTokens = max(u.InputTokens, 0), max(u.OutputTokens, 0)

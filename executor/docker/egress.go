@@ -304,7 +304,7 @@ func (d *dockerEngine) startEgressProxy(ctx context.Context, nodes []*planner.No
 		user, secret, _ := strings.Cut(secrets[np.Name], "\x00")
 		st.urls[np.Name] = egress.ProxyURL(ip.String(), egress.DefaultPort, user, secret)
 		if bn := st.broker[np.Name]; bn != nil {
-			st.baseURLs[np.Name] = egress.BrokerBaseURL(ip.String(), egress.DefaultPort, user, bn.endpoint, bn.path)
+			st.baseURLs[np.Name] = egress.BrokerBaseURL(ip.String(), egress.DefaultPort, user, secret, bn.endpoint, bn.path)
 		}
 	}
 	return nil

@@ -54,6 +54,9 @@ type BrokerRequest struct {
 	CostUSD          *float64
 	CostSource       string
 	BudgetCap        string
+	// Unsettled marks a model call that ended without the provider's final usage: its figures are its
+	// reservation (or the larger usage read before the end).
+	Unsettled bool
 }
 
 // RecordBrokerRequest appends a brokered request to its run, in arrival order.
@@ -64,10 +67,10 @@ func (l *Ledger) RecordBrokerRequest(r BrokerRequest) error {
 			cost = *r.CostUSD
 		}
 		_, err := tx.Exec(`INSERT INTO broker_requests (run_id, seq, node, attempt, method, host, path, status, credential, bytes_in, bytes_out, duration_ms, reason, time,
-				model_call, metered, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, cost_source, budget_cap)
-			VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM broker_requests WHERE run_id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				model_call, metered, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, cost_source, budget_cap, unsettled)
+			VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM broker_requests WHERE run_id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.RunID, r.RunID, r.Node, r.Attempt, r.Method, r.Host, r.Path, r.Status, r.Credential, r.BytesIn, r.BytesOut, r.DurationMS, r.Reason, ts(r.Time),
-			r.ModelCall, r.Metered, r.Model, r.InputTokens, r.OutputTokens, r.CacheReadTokens, r.CacheWriteTokens, cost, r.CostSource, r.BudgetCap)
+			r.ModelCall, r.Metered, r.Model, r.InputTokens, r.OutputTokens, r.CacheReadTokens, r.CacheWriteTokens, cost, r.CostSource, r.BudgetCap, r.Unsettled)
 		return err
 	})
 }
@@ -75,7 +78,7 @@ func (l *Ledger) RecordBrokerRequest(r BrokerRequest) error {
 // BrokerRequests are a run's brokered requests, in the order they ended.
 func (l *Ledger) BrokerRequests(runID string) ([]BrokerRequest, error) {
 	rows, err := l.db.Query(`SELECT node, attempt, method, host, path, status, credential, bytes_in, bytes_out, duration_ms, reason, time,
-			model_call, metered, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, cost_source, budget_cap
+			model_call, metered, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, cost_source, budget_cap, unsettled
 		FROM broker_requests WHERE run_id = ? ORDER BY seq`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: brokered requests of run %s: %w", l.path, runID, err)
@@ -87,7 +90,7 @@ func (l *Ledger) BrokerRequests(runID string) ([]BrokerRequest, error) {
 		var t sql.NullString
 		var cost sql.NullFloat64
 		if err := rows.Scan(&r.Node, &r.Attempt, &r.Method, &r.Host, &r.Path, &r.Status, &r.Credential, &r.BytesIn, &r.BytesOut, &r.DurationMS, &r.Reason, &t,
-			&r.ModelCall, &r.Metered, &r.Model, &r.InputTokens, &r.OutputTokens, &r.CacheReadTokens, &r.CacheWriteTokens, &cost, &r.CostSource, &r.BudgetCap); err != nil {
+			&r.ModelCall, &r.Metered, &r.Model, &r.InputTokens, &r.OutputTokens, &r.CacheReadTokens, &r.CacheWriteTokens, &cost, &r.CostSource, &r.BudgetCap, &r.Unsettled); err != nil {
 			return nil, fmt.Errorf("ledger %s: brokered requests of run %s: %w", l.path, runID, err)
 		}
 		if p := parseTS(t); p != nil {

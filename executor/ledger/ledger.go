@@ -136,6 +136,9 @@ var migrations = []string{
 	meterMigration,
 	// egress_denials.refusal: the sentence the proxy answered a denial with.
 	refusalMigration,
+	// broker_requests.unsettled: a model call that ended without the provider's final usage, summed at its
+	// reservation.
+	unsettledMigration,
 }
 
 // Open opens (creating and migrating as needed) the ledger at path.

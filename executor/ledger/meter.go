@@ -18,6 +18,11 @@ const meterMigration = `ALTER TABLE broker_requests ADD COLUMN model_call INTEGE
 	ALTER TABLE broker_requests ADD COLUMN cost_source TEXT NOT NULL DEFAULT '';
 	ALTER TABLE broker_requests ADD COLUMN budget_cap TEXT NOT NULL DEFAULT '';`
 
+// unsettledMigration marks the model calls the proxy could not settle: they ended without the provider's final
+// usage (the agent hung up and the provider sent nothing more, an encoded answer, an upstream failure), so their
+// row holds the call's reservation (its worst case) instead of a reported figure.
+const unsettledMigration = `ALTER TABLE broker_requests ADD COLUMN unsettled INTEGER NOT NULL DEFAULT 0;`
+
 // MeterSide is one meter's figures for an attempt. Tokens is input + output + cache writes, as max_tokens counts.
 type MeterSide struct {
 	InputTokens      int64    `json:"input_tokens"`
@@ -41,6 +46,9 @@ type NodeMeters struct {
 	Requests   int64 `json:"requests"`
 	ModelCalls int64 `json:"model_calls"`
 	Refused    int64 `json:"refused_at_cap"`
+	// Unsettled are the model calls that ended without the provider's final usage: their reservations are in
+	// Proxy's figures.
+	Unsettled int64 `json:"unsettled"`
 	// Model is the model the provider last answered with (untrusted text).
 	Model string `json:"model"`
 	// Finding says how the two meters differ beyond rounding (MeterFinding); "" when they agree.
@@ -49,7 +57,7 @@ type NodeMeters struct {
 
 // Meters are the two meters of every attempt of a run that the proxy brokered, by node then attempt.
 func (l *Ledger) Meters(runID string) ([]NodeMeters, error) {
-	rows, err := l.db.Query(`SELECT b.node, b.attempt, COUNT(*), SUM(b.model_call), SUM(b.budget_cap != ''),
+	rows, err := l.db.Query(`SELECT b.node, b.attempt, COUNT(*), SUM(b.model_call), SUM(b.budget_cap != ''), SUM(b.unsettled),
 			SUM(b.input_tokens), SUM(b.output_tokens), SUM(b.cache_read_tokens), SUM(b.cache_write_tokens),
 			SUM(b.cost_usd), SUM(b.metered AND b.cost_source = 'unknown' AND (b.input_tokens + b.output_tokens) > 0),
 			SUM(b.cost_source = 'estimated'),
@@ -71,7 +79,7 @@ func (l *Ledger) Meters(runID string) ([]NodeMeters, error) {
 		var m NodeMeters
 		var proxyCost, agentCost sql.NullFloat64
 		var unknown, estimated int64
-		if err := rows.Scan(&m.Node, &m.Attempt, &m.Requests, &m.ModelCalls, &m.Refused,
+		if err := rows.Scan(&m.Node, &m.Attempt, &m.Requests, &m.ModelCalls, &m.Refused, &m.Unsettled,
 			&m.Proxy.InputTokens, &m.Proxy.OutputTokens, &m.Proxy.CacheReadTokens, &m.Proxy.CacheWriteTokens,
 			&proxyCost, &unknown, &estimated, &m.Model,
 			&m.Agent.InputTokens, &m.Agent.OutputTokens, &m.Agent.CacheReadTokens, &m.Agent.CacheWriteTokens, &agentCost); err != nil {

@@ -35,18 +35,13 @@ func Config(np *planner.NodePlan, src Source, mint func(name string) (string, er
 	if !Brokered(np) {
 		return nil, Target{}, nil, nil
 	}
-	bu, builtin := runners.BrokeredBaseURL(np.Runner)
-	api := planner.BrokerAPI(np.Runner, np.Protocol)
-	t := Target{Endpoint: np.BrokeredEndpoints[0]}
-	if builtin && bu.Endpoint != "" {
-		for _, e := range np.BrokeredEndpoints {
-			if e == bu.Endpoint {
-				t.Endpoint, t.Path = bu.Endpoint, bu.Path
-			}
-		}
-	}
+	api, endpoint, path := runners.BrokeredRoute(np.Runner, np.Protocol, np.BrokeredEndpoints)
+	t := Target{Endpoint: endpoint, Path: path}
 	cfg := &egress.BrokerConfig{API: api, Endpoints: append([]string(nil), np.BrokeredEndpoints...),
-		ProviderFetch: append([]string(nil), np.ProviderFetch...)}
+		MaxOutputTokens: runners.MaxOutputTokens(np.Model), ProviderFetch: append([]string(nil), np.ProviderFetch...)}
+	for _, p := range np.BrokeredPaths {
+		cfg.Paths = append(cfg.Paths, egress.BrokerPath{Method: p.Method, Path: p.Path, ModelCall: p.ModelCall})
+	}
 	cfg.Price, cfg.Budget = Budget(np)
 	placeholders := map[string]string{}
 	for _, name := range np.Credentials {
@@ -96,6 +91,7 @@ func Budget(np *planner.NodePlan) (*egress.BrokerPrice, *egress.BrokerBudget) {
 	if *b == (egress.BrokerBudget{}) {
 		return price, nil
 	}
+	b.Attempts = int64(max(np.Retry.Attempts, 1))
 	if f := np.DeclRange.Filename; f != "" {
 		b.Where = filepath.Base(f)
 	}

@@ -163,6 +163,8 @@ func main() {
 		if opts.get("then", "") == "apierror" {
 			apiErrorExit(session)
 		}
+	case "hangup":
+		hangupMode(opts, session, model)
 	case "probe":
 		emit(map[string]any{"type": "system", "subtype": "probe", "session_id": session, "probe": probe()})
 	case "verdict":

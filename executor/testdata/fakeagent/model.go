@@ -14,9 +14,11 @@ package main
 //	mode=modelcalls calls=N              the agent makes N plain calls to $ANTHROPIC_BASE_URL/v1/messages and prints
 //	                                     no usage of its own: a system event per call with its status and, for a
 //	                                     refusal, the error message the SDK would show; then=apierror then ends
-//	                                     as mode=apierror does (an overloaded API, exit 1); tool=TYPE puts one
-//	                                     tool of that type in each request (tool=web_search_20250305: a server
-//	                                     tool that makes the provider search the web)
+//	                                     as mode=apierror does (an overloaded API, exit 1)
+//	mode=hangup                          the agent makes a streamed call and hangs up after message_start (the stub
+//	                                     is slow), a streamed call the stub cuts before its usage, and calls the
+//	                                     batches and files paths: a system event "broker_call" for each; then it
+//	                                     works on for sleep=D (0s)
 
 import (
 	"bufio"
@@ -52,7 +54,10 @@ func modelStub(addr, certB64, keyB64, input string) {
 		if strings.Contains(string(body), `"stream":true`) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			fl, _ := w.(http.Flusher)
-			for _, ev := range []string{
+			// A body naming "stub":"slow" waits 1 s after message_start (the agent can hang up meanwhile); one
+			// naming "stub":"cut" ends the stream there, without its usage.
+			slow, cut := strings.Contains(string(body), `"stub":"slow"`), strings.Contains(string(body), `"stub":"cut"`)
+			for i, ev := range []string{
 				`event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"msg_stub","model":"claude-sonnet-4-5","usage":{"input_tokens":` + input + `,"output_tokens":1}}}`,
 				`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"streamed"}}`,
 				`event: message_delta` + "\n" + `data: {"type":"message_delta","usage":{"output_tokens":25}}`,
@@ -61,6 +66,12 @@ func modelStub(addr, certB64, keyB64, input string) {
 				fmt.Fprint(w, ev+"\n\n")
 				if fl != nil {
 					fl.Flush()
+				}
+				if i == 0 && cut {
+					panic(http.ErrAbortHandler)
+				}
+				if i == 0 && slow {
+					time.Sleep(time.Second)
 				}
 			}
 			return
@@ -135,11 +146,7 @@ func modelCallsMode(opts options, session, model string) {
 	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
 	n, _ := strconv.Atoi(opts.get("calls", "3"))
 	for i := 1; i <= n; i++ {
-		tools := ""
-		if typ := opts.get("tool", ""); typ != "" {
-			tools = fmt.Sprintf(`,"tools":[{"type":%q,"name":"web_search"}]`, typ)
-		}
-		body := fmt.Sprintf(`{"model":%q,"max_tokens":16,"messages":[{"role":"user","content":"hi"}]%s}`, model, tools)
+		body := fmt.Sprintf(`{"model":%q,"max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`, model)
 		req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(body))
 		req.Header.Set("x-api-key", key)
 		req.Header.Set("anthropic-version", "2023-06-01")
@@ -160,5 +167,52 @@ func modelCallsMode(opts options, session, model string) {
 			}
 		}
 		emit(ev)
+	}
+}
+
+// hangupMode is an agent that tries to go unmetered: it hangs up before the usage event, lets a stream end without
+// it, and calls the paths that bill outside the Messages answers.
+func hangupMode(opts options, session, model string) {
+	base, key := os.Getenv("ANTHROPIC_BASE_URL"), os.Getenv("ANTHROPIC_API_KEY")
+	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}}
+	call := func(name, method, path, body string, hangUp bool) {
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("x-api-key", key)
+		req.Header.Set("anthropic-version", "2023-06-01")
+		req.Header.Set("content-type", "application/json")
+		ev := map[string]any{"type": "system", "subtype": "broker_call", "session_id": session, "name": name}
+		resp, err := client.Do(req)
+		if err != nil {
+			ev["error"] = err.Error()
+			emit(ev)
+			return
+		}
+		ev["status"] = resp.StatusCode
+		if hangUp {
+			r := bufio.NewReader(resp.Body)
+			line, _ := r.ReadString('\n')
+			ev["first_line"] = strings.TrimSpace(line)
+		} else {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			var e struct {
+				Error struct{ Type, Message string } `json:"error"`
+			}
+			if resp.StatusCode != 200 && json.Unmarshal(b, &e) == nil {
+				ev["error_type"], ev["message"] = e.Error.Type, e.Error.Message
+			}
+		}
+		resp.Body.Close()
+		emit(ev)
+	}
+	msg := func(stub string) string {
+		return fmt.Sprintf(`{"model":%q,"max_tokens":1000,"stream":true,"stub":%q,"messages":[{"role":"user","content":"hi"}]}`, model, stub)
+	}
+	call("hangup", "POST", "/v1/messages", msg("slow"), true)
+	call("cut", "POST", "/v1/messages", msg("cut"), false)
+	call("batches", "POST", "/v1/messages/batches", `{"requests":[]}`, false)
+	call("files", "GET", "/v1/files", "", false)
+	// An agent that goes on working: the node has not ended while the provider finishes the answer it hung up on.
+	if d, err := time.ParseDuration(opts.get("sleep", "0s")); err == nil {
+		time.Sleep(d)
 	}
 }

@@ -199,6 +199,20 @@ var catalogue = []item{
 		Tests: []string{"kewplan.TestApprovedPlanAppliesWithReceipt"}},
 	{ID: "K3", Attack: "a saved plan of a megabyte that inflates to a gigabyte, or lies about its size in its gzip trailer", Expected: "refused at 64 MiB of JSON having allocated under 256 MiB in all",
 		Tests: []string{"planfile.TestReadInflatedWithinMemory", "planfile.TestDecompressSizeHintUntrusted"}},
+
+	// M: the broker's meter, pessimistic.
+	{ID: "M1", Attack: "hang up just before the usage event; let a stream end without it; ask for the most output with a max_tokens the cap cannot hold", Expected: "each call reserves its worst case before it goes out and is refused when the reservation would cross a cap; the answer is read on after the agent hung up and settles to the provider's figure; one that ends without it keeps its reservation, unsettled in its decision line, the ledger and runs show",
+		Tests: []string{"egress.TestBrokerReservesTheWorstCase", "egress.TestBrokerMetersAnAnswerTheAgentHungUpOn", "executor.TestBrokerMeterReservesAndRefusesUnmeteredPaths"}},
+	{ID: "M2", Attack: "an OpenAI-style stream with usage reporting off, absent, or a key given twice; a body past the bound", Expected: "stream_options.include_usage forced on (the rest byte for byte); an explicit off, a duplicate key or a non-object refused with a sentence; a body over 32 MiB refused 413 unsent",
+		Tests: []string{"egress.TestBrokerForcesUsageReporting", "egress.TestBrokerBoundsTheRequestBody"}},
+	{ID: "M3", Attack: "message batches, the Files API or any other path of a brokered endpoint; a GET once a cap is reached", Expected: "refused in the API's error shape naming what is brokered, why and the configuration that allows it (credentials = \"forward\"); never forwarded; the GET refused 402",
+		Tests: []string{"egress.TestBrokerForwardsOnlyItsPaths", "executor.TestBrokerMeterReservesAndRefusesUnmeteredPaths"}},
+	{ID: "M4", Attack: "a retried node spending a full budget in every attempt, or an attempt restarted to reset the sums", Expected: "each attempt's sums start anew, the node's across attempts are bounded by each cap × its planned attempts; an earlier attempt, or one past the plan's, is refused, and the current one told again resets nothing",
+		Tests: []string{"egress.TestBrokerBoundsTheNodeAcrossAttempts", "egress.TestBrokerBudgetPerAttempt"}},
+	{ID: "M5", Attack: "a brokered request with headers past the bound; a forwarded exchange the host drops unanswered", Expected: "answered 431 in the API's JSON error shape with the proxy's sentence; the dropped exchange 502 with a sentence; never Go's or goproxy's text",
+		Tests: []string{"egress.TestBrokerOversizedHeadersInTheAPIShape", "egress.TestNoGoDefaultBodyOnAFailedExchange"}},
+	{ID: "M6", Attack: "node B's container using node A's placeholder, under A's node name, with its own or no proxy identity", Expected: "refused 403: the base URL's identity (HMAC of the node's proxy secret) must be the placeholder's node's",
+		Tests: []string{"egress.TestBrokerBindsThePlaceholderToTheNodesIdentity"}},
 }
 
 // ownTests selects the suite's own tests in every package.
