@@ -135,6 +135,8 @@ var migrations = []string{
 	meterMigration,
 	// egress_denials.refusal: the sentence the proxy answered a denial with.
 	refusalMigration,
+	// node_salvage.protected_branches, allow_protected_push: the protections kept work is published under.
+	salvageProtectionMigration,
 }
 
 // Open opens (creating and migrating as needed) the ledger at path.
