@@ -105,7 +105,7 @@ test-base:
 # then one table with totals. The suite's own tests write rows to $(ADV_DIR)/rows.jsonl; the tests that already
 # covered an item are selected by name (internal/testtools/advreport's catalogue) and judged from `go test -json`.
 ADV_DIR  ?= bin/adversarial
-ADV_PKGS ?= ./executor/... ./egress ./runners ./budget ./views ./cmd/kewplan ./internal/redact ./transcript ./planfile
+ADV_PKGS ?= ./executor/... ./egress ./runners ./budget ./views ./cmd/kewplan ./internal/redact ./transcript ./planfile ./config ./internal/money
 adversarial:
 	@mkdir -p $(ADV_DIR) && rm -f $(ADV_DIR)/rows.jsonl $(ADV_DIR)/events.json
 	@KEWPLAN_ADV_REPORT=$(abspath $(ADV_DIR))/rows.jsonl $(GO) test -count=1 -json -timeout 30m \

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/kewplan/kewplan/internal/money"
 	"github.com/kewplan/kewplan/runners"
 )
 
@@ -18,6 +19,7 @@ const (
 // Cost sources: where a cost figure came from.
 const (
 	SourceReported  = "reported"  // the agent's own figure
+	SourceProvider  = "provider"  // the provider's own figure, read from its answers by kewplan's proxy
 	SourceEstimated = "estimated" // tokens × price
 	SourceUnknown   = "unknown"   // no usage seen, or no price and no reported cost
 )
@@ -112,17 +114,13 @@ func (d Decision) String() string {
 	return "ok"
 }
 
-// formatFigures renders a cap and a figure: whole numbers for tokens and turns, dollars with two decimals, or four
-// when two would show a figure over its cap as equal to it.
+// formatFigures renders a cap and a figure: whole numbers for tokens and turns, dollars as internal/money writes
+// them (never a figure over its cap as equal to it).
 func formatFigures(capName string, limit, value float64) (string, string) {
 	if capName != CapMaxUSD {
 		return strconv.FormatFloat(limit, 'f', 0, 64), strconv.FormatFloat(value, 'f', 0, 64)
 	}
-	l, v := strconv.FormatFloat(limit, 'f', 2, 64), strconv.FormatFloat(value, 'f', 2, 64)
-	if l == v && limit != value {
-		l, v = strconv.FormatFloat(limit, 'f', 4, 64), strconv.FormatFloat(value, 'f', 4, 64)
-	}
-	return l, v
+	return money.Distinct(limit, value)
 }
 
 // NodeConfig is what a Tracker needs to know of its node, from the plan.

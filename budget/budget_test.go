@@ -147,7 +147,7 @@ func TestTracker(t *testing.T) {
 			stream: "../runners/testdata/streams/opencode/tool.ndjson",
 			cfg:    budget.NodeConfig{Node: "n", Protocol: "opencode", Caps: budget.Caps{MaxUSD: 0.001}},
 			want: []event{
-				{0, "exceeded", "max_usd 0.0010 reached at 0.0043", "reported"},
+				{0, "exceeded", "max_usd 0.001 reached at 0.00432", "reported"},
 			},
 		},
 	}
@@ -298,7 +298,7 @@ func TestTrackerJudgesTheLargerMeter(t *testing.T) {
 	if len(notified) != 2 || notified[0].Kind != budget.Warn || notified[1].Kind != budget.Exceeded {
 		t.Fatalf("notified %+v, want a warning, then exceeded", notified)
 	}
-	want := "max_usd 1.00 reached at 1.20 (the agent reported 0.01, the proxy metered 1.20)"
+	want := "max_usd 1.00 reached at 1.20 (the agent reported 0.006, the proxy metered 1.20)"
 	if got := notified[1].String(); got != want {
 		t.Errorf("decision %q, want %q", got, want)
 	}

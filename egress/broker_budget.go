@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/kewplan/kewplan/internal/money"
 )
 
 // Budgets at the broker. The proxy meters every brokered answer from the provider's own usage (meter.go), sums it
@@ -109,7 +110,8 @@ func budgetSentence(node string, b *BrokerBudget, cap string, limit, value float
 	var caught string
 	switch cap {
 	case "max_usd":
-		caught = fmt.Sprintf("max_usd = %s (proxy metered $%s)", strconv.FormatFloat(limit, 'f', 2, 64), strconv.FormatFloat(value, 'f', 2, 64))
+		l, v := money.Distinct(limit, value)
+		caught = fmt.Sprintf("max_usd = %s (proxy metered $%s)", l, v)
 	case "max_tokens":
 		caught = fmt.Sprintf("max_tokens = %s (proxy metered %s tokens)", humanize.Comma(int64(limit)), humanize.Comma(int64(value)))
 	default:

@@ -185,3 +185,19 @@ func TestBrokerTurnsCap(t *testing.T) {
 		t.Errorf("sentence %q", got)
 	}
 }
+
+// TestBudgetSentenceSmallCap: a cap under a cent and what the proxy metered read as what they are, never as zero.
+func TestBudgetSentenceSmallCap(t *testing.T) {
+	b := &BrokerBudget{MaxUSD: 0.00005}
+	for _, tc := range []struct {
+		limit, value float64
+		want         string
+	}{
+		{0.00005, 0.0000612, "max_usd = 0.00005 (proxy metered $0.0000612)"},
+		{1, 1.0000001, "max_usd = 1.00 (proxy metered $1.0000001)"},
+	} {
+		if got := budgetSentence("fix", b, "max_usd", tc.limit, tc.value); !strings.Contains(got, tc.want) {
+			t.Errorf("budgetSentence(%v, %v) = %q, want it to say %q", tc.limit, tc.value, got, tc.want)
+		}
+	}
+}

@@ -120,7 +120,7 @@ func (nb *nodeBudget) brokered(r ledger.BrokerRequest) {
 	case ps.estimd:
 		ps.usage.CostSource = budget.SourceEstimated
 	default:
-		ps.usage.CostSource = budget.SourceReported
+		ps.usage.CostSource = budget.SourceProvider
 	}
 	nb.tracker.Proxy(ps.usage)
 }
@@ -132,14 +132,17 @@ func (nb *nodeBudget) finding() string {
 	if !ok {
 		return ""
 	}
-	side := func(tokens int64, cost float64, source string) ledger.MeterSide {
+	// The same figures the ledger's finding is computed from (ledger.Meters): the agent's side is what it printed,
+	// so its cost is its own reported figure or none, never kewplan's estimate from its tokens.
+	side := func(tokens int64, cost float64, source string, known bool) ledger.MeterSide {
 		s := ledger.MeterSide{Tokens: tokens, CostSource: source}
-		if source != budget.SourceUnknown {
+		if known {
 			s.CostUSD = &cost
 		}
 		return s
 	}
-	return ledger.MeterFinding(side(agent.Tokens, agent.CostUSD, agent.CostSource), side(proxy.Tokens, proxy.CostUSD, proxy.CostSource))
+	return ledger.MeterFinding(side(agent.Tokens, agent.CostUSD, "", agent.CostSource == budget.SourceReported),
+		side(proxy.Tokens, proxy.CostUSD, proxy.CostSource, proxy.CostSource != budget.SourceUnknown))
 }
 
 // newNodeBudget wraps the node's meter in its tracker. notify runs on the feeding goroutine: it records a warning

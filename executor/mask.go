@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/redact"
 	"github.com/kewplan/kewplan/planner"
 )
@@ -80,13 +81,17 @@ func (a *applier) maskedLogs(names []string, stdout, stderr io.Writer) (mout, me
 
 // shortCredentialWarnings are preflight's warnings, one per node and credential, for a value set in kewplan's
 // environment but shorter than minSecretBytes: it is forwarded to the agent and never masked in its logs, its
-// transcript or the ledger (rule planner.RuleCredentialTooShortToMask).
+// transcript or the ledger (rule planner.RuleCredentialTooShortToMask). A brokered node's values never enter its
+// container (it holds placeholders; the proxy adds the values on the way out), so there is nothing to warn of.
 func (a *applier) shortCredentialWarnings() []string {
 	if a.opts.Plan == nil {
 		return nil
 	}
 	var out []string
 	for _, np := range a.opts.Plan.Nodes {
+		if np.CredentialMode == config.CredentialsBrokered {
+			continue
+		}
 		for _, name := range np.Credentials {
 			if v := a.env[name]; v != "" && len(v) < minSecretBytes {
 				out = append(out, fmt.Sprintf("%s: node %q: the value of %s is %d bytes, shorter than the %d kewplan masks, so it is forwarded to the agent and shown in clear wherever the agent prints it (logs, transcript, ledger); use a real credential, or unset it",

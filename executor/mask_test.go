@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/egress"
 	"github.com/kewplan/kewplan/executor/adapter"
 	"github.com/kewplan/kewplan/executor/ledger"
@@ -91,6 +92,13 @@ func TestShortCredentialWarnings(t *testing.T) {
 	}
 	if _, ok := planner.LookupRule(planner.RuleCredentialTooShortToMask); !ok {
 		t.Error("the rule is not in the catalogue")
+	}
+	// A brokered node's values never reach its container: nothing is forwarded, so nothing is warned of.
+	for _, np := range a.opts.Plan.Nodes {
+		np.CredentialMode = config.CredentialsBrokered
+	}
+	if got := a.shortCredentialWarnings(); len(got) != 0 {
+		t.Errorf("shortCredentialWarnings() for brokered nodes = %q, want none", got)
 	}
 }
 

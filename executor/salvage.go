@@ -10,6 +10,7 @@ import (
 	"github.com/kewplan/kewplan/executor/broker"
 	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/executor/statedir"
+	"github.com/kewplan/kewplan/planner"
 )
 
 // Publishing kept work (`kewplan salvage RUN NODE`). What a worker made before it was stopped is kept by its
@@ -68,8 +69,18 @@ func PublishSalvage(ctx context.Context, opts SalvageOptions) (*SalvageOutcome, 
 	if out.Commit == "" {
 		out.Commit = s.Head
 	}
+	if !s.ProtectionsRecorded && out.Branch != SalvageBranch(s, opts.RunID) {
+		// Which branches the node's push could not reach is unknown: only the branch of its own is safe.
+		return nil, fmt.Errorf("%s: the work kept of node %s in run %s was recorded without the protected branches of its push "+
+			"(by an older kewplan), so it can be published only to its own branch %s: omit --branch",
+			planner.RulePushProtectedBranch, opts.Node, opts.RunID, SalvageBranch(s, opts.RunID))
+	}
 	req := broker.PublishRequest{Bundle: filepath.Join(s.Dir, broker.SalvageBundleName), Commit: out.Commit,
-		BaseCommit: s.BaseCommit, Repo: s.Repo, Branch: out.Branch, StateDir: dir.Broker(), Environ: opts.Environ}
+		BaseCommit: s.BaseCommit, Repo: s.Repo, Branch: out.Branch, StateDir: dir.Broker(), Environ: opts.Environ,
+		ProtectedBranches: s.ProtectedBranches, AllowProtectedPush: s.AllowProtectedPush}
+	if len(req.ProtectedBranches) == 0 {
+		req.ProtectedBranches = nil // the built-in ones, never none
+	}
 	if opts.PullRequest {
 		req.PullRequest = &broker.PullRequest{Draft: true,
 			Title: fmt.Sprintf("kewplan salvage: %s (run %s)", opts.Node, opts.RunID),
@@ -77,6 +88,14 @@ func PublishSalvage(ctx context.Context, opts SalvageOptions) (*SalvageOutcome, 
 				opts.Node, opts.RunID, s.Why, s.Summary())}
 	}
 	push, err := broker.PublishSalvage(ctx, req)
+	var protected *broker.ProtectedBranchError
+	if errors.As(err, &protected) {
+		protected.Advice = fmt.Sprintf("kept work is published under the protections its node's own push had "+
+			"(the sandbox's protected_branches, the branch it was cloned from, the remote's default branch; "+
+			"allow_protected_push was off), so publish it to a branch of its own (omit --branch for %s) and "+
+			"reach %s through a pull request (--pull-request)", SalvageBranch(s, opts.RunID), out.Branch)
+		err = protected // its message was written when it was wrapped: wrap it anew with the advice
+	}
 	if err != nil {
 		return nil, fmt.Errorf("publish the work kept of node %s: %w", opts.Node, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -325,5 +326,123 @@ node "%%[1]sfix" {
 		if got := gitOut(t, "--git-dir="+remote, "show", fix2.Branch+":"+file); strings.TrimSpace(got) != strings.TrimSpace(want) {
 			t.Errorf("%s on %s = %q, want %q", file, fix2.Branch, got, want)
 		}
+	}
+}
+
+// TestSalvageHonoursPushProtections: kept work is published under every protection the node's own push had, as
+// recorded with it: the sandbox's protected_branches and the branch the node was cloned from are refused with
+// push-protected-branch and do not move, a branch of its own is pushed, and a node that says
+// allow_protected_push publishes onto a protected branch as its push would have.
+func TestSalvageHonoursPushProtections(t *testing.T) {
+	f := newFixture(t)
+	remote := f.bareRemote()
+	gitOut(t, "--git-dir="+remote, "branch", "staging", "main")
+	gitOut(t, "--git-dir="+remote, "branch", "feature-base", "main")
+	f.sandboxExtra = "  protected_branches = [\"staging\"]\n"
+	cfg := f.config(`
+node "%[1]sfix" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  ref    = "feature-base"
+  prompt = "mode=fail\nedit=notes.txt:kept"
+}
+
+node "%[1]sland" {
+  runner               = "claude-code"
+  model                = "claude-sonnet-4-5"
+  repo                 = %[2]q
+  prompt               = "mode=fail\nedit=landed.txt:kept"
+  allow_protected_push = true
+}
+`)
+	sum, _, err := f.apply(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	_, rows := f.ledgerRun(sum.RunID)
+	if s := rows[f.node("fix")].Salvage; s == nil || !s.ProtectionsRecorded || s.AllowProtectedPush ||
+		!slices.Contains(s.ProtectedBranches, "staging") || !slices.Contains(s.ProtectedBranches, "feature-base") {
+		t.Fatalf("ledger salvage of fix %+v, want its protections (staging, feature-base) recorded", s)
+	}
+	if s := rows[f.node("land")].Salvage; s == nil || !s.AllowProtectedPush {
+		t.Fatalf("ledger salvage of land %+v, want allow_protected_push recorded", s)
+	}
+	before := map[string]string{}
+	for _, b := range []string{"staging", "feature-base", "main"} {
+		before[b] = gitOut(t, "--git-dir="+remote, "rev-parse", "refs/heads/"+b)
+	}
+	for _, branch := range []string{"staging", "feature-base", "main"} {
+		_, err := PublishSalvage(context.Background(), SalvageOptions{StateDir: f.stateDir, RunID: sum.RunID, Node: f.node("fix"), Branch: branch})
+		if err == nil || !strings.Contains(err.Error(), planner.RulePushProtectedBranch) || !strings.Contains(err.Error(), "omit --branch") {
+			t.Errorf("salvage --branch %s: %v, want a %s refusal saying to omit --branch", branch, err, planner.RulePushProtectedBranch)
+		}
+		if got := gitOut(t, "--git-dir="+remote, "rev-parse", "refs/heads/"+branch); got != before[branch] {
+			t.Errorf("%s moved to %s", branch, got)
+		}
+	}
+	if out, err := PublishSalvage(context.Background(), SalvageOptions{StateDir: f.stateDir, RunID: sum.RunID, Node: f.node("fix"),
+		Branch: "kew/rescued"}); err != nil || out.Branch != "kew/rescued" {
+		t.Errorf("salvage --branch kew/rescued = %+v, %v; want it pushed", out, err)
+	}
+	if _, err := PublishSalvage(context.Background(), SalvageOptions{StateDir: f.stateDir, RunID: sum.RunID, Node: f.node("land"),
+		Branch: "staging"}); err != nil {
+		t.Errorf("salvage of the node with allow_protected_push onto staging: %v, want it pushed", err)
+	}
+	if got := gitOut(t, "--git-dir="+remote, "show", "staging:landed.txt"); got != "kept\n" {
+		t.Errorf("landed.txt on staging = %q", got)
+	}
+}
+
+// TestHostGitConfigNeverRunsOnAgentCommits: the host's global git configuration defines a filter driver (and
+// attributes that select it for every path) whose commands write a marker; an apply whose reviewer checks out
+// the worker's commit, and whose broker pushes it, never runs it.
+func TestHostGitConfigNeverRunsOnAgentCommits(t *testing.T) {
+	f := newFixture(t)
+	f.bareRemote()
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "filter-ran")
+	attrs := filepath.Join(dir, "attributes")
+	if err := os.WriteFile(attrs, []byte("* filter=marker\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	global := filepath.Join(dir, "gitconfig")
+	conf := fmt.Sprintf("[core]\n\tattributesFile = %s\n[filter \"marker\"]\n\tsmudge = \"echo smudge >> %s; cat\"\n\tclean = \"echo clean >> %s; cat\"\n\trequired = true\n",
+		attrs, marker, marker)
+	if err := os.WriteFile(global, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GIT_CONFIG_GLOBAL", global)
+	cfg := f.config(`
+node "%[1]sfix" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  prompt = "mode=turns\ncommits=1\nturns=1"
+}
+
+node "%[1]sreview" {
+  runner = "claude-code"
+  role   = "reviewer"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  ref    = node.%[1]sfix.commit
+  prompt = "mode=verdict\nverdict=approve"
+}
+`)
+	sum, _, err := f.apply(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.assertClean(sum.RunID)
+	if fix := resultOf(t, sum, f.node("fix")); !fix.Pushed {
+		t.Fatalf("fix: %s (%s), want its commit pushed", fix.Status, fix.Reason)
+	}
+	if review := resultOf(t, sum, f.node("review")); review.Status != ledger.StatusApproved {
+		t.Fatalf("review: %s (%s), want approved", review.Status, review.Reason)
+	}
+	if b, err := os.ReadFile(marker); err == nil {
+		t.Errorf("the host's filter driver ran during apply: %q", b)
 	}
 }

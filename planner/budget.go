@@ -2,12 +2,12 @@ package planner
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/kewplan/kewplan/config"
+	"github.com/kewplan/kewplan/internal/money"
 	"github.com/kewplan/kewplan/runners"
 )
 
@@ -110,10 +110,10 @@ func planBudgets(cfg *config.Config, _ Inputs, p *Plan) hcl.Diagnostics {
 			continue
 		}
 		detail := fmt.Sprintf("Node %q caps its cost at max_usd %s, but its model %q has no price in the built-in table or a pricing block, and its runner %q reports cost only at the end of a run, if at all.",
-			np.Name, formatUSD(*nb.MaxUSD), np.Model, np.Runner)
+			np.Name, money.Amount(*nb.MaxUSD), np.Model, np.Runner)
 		if !modelKnown {
 			detail = fmt.Sprintf("Node %q caps its cost at max_usd %s, but its model is known only after apply, so its price cannot be checked before the agent runs, and its runner %q reports cost only at the end of a run, if at all.",
-				np.Name, formatUSD(*nb.MaxUSD), np.Runner)
+				np.Name, money.Amount(*nb.MaxUSD), np.Runner)
 		}
 		diags = append(diags, NewDiagnostic(RuleBudgetUnpriced, rangePtr(nb.maxUSDRange), detail))
 		np.Errors = true
@@ -177,12 +177,4 @@ func effectiveBudget(sandbox *config.Budget, n *config.Node, np *NodePlan, share
 		shared[nodeTimeout] = nb.Origins
 	}
 	return nb
-}
-
-// formatUSD renders a dollar figure with two decimals, or as many as a smaller figure needs.
-func formatUSD(v float64) string {
-	if v >= 0.01 || v == 0 {
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kewplan/kewplan/internal/money"
 	"github.com/kewplan/kewplan/internal/termsafe"
 
 	"github.com/kewplan/kewplan/executor/ledger"
@@ -100,12 +101,12 @@ func formatCost(c *float64) string {
 	if c == nil {
 		return "-"
 	}
-	return fmt.Sprintf("$%.4f", *c)
+	return money.USD(*c)
 }
 
 // formatCostSource shows a node's cost with where it came from: "$0.0421" (the agent's own figure, or a row
-// without a source), "$1.2000 est." (tokens × price), "unknown" (never 0), or for a run's total that includes an
-// unknown cost, "at least $1.2000".
+// without a source), "$1.20 est." (tokens × price), "unknown" (never 0), or for a run's total that includes an
+// unknown cost, "at least $1.20".
 func formatCostSource(c *float64, source string) string {
 	switch {
 	case source == ledger.CostUnknown && c == nil:
@@ -119,7 +120,7 @@ func formatCostSource(c *float64, source string) string {
 }
 
 // formatCostTotal shows a total cost and says when it includes estimates or unknown costs, naming the nodes:
-// "$1.6200 (estimated for fix)", "at least $0.2500 (unknown for review; estimated for fix)".
+// "$1.62 (estimated for fix)", "at least $0.25 (unknown for review; estimated for fix)".
 func formatCostTotal(c *float64, source string, estimated, unknown []string) string {
 	var why []string
 	if len(unknown) > 0 {

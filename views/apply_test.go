@@ -96,7 +96,7 @@ func TestFormatters(t *testing.T) {
 	c := 1.23456
 	got := []string{formatCost(nil), formatCost(&c),
 		formatDuration(0), formatDuration(850 * time.Millisecond), formatDuration(12300 * time.Millisecond), formatDuration(245 * time.Second), formatDuration(62 * time.Minute)}
-	want := []string{"-", "$1.2346", "-", "850ms", "12.3s", "4m05s", "1h02m"}
+	want := []string{"-", "$1.235", "-", "850ms", "12.3s", "4m05s", "1h02m"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("formatters (-want +got):\n%s", diff)
 	}
@@ -111,7 +111,7 @@ func TestApplyDisplayBudgetStop(t *testing.T) {
 	d.ApplyDone(executor.ApplySummary{RunID: "r", Status: ledger.RunFailed, Started: applyT0, Ended: applyT0.Add(time.Minute), CostUSD: &total,
 		CostSource: ledger.CostUnknown, CostEstimated: []string{"a", "b"}, CostUnknown: []string{"c"},
 		BudgetStop: &ledger.BudgetStop{Scope: "apply", Cap: "max_usd", Limit: 2, Value: 2.1, Source: "estimated", Message: "apply-wide max_usd 2.00 reached at 2.10"}})
-	for _, want := range []string{"cost at least $2.1000 (unknown for c; estimated for a, b).",
+	for _, want := range []string{"cost at least $2.10 (unknown for c; estimated for a, b).",
 		"Budget exceeded: apply-wide max_usd 2.00 reached at 2.10: kewplan started nothing new, killed the nodes still running and skipped the rest."} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, buf.String())

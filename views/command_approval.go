@@ -7,6 +7,7 @@ import (
 
 	"github.com/kewplan/kewplan/approval"
 	"github.com/kewplan/kewplan/internal/jsonstream"
+	"github.com/kewplan/kewplan/internal/money"
 	"github.com/kewplan/kewplan/internal/termsafe"
 )
 
@@ -135,7 +136,7 @@ func WriteReceiptSummary(w io.Writer, r *approval.Receipt) {
 		}
 		cost := "cost unknown"
 		if n.CostUSD != nil {
-			cost = fmt.Sprintf("$%.4f", *n.CostUSD)
+			cost = money.USD(*n.CostUSD)
 		}
 		fmt.Fprintf(w, "  %s  %s  %s, %s, %d+%d tokens, %s, %d egress %s, image %s\n",
 			termsafe.String(n.Name), termsafe.String(n.Status), what, exit, n.InputTokens, n.OutputTokens, cost,

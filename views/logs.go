@@ -11,6 +11,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/internal/money"
 	"github.com/kewplan/kewplan/internal/termsafe"
 	"github.com/kewplan/kewplan/runners"
 	"github.com/kewplan/kewplan/transcript"
@@ -346,7 +347,7 @@ func logsCost(c *float64) string {
 	if c == nil {
 		return "cost not reported"
 	}
-	return "$" + strconv.FormatFloat(*c, 'f', -1, 64)
+	return money.USD(*c)
 }
 
 func logsPlural(n int64, one, many string) string {

@@ -6,6 +6,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/internal/money"
 	"github.com/kewplan/kewplan/internal/termsafe"
 )
 
@@ -36,8 +37,8 @@ func meterCost(c *float64, source string) string {
 	if c == nil || source == ledger.CostUnknown {
 		return "cost unknown"
 	}
-	s := fmt.Sprintf("$%.4f", *c)
-	if source != "" && source != ledger.CostReported {
+	s := money.USD(*c)
+	if source != "" && source != ledger.CostReported && source != ledger.CostProvider {
 		s += " " + source
 	}
 	return s

@@ -16,7 +16,7 @@ func TestMeterLines(t *testing.T) {
 		Proxy:   ledger.MeterSide{Tokens: 48000, CostUSD: &cost, CostSource: ledger.CostEstimated},
 		Finding: "the agent reported 1,200 tokens; the provider billed 48,000"}
 	want := []string{
-		`meters, attempt 1: agent 1,200 tokens, cost unknown · proxy 48,000 tokens in 3 model calls (1 refused at a cap), $1.2000 estimated, model claude-sonnet-4-5\x1b[2J`,
+		`meters, attempt 1: agent 1,200 tokens, cost unknown · proxy 48,000 tokens in 3 model calls (1 refused at a cap), $1.20 estimated, model claude-sonnet-4-5\x1b[2J`,
 		"finding: the agent reported 1,200 tokens; the provider billed 48,000",
 	}
 	if diff := cmp.Diff(want, meterLines(m)); diff != "" {

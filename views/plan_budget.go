@@ -5,16 +5,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kewplan/kewplan/internal/money"
 	"github.com/kewplan/kewplan/jsonplan"
 )
-
-// formatUSD renders a dollar figure with two decimals, or as many as a smaller figure needs.
-func formatUSD(v float64) string {
-	if v >= 0.01 || v == 0 {
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
-}
 
 // budgetCaps renders a node's caps with their origins: "max_usd 1.50 (node), max_turns 200 (sandbox), timeout
 // 45m (default)". A document written before budgets existed has none: "(not recorded)".
@@ -31,7 +24,7 @@ func budgetCaps(b *jsonplan.BudgetDocument) string {
 		parts = append(parts, s)
 	}
 	if b.MaxUSD != nil {
-		add("max_usd", formatUSD(*b.MaxUSD))
+		add("max_usd", money.Amount(*b.MaxUSD))
 	}
 	if b.MaxTokens != nil {
 		add("max_tokens", strconv.FormatInt(*b.MaxTokens, 10))
@@ -81,7 +74,7 @@ func budgetWorstCase(ab *jsonplan.ApplyBudgetDocument) string {
 	case ab == nil:
 		return "(not recorded)"
 	case ab.WorstCaseUSD != nil:
-		return formatUSD(*ab.WorstCaseUSD) + " USD (the sum of the node caps)"
+		return money.Amount(*ab.WorstCaseUSD) + " USD (the sum of the node caps)"
 	case len(ab.Unbounded) == 0:
 		return "(no nodes)"
 	}
@@ -97,9 +90,9 @@ func budgetApplyCap(ab *jsonplan.ApplyBudgetDocument) string {
 	case ab.MaxUSD == nil:
 		return "none (no top-level budget block)"
 	case ab.WorstCaseUSD != nil && *ab.WorstCaseUSD <= *ab.MaxUSD:
-		return "max_usd " + formatUSD(*ab.MaxUSD) + ", above the worst case"
+		return "max_usd " + money.Amount(*ab.MaxUSD) + ", above the worst case"
 	}
-	return "max_usd " + formatUSD(*ab.MaxUSD) + ": the apply stops starting and stops running nodes when the total crosses it"
+	return "max_usd " + money.Amount(*ab.MaxUSD) + ": the apply stops starting and stops running nodes when the total crosses it"
 }
 
 func pick(cond bool, a, b string) string {

@@ -339,8 +339,10 @@ func writeRunEgressHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.Node
 // runNodeCost is a node's cost in `runs show`, saying where it came from.
 func runNodeCost(c *float64, source string) string {
 	switch source {
-	case "reported":
+	case ledger.CostReported:
 		return formatCost(c) + " (reported by the agent)"
+	case ledger.CostProvider:
+		return formatCost(c) + " (reported by the provider, read by kewplan's proxy)"
 	case "estimated":
 		return formatCost(c) + " (estimated: tokens × price)"
 	case "unknown":

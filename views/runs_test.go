@@ -140,8 +140,8 @@ func TestRunsShowBudget(t *testing.T) {
 	golden.Check(t, filepath.Join("testdata", "runs_list_budget.golden"), list.Bytes())
 	golden.Check(t, filepath.Join("testdata", "runs_show_budget.golden"), show.Bytes())
 	golden.Check(t, filepath.Join("testdata", "runs_show_budget_json.golden"), showJSON.Bytes())
-	for _, want := range []string{"at least $1.2421 (unknown for mute; estimated for fix)", "budget         max_usd 1.00 reached at 1.20 (the node's own cap)",
-		"$1.2000 (estimated: tokens × price)", "unknown (no usage reported"} {
+	for _, want := range []string{"at least $1.242 (unknown for mute; estimated for fix)", "budget         max_usd 1.00 reached at 1.20 (the node's own cap)",
+		"$1.20 (estimated: tokens × price)", "unknown (no usage reported"} {
 		if !strings.Contains(show.String(), want) {
 			t.Errorf("runs show lacks %q:\n%s", want, show.String())
 		}

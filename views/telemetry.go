@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 
 	"github.com/dustin/go-humanize"
+	"github.com/kewplan/kewplan/internal/money"
 	"github.com/kewplan/kewplan/internal/termsafe"
 
 	"github.com/kewplan/kewplan/runners"
@@ -53,7 +53,7 @@ func writeTelemetry(w io.Writer, runner string, t runners.RunTotals) error {
 	}
 	cost := "unknown (the agent reported no cost)"
 	if t.CostUSD != nil {
-		cost = "$" + strconv.FormatFloat(*t.CostUSD, 'f', -1, 64)
+		cost = money.USD(*t.CostUSD)
 	}
 	rows := [][2]string{
 		{"Runner", termsafe.String(runner)},

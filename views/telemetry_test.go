@@ -33,7 +33,7 @@ Input        1,234,567 tokens
 Output       1 token
 Cache read   4,000 tokens
 Cache write  0 tokens
-Cost         $0.5
+Cost         $0.50
 Lines        1 event, 2 unparsed, 3 oversized
 `,
 		},

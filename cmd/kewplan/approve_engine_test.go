@@ -79,7 +79,7 @@ node "%[1]sreview" {
 	receipt := receipts[0]
 	out = mustKewplan(t, "verify", receipt, "--allowed-signers", filepath.Join(keys, "ci_signers"), "--plan", plan)
 	if !strings.Contains(out, "signed by ci@example.com") || !strings.Contains(out, "Approved by: alice@example.com") ||
-		!strings.Contains(out, prefix+"review  approved  verdict approve, exit 0, 5+6 tokens, $0.2500, 0 egress denials, image sha256:") {
+		!strings.Contains(out, prefix+"review  approved  verdict approve, exit 0, 5+6 tokens, $0.25, 0 egress denials, image sha256:") {
 		t.Errorf("verify:\n%s", out)
 	}
 	var r approval.Receipt

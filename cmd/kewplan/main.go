@@ -14,8 +14,11 @@ import (
 	"github.com/kewplan/kewplan/views"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "0.1.0-dev"
+// version is set at build time with -ldflags "-X main.version=…"; unstamped (go install, go build), init reads
+// it from the module's build information (versionFrom).
+var version string
+
+func init() { version = versionFrom(version, buildInfo) }
 
 // CLI is the kong grammar. Each command's struct and Run method live in the file named after it.
 type CLI struct {

@@ -40,12 +40,17 @@ type ProtectedBranchError struct {
 	Branch string
 	// Why says what protects it: "the remote's default branch" or the pattern it matches.
 	Why string
+	// Advice replaces the sentence saying what to do instead ("" gives the one for a worker's push).
+	Advice string
 }
 
 func (e *ProtectedBranchError) Error() string {
-	return fmt.Sprintf("%s: the branch %q is protected (%s), so nothing was pushed; a worker pushes to a branch of its own "+
-		"and reaches it through a pull request (set allow_protected_push = true on the node to push there knowingly)",
-		planner.RulePushProtectedBranch, e.Branch, e.Why)
+	advice := e.Advice
+	if advice == "" {
+		advice = "a worker pushes to a branch of its own and reaches it through a pull request (set allow_protected_push = true on the node to push there knowingly)"
+	}
+	return fmt.Sprintf("%s: the branch %q is protected (%s), so nothing was pushed; %s",
+		planner.RulePushProtectedBranch, e.Branch, e.Why, advice)
 }
 
 // protectedBranchWhy returns why branch is protected by patterns (nil: the built-in ones), or "".

@@ -93,6 +93,10 @@ type PublishRequest struct {
 	Environ    []string
 	// PullRequest, when not nil, asks for a pull request after the push.
 	PullRequest *PullRequest
+	// ProtectedBranches and AllowProtectedPush are the node's, as recorded with its kept work: Push judges Branch
+	// by them exactly as it judged the node's own push (the remote's default branch is protected too).
+	ProtectedBranches  []string
+	AllowProtectedPush bool
 }
 
 // PublishSalvage publishes a salvage bundle through Push: the bundle is unpacked into a host-owned directory shaped

@@ -240,5 +240,6 @@ func brokerPublishSalvage(ctx context.Context, req PublishRequest) (*PushResult,
 		return nil, fmt.Errorf("host broker: %w", err)
 	}
 	return Push(ctx, Request{Checkout: co, Repo: req.Repo, BaseCommit: req.BaseCommit, Branch: req.Branch,
-		StateDir: req.StateDir, Environ: req.Environ, PullRequest: req.PullRequest})
+		StateDir: req.StateDir, Environ: req.Environ, PullRequest: req.PullRequest,
+		ProtectedBranches: req.ProtectedBranches, AllowProtectedPush: req.AllowProtectedPush})
 }

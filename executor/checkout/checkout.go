@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,20 +23,102 @@ import (
 
 // Host-side git runs here only on checkouts kewplan just cloned, before any container has touched them, and never
 // with the repository's hooks: the agent's work is read back by the host broker (executor/broker: broker_unix.go
-// and gitsafe_*_unix.go), never by these helpers.
+// and gitsafe_*_unix.go), never by these helpers. What is cloned may still be an agent's work (a reviewer's ref is
+// a worker's commit), so none of the host user's git setup applies to it either: no system or global
+// configuration, no host attributes, so no filter, hook or fsmonitor of theirs runs on content an agent chose.
+// Only the host's transport settings (credential helpers, URL rewriting, HTTP and SSH) reach a command that talks
+// to a remote, as they reach the broker's push.
 
-// gitCommand runs the system git with hooks disabled, no terminal prompts and no user-supplied transports.
-func gitCommand(ctx context.Context, dir string, args ...string) *exec.Cmd {
-	full := append([]string{"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "protocol.ext.allow=never"}, args...)
-	cmd := exec.CommandContext(ctx, "git", full...)
+// sealedGitConfig is passed as -c to every host git command here.
+var sealedGitConfig = []string{"core.hooksPath=/dev/null", "core.fsmonitor=false", "core.attributesFile=/dev/null",
+	"protocol.ext.allow=never", "gc.auto=0", "maintenance.auto=false"}
+
+// transportEnvVars are the host's GIT_ variables kept: how git reaches and authenticates to a remote.
+var transportEnvVars = regexp.MustCompile(`^GIT_(SSH|SSH_COMMAND|SSH_VARIANT|ASKPASS|PROXY_COMMAND|SSL_[A-Z_]+|HTTP_[A-Z_]+|PROXY_SSL_[A-Z_]+)$`)
+
+// transportKeys are the host configuration keys (as `git config --list` prints them) a remote command keeps.
+var transportKeys = regexp.MustCompile(`^(credential\..+|http\..+|url\..+\.(insteadof|pushinsteadof)|core\.(sshcommand|askpass|gitproxy)|ssh\.variant)$`)
+
+// sealedGitEnv is the host environment without git's own variables (but the transport ones), with system and
+// global configuration and system attributes off, and transport as GIT_CONFIG_COUNT entries.
+func sealedGitEnv(transport [][2]string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "GIT_") && !transportEnvVars.MatchString(name) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	env = append(env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_ATTR_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
+		fmt.Sprintf("GIT_CONFIG_COUNT=%d", len(transport)))
+	for i, kv := range transport {
+		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, kv[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, kv[1]))
+	}
+	return env
+}
+
+// hostTransport reads the host's system, global and command-line configuration, outside any repository, and
+// keeps its transport keys in order. It reads configuration files only, never an object.
+func hostTransport(ctx context.Context) ([][2]string, error) {
+	cmd := exec.CommandContext(ctx, "git", "config", "--list", "--null", "--show-scope")
+	cmd.Dir = "/"
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); name != "GIT_DIR" && name != "GIT_WORK_TREE" && name != "GIT_COMMON_DIR" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 1 && len(out) == 0 {
+			return nil, nil // no configuration at all
+		}
+		return nil, fmt.Errorf("read the host's git transport configuration: %w", err)
+	}
+	var kept [][2]string
+	fields := strings.Split(string(out), "\x00")
+	for i := 0; i+1 < len(fields); i += 2 {
+		scope, entry := fields[i], fields[i+1]
+		if scope != "system" && scope != "global" && scope != "command" {
+			continue
+		}
+		key, value, ok := strings.Cut(entry, "\n")
+		if !ok {
+			value = "true"
+		}
+		if transportKeys.MatchString(key) {
+			kept = append(kept, [2]string{key, value})
+		}
+	}
+	return kept, nil
+}
+
+// gitCommand runs the system git sealed from the host's configuration (transport aside), with hooks disabled, no
+// terminal prompts and no user-supplied transports.
+func gitCommand(ctx context.Context, dir string, transport [][2]string, args ...string) *exec.Cmd {
+	full := make([]string, 0, 2*len(sealedGitConfig)+len(args))
+	for _, c := range sealedGitConfig {
+		full = append(full, "-c", c)
+	}
+	cmd := exec.CommandContext(ctx, "git", append(full, args...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	cmd.Env = sealedGitEnv(transport)
 	return cmd
 }
 
+// RunGit runs a sealed host git command in dir and returns its trimmed output. A command that talks to a remote
+// (clone, fetch from a URL, ls-remote) is given the host's transport settings.
 func RunGit(ctx context.Context, dir string, args ...string) (string, error) {
+	var transport [][2]string
+	if len(args) > 0 && (args[0] == "clone" || args[0] == "ls-remote") {
+		var err error
+		if transport, err = hostTransport(ctx); err != nil {
+			return "", err
+		}
+	}
 	var stdout, stderr bytes.Buffer
-	cmd := gitCommand(ctx, dir, args...)
+	cmd := gitCommand(ctx, dir, transport, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())

@@ -3,6 +3,7 @@ package checkout
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -226,5 +227,39 @@ func noErr(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// hostileGitConfig makes the host's global git configuration (GIT_CONFIG_GLOBAL) define a filter driver whose
+// commands write a marker file, with host attributes that select it for every path, and returns the marker.
+func hostileGitConfig(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "filter-ran")
+	attrs := filepath.Join(dir, "attributes")
+	if err := os.WriteFile(attrs, []byte("* filter=marker\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	global := filepath.Join(dir, "gitconfig")
+	conf := fmt.Sprintf("[core]\n\tattributesFile = %s\n[filter \"marker\"]\n\tsmudge = \"echo smudge >> %s; cat\"\n\tclean = \"echo clean >> %s; cat\"\n\trequired = true\n",
+		attrs, marker, marker)
+	if err := os.WriteFile(global, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GIT_CONFIG_GLOBAL", global)
+	return marker
+}
+
+// TestCloneIgnoresHostGitConfig: a filter driver the host's global configuration defines (and its attributes
+// select) never runs when kewplan clones and checks out a commit, which may be an agent's.
+func TestCloneIgnoresHostGitConfig(t *testing.T) {
+	repo := testkit.GitRepo(t)
+	marker := hostileGitConfig(t)
+	dir := filepath.Join(t.TempDir(), "checkout")
+	if _, err := Clone(context.Background(), repo, "main", dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(marker); err == nil {
+		t.Errorf("the host's filter driver ran during the clone: %q", b)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/kewplan/kewplan/executor/adapter"
 	"github.com/kewplan/kewplan/executor/broker"
 	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/internal/money"
 )
 
 // salvageTimeout bounds keeping a stopped worker's work: it runs after a cancellation too, so it cannot take the
@@ -44,7 +45,8 @@ func (d *dockerEngine) keepWork(ctx context.Context, at *adapter.Attempt, repo, 
 	}
 	at.Result.Salvage = &ledger.Salvage{Dir: d.run.Dir.Salvage(d.run.ID, np.Name, np.Slug), Why: why, Repo: repo,
 		BaseCommit: base, Head: res.Head, Worktree: res.Worktree, Commits: res.Commits, FilesChanged: res.FilesChanged,
-		Bytes: res.Bytes, Skipped: skippedList(res), CommitsLost: res.CommitsLost}
+		Bytes: res.Bytes, Skipped: skippedList(res), CommitsLost: res.CommitsLost,
+		ProtectedBranches: np.ProtectedBranches, AllowProtectedPush: np.AllowProtectedPush, ProtectionsRecorded: true}
 	at.Warn(fmt.Sprintf("kept %s because %s; nothing was pushed: publish it with `kewplan salvage %s %s`",
 		at.Result.Salvage.Summary(), why, d.run.ID, np.Name))
 }
@@ -77,7 +79,7 @@ func salvageWhy(res *ledger.NodeResult, timeout time.Duration, f *adapter.Failur
 			scope = "the apply-wide budget"
 		}
 		if b.Cap == "max_usd" {
-			return fmt.Sprintf("%s of $%.2f was reached", scope, b.Limit)
+			return fmt.Sprintf("%s of %s was reached", scope, money.USD(b.Limit))
 		}
 		return fmt.Sprintf("%s's %s of %g was reached", scope, b.Cap, b.Limit)
 	case ledger.StatusTimedOut:

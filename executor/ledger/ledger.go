@@ -139,6 +139,8 @@ var migrations = []string{
 	// broker_requests.unsettled: a model call that ended without the provider's final usage, summed at its
 	// reservation.
 	unsettledMigration,
+	// node_salvage.protected_branches, allow_protected_push: the protections kept work is published under.
+	salvageProtectionMigration,
 }
 
 // Open opens (creating and migrating as needed) the ledger at path.

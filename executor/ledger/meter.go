@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/kewplan/kewplan/internal/money"
 )
 
 const meterMigration = `ALTER TABLE broker_requests ADD COLUMN model_call INTEGER NOT NULL DEFAULT 0;
@@ -31,7 +33,8 @@ type MeterSide struct {
 	CacheWriteTokens int64    `json:"cache_write_tokens"`
 	Tokens           int64    `json:"tokens"`
 	CostUSD          *float64 `json:"cost_usd"`
-	// CostSource is reported, estimated or unknown for the proxy's side; "" for the agent's (node_runs says).
+	// CostSource is provider (the provider's own figure), estimated or unknown for the proxy's side; "" for the
+	// agent's (node_runs says).
 	CostSource string `json:"cost_source,omitempty"`
 }
 
@@ -93,7 +96,7 @@ func (l *Ledger) Meters(runID string) ([]NodeMeters, error) {
 		case estimated > 0:
 			m.Proxy.CostSource = CostEstimated
 		default:
-			m.Proxy.CostSource = CostReported
+			m.Proxy.CostSource = CostProvider
 		}
 		if proxyCost.Valid {
 			c := proxyCost.Float64
@@ -127,7 +130,12 @@ func MeterFinding(agent, proxy MeterSide) string {
 		return fmt.Sprintf("the agent reported %s tokens; the provider billed %s", humanize.Comma(agent.Tokens), humanize.Comma(proxy.Tokens))
 	}
 	if agent.CostUSD != nil && proxy.CostUSD != nil && proxy.CostSource != CostUnknown && differ(*agent.CostUSD, *proxy.CostUSD, 0.01) {
-		return fmt.Sprintf("the agent's cost is $%.4f; the provider's usage costs $%.4f (%s)", *agent.CostUSD, *proxy.CostUSD, proxy.CostSource)
+		a, p := money.Distinct(*agent.CostUSD, *proxy.CostUSD)
+		how := "the provider's own figure"
+		if proxy.CostSource == CostEstimated {
+			how = "estimated: tokens × price"
+		}
+		return fmt.Sprintf("the agent's cost is $%s; the provider's usage costs $%s (%s)", a, p, how)
 	}
 	return ""
 }

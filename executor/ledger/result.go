@@ -30,6 +30,7 @@ const (
 // Cost sources: where a node's recorded cost came from (the budget package's vocabulary).
 const (
 	CostReported  = "reported"  // the agent's own figure
+	CostProvider  = "provider"  // the provider's own figure (OpenRouter's usage.cost), read by kewplan's proxy
 	CostEstimated = "estimated" // tokens × the model's price
 	CostUnknown   = "unknown"   // no usage seen, or no price and no reported cost: never taken as zero
 )

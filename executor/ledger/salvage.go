@@ -36,6 +36,12 @@ const salvageMigration = `CREATE TABLE node_salvage (
 		bytes     INTEGER NOT NULL DEFAULT 0
 	);`
 
+// salvageProtectionMigration records with kept work the protections its push had (the node's protected branch
+// patterns as a JSON list, ” in a row written before they were recorded, and its allow_protected_push), so that
+// `kewplan salvage` publishes under the same ones.
+const salvageProtectionMigration = `ALTER TABLE node_salvage ADD COLUMN protected_branches TEXT NOT NULL DEFAULT '';
+	ALTER TABLE node_salvage ADD COLUMN allow_protected_push INTEGER NOT NULL DEFAULT 0;`
+
 // Salvage is what kewplan kept of a worker whose attempt ended without its push: its verified commits in a
 // bundle and its uncommitted changes as a host-built commit and a patch, in Dir under the state directory.
 type Salvage struct {
@@ -60,6 +66,12 @@ type Salvage struct {
 	PublishedPullRequest string `json:"published_pull_request,omitempty"`
 	// Pruned says `runs prune` removed it from disk.
 	Pruned bool `json:"pruned,omitempty"`
+	// ProtectedBranches and AllowProtectedPush are the protections the node's own push had
+	// (planner.NodePlan's): `kewplan salvage` publishes under them. ProtectionsRecorded is false for work kept
+	// before the ledger recorded them.
+	ProtectedBranches   []string `json:"protected_branches,omitempty"`
+	AllowProtectedPush  bool     `json:"allow_protected_push,omitempty"`
+	ProtectionsRecorded bool     `json:"-"`
 }
 
 // recordSalvage writes a node's salvage row, in the transaction that (re)wrote the node's row; a result without
@@ -73,18 +85,29 @@ func recordSalvage(tx *sql.Tx, r *NodeResult) error {
 	if err != nil {
 		return err
 	}
+	protected := "" // not recorded: `kewplan salvage` then publishes only to the work's own branch
+	if s.ProtectionsRecorded {
+		b, err := json.Marshal(nonNilStrings(s.ProtectedBranches))
+		if err != nil {
+			return err
+		}
+		protected = string(b)
+	}
 	_, err = tx.Exec(`INSERT OR REPLACE INTO node_salvage (run_id, node, dir, why, repo, base_commit, head_commit,
-			worktree_commit, commits, files_changed, bytes, skipped, commits_lost, published_branch, published_pr, pruned)
-			VALUES (?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?)`,
+			worktree_commit, commits, files_changed, bytes, skipped, commits_lost, published_branch, published_pr, pruned,
+			protected_branches, allow_protected_push)
+			VALUES (?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?, ?,?)`,
 		r.RunID, r.Node, s.Dir, s.Why, s.Repo, s.BaseCommit, s.Head,
-		s.Worktree, s.Commits, s.FilesChanged, s.Bytes, string(skipped), s.CommitsLost, s.PublishedBranch, s.PublishedPullRequest, s.Pruned)
+		s.Worktree, s.Commits, s.FilesChanged, s.Bytes, string(skipped), s.CommitsLost, s.PublishedBranch, s.PublishedPullRequest, s.Pruned,
+		protected, s.AllowProtectedPush)
 	return err
 }
 
 // fillSalvage reads the run's salvage rows into its node records.
 func (l *Ledger) fillSalvage(runID string, nodes []NodeRecord) error {
 	rows, err := l.db.Query(`SELECT node, dir, why, repo, base_commit, head_commit, worktree_commit, commits,
-			files_changed, bytes, skipped, commits_lost, published_branch, published_pr, pruned
+			files_changed, bytes, skipped, commits_lost, published_branch, published_pr, pruned, protected_branches,
+			allow_protected_push
 		FROM node_salvage WHERE run_id = ?`, runID)
 	if err != nil {
 		return fmt.Errorf("ledger %s: salvage of run %s: %w", l.path, runID, err)
@@ -93,13 +116,20 @@ func (l *Ledger) fillSalvage(runID string, nodes []NodeRecord) error {
 	byNode := map[string]*Salvage{}
 	for rows.Next() {
 		var s Salvage
-		var node, skipped string
+		var node, skipped, protected string
 		if err := rows.Scan(&node, &s.Dir, &s.Why, &s.Repo, &s.BaseCommit, &s.Head, &s.Worktree, &s.Commits,
-			&s.FilesChanged, &s.Bytes, &skipped, &s.CommitsLost, &s.PublishedBranch, &s.PublishedPullRequest, &s.Pruned); err != nil {
+			&s.FilesChanged, &s.Bytes, &skipped, &s.CommitsLost, &s.PublishedBranch, &s.PublishedPullRequest, &s.Pruned,
+			&protected, &s.AllowProtectedPush); err != nil {
 			return fmt.Errorf("ledger %s: salvage of run %s: %w", l.path, runID, err)
 		}
 		if err := strictjson.Decode([]byte(skipped), &s.Skipped); err != nil {
 			return fmt.Errorf("ledger %s: salvage of node %s: %w", l.path, node, err)
+		}
+		if protected != "" {
+			if err := json.Unmarshal([]byte(protected), &s.ProtectedBranches); err != nil {
+				return fmt.Errorf("ledger %s: salvage of node %s: protected branches: %w", l.path, node, err)
+			}
+			s.ProtectionsRecorded = true
 		}
 		byNode[node] = &s
 	}

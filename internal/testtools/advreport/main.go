@@ -126,7 +126,7 @@ var catalogue = []item{
 	{ID: "F2", Attack: "garbage lines: invalid JSON, NUL, invalid UTF-8, truncated", Expected: "counted and skipped; no panic",
 		Tests: []string{"executor.TestApplyHugeAndGarbageOutput", "runners.FuzzFeed"}},
 	{ID: "F3", Attack: "terminal escapes in agent text", Expected: "sanitised before display",
-		Tests: []string{"views.TestSanitize"}},
+		Tests: []string{"views.TestHostileStringsEscapedInViews"}},
 	{ID: "F4", Attack: "flood on stdout and stderr at once", Expected: "drained concurrently; byte cap enforced; fail closed"},
 	{ID: "F5", Attack: "a forged verdict or host command on stdout", Expected: "ignored; the verdict comes only from the sidecar",
 		Tests: []string{"executor.TestReviewWorkerCannotPlantVerdict"}},
@@ -213,6 +213,14 @@ var catalogue = []item{
 		Tests: []string{"egress.TestBrokerOversizedHeadersInTheAPIShape", "egress.TestNoGoDefaultBodyOnAFailedExchange"}},
 	{ID: "M6", Attack: "node B's container using node A's placeholder, under A's node name, with its own or no proxy identity", Expected: "refused 403: the base URL's identity (HMAC of the node's proxy secret) must be the placeholder's node's",
 		Tests: []string{"egress.TestBrokerBindsThePlaceholderToTheNodesIdentity"}},
+
+	// N: publishing kept work, the host's git, and figures.
+	{ID: "N1", Attack: "kept work published with `kewplan salvage --branch` onto a protected branch (the sandbox's protected_branches, the branch the node was cloned from, main)", Expected: "refused with push-protected-branch under the protections recorded with the kept work; the branch does not move; allow_protected_push as recorded",
+		Tests: []string{"executor.TestSalvageHonoursPushProtections", "executor.TestSalvageBudgetKilledWorker"}},
+	{ID: "N2", Attack: "the host's global git configuration defines a filter driver (and attributes that select it) that would run on the agent's commits when kewplan checks them out", Expected: "every host git command on agent-made objects runs without system or global configuration or host attributes; the filter never runs",
+		Tests: []string{"executor.TestHostGitConfigNeverRunsOnAgentCommits", "checkout.TestCloneIgnoresHostGitConfig"}},
+	{ID: "N3", Attack: "a cap or a cost too small for two decimals (max_usd = 0.00005), or a float sum with binary noise", Expected: "one formatter for every dollar figure: never read as zero, never a raw float, a cap and a reading over it never read equal",
+		Tests: []string{"money.TestAmount", "money.TestDistinct", "egress.TestBudgetSentenceSmallCap", "views.TestLogsCostFormatted"}},
 }
 
 // ownTests selects the suite's own tests in every package.
