@@ -53,6 +53,10 @@ type resolvedRunner struct {
 	origins  []string
 	builtin  runners.Runner // nil for a custom runner
 	decl     *config.Runner // nil for a built-in without a block
+	// hosts are its endpoints (endpoints()), parsed once for every node on it.
+	hosts []config.HostPattern
+	// brokering is whether its nodes can have brokered credentials (planCredentials).
+	brokering brokering
 }
 
 // args is the container command for a routed model, with diagnostics from evaluating a runner block's args.
@@ -250,6 +254,8 @@ func (b *builder) resolveRunner(name string) *resolvedRunner {
 	}
 	if r != nil {
 		r.creds, r.origins = validCredentials(r.creds, r.origins)
+		r.hosts = r.parseEndpoints()
+		r.brokering = b.newBrokering(r)
 	}
 	b.runners[name] = r
 	return r

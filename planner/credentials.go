@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -39,17 +40,18 @@ func init() {
 }
 
 // planCredentials decides the node's credentials mode and, brokered, the base-URL variable and the hosts for
-// which the proxy adds the credentials.
+// which the proxy adds the credentials. Whether a runner's nodes can be brokered is the runner's (brokering,
+// decided once per runner); a node only chooses whether to ask for it.
 func (b *builder) planCredentials(e *nodeEval, n *config.Node, nv *config.NodeValues, r *resolvedRunner) {
 	np := e.np
 	sb := b.cfg.Sandbox
-	want, explicit, subject := sb.Credentials, sb.CredentialsExplicit, rangePtr(sb.CredentialsRange)
+	want, explicit, subject := sb.Credentials, sb.CredentialsExplicit, sb.CredentialsRange
 	if want == "" {
 		want = config.CredentialsBrokered
 	}
 	switch e.attrState("credentials", n.Credentials) {
 	case evalKnown:
-		want, explicit, subject = nv.Credentials, true, rangePtr(n.Credentials.Range())
+		want, explicit, subject = nv.Credentials, true, n.Credentials.Range()
 	case evalUnknown:
 		e.diags = append(e.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Credentials mode not known at plan time",
 			Subject: rangePtr(n.Credentials.Range()),
@@ -58,35 +60,30 @@ func (b *builder) planCredentials(e *nodeEval, n *config.Node, nv *config.NodeVa
 	case evalInvalid:
 		return
 	}
-	if subject == nil || subject.Filename == "" {
-		subject = rangePtr(np.DeclRange)
+	if subject.Filename == "" {
+		subject = np.DeclRange
 	}
 	np.CredentialMode = config.CredentialsForward
 	if want == config.CredentialsForward || r == nil || len(np.Credentials) == 0 {
 		return
 	}
-	why := b.unbrokerable(np, r)
-	if why == "" {
+	bk := r.brokering
+	if bk.why == "" {
 		np.CredentialMode = config.CredentialsBrokered
-		np.BaseURLVar = b.baseURLVar(r)
-		for _, h := range r.endpoints() {
-			np.BrokeredEndpoints = append(np.BrokeredEndpoints, h.String())
-		}
+		np.BaseURLVar = bk.baseURL
+		np.BrokeredEndpoints = bk.endpoints
 		return
 	}
 	if explicit {
-		e.diags = append(e.diags, NewDiagnostic(RuleCredentialsNotBrokered, subject,
-			fmt.Sprintf("%s cannot have brokered credentials: %s", capitalise(describeNode(np.Name)), why)))
+		e.diags = append(e.diags, NewDiagnostic(RuleCredentialsNotBrokered, rangePtr(subject),
+			fmt.Sprintf("%s cannot have brokered credentials: %s", capitalise(describeNode(np.Name)), bk.why)))
 		e.refused = true
 		return
 	}
 	// One warning per cause: the open network (at the sandbox's network), else per runner (at the first node).
-	key, subjectW, who := r.name, rangePtr(n.DeclRange), fmt.Sprintf("The nodes on runner %q hold %s in their containers", r.name, strings.Join(np.Credentials, ", "))
+	key := r.name
 	if sb.Network == config.NetworkOpen {
-		key, who = "\x00open", "Every node holds its credentials in its container"
-		if sb.NetworkRange.Filename != "" {
-			subjectW = rangePtr(sb.NetworkRange)
-		}
+		key = "\x00open"
 	}
 	b.mu.Lock()
 	if b.forwardWarned == nil {
@@ -95,9 +92,40 @@ func (b *builder) planCredentials(e *nodeEval, n *config.Node, nv *config.NodeVa
 	first := !b.forwardWarned[key]
 	b.forwardWarned[key] = true
 	b.mu.Unlock()
-	if first {
-		e.diags = append(e.diags, NewDiagnostic(RuleCredentialsForwarded, subjectW, who+": "+why))
+	if !first {
+		return
 	}
+	subjectW, who := rangePtr(n.DeclRange), fmt.Sprintf("The nodes on runner %q hold %s in their containers", r.name, strings.Join(np.Credentials, ", "))
+	if sb.Network == config.NetworkOpen {
+		who = "Every node holds its credentials in its container"
+		if sb.NetworkRange.Filename != "" {
+			subjectW = rangePtr(sb.NetworkRange)
+		}
+	}
+	e.diags = append(e.diags, NewDiagnostic(RuleCredentialsForwarded, subjectW, who+": "+bk.why))
+}
+
+// brokering is whether a runner's nodes can have brokered credentials, decided once per runner: it depends on
+// the sandbox and the runner only.
+type brokering struct {
+	why       string   // why they cannot, "" when they can
+	baseURL   string   // the base-URL variable, when they can
+	endpoints []string // the hosts the proxy adds the credentials for, when they can; shared by the nodes
+}
+
+// newBrokering decides r's brokering.
+func (b *builder) newBrokering(r *resolvedRunner) brokering {
+	why := b.unbrokerable(r)
+	if why != "" {
+		return brokering{why: why}
+	}
+	bk := brokering{baseURL: b.baseURLVar(r)}
+	for _, h := range r.endpoints() {
+		bk.endpoints = append(bk.endpoints, h.String())
+	}
+	// Every brokered node of the runner holds this slice: an append to one node's must copy it.
+	bk.endpoints = slices.Clip(bk.endpoints)
+	return bk
 }
 
 // baseURLVar is the variable the runner's agent reads its API base URL from: the runner block's base_url, else
@@ -110,8 +138,8 @@ func (b *builder) baseURLVar(r *resolvedRunner) string {
 	return v
 }
 
-// unbrokerable says why the node's credentials cannot be brokered, "" when they can.
-func (b *builder) unbrokerable(np *NodePlan, r *resolvedRunner) string {
+// unbrokerable says why the credentials of r's nodes cannot be brokered, "" when they can.
+func (b *builder) unbrokerable(r *resolvedRunner) string {
 	sb := b.cfg.Sandbox
 	switch {
 	case sb.Network == config.NetworkOpen:
@@ -120,7 +148,7 @@ func (b *builder) unbrokerable(np *NodePlan, r *resolvedRunner) string {
 		return fmt.Sprintf("its egress goes through the operator's proxy %s, which cannot add kewplan's credentials; remove sandbox.egress.proxy to use kewplan's own.", sb.Egress.Proxy)
 	case b.baseURLVar(r) == "":
 		return fmt.Sprintf("its runner %q reads its API base URL from no environment variable kewplan knows, so its agent cannot be pointed at the proxy; declare base_url = \"<VARIABLE>\" in runner %q if the agent has one.", r.name, r.name)
-	case contains(np.Credentials, b.baseURLVar(r)):
+	case contains(r.creds, b.baseURLVar(r)):
 		return fmt.Sprintf("its runner %q lists its base-URL variable %s among its credentials, so the container would get the proxy's address in place of a credential; remove it from the runner's credentials.", r.name, b.baseURLVar(r))
 	case len(r.endpoints()) == 0:
 		return fmt.Sprintf("its runner %q declares no endpoint, so there is no host the proxy could add the credential for; list the model API's host in the runner's endpoints.", r.name)
