@@ -115,18 +115,19 @@ func (s *nestingScanner) newline(at int) {
 
 func (s *nestingScanner) scan() *hcl.Diagnostic {
 	for s.i < len(s.src) {
-		t := s.top()
-		var ok bool
-		if t != nil && (t.kind == nestQuoted || t.kind == nestHeredoc || t.kind == nestTemplate) {
-			ok = s.stepTemplate(t)
-		} else {
-			ok = s.stepExpression()
-		}
-		if !ok {
+		if !s.step() {
 			return s.diagnostic()
 		}
 	}
 	return nil
+}
+
+// step consumes the next piece of src; false when the limit was crossed at s.i.
+func (s *nestingScanner) step() bool {
+	if t := s.top(); t != nil && (t.kind == nestQuoted || t.kind == nestHeredoc || t.kind == nestTemplate) {
+		return s.stepTemplate(t)
+	}
+	return s.stepExpression()
 }
 
 // stepExpression consumes one token-ish piece of expression or body text; false when the limit was crossed at
@@ -338,4 +339,47 @@ func isIdentStart(c byte) bool {
 
 func isIdentByte(c byte) bool {
 	return c == '_' || c == '-' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') || c >= 0x80
+}
+
+// TopLevelItem returns the bytes [start, end) of the top-level item of src (a block or an attribute, from its
+// first name to the newline that ends it) that holds byte offset, as the nesting scanner reads the file: ok is
+// false when offset lies outside every item, when src nests too deeply, or when an item does not begin a line. It
+// lets a caller parse one block instead of a whole file (jsonplan's "in node …" context of a snippet); a caller
+// that needs the parser's own answer checks what it parses and falls back to the whole file.
+func TopLevelItem(src []byte, offset int) (start, end int, ok bool) {
+	if offset < 0 || offset > len(src) {
+		return 0, 0, false
+	}
+	s := newNestingScanner("", src, false)
+	start, fresh := -1, true // fresh: nothing but blanks since the last newline at the top level
+	for s.i < len(src) {
+		if len(s.stack) == 0 {
+			switch c := src[s.i]; {
+			case c == '\n':
+				if start >= 0 && offset < s.i {
+					end := s.i
+					if src[end-1] == '\r' {
+						end-- // the item ends before the CR of a CRLF
+					}
+					return start, end, true
+				}
+				start, fresh = -1, true
+			case c == ' ' || c == '\t':
+			case fresh && isIdentStart(c):
+				if s.i > offset {
+					return 0, 0, false
+				}
+				start, fresh = s.i, false
+			default:
+				fresh = false
+			}
+		}
+		if !s.step() {
+			return 0, 0, false
+		}
+	}
+	if start >= 0 && offset >= start {
+		return start, len(src), true
+	}
+	return 0, 0, false
 }

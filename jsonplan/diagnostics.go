@@ -112,6 +112,9 @@ func newSourceFiles(files ...map[string][]byte) *sourceFiles {
 func (sf *sourceFiles) context(filename string, offset int) string {
 	f, ok := sf.parsed[filename]
 	if !ok {
+		if c, ok := blockContext(filename, sf.src[filename], offset); ok {
+			return c
+		}
 		// The source is parsed again for the context line; too deep a nesting would exhaust the parser's stack.
 		if src, ok := sf.src[filename]; ok && utf8.Valid(src) && config.CheckNesting(filename, src) == nil {
 			f, _ = hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
@@ -122,6 +125,29 @@ func (sf *sourceFiles) context(filename string, offset int) string {
 		return ""
 	}
 	return hcled.ContextString(f, offset)
+}
+
+// blockContext is hcled.ContextString of the whole file's parse, from a parse of the one top-level block that
+// holds offset (config.TopLevelItem finds it): a diagnostic in a 10,000-node file costs one block's parse, not
+// the file's, which would cost as much again as loading it. ok is false when that block is not one clean block
+// holding offset, and the caller then parses the file whole.
+func blockContext(filename string, src []byte, offset int) (string, bool) {
+	if !utf8.Valid(src) {
+		return "", false
+	}
+	start, end, ok := config.TopLevelItem(src, offset)
+	if !ok {
+		return "", false
+	}
+	f, diags := hclsyntax.ParseConfig(src[start:end], filename, hcl.InitialPos)
+	if f == nil || len(diags) > 0 {
+		return "", false
+	}
+	body, ok := f.Body.(*hclsyntax.Body)
+	if !ok || len(body.Attributes) > 0 || len(body.Blocks) != 1 || !body.Blocks[0].Range().ContainsOffset(offset-start) {
+		return "", false
+	}
+	return hcled.ContextString(f, offset-start), true
 }
 
 // NewDiagnostic converts one diagnostic; files (name -> source) gives the snippet.

@@ -40,8 +40,9 @@ type builder struct {
 	badRunners map[string]bool
 	// sandboxRetry is the retry policy of every node without a retry block of its own: one policy, shared.
 	sandboxRetry RetryPolicy
-	// forwardWarned are the runners whose nodes fell back to forwarded credentials, warned about once (under mu).
-	forwardWarned map[string]bool
+	// forwardWarned are the causes (a runner, or the open network) of nodes falling back to forwarded credentials,
+	// each with its one warning (under mu; warnForwarded).
+	forwardWarned map[string]forwardWarning
 	// fetchReported are the provider_fetch entries already reported (under mu): one diagnostic per entry, not
 	// one per instance of its node.
 	fetchReported map[string]bool
@@ -56,6 +57,10 @@ type resolvedRunner struct {
 	origins  []string
 	builtin  runners.Runner // nil for a custom runner
 	decl     *config.Runner // nil for a built-in without a block
+	// hosts are its endpoints (endpoints()), parsed once for every node on it.
+	hosts []config.HostPattern
+	// brokering is whether its nodes can have brokered credentials (planCredentials).
+	brokering brokering
 }
 
 // args is the container command for a routed model, with diagnostics from evaluating a runner block's args.
@@ -139,6 +144,7 @@ func (b *builder) build(p *Plan) {
 		}
 		p.Nodes[k], nodeDiags[k] = np, nDiags
 	})
+	b.forwardWarnings(p.Nodes, nodeDiags)
 	for _, d := range nodeDiags {
 		diags = append(diags, d...)
 	}
@@ -253,6 +259,8 @@ func (b *builder) resolveRunner(name string) *resolvedRunner {
 	}
 	if r != nil {
 		r.creds, r.origins = validCredentials(r.creds, r.origins)
+		r.hosts = r.parseEndpoints()
+		r.brokering = b.newBrokering(r)
 	}
 	b.runners[name] = r
 	return r

@@ -2,6 +2,8 @@ package planner
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -39,17 +41,18 @@ func init() {
 }
 
 // planCredentials decides the node's credentials mode and, brokered, the base-URL variable and the hosts for
-// which the proxy adds the credentials.
+// which the proxy adds the credentials. Whether a runner's nodes can be brokered is the runner's (brokering,
+// decided once per runner); a node only chooses whether to ask for it.
 func (b *builder) planCredentials(e *nodeEval, n *config.Node, nv *config.NodeValues, r *resolvedRunner) {
 	np := e.np
 	sb := b.cfg.Sandbox
-	want, explicit, subject := sb.Credentials, sb.CredentialsExplicit, rangePtr(sb.CredentialsRange)
+	want, explicit, subject := sb.Credentials, sb.CredentialsExplicit, sb.CredentialsRange
 	if want == "" {
 		want = config.CredentialsBrokered
 	}
 	switch e.attrState("credentials", n.Credentials) {
 	case evalKnown:
-		want, explicit, subject = nv.Credentials, true, rangePtr(n.Credentials.Range())
+		want, explicit, subject = nv.Credentials, true, n.Credentials.Range()
 	case evalUnknown:
 		e.diags = append(e.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Credentials mode not known at plan time",
 			Subject: rangePtr(n.Credentials.Range()),
@@ -58,51 +61,129 @@ func (b *builder) planCredentials(e *nodeEval, n *config.Node, nv *config.NodeVa
 	case evalInvalid:
 		return
 	}
-	if subject == nil || subject.Filename == "" {
-		subject = rangePtr(np.DeclRange)
+	if subject.Filename == "" {
+		subject = np.DeclRange
 	}
 	np.CredentialMode = config.CredentialsForward
 	if want == config.CredentialsForward || r == nil || len(np.Credentials) == 0 {
 		return
 	}
-	why := b.unbrokerable(np, r)
-	if why == "" {
+	bk := r.brokering
+	if bk.why == "" {
 		np.CredentialMode = config.CredentialsBrokered
-		np.BaseURLVar = b.baseURLVar(r)
-		for _, h := range r.endpoints() {
-			np.BrokeredEndpoints = append(np.BrokeredEndpoints, h.String())
-		}
-		api, _, base := runners.BrokeredRoute(r.name, r.protocol, np.BrokeredEndpoints)
-		for _, p := range runners.BrokeredAPIPaths(api) {
-			p.Path = base + p.Path
-			np.BrokeredPaths = append(np.BrokeredPaths, p)
-		}
+		np.BaseURLVar = bk.baseURL
+		np.BrokeredEndpoints = bk.endpoints
+		np.BrokeredPaths = bk.paths
 		return
 	}
 	if explicit {
-		e.diags = append(e.diags, NewDiagnostic(RuleCredentialsNotBrokered, subject,
-			fmt.Sprintf("%s cannot have brokered credentials: %s", capitalise(describeNode(np.Name)), why)))
+		e.diags = append(e.diags, NewDiagnostic(RuleCredentialsNotBrokered, rangePtr(subject),
+			fmt.Sprintf("%s cannot have brokered credentials: %s", capitalise(describeNode(np.Name)), bk.why)))
 		e.refused = true
 		return
 	}
 	// One warning per cause: the open network (at the sandbox's network), else per runner (at the first node).
-	key, subjectW, who := r.name, rangePtr(n.DeclRange), fmt.Sprintf("The nodes on runner %q hold %s in their containers", r.name, strings.Join(np.Credentials, ", "))
+	key := r.name
 	if sb.Network == config.NetworkOpen {
-		key, who = "\x00open", "Every node holds its credentials in its container"
+		key = "\x00open"
+	}
+	subjectW, who := rangePtr(n.DeclRange), fmt.Sprintf("The nodes on runner %q hold %s in their containers", r.name, strings.Join(np.Credentials, ", "))
+	if sb.Network == config.NetworkOpen {
+		who = "Every node holds its credentials in its container"
 		if sb.NetworkRange.Filename != "" {
 			subjectW = rangePtr(sb.NetworkRange)
 		}
 	}
+	b.warnForwarded(key, np, n.DeclRange, NewDiagnostic(RuleCredentialsForwarded, subjectW, who+": "+bk.why))
+}
+
+// forwardWarning is the one credentials-forwarded warning of a cause, and the node it is reported at.
+type forwardWarning struct {
+	np   *NodePlan
+	at   hcl.Range // the node's declaration, which orders the candidates
+	diag *hcl.Diagnostic
+}
+
+// warnForwarded keeps, for each cause, the warning of the node declared first (then the least name): nodes are
+// planned in parallel, and which reaches here first must not decide what the plan says, or a saved plan would
+// differ from its own re-plan.
+func (b *builder) warnForwarded(key string, np *NodePlan, at hcl.Range, d *hcl.Diagnostic) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.forwardWarned == nil {
-		b.forwardWarned = map[string]bool{}
+		b.forwardWarned = map[string]forwardWarning{}
 	}
-	first := !b.forwardWarned[key]
-	b.forwardWarned[key] = true
-	b.mu.Unlock()
-	if first {
-		e.diags = append(e.diags, NewDiagnostic(RuleCredentialsForwarded, subjectW, who+": "+why))
+	cur, ok := b.forwardWarned[key]
+	if ok && !declaredBefore(at, np.Name, cur.at, cur.np.Name) {
+		return
 	}
+	b.forwardWarned[key] = forwardWarning{np: np, at: at, diag: d}
+}
+
+// declaredBefore orders node declarations by file, then offset, then the node's name (instances of one block).
+func declaredBefore(a hcl.Range, an string, b hcl.Range, bn string) bool {
+	if a.Filename != b.Filename {
+		return a.Filename < b.Filename
+	}
+	if a.Start.Byte != b.Start.Byte {
+		return a.Start.Byte < b.Start.Byte
+	}
+	return an < bn
+}
+
+// forwardWarnings adds each cause's credentials-forwarded warning to the diagnostics of the node it is reported
+// at (nodeDiags is in the order of nodes).
+func (b *builder) forwardWarnings(nodes []*NodePlan, nodeDiags []hcl.Diagnostics) {
+	if len(b.forwardWarned) == 0 {
+		return
+	}
+	at := map[*NodePlan]int{}
+	for k, np := range nodes {
+		at[np] = k
+	}
+	keys := make([]string, 0, len(b.forwardWarned))
+	for key := range b.forwardWarned {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		w := b.forwardWarned[key]
+		if k, ok := at[w.np]; ok {
+			nodeDiags[k] = append(nodeDiags[k], w.diag)
+		}
+	}
+}
+
+// brokering is whether a runner's nodes can have brokered credentials, decided once per runner: it depends on
+// the sandbox and the runner only.
+type brokering struct {
+	why       string   // why they cannot, "" when they can
+	baseURL   string   // the base-URL variable, when they can
+	endpoints []string // the hosts the proxy adds the credentials for, when they can; shared by the nodes
+	// paths are the methods and paths the proxy forwards for them (the API's, under the base URL's path);
+	// shared by the nodes, like endpoints.
+	paths []runners.APIPath
+}
+
+// newBrokering decides r's brokering.
+func (b *builder) newBrokering(r *resolvedRunner) brokering {
+	why := b.unbrokerable(r)
+	if why != "" {
+		return brokering{why: why}
+	}
+	bk := brokering{baseURL: b.baseURLVar(r)}
+	for _, h := range r.endpoints() {
+		bk.endpoints = append(bk.endpoints, h.String())
+	}
+	// Every brokered node of the runner holds this slice: an append to one node's must copy it.
+	bk.endpoints = slices.Clip(bk.endpoints)
+	api, _, base := runners.BrokeredRoute(r.name, r.protocol, bk.endpoints)
+	for _, p := range runners.BrokeredAPIPaths(api) {
+		p.Path = base + p.Path
+		bk.paths = append(bk.paths, p)
+	}
+	bk.paths = slices.Clip(bk.paths)
+	return bk
 }
 
 // baseURLVar is the variable the runner's agent reads its API base URL from: the runner block's base_url, else
@@ -115,8 +196,8 @@ func (b *builder) baseURLVar(r *resolvedRunner) string {
 	return v
 }
 
-// unbrokerable says why the node's credentials cannot be brokered, "" when they can.
-func (b *builder) unbrokerable(np *NodePlan, r *resolvedRunner) string {
+// unbrokerable says why the credentials of r's nodes cannot be brokered, "" when they can.
+func (b *builder) unbrokerable(r *resolvedRunner) string {
 	sb := b.cfg.Sandbox
 	switch {
 	case sb.Network == config.NetworkOpen:
@@ -125,7 +206,7 @@ func (b *builder) unbrokerable(np *NodePlan, r *resolvedRunner) string {
 		return fmt.Sprintf("its egress goes through the operator's proxy %s, which cannot add kewplan's credentials; remove sandbox.egress.proxy to use kewplan's own.", sb.Egress.Proxy)
 	case b.baseURLVar(r) == "":
 		return fmt.Sprintf("its runner %q reads its API base URL from no environment variable kewplan knows, so its agent cannot be pointed at the proxy; declare base_url = \"<VARIABLE>\" in runner %q if the agent has one.", r.name, r.name)
-	case contains(np.Credentials, b.baseURLVar(r)):
+	case contains(r.creds, b.baseURLVar(r)):
 		return fmt.Sprintf("its runner %q lists its base-URL variable %s among its credentials, so the container would get the proxy's address in place of a credential; remove it from the runner's credentials.", r.name, b.baseURLVar(r))
 	case len(r.endpoints()) == 0:
 		return fmt.Sprintf("its runner %q declares no endpoint, so there is no host the proxy could add the credential for; list the model API's host in the runner's endpoints.", r.name)

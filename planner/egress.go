@@ -57,7 +57,10 @@ func (h EgressHost) Pattern() config.HostPattern {
 }
 
 // runnerEndpoints are a runner's model endpoints: a runner block's endpoints when written, else the built-in's.
-func (r *resolvedRunner) endpoints() []config.HostPattern {
+func (r *resolvedRunner) endpoints() []config.HostPattern { return r.hosts }
+
+// parseEndpoints reads the runner's endpoints: its block's, else the built-in's.
+func (r *resolvedRunner) parseEndpoints() []config.HostPattern {
 	if r.decl != nil && r.decl.Endpoints != nil {
 		return r.decl.Endpoints
 	}
