@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kewplan/kewplan/config"
@@ -199,6 +200,9 @@ func Recover(ctx context.Context, opts RecoverOptions) (*Recovery, error) {
 	if errors.Is(err, ledger.ErrStateLocked) {
 		out.Live = true
 		return out, nil
+	}
+	if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		return out, nil // a state directory this user may only read is read as it is
 	}
 	if err != nil {
 		return out, err
