@@ -112,8 +112,8 @@ func TestAdvKilledApplyKeepsWork(t *testing.T) {
 	})
 
 	out, stderr, code := runKewplan(t, env, "runs", "--json", "--state-dir", f.stateDir)
-	f12.check(code == 0 && strings.Contains(out, `"interrupted"`), "kewplan runs exited %d and lists the run interrupted: %s", code, stderr)
-	for _, want := range []string{"run " + runID + " was interrupted", "stopped container", "kept 2 commits, 1 file changed of interrupted node " + f.node("fix")} {
+	f12.check(code == 0 && strings.Contains(out, `"interrupted"`), "kewplan runs exited %d and lists the run interrupted%s", code, onFailure(code, stderr))
+	for _, want := range []string{"run " + runID + " was interrupted", "stopped container", "kept 2 commits, 1 file changed, ", "of interrupted node " + f.node("fix")} {
 		f12.check(strings.Contains(stderr, want), "kewplan runs says %q", want)
 	}
 	left, err = f.eng.ListContainers(ctx, planner.LabelRun+"="+runID)
@@ -136,10 +136,10 @@ func TestAdvKilledApplyKeepsWork(t *testing.T) {
 	}
 
 	out, _, code = runKewplan(t, env, "logs", runID, f.node("fix"), "--state-dir", f.stateDir, "--no-pager")
-	f12.check(code == 0 && strings.Contains(out, "interrupted") && strings.Contains(out, "last recorded at"), "kewplan logs says interrupted and since when:\n%s", out)
+	f12.check(code == 0 && strings.Contains(out, "interrupted") && strings.Contains(out, "last recorded at"), "kewplan logs says interrupted and since when%s", onFailure(code, out))
 
 	out, stderr, code = runKewplan(t, env, "salvage", runID, f.node("fix"), "--json", "--state-dir", f.stateDir)
-	f12.check(code == 0, "kewplan salvage exited %d: %s", code, stderr)
+	f12.check(code == 0, "kewplan salvage exited %d%s", code, onFailure(code, stderr))
 	var published struct{ Branch, Commit string }
 	_ = json.Unmarshal([]byte(out), &published)
 	if published.Branch != "" {
@@ -152,7 +152,7 @@ func TestAdvKilledApplyKeepsWork(t *testing.T) {
 	// The resume: fix now succeeds; docs has the same inputs.
 	f.config(fmt.Sprintf(crashNodes, "mode=succeed"))
 	out, stderr, code = runKewplan(t, env, "apply", f.dir, "--resume", "latest", "--auto-approve", "--json", "--state-dir", f.stateDir)
-	f13.check(code == 0, "apply --resume latest exited %d: %s", code, stderr)
+	f13.check(code == 0, "apply --resume latest exited %d%s", code, onFailure(code, stderr))
 	var resumed string
 	for _, line := range strings.Split(out, "\n") {
 		var ev map[string]any
@@ -175,4 +175,12 @@ func TestAdvKilledApplyKeepsWork(t *testing.T) {
 	}
 	f13.check(strings.Contains(out, "starts from the work kept in run "+runID), "the resumed apply says fix starts from the kept work")
 	f.assertClean(resumed)
+}
+
+// onFailure is ": text" when code is not 0, for a check's message; "" otherwise.
+func onFailure(code int, text string) string {
+	if code == 0 {
+		return ""
+	}
+	return ": " + text
 }
