@@ -404,7 +404,7 @@ func TestAdvSIGTERM(t *testing.T) {
 // TestAdvSIGKILL (F9, A19): SIGKILL to kewplan leaves its container and prompt; the next apply sweeps both.
 func TestAdvSIGKILL(t *testing.T) {
 	f9 := adv(t, "F9", "SIGKILL to kewplan apply while its agent runs, then a fresh apply on the same state directory",
-		"the fresh apply removes the orphan container (labelled with the dead pid) and marks the run abandoned before starting")
+		"the fresh apply marks the run interrupted and removes the orphan container (labelled with the dead pid) before starting")
 	a19 := adv(t, "A19", "the prompt file left in a checkout by a SIGKILLed apply",
 		"the fresh apply deletes it before it starts anything")
 	f, r, runID, env, state := signalFixture(t)
@@ -442,7 +442,7 @@ func TestAdvSIGKILL(t *testing.T) {
 	must(t, err)
 	defer l.Close()
 	run, _, err := l.Run(runID)
-	f9.check(err == nil && run.Status == ledger.RunAbandoned, "the killed run is recorded %s", run.Status)
+	f9.check(err == nil && run.Status == ledger.RunInterrupted, "the killed run is recorded %s", run.Status)
 	a19.check(len(promptFilesUnder(state)) == 0 && strings.Contains(out, "deleted a prompt file"), "after the fresh apply: prompt files %v", promptFilesUnder(state))
 }
 

@@ -162,7 +162,8 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	end := func() { endOnce.Do(func() { a.engine.End(ctx, a.run) }) }
 	defer end()
 	started := time.Now()
-	run := ledger.RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.run.PID}
+	run := ledger.RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.run.PID,
+		Process: ledger.CurrentProcess()}
 	if opts.Resume != nil {
 		run.ResumedFrom = opts.Resume.FromRun
 	}
@@ -248,17 +249,11 @@ func (a *applier) preflight(ctx context.Context, lockErr error) error {
 	return nil
 }
 
-// sweep marks the ledger rows of dead applies abandoned, then has the engine remove what they left behind.
-// Holding the state lock proves those applies are dead.
+// sweep recognises the runs of dead applies (interrupted.go): marks them interrupted, stops their orphaned
+// containers, keeps their nodes' work, then has the engine remove what they left behind. Holding the state lock
+// proves those applies are dead.
 func (a *applier) sweep(ctx context.Context) {
-	abandoned, err := a.ledger.AbandonStale(time.Now())
-	if err != nil {
-		a.warn("", fmt.Sprintf("could not mark stale runs abandoned: %v", err))
-	}
-	for _, id := range abandoned {
-		a.warn("", fmt.Sprintf("run %s ended without recording an outcome (kewplan was killed?); it is marked abandoned", id))
-	}
-	a.engine.Sweep(ctx, a.run)
+	recoverInterrupted(ctx, a.ledger, a.dir, a.engine, a.run)
 }
 
 // checkOptions refuses options Apply cannot run with and fills in the defaults.
@@ -498,7 +493,7 @@ func nodeOutputs(r *ledger.NodeResult) map[string]cty.Value {
 func (a *applier) baseResult(np *planner.NodePlan) *ledger.NodeResult {
 	r := &ledger.NodeResult{
 		RunID: a.runID, Node: np.Name, Runner: np.Runner, Protocol: np.Protocol, Role: np.Role,
-		Image: np.Image, Model: np.Model, PromptSHA256: np.Prompt.SHA256,
+		Image: np.Image, Model: np.Model, PromptSHA256: np.Prompt.SHA256, Slug: np.Slug,
 	}
 	if r.Role == "" {
 		r.Role = config.RoleWorker

@@ -502,8 +502,8 @@ func (p *parallelHook) NodeDone(r ledger.NodeResult) {
 	}
 }
 
-// TestApplySweepsADeadApply: what a killed apply left (a running row, its container, a prompt file) is cleaned up
-// by the next apply before it starts anything.
+// TestApplySweepsADeadApply: what a killed apply left (a running row, its container, a prompt file) is marked
+// interrupted and cleaned up by the next apply before it starts anything.
 func TestApplySweepsADeadApply(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -559,14 +559,14 @@ node "%[1]snew" {
 	f.assertClean(sum.RunID)
 	f.assertClean(dead)
 	warnings := rec.warningText()
-	for _, want := range []string{"run " + dead + " ended without recording an outcome", "removed container kew-" + f.node("old"), "deleted a prompt file left by run " + dead} {
+	for _, want := range []string{"run " + dead + " was interrupted", "removed container kew-" + f.node("old"), "deleted a prompt file left by run " + dead} {
 		if !strings.Contains(warnings, want) {
 			t.Errorf("warnings lack %q:\n%s", want, warnings)
 		}
 	}
 	run, nodes := f.ledgerRun(dead)
-	if run.Status != ledger.RunAbandoned || nodes[f.node("old")].Status != ledger.StatusAbandoned {
-		t.Errorf("dead run %s, node %s; want abandoned", run.Status, nodes[f.node("old")].Status)
+	if run.Status != ledger.RunInterrupted || nodes[f.node("old")].Status != ledger.StatusInterrupted {
+		t.Errorf("dead run %s, node %s; want interrupted", run.Status, nodes[f.node("old")].Status)
 	}
 	if exists, _ := f.eng.ContainerExists(ctx, spec.Name); exists {
 		t.Error("the orphan container still exists")

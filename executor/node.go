@@ -88,7 +88,14 @@ func (a *applier) attemptNode(ctx context.Context, np *planner.NodePlan, res *le
 		Checkout:    a.dir.Checkout(a.runID, np.Name, np.Slug, res.Attempts),
 		VerdictCopy: a.dir.Verdict(a.runID, np.Name, np.Slug),
 		FromSalvage: a.salvageStart(np),
-		TakeSlot:    func(ctx context.Context) *adapter.Failure { return a.takeSlot(ctx, np, res) },
+		TakeSlot: func(ctx context.Context) *adapter.Failure {
+			// The checkout exists: its repository and base commit are recorded before anything costs, so that
+			// the work of an agent whose apply dies can be kept (interrupted.go).
+			if err := a.ledger.RecordNode(res); err != nil {
+				a.warn(np.Name, err.Error())
+			}
+			return a.takeSlot(ctx, np, res)
+		},
 		OpenStream: func() (adapter.Stream, *adapter.Failure) {
 			s, f := a.openStream(np, res)
 			if f != nil {

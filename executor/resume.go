@@ -73,7 +73,8 @@ func (a *applier) salvageStart(np *planner.NodePlan) *planner.SalvageStart {
 	return nil
 }
 
-// ResumeLatest names the newest finished run of a ledger (apply --resume latest).
+// ResumeLatest names the newest run of a ledger that is not running (apply --resume latest): finished, or
+// interrupted (its apply died).
 const ResumeLatest = "latest"
 
 // LoadPreviousRun reads what run runID (or ResumeLatest) of the state directory's ledger recorded about each node, as

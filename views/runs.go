@@ -200,6 +200,14 @@ func escapeNode(n ledger.NodeRecord) ledger.NodeRecord {
 	return n
 }
 
+// runProcess names the apply process a run recorded: "kewplan pid 4242 on build-7".
+func runProcess(run *ledger.RunRecord) string {
+	if run.Host == "" {
+		return fmt.Sprintf("kewplan pid %d", run.PID)
+	}
+	return fmt.Sprintf("kewplan pid %d on %s", run.PID, termsafe.String(run.Host))
+}
+
 // writeRunsHuman lists runs, newest first, as a table.
 func writeRunsHuman(w io.Writer, runs []ledger.RunRecord) error {
 	if len(runs) == 0 {
@@ -235,7 +243,12 @@ func writeRunEgressHuman(w io.Writer, run *ledger.RunRecord, nodes []ledger.Node
 	var b strings.Builder
 	fmt.Fprintf(&b, "Run %s: %s\n", run.ID, run.Status)
 	fmt.Fprintf(&b, "  started        %s\n", run.StartedAt.UTC().Format(time.RFC3339))
-	if run.EndedAt != nil {
+	switch {
+	case run.EndedAt != nil && run.Status == ledger.RunInterrupted:
+		// Its apply died: the end is the last thing recorded of it, which is when it was last known alive.
+		fmt.Fprintf(&b, "  interrupted    since %s (%s after its start; last recorded of %s)\n", run.EndedAt.UTC().Format(time.RFC3339),
+			formatDuration(run.EndedAt.Sub(run.StartedAt)), runProcess(run))
+	case run.EndedAt != nil:
 		fmt.Fprintf(&b, "  ended          %s (%s)\n", run.EndedAt.UTC().Format(time.RFC3339), formatDuration(run.EndedAt.Sub(run.StartedAt)))
 	}
 	if run.ConfigDigest != "" {

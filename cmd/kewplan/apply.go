@@ -145,7 +145,7 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 		if !c.selectEngine(view, a, pl.files...) {
 			return nil, ExitCode(1)
 		}
-		if err := c.decideResume(a); err != nil {
+		if err := c.decideResume(env, a); err != nil {
 			return nil, err
 		}
 		doc := jsonplan.NewDocument(pl.plan, version, pl.files...)
@@ -192,7 +192,7 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 	if !c.selectEngine(view, a) {
 		return nil, ExitCode(1)
 	}
-	return a, c.decideResume(a)
+	return a, c.decideResume(env, a)
 }
 
 // selectEngine decides the engine: --engine, else the configuration's only engine block, else docker. A saved plan
@@ -239,11 +239,15 @@ func applyEngine(a *toApply) (adapter.Engine, error) {
 
 // decideResume makes the resume decisions of --resume before approval, so the plan shows them; a plan with
 // errors has none to make.
-func (c *ApplyCmd) decideResume(a *toApply) error {
+func (c *ApplyCmd) decideResume(env *Env, a *toApply) error {
 	if a.resume == "" || a.plan.HasErrors() {
 		return nil
 	}
-	rp, err := planResume(applyStateDir(c.StateDir, a.cfg), a)
+	// A run whose apply died is recognised (and its work kept) before it is looked for: --resume latest then
+	// finds it interrupted, and its kept work is there for resume_from_salvage.
+	stateDir := applyStateDir(c.StateDir, a.cfg)
+	recoverState(env, stateDir)
+	rp, err := planResume(stateDir, a)
 	if err != nil {
 		return err
 	}

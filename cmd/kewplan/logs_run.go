@@ -38,6 +38,7 @@ func (c *LogsCmd) runForm(env *Env) error {
 	if dir.Root == "" {
 		dir.Root = statedir.DefaultName
 	}
+	recoverState(env, dir.Root)
 	l, err := openLedgerReadOnly(dir)
 	if err != nil {
 		return err
@@ -355,7 +356,7 @@ func (lr *logsRun) follow(l *ledger.Ledger, names []string) error {
 }
 
 // processAlive reports whether the apply that recorded a run as running still runs: a killed apply leaves its
-// run `running` until the next apply marks it abandoned, and following it must still end.
+// run `running` until the next command marks it interrupted, and following it must still end.
 func processAlive(pid int) bool {
 	if pid <= 0 {
 		return true

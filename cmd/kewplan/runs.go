@@ -40,6 +40,7 @@ func (RunsListCmd) Help() string {
 
 // Run lists the runs of the ledger.
 func (c *RunsListCmd) Run(env *Env) error {
+	recoverState(env, c.StateDir)
 	l, err := openLedger(c.StateDir)
 	if err != nil {
 		return err
@@ -65,6 +66,7 @@ func (RunsShowCmd) Help() string {
 
 // Run shows the run.
 func (c *RunsShowCmd) Run(env *Env) error {
+	recoverState(env, c.StateDir)
 	l, err := openLedger(c.StateDir)
 	if err != nil {
 		return err

@@ -32,6 +32,7 @@ func (SalvageCmd) Help() string {
 func (c *SalvageCmd) Run(env *Env) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	recoverState(env, c.StateDir)
 	out, err := executor.PublishSalvage(ctx, executor.SalvageOptions{StateDir: c.StateDir, RunID: c.RunID, Node: c.Node,
 		Branch: c.Branch, PullRequest: c.PullRequest, Environ: env.Environ})
 	if err != nil {

@@ -60,6 +60,14 @@ type NodeEnder interface {
 	NodeEnded(ctx context.Context, node *planner.NodePlan)
 }
 
+// OrphanStopper is an engine whose dead applies' agents may still run beside their checkouts on this host (Docker):
+// before the loop keeps an interrupted node's work and Sweep removes what is left, StopOrphans stops every one of
+// them (without removing anything), so that no agent writes while its work is read. It returns the runs whose
+// containers it could not confirm stopped; listed is false when it could not even look.
+type OrphanStopper interface {
+	StopOrphans(ctx context.Context, run *Run) (unstopped map[string]bool, listed bool)
+}
+
 // Run is what the loop hands an engine for the whole apply.
 type Run struct {
 	ID     string

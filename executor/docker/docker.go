@@ -382,7 +382,7 @@ func (d *dockerEngine) prepareCheckout(ctx context.Context, at *adapter.Attempt)
 		}
 		return "", "", adapter.Failed(ledger.StatusFailed, err.Error())
 	}
-	at.Result.BaseCommit = base
+	at.Result.BaseCommit, at.Result.Repo = base, repo
 	if err := checkout.MakeWritableByAgent(dir); err != nil {
 		return "", "", adapter.Failed(ledger.StatusFailed, fmt.Sprintf("make the checkout writable by uid %d: %v", planner.AgentUID, err))
 	}
@@ -656,27 +656,12 @@ func (d *dockerEngine) Sweep(ctx context.Context, run *adapter.Run) {
 	d.run = run
 	a := run // the sweep reports through the run
 	checkouts := run.Dir.Checkouts()
-	list, err := d.engine.ListContainers(ctx, planner.LabelRun)
+	list, err := d.orphans(ctx)
 	if err != nil {
 		a.Warn("", fmt.Sprintf("could not look for orphaned containers: %v", err))
 	}
 	for _, c := range list {
 		run := c.Labels[planner.LabelRun]
-		owned := false
-		for _, src := range c.BindSources {
-			if rel, err := filepath.Rel(checkouts, src); err == nil && !strings.HasPrefix(rel, "..") {
-				owned = true
-			}
-		}
-		if !owned && d.ownedEgressProxy(c.Labels) {
-			owned = true
-		}
-		if !owned && a.Known(run) {
-			owned = true
-		}
-		if !owned {
-			continue
-		}
 		if err := d.engine.ForceRemove(c.ID); err != nil {
 			a.Warn("", fmt.Sprintf("could not remove container %s left by run %s: %v", c.Name, run, err))
 			continue

@@ -620,6 +620,28 @@ func (e *Engine) ForceRemove(id string) error {
 	}
 }
 
+// Kill stops a container with SIGKILL and waits (bounded) until it no longer runs, leaving it and what it wrote
+// to its bind mounts in place: an orphan is stopped first, its work kept, and only then is it removed. A container
+// already stopped or gone is not an error.
+func (e *Engine) Kill(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	wait := e.cli.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	if _, err := e.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil &&
+		!cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+		return fmt.Errorf("kill container %s: %w", shortID(id), err)
+	}
+	select {
+	case <-wait.Result:
+		return nil
+	case err := <-wait.Error:
+		if err == nil || cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("wait for container %s to stop: %w", shortID(id), err)
+	}
+}
+
 func isRemovalInProgress(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "is already in progress")
 }

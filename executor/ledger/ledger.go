@@ -15,7 +15,8 @@ import (
 )
 
 // Ledger is the run ledger: one `runs` row per apply and one `node_runs` row per node of it, in SQLite. Every
-// write is one transaction; rows written `running` by an apply that died are marked `abandoned` by the next one.
+// write is one transaction; rows written `running` by an apply that died are marked `interrupted` by the next
+// command that opens the ledger with the state directory's lock (MarkInterrupted).
 type Ledger struct {
 	db   *sql.DB
 	path string
@@ -141,6 +142,8 @@ var migrations = []string{
 	unsettledMigration,
 	// node_salvage.protected_branches, allow_protected_push: the protections kept work is published under.
 	salvageProtectionMigration,
+	// crash recovery: the apply's process identity, each node's repository and path name.
+	interruptedMigration,
 }
 
 // Open opens (creating and migrating as needed) the ledger at path.
@@ -217,6 +220,10 @@ type RunRecord struct {
 	Status         string     `json:"status"`
 	KewplanVersion string     `json:"kewplan_version"`
 	PID            int        `json:"pid"`
+	// Host is the machine the apply ran on; Process (not in the JSON) is its whole identity, which tells a dead
+	// apply from a live one (Process.Alive).
+	Host    string  `json:"host,omitempty"`
+	Process Process `json:"-"`
 	// ResumedFrom is the run this one resumed (apply --resume), "" for a fresh run.
 	ResumedFrom string `json:"resumed_from,omitempty"`
 	// Aggregates over the run's node rows (read-only; not stored).
@@ -293,6 +300,10 @@ type NodeRecord struct {
 	ReusedFrom string `json:"reused_from,omitempty"`
 	// Salvage is what was kept of a worker that ended without its push; null when nothing was.
 	Salvage *Salvage `json:"salvage,omitempty"`
+	// Repo is the repository the node cloned (not in the JSON: a URL may carry credentials) and Slug its path
+	// name under the state directory: what keeping an interrupted node's work needs.
+	Repo string `json:"-"`
+	Slug string `json:"-"`
 }
 
 // Duration is how long the node ran (zero when it never started or has not ended).
@@ -321,11 +332,17 @@ func parseTS(s sql.NullString) *time.Time {
 	return &t
 }
 
-// StartRun records a new run as running.
+// StartRun records a new run as running, with the identity of the process that runs it (r.Process; r.PID when
+// only that is known).
 func (l *Ledger) StartRun(r RunRecord) error {
 	return l.tx(func(tx *sql.Tx) error {
-		_, err := tx.Exec(`INSERT INTO runs (id, started_at, config_digest, status, kewplan_version, pid, resumed_from) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, ts(r.StartedAt), r.ConfigDigest, RunRunning, r.KewplanVersion, r.PID, r.ResumedFrom)
+		p := r.Process
+		if p.PID == 0 {
+			p.PID = r.PID
+		}
+		_, err := tx.Exec(`INSERT INTO runs (id, started_at, config_digest, status, kewplan_version, pid, resumed_from, host, boot_id, process_start)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, ts(r.StartedAt), r.ConfigDigest, RunRunning, r.KewplanVersion, p.PID, r.ResumedFrom, p.Host, p.BootID, int64(p.Start))
 		return err
 	})
 }
@@ -336,37 +353,6 @@ func (l *Ledger) FinishRun(id, status string, ended time.Time) error {
 		_, err := tx.Exec(`UPDATE runs SET status = ?, ended_at = ? WHERE id = ?`, status, ts(ended), id)
 		return err
 	})
-}
-
-// AbandonStale marks every run and node row still `running` as `abandoned`: only an apply that died leaves one,
-// because the caller holds the state directory lock. It returns the abandoned run ids.
-func (l *Ledger) AbandonStale(now time.Time) ([]string, error) {
-	var ids []string
-	err := l.tx(func(tx *sql.Tx) error {
-		rows, err := tx.Query(`SELECT id FROM runs WHERE status = ? ORDER BY started_at`, RunRunning)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(`UPDATE runs SET status = ?, ended_at = COALESCE(ended_at, ?) WHERE status = ?`, RunAbandoned, ts(now), RunRunning); err != nil {
-			return err
-		}
-		_, err = tx.Exec(`UPDATE node_runs SET status = ?, reason = CASE WHEN reason = '' THEN 'the apply that ran it ended without recording an outcome' ELSE reason END, ended_at = COALESCE(ended_at, ?) WHERE status IN (?, ?)`,
-			StatusAbandoned, ts(now), StatusRunning, StatusPending)
-		return err
-	})
-	return ids, err
 }
 
 // RecordNode inserts or replaces a node's row.
@@ -426,6 +412,9 @@ func (l *Ledger) RecordNode(r *NodeResult) error {
 		if err := recordNodeHistory(tx, r); err != nil {
 			return err
 		}
+		if err := recordCheckout(tx, r); err != nil {
+			return err
+		}
 		return recordSalvage(tx, r)
 	})
 }
@@ -457,7 +446,8 @@ func (l *Ledger) Runs() ([]RunRecord, error) {
 			COALESCE(SUM(n.cache_read_tokens), 0), COALESCE(SUM(n.cache_write_tokens), 0), SUM(n.cost_usd),
 			COALESCE(SUM(n.cost_usd IS NOT NULL OR n.cost_source != ''), 0),
 			(SELECT COALESCE(json_group_array(x.node), '[]') FROM node_runs x WHERE x.run_id = r.id AND x.cost_source = 'estimated'),
-			(SELECT COALESCE(json_group_array(x.node), '[]') FROM node_runs x WHERE x.run_id = r.id AND x.cost_source = 'unknown')
+			(SELECT COALESCE(json_group_array(x.node), '[]') FROM node_runs x WHERE x.run_id = r.id AND x.cost_source = 'unknown'),
+			r.host, r.boot_id, r.process_start
 		FROM runs r LEFT JOIN node_runs n ON n.run_id = r.id
 		GROUP BY r.id ORDER BY r.started_at DESC, r.id DESC`)
 	if err != nil {
@@ -484,11 +474,13 @@ func scanRun(s scanner) (*RunRecord, error) {
 	var cost sql.NullFloat64
 	var costed int
 	var estimated, unknown string
+	var processStart int64
 	if err := s.Scan(&r.ID, &started, &ended, &r.ConfigDigest, &r.Status, &r.KewplanVersion, &r.PID, &r.ResumedFrom,
 		&r.Nodes, &r.Succeeded, &r.InputTokens, &r.OutputTokens, &r.CacheReadTokens, &r.CacheWriteTokens, &cost,
-		&costed, &estimated, &unknown); err != nil {
+		&costed, &estimated, &unknown, &r.Host, &r.Process.BootID, &processStart); err != nil {
 		return nil, err
 	}
+	r.Process.Host, r.Process.PID, r.Process.Start = r.Host, r.PID, uint64(processStart)
 	if err := strictjson.Decode([]byte(estimated), &r.CostEstimated); err != nil {
 		return nil, err
 	}
@@ -523,7 +515,8 @@ func (l *Ledger) Run(id string) (*RunRecord, []NodeRecord, error) {
 			COALESCE(SUM(n.cache_read_tokens), 0), COALESCE(SUM(n.cache_write_tokens), 0), SUM(n.cost_usd),
 			COALESCE(SUM(n.cost_usd IS NOT NULL OR n.cost_source != ''), 0),
 			(SELECT COALESCE(json_group_array(x.node), '[]') FROM node_runs x WHERE x.run_id = r.id AND x.cost_source = 'estimated'),
-			(SELECT COALESCE(json_group_array(x.node), '[]') FROM node_runs x WHERE x.run_id = r.id AND x.cost_source = 'unknown')
+			(SELECT COALESCE(json_group_array(x.node), '[]') FROM node_runs x WHERE x.run_id = r.id AND x.cost_source = 'unknown'),
+			r.host, r.boot_id, r.process_start
 		FROM runs r LEFT JOIN node_runs n ON n.run_id = r.id WHERE r.id = ? GROUP BY r.id`, id)
 	run, err := scanRun(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -602,6 +595,9 @@ func (l *Ledger) nodes(runID string) ([]NodeRecord, error) {
 		return nil, err
 	}
 	if err := l.fillNodeHistory(runID, out); err != nil {
+		return nil, err
+	}
+	if err := l.fillCheckout(runID, out); err != nil {
 		return nil, err
 	}
 	return out, l.fillSalvage(runID, out)

@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"database/sql"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +49,7 @@ func TestLedgerRoundTrip(t *testing.T) {
 	}
 	end := start.Add(2 * time.Minute)
 	wantRun := &RunRecord{ID: "r1", StartedAt: start, EndedAt: &end, ConfigDigest: "sha256:abc", Status: RunSucceeded, KewplanVersion: "v",
-		PID: 42, Nodes: 2, Succeeded: 1, InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4, CostUSD: &cost,
+		PID: 42, Process: Process{PID: 42}, Nodes: 2, Succeeded: 1, InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4, CostUSD: &cost,
 		CostSource: CostReported, CostEstimated: []string{}, CostUnknown: []string{}}
 	if diff := cmp.Diff(wantRun, run); diff != "" {
 		t.Errorf("Run() mismatch (-want +got):\n%s", diff)
@@ -81,14 +83,15 @@ func TestLedgerRoundTrip(t *testing.T) {
 	if len(runs) != 2 || runs[0].ID != "r2" || runs[0].CostUSD != nil {
 		t.Errorf("Runs(): %+v", runs)
 	}
-	// A crash left r2 running: the next apply marks it abandoned.
-	ids, err := l.AbandonStale(start.Add(2 * time.Hour))
-	if err != nil || len(ids) != 1 || ids[0] != "r2" {
-		t.Fatalf("AbandonStale() = %v, %v", ids, err)
+	// A crash left r2 running: the next command that holds the lock marks it interrupted, as of its last record.
+	marked, live, err := l.MarkInterrupted(func(Process) bool { return false })
+	if err != nil || len(marked) != 1 || marked[0].ID != "r2" || len(live) != 0 || !marked[0].Since.Equal(start.Add(time.Hour)) {
+		t.Fatalf("MarkInterrupted() = %+v, %+v, %v", marked, live, err)
 	}
 	r2, n2, _ := l.Run("r2")
-	if r2.Status != RunAbandoned || n2[0].Status != StatusAbandoned || !strings.Contains(n2[0].Reason, "without recording an outcome") {
-		t.Errorf("after AbandonStale: run %s, node %s (%s)", r2.Status, n2[0].Status, n2[0].Reason)
+	if r2.Status != RunInterrupted || n2[0].Status != StatusInterrupted || !strings.Contains(n2[0].Reason, "ended without recording an outcome") ||
+		r2.EndedAt == nil || !r2.EndedAt.Equal(start.Add(time.Hour)) {
+		t.Errorf("after MarkInterrupted: run %s (ended %v), node %s (%s)", r2.Status, r2.EndedAt, n2[0].Status, n2[0].Reason)
 	}
 	if _, _, err := l.Run("nope"); err == nil || !strings.Contains(err.Error(), "no such run") {
 		t.Errorf("Run(unknown) = %v", err)
@@ -183,4 +186,97 @@ func TestStateLockIsExclusive(t *testing.T) {
 		t.Fatalf("lock after unlock: %v", err)
 	}
 	b.Unlock()
+}
+
+// TestMarkInterrupted: a run left running is marked interrupted only when its recorded process is gone; each of
+// its nodes that had not ended is marked with the last thing recorded of it (its attempts, its log's last write),
+// the run with the latest of them; nodes that had ended keep their outcome.
+func TestMarkInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(statedir.Dir{Root: dir}.Ledger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	me := CurrentProcess()
+	dead := Process{Host: me.Host, BootID: me.BootID, PID: me.PID, Start: me.Start + 1} // a reused pid
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(l.StartRun(RunRecord{ID: "alive", StartedAt: start, Process: me}))
+	must(l.StartRun(RunRecord{ID: "dead", StartedAt: start, Process: dead}))
+	log := dir + "/work.stdout.log"
+	must(os.WriteFile(log, []byte("{}\n"), 0o600))
+	logTime := start.Add(30 * time.Minute)
+	must(os.Chtimes(log, logTime, logTime))
+	must(l.RecordNode(&NodeResult{RunID: "dead", Node: "work", Status: StatusRunning, Started: start.Add(time.Minute), StdoutLog: log,
+		Repo: "/src/repo", Slug: "work", BaseCommit: "base", Attempts: 2}))
+	must(l.RecordAttempt(AttemptRecord{RunID: "dead", Node: "work", Attempt: 1, Status: StatusFailed, StartedAt: ptr(start.Add(time.Minute)), EndedAt: ptr(start.Add(10 * time.Minute))}))
+	must(l.RecordNode(&NodeResult{RunID: "dead", Node: "done", Status: StatusSucceeded, Started: start, Ended: start.Add(5 * time.Minute)}))
+	must(l.RecordNode(&NodeResult{RunID: "dead", Node: "waiting", Status: StatusRunning, Started: start.Add(2 * time.Minute)}))
+
+	marked, live, err := l.MarkInterrupted(Process.Alive)
+	must(err)
+	if len(live) != 1 || live[0].ID != "alive" {
+		t.Errorf("live = %+v, want the run of this very process", live)
+	}
+	want := []InterruptedRun{{ID: "dead", Process: dead, Since: logTime, Nodes: []string{"waiting", "work"}}}
+	if diff := cmp.Diff(want, marked); diff != "" {
+		t.Fatalf("MarkInterrupted() mismatch (-want +got):\n%s", diff)
+	}
+	run, nodes, err := l.Run("dead")
+	must(err)
+	if run.Status != RunInterrupted || run.EndedAt == nil || !run.EndedAt.Equal(logTime) || run.Host != me.Host {
+		t.Errorf("run: %s ended %v host %q", run.Status, run.EndedAt, run.Host)
+	}
+	got := map[string]NodeRecord{}
+	for _, n := range nodes {
+		got[n.Node] = n
+	}
+	for name, wantEnd := range map[string]time.Time{"work": logTime, "waiting": start.Add(2 * time.Minute)} {
+		n := got[name]
+		if n.Status != StatusInterrupted || n.EndedAt == nil || !n.EndedAt.Equal(wantEnd) ||
+			!strings.Contains(n.Reason, fmt.Sprintf("kewplan pid %d on %s", dead.PID, dead.Host)) || !strings.Contains(n.Reason, wantEnd.Format(time.RFC3339)) {
+			t.Errorf("%s: %s ended %v (%s), want interrupted at %v", name, n.Status, n.EndedAt, n.Reason, wantEnd)
+		}
+	}
+	if n := got["work"]; n.Repo != "/src/repo" || n.Slug != "work" || n.BaseCommit != "base" {
+		t.Errorf("work: repo %q slug %q base %q, want what keeping its work needs", n.Repo, n.Slug, n.BaseCommit)
+	}
+	if got["done"].Status != StatusSucceeded {
+		t.Errorf("done: %s, want its recorded outcome kept", got["done"].Status)
+	}
+	if again, _, err := l.MarkInterrupted(Process.Alive); err != nil || len(again) != 0 {
+		t.Errorf("a second MarkInterrupted() = %+v, %v, want nothing", again, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestProcessAlive: this process is alive; the same pid with another start time, another boot or another host is
+// not, and neither is an identity recorded without a start time.
+func TestProcessAlive(t *testing.T) {
+	me := CurrentProcess()
+	if me.Start == 0 || me.BootID == "" {
+		t.Skip("no /proc start time or boot id on this system")
+	}
+	for _, c := range []struct {
+		name string
+		p    Process
+		want bool
+	}{
+		{"this process", me, true},
+		{"a reused pid", Process{Host: me.Host, BootID: me.BootID, PID: me.PID, Start: me.Start + 1}, false},
+		{"before a reboot", Process{Host: me.Host, BootID: "another-boot", PID: me.PID, Start: me.Start}, false},
+		{"another host", Process{Host: me.Host + "-other", BootID: me.BootID, PID: me.PID, Start: me.Start}, false},
+		{"only a pid", Process{PID: me.PID}, false},
+	} {
+		if got := c.p.Alive(); got != c.want {
+			t.Errorf("%s: Alive() = %v, want %v", c.name, got, c.want)
+		}
+	}
 }

@@ -20,7 +20,11 @@ const (
 	StatusApproved         = "approved"
 	StatusChangesRequested = "changes_requested"
 	StatusRejected         = "rejected"
-	StatusAbandoned        = "abandoned"
+	// StatusAbandoned is what ledgers written before interrupted runs were recognised call a node left running.
+	StatusAbandoned = "abandoned"
+	// StatusInterrupted is a node whose apply died while it ran (killed, out of memory, the machine went down):
+	// recognised by the next command that opened the ledger, its ended_at the last thing recorded of it.
+	StatusInterrupted = "interrupted"
 	// StatusBudgetExceeded: the node crossed one of its caps (or the apply-wide max_usd) and kewplan killed it.
 	StatusBudgetExceeded = "budget_exceeded"
 	// StatusReused is a node a resumed run did not start: its outputs are a previous run's (ReusedFrom).
@@ -97,6 +101,10 @@ type NodeResult struct {
 	ReusedFrom  string
 	// Salvage is what was kept of a worker that ended without its push (nil: nothing was).
 	Salvage *Salvage
+	// Repo is the repository the engine cloned for the node (set once its checkout exists) and Slug the node's
+	// path name under the state directory: recorded so that the work of a node whose apply dies can be kept.
+	Repo string
+	Slug string
 }
 
 // RecordedCost is the node's cost and its source as the ledger records them: the budget's figure when the node was
@@ -126,4 +134,6 @@ const (
 	RunFailed    = "failed"
 	RunCancelled = "cancelled"
 	RunAbandoned = "abandoned"
+	// RunInterrupted is a run whose apply died without recording its end; its ended_at is the last thing recorded.
+	RunInterrupted = "interrupted"
 )

@@ -140,6 +140,11 @@ var catalogue = []item{
 	{ID: "F10", Attack: "engine unavailable; a missing image", Expected: "fail closed with a clear message",
 		Tests: []string{"executor.TestApplyPreflightMissingImage", "executor.TestApplyEngineErrorMidRun"}},
 	{ID: "F11", Attack: "agent exits 0 without a verdict", Expected: "fail closed"},
+	{ID: "F12", Attack: "SIGKILL to kewplan apply while a worker that has committed still runs, then any command",
+		Expected: "run and nodes marked interrupted as of the last record; the orphan stopped, its work kept, then removed; salvage publishes it",
+		Tests:    []string{"executor.TestAdvKilledApplyKeepsWork", "executor.TestApplySweepsADeadApply", "ledger.TestMarkInterrupted", "ledger.TestProcessAlive"}},
+	{ID: "F13", Attack: "apply --resume latest after a SIGKILLed apply", Expected: "succeeded nodes reused; interrupted ones run again from their kept work",
+		Tests: []string{"executor.TestAdvKilledApplyKeepsWork"}},
 
 	{ID: "G1", Attack: "fuzz the verdict parser", Expected: "never panics; strict keys; digest of the input",
 		Tests: []string{"verdict.FuzzDecodeVerdict"}},
