@@ -21,6 +21,8 @@ type ProxyLog struct {
 	run   *Run
 	users map[string]string // proxy user -> node name
 	lines lineSplitter
+	mu    sync.Mutex
+	marks map[string]chan struct{} // control paths awaited (Await)
 }
 
 // NewProxyLog reads the decision log of run's proxy, whose users stand for the nodes users maps them to.
@@ -38,10 +40,35 @@ func (p *ProxyLog) Write(b []byte) (int, error) { return p.lines.Write(b) }
 // Flush reads a last line without its newline, once the log has ended.
 func (p *ProxyLog) Flush() { p.lines.flush() }
 
+// Await is closed once the log has carried a control call on path (its egress.Decision.Path, as the proxy
+// escaped it): the mark that every line the proxy wrote before its answer to that call has been read.
+func (p *ProxyLog) Await(path string) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.marks == nil {
+		p.marks = map[string]chan struct{}{}
+	}
+	ch := p.marks[path]
+	if ch == nil {
+		ch = make(chan struct{})
+		p.marks[path] = ch
+	}
+	return ch
+}
+
 // decision reads one line of the log.
 func (p *ProxyLog) decision(line []byte) {
 	var dec egress.Decision
-	if err := json.Unmarshal(line, &dec); err != nil || dec.Kind == egress.KindControl {
+	if err := json.Unmarshal(line, &dec); err != nil {
+		return
+	}
+	if dec.Kind == egress.KindControl {
+		p.mu.Lock()
+		if ch := p.marks[dec.Path]; ch != nil {
+			close(ch)
+			delete(p.marks, dec.Path)
+		}
+		p.mu.Unlock()
 		return
 	}
 	node := p.users[dec.Node]

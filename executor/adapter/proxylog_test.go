@@ -19,6 +19,7 @@ func TestProxyLog(t *testing.T) {
 	run := &Run{ID: "r1", EgressDenied: func(d ledger.EgressDenial) { denied = append(denied, d) },
 		BrokerRequest: func(r ledger.BrokerRequest) { brokered = append(brokered, r) }}
 	pl := NewProxyLog(run, map[string]string{"fix": "fix[0]"})
+	mark, other := pl.Await("/control/nodes/fix/end"), pl.Await("/control/nodes/other/end")
 	at := "2026-12-07T10:00:00Z"
 	log := strings.Join([]string{
 		`kewplan egress-proxy: listening on 0.0.0.0:3128`,
@@ -33,6 +34,16 @@ func TestProxyLog(t *testing.T) {
 	pl.Write([]byte(log[:half]))
 	pl.Write([]byte(log[half:]))
 	pl.Flush()
+	select {
+	case <-mark:
+	default:
+		t.Error("the control call on /control/nodes/fix/end was read, but its mark is still open")
+	}
+	select {
+	case <-other:
+		t.Error("a mark no line carried was closed")
+	default:
+	}
 
 	tm, _ := time.Parse(time.RFC3339, at)
 	cost := 0.5
