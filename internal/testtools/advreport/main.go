@@ -189,6 +189,12 @@ var catalogue = []item{
 		Tests: []string{"egress.TestTunnelShareBoundsANode", "egress.TestTunnelShareValve", "egress.TestStalledTunnelsStopOnlyTheirNode"}},
 	{ID: "J10", Attack: "a retry of a node that spent most of its budget in the attempt before", Expected: "the proxy's sums and caps start again for the retry, as apply's do; each request is counted in the attempt it was made in",
 		Tests: []string{"egress.TestBrokerBudgetPerAttempt", "executor.TestBrokerMeterPerAttempt"}},
+
+	// K: the Kubernetes engine's proxy, held as on Docker.
+	{ID: "K1", Attack: "on Kubernetes, spend node A's placeholder from any pod of the run after A ended; retry a node whose earlier attempt spent most of its budget at the proxy", Expected: "apply ends A on the proxy's control endpoint (through the API server's service proxy, with the run's control secret) and A's placeholder is refused from then on, a backstop end time besides; a retry starts at the proxy before its Job, so its sums start at zero",
+		Tests: []string{"executor.TestKubernetesProxyControlAndMeter", "egress.TestControlSecretHeader", "adapter.TestBrokerEndsAt"}},
+	{ID: "K2", Attack: "on Kubernetes, an agent that prints no usage or lies about it while its brokered calls spend", Expected: "apply reads the proxy pod's decision log into the ledger: each attempt's brokered requests with the proxy's meter, both meters per attempt, the denials",
+		Tests: []string{"executor.TestKubernetesProxyControlAndMeter", "adapter.TestProxyLog"}},
 }
 
 // ownTests selects the suite's own tests in every package.
