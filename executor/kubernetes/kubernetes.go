@@ -115,6 +115,7 @@ func (e *Engine) Start(ctx context.Context, run *adapter.Run) error {
 
 // Close stops the run's watches.
 func (e *Engine) Close() error {
+	e.stopProxyLog()
 	if e.watch != nil {
 		e.watch.Stop()
 	}
@@ -459,7 +460,9 @@ func (e *Engine) follow(ctx context.Context, at *adapter.Attempt, job string, st
 	deadline.Stop()
 	stopRun()
 	// The proxy's meter of the attempt is in its log: read it up to now before the attempt's figures are settled.
-	e.syncProxyLog(at)
+	if ctx.Err() == nil {
+		e.syncProxyLog(at)
+	}
 	// Without a container run, an apply-wide stop that killed this node counts as its stop.
 	out.stream = stream.Close(true)
 	if feedErr != nil {
