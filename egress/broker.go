@@ -34,6 +34,10 @@ const (
 	// same secret, says the node's attempt n starts: the proxy's sums and caps start again from zero (see
 	// StartAttempt).
 	ControlEndNodePath = "/control/nodes/"
+	// ControlSecretHeader carries the control secret where an Authorization header cannot reach the proxy: a
+	// Kubernetes API server consumes the Authorization of a request it authenticated, so apply calls the
+	// control endpoint through the API server's service proxy with the secret in this header instead.
+	ControlSecretHeader = "X-Kewplan-Control-Secret"
 )
 
 // Kinds of a decision line. Forward-proxy decisions have no kind, as before.
@@ -635,7 +639,13 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request, rest strin
 		return
 	}
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(token), s.broker.control) != 1 {
+	if !strings.EqualFold(scheme, "Bearer") {
+		token = ""
+	}
+	if v := r.Header.Get(ControlSecretHeader); token == "" && v != "" {
+		token = v
+	}
+	if token == "" || subtle.ConstantTimeCompare([]byte(token), s.broker.control) != 1 {
 		answer(http.StatusUnauthorized, ReasonControlAuth)
 		return
 	}

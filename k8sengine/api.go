@@ -42,6 +42,11 @@ type API interface {
 	// Watch watches the objects opts selects from opts.ResourceVersion on: the objects of its events are typed or
 	// *unstructured.Unstructured.
 	Watch(ctx context.Context, r Resource, ns string, opts metav1.ListOptions) (watch.Interface, error)
+	// ServiceProxy POSTs to path on port (a port's name or number) of the Service name, through the API server's
+	// service proxy (services/proxy, RBAC verb create), with header. It returns the answer's status and the first
+	// 4 KiB of its body, whoever answered (the Service's pod, or the API server when it could not reach one);
+	// err is a request that got no answer.
+	ServiceProxy(ctx context.Context, ns, name, port, path string, header http.Header) (int, []byte, error)
 }
 
 // Resource is one kind kewplan uses, by the names the API knows it by. Namespaces and RuntimeClasses are
@@ -80,6 +85,7 @@ func resourceOf(kind string) (Resource, bool) {
 type dynamicAPI struct {
 	rest rest.Interface
 	dyn  dynamic.Interface
+	hc   *http.Client
 }
 
 // NewAPI connects to the cluster of cfg. Unless cfg sets its own, the client's rate limit is kubectl's (50
@@ -104,7 +110,7 @@ func newDynamicAPI(cfg *rest.Config, hc *http.Client) (*dynamicAPI, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &dynamicAPI{rest: rc, dyn: dynamic.New(rc)}, nil
+	return &dynamicAPI{rest: rc, dyn: dynamic.New(rc), hc: hc}, nil
 }
 
 func (a *dynamicAPI) resource(r Resource, ns string) dynamic.ResourceInterface {
@@ -159,6 +165,26 @@ func (a *dynamicAPI) Watch(ctx context.Context, r Resource, ns string, opts meta
 func (a *dynamicAPI) Log(ctx context.Context, ns, pod, container string) (io.ReadCloser, error) {
 	return a.rest.Get().AbsPath("/api/v1/namespaces", ns, "pods", pod, "log").
 		Param("container", container).Param("follow", "true").Stream(ctx)
+}
+
+func (a *dynamicAPI) ServiceProxy(ctx context.Context, ns, name, port, path string, header http.Header) (int, []byte, error) {
+	// The REST client builds the URL; its HTTP client (the kubeconfig's credentials and TLS) sends it, so that any
+	// answer, the proxy's or the API server's, arrives with its status.
+	u := a.rest.Post().AbsPath("/api/v1/namespaces", ns, "services", name+":"+port, "proxy", path).URL()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	for k, v := range header {
+		req.Header[http.CanonicalHeaderKey(k)] = v
+	}
+	res, err := a.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	return res.StatusCode, body, nil
 }
 
 // fromUnstructured fills a typed object, or a list of them, from the dynamic client's maps.

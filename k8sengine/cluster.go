@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -261,4 +263,21 @@ func (c *Cluster) ServiceClusterIP(ctx context.Context, namespace, name string) 
 		return "", fmt.Errorf("the egress proxy's Service %s/%s has no cluster IP (%q): the proxied pods, which have no DNS, reach the proxy by it; make it a ClusterIP Service", namespace, name, ip)
 	}
 	return ip, nil
+}
+
+// ProxyControl POSTs to path (its own path, e.g. /control/nodes/fix/end) on the port port of kewplan's egress
+// proxy Service name, through the API server's service proxy: apply's way to the proxy's control endpoint from
+// outside the cluster, with no port of the proxy exposed. The API server keeps no Authorization header of a
+// request it authenticated, so the secret travels in header's own field. An answer other than 204 is an error
+// that quotes it.
+func (c *Cluster) ProxyControl(ctx context.Context, name string, port int, path string, header http.Header) error {
+	code, body, err := c.API.ServiceProxy(ctx, c.Namespace, name, strconv.Itoa(port), path, header)
+	if err != nil {
+		return fmt.Errorf("reach the egress proxy's control endpoint through the API server's service proxy (services/proxy on %s/%s): %w", c.Namespace, name, err)
+	}
+	if code != http.StatusNoContent {
+		return fmt.Errorf("the egress proxy's control endpoint, through the API server's service proxy (services/proxy on %s/%s), answered %d: %s",
+			c.Namespace, name, code, strings.TrimSpace(strings.ToValidUTF8(string(body), "?")))
+	}
+	return nil
 }

@@ -1,6 +1,8 @@
 package k8sengine_test
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -58,5 +60,38 @@ func TestE2EEgressProxyAccepted(t *testing.T) {
 		if _, err := cl.Client.CoreV1().Pods(ns).Create(ctx, podOf(n.Job, ns), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 			t.Errorf("the pod of node %s is refused: %v", n.Node, err)
 		}
+	}
+}
+
+// TestE2EProxyControlThroughTheAPIServer: the real API server accepts a control call on the proxy's Service
+// through its service proxy, in the form ProxyControl sends it; with no pod behind the Service (there is no
+// Deployment controller here) it answers itself, and ProxyControl's error quotes it.
+func TestE2EProxyControlThroughTheAPIServer(t *testing.T) {
+	cl := k8stest.Start(t)
+	ctx := e2eTimeout(t)
+	ns := cl.Namespace(t)
+	cfg, p, ok := k8stest.Plan(t, "../examples/kubernetes.hcl")
+	if !ok {
+		t.Fatal("examples/kubernetes.hcl does not plan")
+	}
+	e := k8stest.Engine(cfg, ns)
+	e.ProxyImage = "registry.example.com/kewplan-egress-proxy:0123456789abcdef"
+	m, diags := k8srender.Render(p, k8srender.Options{Engine: e, RunID: "proxy", NameSuffix: "proxy"})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	c := cl.Kewplan(t, ns)
+	var svc k8srender.Object
+	for _, o := range m.Shared {
+		if o.GetObjectKind().GroupVersionKind().Kind == "Service" {
+			svc = o
+		}
+	}
+	if err := c.Apply(ctx, []k8srender.Object{svc}); err != nil {
+		t.Fatal(err)
+	}
+	err := c.ProxyControl(ctx, svc.GetName(), int(e.ProxyPort), "/control/nodes/fix/end", http.Header{"X-Kewplan-Control-Secret": {"s"}})
+	if err == nil || !strings.Contains(err.Error(), "answered 503") || !strings.Contains(err.Error(), "services/proxy on "+ns+"/"+svc.GetName()) {
+		t.Errorf("ProxyControl with no pod behind the Service: %v, want the API server's 503", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kewplan/kewplan/k8srender"
 )
 
 // RunWatch keeps what JobOutcome reads for every node of one run, the run's Jobs and pods (by its label) and the
@@ -254,3 +257,29 @@ func (l *listWatch) WatchWithContext(ctx context.Context, o metav1.ListOptions) 
 
 // IsWatchListSemanticsUnSupported tells client-go's reflector to list, then watch.
 func (l *listWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+// Running is a container of one of the run's pods that runs: its pod and how often it restarted, which together
+// name the one log it writes.
+type Running struct {
+	Pod      string
+	Restarts int32
+}
+
+// RunningContainers are the run's pods of step (their kewplan.step label) whose container of that name runs, by
+// pod name: kewplan's egress proxy, whose decision log apply follows.
+func (w *RunWatch) RunningContainers(step, container string) []Running {
+	var out []Running
+	for _, it := range w.pods.List() {
+		p := it.(*corev1.Pod)
+		if p.Labels[k8srender.LabelStep] != step {
+			continue
+		}
+		for _, st := range p.Status.ContainerStatuses {
+			if st.Name == container && st.State.Running != nil {
+				out = append(out, Running{Pod: p.Name, Restarts: st.RestartCount})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Pod < out[j].Pod })
+	return out
+}

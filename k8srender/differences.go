@@ -100,7 +100,7 @@ func Differences(e *config.KubernetesEngine, p *planner.Plan) []Difference {
 	} else if brokered {
 		out = append(out, Difference{ID: DiffBrokered,
 			Docker:     "A brokered node's container holds placeholders for its credentials and its base-URL variable points at kewplan's egress proxy, which adds the real values only on requests to the runner's endpoints while the node runs; apply reads the proxy's meter into the ledger.",
-			Kubernetes: "As on Docker, the agent step holds placeholders (fresh for every apply, from the proxy's Secret) and its base-URL variable points at kewplan's proxy by its Service's cluster IP; only the proxy's pod holds the real values (from credentials_secret by secretKeyRef). The proxy meters and caps each node's model calls itself, but apply does not read its meter: the ledger's cost is the agent's stream's, and the proxy's figures are in its log."})
+			Kubernetes: "As on Docker, the agent step holds placeholders (fresh for every apply, from the proxy's Secret) and its base-URL variable points at kewplan's proxy by its Service's cluster IP; only the proxy's pod holds the real values (from credentials_secret by secretKeyRef). The proxy meters and caps each attempt's model calls, and apply reads its meter into the ledger from the proxy pod's log; apply ends each node (its placeholders are refused from then on) and starts each retry on the proxy's control endpoint, which it reaches through the API server's service proxy (RBAC: create on services/proxy in the namespace)."})
 	}
 	if e.RuntimeClass == "" {
 		out = append(out, Difference{ID: DiffRuntimeClass,

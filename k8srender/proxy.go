@@ -34,6 +34,11 @@ const ProxyConfigKey = "config.json"
 // proxyConfigMount is where the proxy's pod mounts its Secret.
 const proxyConfigMount = "/etc/kewplan-egress"
 
+// ProxyControlKey is the key, in Options.ProxySecrets, of the secret of the proxy's control endpoint (apply mints
+// it per run; "." is in no user name). It is in the proxy's configuration only, in the proxy's Secret, which no
+// agent step reads but for its own URL, placeholders and base URL.
+const ProxyControlKey = "control.secret"
+
 // ProxyURLKey is the key of one proxy user's URL (http://user:secret@service:port) in the proxy's Secret.
 func ProxyURLKey(user string) string { return "url-" + user }
 
@@ -132,6 +137,14 @@ func (r *renderer) newKewplanProxy(p *planner.Plan, secrets map[string]string) (
 			kp.urls[ProxyURLKey(u.name)] = egress.ProxyURL(host, int(r.e.ProxyPort), u.name, secret)
 		}
 	}
+	if len(kp.brokered) > 0 {
+		// Apply ends each brokered node, and starts each retry, on the proxy's control endpoint.
+		secret, err := r.proxySecret(secrets, ProxyControlKey)
+		if err != nil {
+			return nil, err
+		}
+		kp.cfg.ControlSecret = secret
+	}
 	return kp, nil
 }
 
@@ -153,6 +166,10 @@ func (r *renderer) broker(kp *kewplanProxy, np *planner.NodePlan, user, proxySec
 	cfg, t, phs, err := brokerplan.Config(np, src, mint)
 	if err != nil || cfg == nil || len(phs) == 0 {
 		return nil, err
+	}
+	if t, ok := r.endsAt[np.Name]; ok {
+		t = t.UTC()
+		cfg.EndsAt = &t
 	}
 	bu := &brokerUse{user: user, baseURLVar: np.Container.BaseURL}
 	for _, name := range np.Credentials {
@@ -185,6 +202,43 @@ func BrokerPlaceholderKeys(e *config.KubernetesEngine, p *planner.Plan, credenti
 				out = append(out, [2]string{PlaceholderKey(bu.user, name), name})
 			}
 		}
+	}
+	return out
+}
+
+// BrokeredUsers are the proxy users of the brokered nodes (by node name) when the engine names proxy_image: the
+// names apply ends them and starts their retries by on the proxy's control endpoint. credentialKeys is as in
+// BrokerPlaceholderKeys.
+func BrokeredUsers(e *config.KubernetesEngine, p *planner.Plan, credentialKeys []string) map[string]string {
+	if e == nil || e.ProxyImage == "" {
+		return nil
+	}
+	r := &renderer{e: e, run: "x", digest: p.ConfigDigest, credentialKeys: credentialKeys}
+	kp, err := r.newKewplanProxy(p, nil)
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for node, bu := range kp.brokered {
+		out[node] = bu.user
+	}
+	return out
+}
+
+// ProxyUserNodes maps each proxy user of kewplan's proxy (ProxyUsers) to its node's name: a node's "-git" user is
+// the node's too. Apply reads the proxy's decision log by it.
+func ProxyUserNodes(e *config.KubernetesEngine, p *planner.Plan) map[string]string {
+	if e == nil || e.ProxyImage == "" {
+		return nil
+	}
+	r := &renderer{e: e, run: "x", digest: p.ConfigDigest}
+	kp, err := r.newKewplanProxy(p, nil)
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for node, user := range kp.users {
+		out[user], out[user+"-git"] = node, node
 	}
 	return out
 }

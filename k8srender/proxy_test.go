@@ -32,6 +32,7 @@ func applySecrets() map[string]string {
 	for _, u := range []string{"fix", "fix-git", "review", "review-git"} {
 		s[u] = strings.Repeat("s", 40) + u
 	}
+	s[k8srender.ProxyControlKey] = strings.Repeat("c", 64)
 	// fix is brokered (review forwards its credentials): its two placeholders.
 	for _, name := range []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"} {
 		s[k8srender.PlaceholderKey("fix", name)] = "kewplan-placeholder-" + strings.Repeat("p", 32) + name

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -95,6 +96,10 @@ type Options struct {
 	// UpstreamCAPEM is sandbox.egress.upstream_ca_file's content, the authorities kewplan's proxy trusts beside the
 	// system's roots for brokered requests; "" for none.
 	UpstreamCAPEM string
+	// BrokerEndsAt is, by node name, when kewplan's proxy stops accepting a brokered node's placeholders whatever
+	// apply tells it (egress.BrokerConfig.EndsAt, the backstop to ending the node on the proxy's control
+	// endpoint); apply computes it when the run starts. nil (render, plan) renders none.
+	BrokerEndsAt map[string]time.Time
 }
 
 // Placeholders of what only apply knows. A secret placeholder is shorter than any secret the egress proxy
@@ -163,7 +168,7 @@ func Render(p *planner.Plan, opts Options) (*Manifests, hcl.Diagnostics) {
 			Detail: fmt.Sprintf("The run id %q cannot be a Kubernetes label value (at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit).", run)}}
 	}
 	r := &renderer{e: opts.Engine, run: run, suffix: opts.NameSuffix, digest: p.ConfigDigest, names: map[string]string{}, credentialKeys: opts.CredentialKeys, upstreamCA: opts.UpstreamCAPEM,
-		proxyAddress: opts.ProxyAddress}
+		proxyAddress: opts.ProxyAddress, endsAt: opts.BrokerEndsAt}
 	if r.proxyAddress == "" {
 		r.proxyAddress = ProxyAddressPlaceholder
 	}
@@ -218,6 +223,8 @@ type renderer struct {
 	// credentialKeys and upstreamCA are Options.CredentialKeys and Options.UpstreamCAPEM.
 	credentialKeys []string
 	upstreamCA     string
+	// endsAt is Options.BrokerEndsAt.
+	endsAt map[string]time.Time
 }
 
 var (

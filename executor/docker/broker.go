@@ -91,38 +91,6 @@ func (d *dockerEngine) attemptStarts(ctx context.Context, at *adapter.Attempt) *
 	return nil
 }
 
-// brokerDecision records one brokered request from the proxy's decision log; a refusal is also an egress denial.
-func (d *dockerEngine) brokerDecision(dec egress.Decision, node string) {
-	t := dec.Time
-	if t.IsZero() {
-		t = time.Now()
-	}
-	reason := ""
-	if !dec.Allowed {
-		reason = dec.Reason
-		if dec.Refusal != "" {
-			reason += ": " + dec.Refusal // the sentence the agent was answered with
-		}
-		reason = clipText(reason, 600)
-	}
-	r := ledger.BrokerRequest{Node: node, Attempt: dec.Attempt, Method: clipText(dec.Method, 16), Host: clipText(dec.Host, 260),
-		Path: clipText(dec.Path, 512), Status: dec.Status, Credential: clipText(dec.Credential, 128), BytesIn: dec.BytesIn,
-		BytesOut: dec.BytesOut, DurationMS: dec.DurationMS, Reason: reason, Time: t}
-	if m := dec.Meter; m != nil {
-		r.ModelCall, r.BudgetCap, r.Unsettled = m.ModelCall, clipText(m.Cap, 16), m.Unsettled
-		if u := m.Usage; u != nil {
-			r.Metered, r.Model, r.CostSource = true, clipText(u.Model, 200), clipText(u.CostSource, 16)
-			r.InputTokens, r.OutputTokens = max(u.InputTokens, 0), max(u.OutputTokens, 0)
-			r.CacheReadTokens, r.CacheWriteTokens = max(u.CacheReadTokens, 0), max(u.CacheWriteTokens, 0)
-			if u.CostSource == egress.CostReported || u.CostSource == egress.CostEstimated {
-				c := max(u.CostUSD, 0)
-				r.CostUSD = &c
-			}
-		}
-	}
-	d.run.BrokerRequest(r)
-}
-
 // controlAddress is where the host reaches the proxy's control endpoint: its address on the proxy network.
 func controlAddress(ip net.IP) string {
 	return net.JoinHostPort(ip.String(), strconv.Itoa(egress.DefaultPort))

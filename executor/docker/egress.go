@@ -1,25 +1,21 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/egress"
 	"github.com/kewplan/kewplan/executor/adapter"
 	"github.com/kewplan/kewplan/executor/engine"
-	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -52,7 +48,7 @@ type egressState struct {
 	secrets []string          // values masked wherever a string leaves apply
 	users   map[string]string // proxy user -> node name
 	stderr  *adapter.TailWriter
-	lines   *lineWriter
+	lines   *adapter.ProxyLog // the proxy's decision log, read into the ledger
 	// broker holds each brokered node (by node name), baseURLs its base URL; control is the secret of the
 	// proxy's control endpoint at controlAddr ("" when no node is brokered).
 	broker      map[string]*brokerNode
@@ -239,6 +235,9 @@ func (d *dockerEngine) startEgressProxy(ctx context.Context, nodes []*planner.No
 		}
 		if bn != nil {
 			st.broker[np.Name] = bn
+			// The backstop: the placeholders die at the latest the node can end, should apply never say it ended.
+			ends := adapter.BrokerEndsAt(d.run.Plan, np, time.Now())
+			bc.EndsAt = &ends
 		}
 		cfg.Nodes = append(cfg.Nodes, egress.NodeConfig{Name: user, Secret: secret, Allow: allow, PrivateHosts: np.PrivateHosts, Broker: bc})
 		st.users[user] = np.Name
@@ -268,7 +267,7 @@ func (d *dockerEngine) startEgressProxy(ctx context.Context, nodes []*planner.No
 			networks = append(networks, n)
 		}
 	}
-	st.lines = &lineWriter{max: 64 << 10, line: d.egressDecision}
+	st.lines = adapter.NewProxyLog(d.run, st.users)
 	svc, err := d.engine.StartService(ctx, engine.ServiceSpec{
 		Name: st.name, Image: image, User: egress.ImageUser,
 		Labels: map[string]string{
@@ -346,39 +345,6 @@ func (d *dockerEngine) egressStderr() string {
 	return s
 }
 
-// egressDecision reads one line of the proxy's decision log: a denial is recorded in the ledger, then reported.
-func (d *dockerEngine) egressDecision(line []byte) {
-	var dec egress.Decision
-	if err := json.Unmarshal(line, &dec); err != nil || dec.Kind == egress.KindControl {
-		return
-	}
-	st := d.egress
-	node := st.users[dec.Node]
-	if node == "" && dec.Node != "" {
-		node = dec.Node
-	}
-	if dec.Kind == egress.KindBroker {
-		d.brokerDecision(dec, node)
-	}
-	if dec.Allowed {
-		return
-	}
-	t := dec.Time
-	if t.IsZero() {
-		t = time.Now()
-	}
-	d.run.EgressDenied(ledger.EgressDenial{RunID: d.run.ID, Node: node, Method: clipText(dec.Method, 16), Host: clipText(dec.Host, 260), Port: dec.Port, Reason: clipText(dec.Reason, 200),
-		Refusal: clipText(dec.Refusal, 1000), Time: t})
-}
-
-func clipText(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
-}
-
 // stopEgress removes kewplan's proxy (idempotent) and waits for its decision log to end.
 func (d *dockerEngine) stopEgress() {
 	if d.egress == nil || d.egress.svc == nil {
@@ -389,7 +355,7 @@ func (d *dockerEngine) stopEgress() {
 	}
 	d.track(d.egress.svc.ID, false)
 	if d.egress.lines != nil {
-		d.egress.lines.flush()
+		d.egress.lines.Flush()
 	}
 }
 
@@ -397,51 +363,3 @@ func (d *dockerEngine) stopEgress() {
 func (d *dockerEngine) ownedEgressProxy(labels map[string]string) bool {
 	return labels[LabelRole] == RoleEgressProxy && labels[LabelStateDir] == d.run.Dir.Root
 }
-
-// lineWriter calls line for each complete line written to it; a line longer than max is dropped whole.
-type lineWriter struct {
-	mu   sync.Mutex
-	max  int
-	buf  []byte
-	skip bool
-	line func([]byte)
-}
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			if !w.skip {
-				w.buf = append(w.buf, p...)
-				if len(w.buf) > w.max {
-					w.buf, w.skip = w.buf[:0], true
-				}
-			}
-			break
-		}
-		if !w.skip {
-			w.buf = append(w.buf, p[:i]...)
-			if len(w.buf) <= w.max {
-				w.line(w.buf)
-			}
-		}
-		w.buf, w.skip = w.buf[:0], false
-		p = p[i+1:]
-	}
-	return n, nil
-}
-
-// flush hands over a last line without its newline.
-func (w *lineWriter) flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.buf) > 0 && !w.skip {
-		w.line(w.buf)
-	}
-	w.buf = w.buf[:0]
-}
-
-var _ io.Writer = (*lineWriter)(nil)

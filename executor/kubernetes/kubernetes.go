@@ -56,9 +56,14 @@ type Engine struct {
 	// sandbox.egress.upstream_ca_file's content, read with the shared objects.
 	credentialKeys []string
 	upstreamCA     string
+	// proxy is kewplan's egress proxy (proxy_image) once the shared objects are applied; nil without one.
+	proxy atomic.Pointer[proxyState]
 }
 
-var _ adapter.Engine = (*Engine)(nil)
+var (
+	_ adapter.Engine    = (*Engine)(nil)
+	_ adapter.NodeEnder = (*Engine)(nil)
+)
 
 // New returns the Kubernetes engine for one apply.
 func New(o Options) *Engine {
@@ -110,6 +115,7 @@ func (e *Engine) Start(ctx context.Context, run *adapter.Run) error {
 
 // Close stops the run's watches.
 func (e *Engine) Close() error {
+	e.stopProxyLog()
 	if e.watch != nil {
 		e.watch.Stop()
 	}
@@ -161,6 +167,7 @@ func (e *Engine) End(_ context.Context, run *adapter.Run) {
 		run.Warn("", fmt.Sprintf("%v; delete what is left with `kubectl delete jobs,pods,secrets,networkpolicies -n %s -l %s=%s`",
 			err, e.opts.Cluster.Namespace, k8srender.LabelRun, run.ID))
 	}
+	e.stopProxyLog()
 }
 
 // Abort is the last attempt on a second interrupt: every object of the run is deleted.
@@ -222,10 +229,22 @@ func (e *Engine) shared(ctx context.Context) error {
 			secrets[kn[0]] = ph
 			e.run.AddSecret(ph, kn[1]) // masked as the credential it stands for
 		}
+		// The proxy's control endpoint, when it brokers a node: apply ends the node and starts its retries there.
+		var ps *proxyState
+		if brokers := k8srender.BrokeredUsers(e.opts.Engine, e.run.Plan, e.credentialKeys); len(brokers) > 0 {
+			control, err := egress.NewSecret()
+			if err != nil {
+				e.sharedErr = fmt.Errorf("egress proxy control secret: %w", err)
+				return
+			}
+			secrets[k8srender.ProxyControlKey] = control
+			e.run.AddSecret(control, "proxy secret")
+			ps = &proxyState{control: control, brokers: brokers}
+		}
 		if e.upstreamCA, e.sharedErr = brokerplan.UpstreamCA(e.run.Config); e.sharedErr != nil {
 			return
 		}
-		e.sharedErr = e.applyShared(ctx, secrets)
+		e.sharedErr = e.applyShared(ctx, secrets, ps)
 	})
 	return e.sharedErr
 }
@@ -233,11 +252,23 @@ func (e *Engine) shared(ctx context.Context) error {
 // applyShared applies the run's shared objects and reads the proxy Service's cluster IP, which the nodes' Jobs
 // name (their pods have no DNS). kewplan's own proxy Service is applied first, for its address: the proxy's
 // Secret holds the URLs with it.
-func (e *Engine) applyShared(ctx context.Context, secrets map[string]string) error {
+func (e *Engine) applyShared(ctx context.Context, secrets map[string]string, ps *proxyState) error {
 	ke, cl := e.opts.Engine, e.opts.Cluster
+	// Each brokered node's backstop, from now: the proxy refuses its placeholders after it whatever apply says.
+	var endsAt map[string]time.Time
+	if ps != nil {
+		now := time.Now()
+		endsAt = map[string]time.Time{}
+		for _, np := range e.run.Plan.Nodes {
+			if ps.brokers[np.Name] != "" {
+				endsAt[np.Name] = adapter.BrokerEndsAt(e.run.Plan, np, now)
+			}
+		}
+	}
 	render := func() (*k8srender.Manifests, error) {
 		m, _ := k8srender.Render(e.run.Plan, k8srender.Options{Engine: ke, RunID: e.run.ID, NameSuffix: e.nameSuffix(1),
-			ProxySecrets: secrets, ProxyAddress: e.proxyAddress, CredentialKeys: e.credentialKeys, UpstreamCAPEM: e.upstreamCA})
+			ProxySecrets: secrets, ProxyAddress: e.proxyAddress, CredentialKeys: e.credentialKeys, UpstreamCAPEM: e.upstreamCA,
+			BrokerEndsAt: endsAt})
 		if m == nil {
 			return nil, errors.New("render the run's shared objects: the plan does not render")
 		}
@@ -270,8 +301,15 @@ func (e *Engine) applyShared(ctx context.Context, secrets map[string]string) err
 		return fmt.Errorf("apply the run's shared objects: %w", err)
 	}
 	if ke.ProxyImage != "" && proxied(e.run.Plan) {
+		if ps == nil {
+			ps = &proxyState{}
+		}
+		ps.service = proxyService(m).GetName()
+		// Its decision log from its first line: the denials and brokered requests of every node.
+		e.startProxyLog(ps, k8srender.ProxyUserNodes(ke, e.run.Plan))
+		e.proxy.Store(ps)
 		// A node's pod that started before the proxy is ready would find nothing behind its Service.
-		if err := cl.WaitAvailable(ctx, proxyService(m).GetName(), e.opts.ProxyReadyTimeout); err != nil {
+		if err := cl.WaitAvailable(ctx, ps.service, e.opts.ProxyReadyTimeout); err != nil {
 			return fmt.Errorf("kewplan's egress proxy did not start: %w", err)
 		}
 	}
@@ -328,6 +366,9 @@ func (e *Engine) Attempt(ctx context.Context, at *adapter.Attempt) *adapter.Fail
 	}
 	if reason, over := at.BudgetStop(); over {
 		return adapter.Failed(ledger.StatusSkipped, "its Job was not created: "+reason)
+	}
+	if f := e.attemptStarts(ctx, at); f != nil {
+		return f
 	}
 	stream, f := at.OpenStream()
 	if f != nil {
@@ -418,6 +459,10 @@ func (e *Engine) follow(ctx context.Context, at *adapter.Attempt, job string, st
 	}
 	deadline.Stop()
 	stopRun()
+	// The proxy's meter of the attempt is in its log: read it up to now before the attempt's figures are settled.
+	if ctx.Err() == nil {
+		e.syncProxyLog(at)
+	}
 	// Without a container run, an apply-wide stop that killed this node counts as its stop.
 	out.stream = stream.Close(true)
 	if feedErr != nil {

@@ -205,6 +205,12 @@ var catalogue = []item{
 	{ID: "K3", Attack: "a saved plan of a megabyte that inflates to a gigabyte, or lies about its size in its gzip trailer", Expected: "refused at 64 MiB of JSON having allocated under 256 MiB in all",
 		Tests: []string{"planfile.TestReadInflatedWithinMemory", "planfile.TestDecompressSizeHintUntrusted"}},
 
+	// L: the Kubernetes engine's proxy, held as on Docker.
+	{ID: "L1", Attack: "on Kubernetes, spend node A's placeholder from any pod of the run after A ended; retry a node whose earlier attempt spent most of its budget at the proxy", Expected: "apply ends A on the proxy's control endpoint (through the API server's service proxy, with the run's control secret) and A's placeholder is refused from then on, a backstop end time besides; a retry starts at the proxy before its Job, so its sums start at zero",
+		Tests: []string{"executor.TestKubernetesProxyControlAndMeter", "egress.TestControlSecretHeader", "adapter.TestBrokerEndsAt"}},
+	{ID: "L2", Attack: "on Kubernetes, an agent that prints no usage or lies about it while its brokered calls spend", Expected: "apply reads the proxy pod's decision log into the ledger: each attempt's brokered requests with the proxy's meter, both meters per attempt, the denials",
+		Tests: []string{"executor.TestKubernetesProxyControlAndMeter", "adapter.TestProxyLog"}},
+
 	// M: the broker's meter, pessimistic.
 	{ID: "M1", Attack: "hang up just before the usage event; let a stream end without it; ask for the most output with a max_tokens the cap cannot hold", Expected: "each call reserves its worst case before it goes out and is refused when the reservation would cross a cap; the answer is read on after the agent hung up and settles to the provider's figure; one that ends without it keeps its reservation, unsettled in its decision line, the ledger and runs show",
 		Tests: []string{"egress.TestBrokerReservesTheWorstCase", "egress.TestBrokerMetersAnAnswerTheAgentHungUpOn", "executor.TestBrokerMeterReservesAndRefusesUnmeteredPaths"}},

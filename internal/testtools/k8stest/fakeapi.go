@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +29,10 @@ import (
 // field selectors.
 type FakeAPI struct {
 	CS *fake.Clientset
+	// Services answers ServiceProxy, as the API server's service proxy would reach the Service's pod: the request
+	// arrives with the path after .../proxy and the headers given (the fake clientset has no proxy of its own).
+	// nil answers 503, as an API server with no ready endpoint does.
+	Services http.Handler
 }
 
 var _ k8sengine.API = FakeAPI{}
@@ -116,6 +123,18 @@ func (f FakeAPI) Watch(_ context.Context, r k8sengine.Resource, ns string, opts 
 
 func (f FakeAPI) Log(ctx context.Context, ns, pod, container string) (io.ReadCloser, error) {
 	return f.CS.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true}).Stream(ctx)
+}
+
+func (f FakeAPI) ServiceProxy(ctx context.Context, ns, name, port, path string, header http.Header) (int, []byte, error) {
+	if f.Services == nil {
+		return http.StatusServiceUnavailable, []byte(`no endpoints available for service "` + name + `"`), nil
+	}
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/"+strings.TrimPrefix(path, "/"), nil)
+	req.Header = header.Clone()
+	req.Host = name + "." + ns + ".svc:" + port
+	rec := httptest.NewRecorder()
+	f.Services.ServeHTTP(rec, req)
+	return rec.Code, rec.Body.Bytes(), nil
 }
 
 // convert copies a typed object into what the caller asked for (the same type, or its metadata) through JSON,
