@@ -9,10 +9,11 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/kewplan/kewplan/internal/money"
 )
 
 // Pessimistic metering. A model call is admitted only against its worst case, reserved before it goes out: its
@@ -401,9 +402,9 @@ func reservationSentence(node string, b *BrokerBudget, c capCheck, res Reserved)
 	var figures string
 	switch c.cap {
 	case "max_usd":
-		limit = usdText(c.limit)
+		limit = money.Amount(c.limit)
 		figures = fmt.Sprintf("the proxy metered $%s, open calls reserve $%s and this call reserves $%s (%s tokens of output at most and about %s of input), $%s in all",
-			usdText(c.metered), usdText(c.open), usdText(res.usd()), humanize.Comma(res.OutputTokens), humanize.Comma(res.InputTokens), usdText(c.value))
+			money.Amount(c.metered), money.Amount(c.open), money.Amount(res.usd()), humanize.Comma(res.OutputTokens), humanize.Comma(res.InputTokens), money.Amount(c.value))
 	default:
 		limit = humanize.Comma(int64(c.limit))
 		figures = fmt.Sprintf("the proxy metered %s tokens, open calls reserve %s and this call reserves %s (%s of output at most and about %s of input), %s in all",
@@ -422,20 +423,11 @@ func crossedSentence(node string, b *BrokerBudget, cap string, limit, value floa
 	}
 	caught := fmt.Sprintf("max_tokens = %s (proxy metered and reserved %s tokens)", humanize.Comma(int64(limit)), humanize.Comma(int64(value)))
 	if cap == "max_usd" {
-		caught = fmt.Sprintf("max_usd = %s (proxy metered and reserved $%s)", usdText(limit), usdText(value))
+		l, v := money.Distinct(limit, value)
+		caught = fmt.Sprintf("max_usd = %s (proxy metered and reserved $%s)", l, v)
 	}
 	return fmt.Sprintf("kewplan's credential broker refused this request because node %s reached its budget %s; raise budget { %s } in %s to continue.",
 		node, caught, cap, where)
-}
-
-// usdText is a dollar figure with the digits a small reservation needs (up to six decimals, no trailing zeros).
-func usdText(v float64) string {
-	s := strconv.FormatFloat(math.Round(v*1e6)/1e6, 'f', 6, 64)
-	s = strings.TrimRight(s, "0")
-	if i := strings.IndexByte(s, '.'); len(s)-i-1 < 2 {
-		s += strings.Repeat("0", 2-(len(s)-i-1))
-	}
-	return s
 }
 
 // drainingBody is meteredBody's reading on: once the agent stops reading an answer whose final usage has not
