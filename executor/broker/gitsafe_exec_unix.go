@@ -83,10 +83,6 @@ var transportVars = map[string]bool{
 	"GIT_PROXY_SSL_CAINFO": true, "GIT_PROXY_SSL_CERT_PASSWORD_PROTECTED": true,
 }
 
-// transportKeys are the host configuration keys (as `git config --list` prints them: section and name lower
-// case) the push carries over: credentials, URL rewriting, HTTP and SSH transport. Nothing that runs on objects.
-var transportKeys = regexp.MustCompile(`^(credential\..+|http\..+|url\..+\.(insteadof|pushinsteadof)|core\.(sshcommand|askpass|gitproxy)|ssh\.variant|protocol\.(allow|[^.]+\.allow))$`)
-
 // baseEnv is the host environment without git's own variables (keep says which GIT_ ones stay) and without the
 // locale, pager and editor.
 func (g *hostGit) baseEnv(keep map[string]bool, drop ...string) []string {
@@ -181,22 +177,7 @@ func (g *hostGit) transportConfig(ctx context.Context, gitDir string) ([][2]stri
 	if err != nil {
 		return nil, fmt.Errorf("read the host's git transport configuration: %w", err)
 	}
-	var kept [][2]string
-	fields := strings.Split(string(out), "\x00")
-	for i := 0; i+1 < len(fields); i += 2 {
-		scope, entry := fields[i], fields[i+1]
-		if scope != "system" && scope != "global" && scope != "command" {
-			continue
-		}
-		key, value, hasValue := strings.Cut(entry, "\n")
-		if !hasValue {
-			value = "true" // a bare boolean key
-		}
-		if transportKeys.MatchString(key) {
-			kept = append(kept, [2]string{key, value})
-		}
-	}
-	return kept, nil
+	return TransportConfig(out), nil
 }
 
 // commandError is a failed host command, with its stderr trimmed and any URL credentials redacted.

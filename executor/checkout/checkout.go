@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kewplan/kewplan/executor/broker"
 	"github.com/kewplan/kewplan/planner"
 )
 
@@ -35,9 +36,6 @@ var sealedGitConfig = []string{"core.hooksPath=/dev/null", "core.fsmonitor=false
 
 // transportEnvVars are the host's GIT_ variables kept: how git reaches and authenticates to a remote.
 var transportEnvVars = regexp.MustCompile(`^GIT_(SSH|SSH_COMMAND|SSH_VARIANT|ASKPASS|PROXY_COMMAND|SSL_[A-Z_]+|HTTP_[A-Z_]+|PROXY_SSL_[A-Z_]+)$`)
-
-// transportKeys are the host configuration keys (as `git config --list` prints them) a remote command keeps.
-var transportKeys = regexp.MustCompile(`^(credential\..+|http\..+|url\..+\.(insteadof|pushinsteadof)|core\.(sshcommand|askpass|gitproxy)|ssh\.variant)$`)
 
 // sealedGitEnv is the host environment without git's own variables (but the transport ones), with system and
 // global configuration and system attributes off, and transport as GIT_CONFIG_COUNT entries.
@@ -76,22 +74,7 @@ func hostTransport(ctx context.Context) ([][2]string, error) {
 		}
 		return nil, fmt.Errorf("read the host's git transport configuration: %w", err)
 	}
-	var kept [][2]string
-	fields := strings.Split(string(out), "\x00")
-	for i := 0; i+1 < len(fields); i += 2 {
-		scope, entry := fields[i], fields[i+1]
-		if scope != "system" && scope != "global" && scope != "command" {
-			continue
-		}
-		key, value, ok := strings.Cut(entry, "\n")
-		if !ok {
-			value = "true"
-		}
-		if transportKeys.MatchString(key) {
-			kept = append(kept, [2]string{key, value})
-		}
-	}
-	return kept, nil
+	return broker.TransportConfig(out), nil
 }
 
 // gitCommand runs the system git sealed from the host's configuration (transport aside), with hooks disabled, no
