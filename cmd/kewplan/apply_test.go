@@ -168,7 +168,8 @@ node "%[1]sb" {
 		}
 		types = append(types, typ)
 	}
-	want := []string{"apply_start", "node_start", "node_done " + prefix + "a approved", "node_start", "node_done " + prefix + "b held", "apply_done"}
+	// "policy" says no organisation policy was enforced (no --policy): the first thing apply says.
+	want := []string{"policy", "apply_start", "node_start", "node_done " + prefix + "a approved", "node_start", "node_done " + prefix + "b held", "apply_done"}
 	if strings.Join(types, "\n") != strings.Join(want, "\n") {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(types, "\n"), strings.Join(want, "\n"))
 	}
