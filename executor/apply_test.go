@@ -79,6 +79,7 @@ node "%[1]sreview" {
 		t.Errorf("node row: fingerprint %q, %d attempts; want a fingerprint and 1 attempt", got.Fingerprint, got.Attempts)
 	}
 	got.Fingerprint, got.Attempts = "", 0
+	got.Repo, got.Slug = "", "" // where crash recovery finds the checkout
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ledger node row (-want +got):\n%s", diff)
 	}

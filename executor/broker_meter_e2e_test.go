@@ -76,8 +76,8 @@ node "%[1]sturns" {
 		cap, want string
 		refusal   string
 	}{
-		{usd, "max_usd", "max_usd 1.00 reached at 1.20 (the agent reported no cost, the proxy metered 1.20)",
-			"could take node " + f.node("usd") + " past its budget max_usd = 1.00: the proxy metered $1.20"},
+		{usd, "max_usd", "max_usd 1.00 reached at 1.201 (the agent reported no cost, the proxy metered 1.201)",
+			"could take node " + f.node("usd") + " past its budget max_usd = 1.00: the proxy metered $1.201"},
 		{turns, "max_turns", "max_turns 2 reached at 3 (the agent reported ",
 			"node " + f.node("turns") + " reached its budget max_turns = 2 (this would be model call 3); raise budget { max_turns } in main.hcl to continue."},
 	} {

@@ -189,7 +189,15 @@ func TestKubernetesProxyControlAndMeter(t *testing.T) {
 
 	// The node ended: its placeholder is refused, whoever presents it.
 	ph := string(sp.secret.Data[k8srender.PlaceholderKey("fix", "ANTHROPIC_API_KEY")])
-	req := httptest.NewRequest(http.MethodGet, egress.BrokerPathPrefix+"fix/api.anthropic.com/v1/models", nil)
+	identity := ""
+	if pc, _ := egress.ParseConfig(sp.secret.Data[k8srender.ProxyConfigKey]); pc != nil {
+		for _, n := range pc.Nodes {
+			if n.Name == "fix" {
+				identity = egress.BrokerIdentity(n.Name, n.Secret) // as fix's own base URL carries it
+			}
+		}
+	}
+	req := httptest.NewRequest(http.MethodGet, egress.BrokerPathPrefix+"fix/"+identity+"/api.anthropic.com/v1/models", nil)
 	req.Host = clusterIP + ":3128" // as the agent's base URL names the proxy
 	req.Header.Set("x-api-key", ph)
 	rec := httptest.NewRecorder()

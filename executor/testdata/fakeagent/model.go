@@ -146,7 +146,11 @@ func modelCallsMode(opts options, session, model string) {
 	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
 	n, _ := strconv.Atoi(opts.get("calls", "3"))
 	for i := 1; i <= n; i++ {
-		body := fmt.Sprintf(`{"model":%q,"max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`, model)
+		tools := ""
+		if typ := opts.get("tool", ""); typ != "" {
+			tools = fmt.Sprintf(`,"tools":[{"type":%q,"name":"web_search"}]`, typ)
+		}
+		body := fmt.Sprintf(`{"model":%q,"max_tokens":16,"messages":[{"role":"user","content":"hi"}]%s}`, model, tools)
 		req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(body))
 		req.Header.Set("x-api-key", key)
 		req.Header.Set("anthropic-version", "2023-06-01")
