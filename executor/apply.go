@@ -182,6 +182,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 
 	sum := a.summarize(ctx, started, results)
 	a.denials.summarize(&sum)
+	a.endEngineLost(&sum)
 	if err := a.ledger.FinishRun(a.runID, sum.Status, sum.Ended); err != nil {
 		a.warn("", fmt.Sprintf("could not record the end of run %s: %v", a.runID, err))
 	}
@@ -391,6 +392,11 @@ func (a *applier) runGraph(ctx context.Context) map[string]*ledger.NodeResult {
 				progressed = true
 				continue
 			}
+			if a.engineLost() != nil {
+				finish(np, ledger.StatusSkipped, notStartedEngineLost)
+				progressed = true
+				continue
+			}
 			ready, blocked := true, ""
 			for _, dep := range np.DependsOn {
 				if !inPlan[dep] {
@@ -466,6 +472,8 @@ func describeStatus(status string) string {
 		return "was skipped"
 	case ledger.StatusBudgetExceeded:
 		return "exceeded its budget"
+	case ledger.StatusInterrupted:
+		return "was interrupted"
 	default:
 		return "did not succeed (" + status + ")"
 	}

@@ -35,7 +35,9 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 	defer func() {
 		res.Ended = time.Now()
 		a.redactResult(res, planned.Credentials)
-		if !a.opts.KeepCheckouts {
+		// An interrupted node's container may still run on an engine kewplan lost: its checkout stays, with its
+		// work already kept, until the next command stops the container and sweeps both (interrupted.go).
+		if !a.opts.KeepCheckouts && res.Status != ledger.StatusInterrupted {
 			if err := os.RemoveAll(checkout); err != nil {
 				a.warn(planned.Name, fmt.Sprintf("could not remove the checkout %s: %v", checkout, err))
 			}

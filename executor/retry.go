@@ -34,7 +34,7 @@ func (a *applier) runAttempts(ctx context.Context, np *planner.NodePlan, res *le
 		started := time.Now()
 		f := a.attemptNode(ctx, np, res)
 		rec := attemptRecord(res, attempt, f, started, time.Now())
-		retry := f != nil && f.Class != "" && ctx.Err() == nil && policy.Retries(f.Class, attempt)
+		retry := f != nil && f.Class != "" && ctx.Err() == nil && a.engineLost() == nil && policy.Retries(f.Class, attempt)
 		if retry {
 			rec.RetryWait = planner.RetryWait(policy.Backoff, attempt, a.opts.retryRand)
 		}
@@ -45,7 +45,7 @@ func (a *applier) runAttempts(ctx context.Context, np *planner.NodePlan, res *le
 		spent = addTotals(spent, res.Totals)
 		if !retry {
 			res.Totals = spent
-			if attempt > 1 && !a.opts.KeepCheckouts {
+			if attempt > 1 && !a.opts.KeepCheckouts && (f == nil || f.Status != ledger.StatusInterrupted) {
 				// The first attempt's checkout is the node's, which runNode removes; later ones are removed here.
 				defer a.removeCheckout(np.Name, dir)
 			}

@@ -133,6 +133,10 @@ func (a *applier) takeSlot(ctx context.Context, np *planner.NodePlan, res *ledge
 	if d, over := a.budget.exceeded(); over {
 		return failed(ledger.StatusSkipped, applyStopReason(d))
 	}
+	// So may the engine have been lost (enginelost.go).
+	if a.engineLost() != nil {
+		return failed(ledger.StatusSkipped, notStartedEngineLost)
+	}
 	a.announceStart(np, res)
 	return nil
 }

@@ -60,6 +60,14 @@ type NodeEnder interface {
 	NodeEnded(ctx context.Context, node *planner.NodePlan)
 }
 
+// LossReporter is an engine that can lose its connection for good while the apply runs (Docker: its socket closed
+// and did not answer again within the reconnect bound). Lost is that loss, nil while the engine answers: the loop
+// then starts nothing more, and ends the apply with the nodes that were running interrupted (their attempts
+// report ledger.StatusInterrupted) and the run interrupted, to be continued with apply --resume.
+type LossReporter interface {
+	Lost() error
+}
+
 // OrphanStopper is an engine whose dead applies' agents may still run beside their checkouts on this host (Docker):
 // before the loop keeps an interrupted node's work and Sweep removes what is left, StopOrphans stops every one of
 // them (without removing anything), so that no agent writes while its work is read. It returns the runs whose

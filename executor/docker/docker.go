@@ -43,6 +43,7 @@ type dockerEngine struct {
 
 var _ adapter.Engine = (*dockerEngine)(nil)
 var _ adapter.ImageResolver = (*dockerEngine)(nil)
+var _ adapter.LossReporter = (*dockerEngine)(nil)
 
 // New returns the Docker engine for one apply; it connects in Preflight.
 func New() adapter.Engine { return newEngine() }
@@ -168,6 +169,14 @@ func (d *dockerEngine) Start(ctx context.Context, run *adapter.Run) error {
 
 // End removes the egress proxy (idempotent) and waits for its decision log to end.
 func (d *dockerEngine) End(context.Context, *adapter.Run) { d.stopEgress() }
+
+// Lost is the engine's loss once it stopped answering for longer than its reconnect bound (engine.ErrEngineLost).
+func (d *dockerEngine) Lost() error {
+	if d.engine == nil {
+		return nil
+	}
+	return d.engine.Lost()
+}
 
 // Close releases the engine's connection.
 func (d *dockerEngine) Close() error {
@@ -482,6 +491,10 @@ func (d *dockerEngine) runAgent(ctx context.Context, at *adapter.Attempt) (f *ad
 		Stderr:  stream.Stderr(),
 		Timeout: out.timeout,
 		Created: func(id string) { containerID = id; d.track(id, true) },
+		Reconnected: func(lostFor time.Duration) {
+			at.Warn(fmt.Sprintf("the Docker engine at DOCKER_HOST=%s stopped answering while the agent ran and answered again after %s; kewplan follows the container again",
+				d.engine.Host(), lostFor.Round(time.Millisecond)))
+		},
 	})
 	out.diskReason = disk.stopWatch()
 	stopRun()
@@ -492,6 +505,9 @@ func (d *dockerEngine) runAgent(ctx context.Context, at *adapter.Attempt) (f *ad
 	if out.run != nil && out.run.ExitCode >= 0 {
 		code := out.run.ExitCode
 		res.ExitCode = &code
+	}
+	if out.run != nil && out.run.OutputLost != "" {
+		at.Warn(out.run.OutputLost + "; the node's telemetry may be incomplete")
 	}
 
 	// The container is gone: delete the prompt before anything reads the checkout back.
@@ -522,6 +538,11 @@ type agentRun struct {
 func judgeRun(ctx context.Context, at *adapter.Attempt, out *agentRun) *adapter.Failure {
 	run, st := out.run, out.stream
 	switch {
+	case run != nil && run.EngineLost != nil:
+		// First: nothing else about the container is known, and it may still run.
+		return adapter.Failed(ledger.StatusInterrupted, run.EngineLost.Error()+"; its container was left as it was (the next apply stops it and keeps its work)")
+	case errors.Is(out.runErr, engine.ErrEngineLost):
+		return adapter.Failed(ledger.StatusInterrupted, out.runErr.Error()+"; the container may have been created or started (the next apply stops it)")
 	case st.BudgetStop != nil && ctx.Err() == nil:
 		// First: the budget's kill can land while the engine still starts the container, failing the start.
 		if run != nil && run.CleanupErr != nil {

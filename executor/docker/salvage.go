@@ -89,6 +89,8 @@ func salvageWhy(res *ledger.NodeResult, timeout time.Duration, f *adapter.Failur
 		return fmt.Sprintf("it was killed at its %s timeout", timeout)
 	case ledger.StatusCancelled:
 		return "the apply was cancelled"
+	case ledger.StatusInterrupted:
+		return "the Docker engine stopped answering"
 	case ledger.StatusHeld:
 		return "it was held for a human"
 	}

@@ -20,7 +20,6 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	units "github.com/docker/go-units"
-	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
@@ -53,6 +52,7 @@ type Engine struct {
 	cli        *client.Client
 	host       string
 	apiVersion string
+	health     *health // reconnect.go
 }
 
 // Connect reaches the engine named by DOCKER_HOST (and DOCKER_CERT_PATH, DOCKER_TLS_VERIFY) in environ, or the
@@ -68,6 +68,10 @@ func Connect(ctx context.Context, environ []string) (*Engine, error) {
 	}
 	if certPath := env["DOCKER_CERT_PATH"]; certPath != "" {
 		opts = append(opts, client.WithTLSClientConfig(certPath+"/ca.pem", certPath+"/cert.pem", certPath+"/key.pem"))
+	}
+	within, err := reconnectWithin(env)
+	if err != nil {
+		return nil, err
 	}
 	cli, err := client.New(opts...)
 	if err != nil {
@@ -85,7 +89,7 @@ func Connect(ctx context.Context, environ []string) (*Engine, error) {
 		return nil, engineErrorf("no Docker Engine answered at %s (%v); start the Docker daemon, or set DOCKER_HOST to the address of one that runs",
 			host, err)
 	}
-	return &Engine{cli: cli, host: host, apiVersion: cli.ClientVersion()}, nil
+	return &Engine{cli: cli, host: host, apiVersion: cli.ClientVersion(), health: &health{bound: within}}, nil
 }
 
 // ComponentVersions reports the engine's version ("Engine") and the versions of the components it names ("runc",
@@ -392,6 +396,9 @@ type RunOptions struct {
 	Created func(id string)
 	// Started, when set, is called with the container id once the container started.
 	Started func(id string)
+	// Reconnected, when set, is called when the engine answered again after the container's connection broke
+	// and Run follows the container again; lostFor is how long the engine did not answer.
+	Reconnected func(lostFor time.Duration)
 	// StreamGrace bounds how long Run waits for the output streams to end after the container is gone (backstop
 	// only: they normally end when the container's stdio closes). 0 means 60s.
 	StreamGrace time.Duration
@@ -416,6 +423,11 @@ type RunResult struct {
 	StreamErr error
 	// CleanupErr is set when the container could not be confirmed removed: a container may be left behind.
 	CleanupErr error
+	// EngineLost is set (an *EngineLostError) when the engine stopped answering while the container ran and did
+	// not answer again within the reconnect bound: the container was left as it was, perhaps still running.
+	EngineLost error
+	// OutputLost says what of the container's output could not be read back after the engine answered again.
+	OutputLost string
 }
 
 // cleanupTimeout bounds each cleanup call; cleanup runs on a fresh context so a cancelled apply still cleans up.
@@ -424,18 +436,24 @@ const cleanupTimeout = 30 * time.Second
 // Run creates the container, attaches to it before it starts (so no output is lost), starts it, waits for it to
 // exit, to be killed at opts.Timeout, or for ctx to end (then it is killed too), drains both output streams, and
 // makes sure the container is removed. An error means the container could not be created, attached or started; it
-// was removed in that case too. Everything after start is reported in RunResult.
+// was removed in that case too. Everything after start is reported in RunResult. A broken connection to the engine
+// is never read as the container's exit (reconnect.go): Run waits for the engine within its reconnect bound and
+// follows the container again, or returns with RunResult.EngineLost, the container left as it is.
 func (e *Engine) Run(ctx context.Context, spec *ContainerSpec, opts RunOptions) (*RunResult, error) {
 	res := &RunResult{ExitCode: -1}
 	id, err := e.create(ctx, spec)
 	if err != nil {
-		return res, &StartError{Err: err}
+		return res, &StartError{Err: e.lostOr(ctx, err)}
 	}
 	res.ID = id
 	if opts.Created != nil {
 		opts.Created(id)
 	}
 	removeOnError := func(cause error) (*RunResult, error) {
+		cause = e.lostOr(ctx, cause)
+		if errors.Is(cause, ErrEngineLost) {
+			return res, &StartError{Err: cause} // nothing can remove it now; the next apply's sweep does
+		}
 		res.CleanupErr = e.ForceRemove(id)
 		return res, &StartError{Err: cause}
 	}
@@ -452,11 +470,8 @@ func (e *Engine) Run(ctx context.Context, spec *ContainerSpec, opts RunOptions) 
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	streamDone := make(chan error, 1)
-	go func() {
-		_, err := stdcopy.StdCopy(stdout, stderr, attach.Reader)
-		streamDone <- err
-	}()
+	out := &runOutput{stdout: &countingWriter{w: stdout}, stderr: &countingWriter{w: stderr}}
+	st := out.follow(attach.Reader, func() { attach.Close() })
 
 	// Register the wait before start so the exit cannot be missed; with AutoRemove, wait for the removal itself
 	// so that "returned" means "gone". The wait survives ctx: after a cancellation it observes the kill.
@@ -468,23 +483,53 @@ func (e *Engine) Run(ctx context.Context, spec *ContainerSpec, opts RunOptions) 
 	defer cancelWait()
 	wait := e.cli.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: cond})
 
+	started := time.Now()
 	if _, err := e.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
-		attach.Close()
-		<-streamDone
+		st.stop()
 		return removeOnError(fmt.Errorf("start container %s: %w", spec.Name, err))
 	}
 	if opts.Started != nil {
 		opts.Started(id)
 	}
+	var deadline time.Time
+	if opts.Timeout > 0 {
+		deadline = started.Add(opts.Timeout)
+	}
 
-	waitErr := e.awaitExit(ctx, id, wait, opts.Timeout, res)
+	waitErr := e.awaitExit(ctx, id, wait, deadline, res)
+	for reattached := 0; waitErr != nil && !res.TimedOut && !res.Cancelled && reattached < maxReattach; reattached++ {
+		// The wait ended without the container's exit: its connection broke, or the engine went away. The agent
+		// may still run; ask the engine again before anything is decided.
+		st.stop()
+		lostAt := time.Now()
+		if err := e.awaitEngine(ctx, waitErr); err != nil {
+			if errors.Is(err, ErrEngineLost) {
+				res.EngineLost = err
+				return res, nil
+			}
+			res.Cancelled = true // ctx ended while the engine did not answer
+			res.CleanupErr = e.ForceRemove(id)
+			return res, nil
+		}
+		var gone bool
+		wait, st, gone, waitErr = e.reattach(ctx, waitCtx, id, spec.HostConfig.AutoRemove, started, out, res)
+		if waitErr == nil && opts.Reconnected != nil {
+			opts.Reconnected(time.Since(lostAt))
+		}
+		if gone {
+			break
+		}
+		if waitErr == nil {
+			waitErr = e.awaitExit(ctx, id, wait, deadline, res)
+		}
+	}
 
 	// The container is gone (or going): ensure removal before anything reads what it left in the checkout.
 	res.CleanupErr = e.ForceRemove(id)
 	if waitErr != nil && res.CleanupErr == nil && res.ExitCode < 0 && !res.TimedOut && !res.Cancelled {
 		res.StreamErr = fmt.Errorf("wait for container %s: %w", spec.Name, waitErr)
 	}
-	drainOutput(spec.Name, streamDone, func() { attach.Close() }, opts.StreamGrace, res)
+	drainOutput(spec.Name, st.done, st.close, opts.StreamGrace, res)
 	return res, nil
 }
 
@@ -510,13 +555,13 @@ func (e *Engine) create(ctx context.Context, spec *ContainerSpec) (string, error
 	return "", fmt.Errorf("create container %s: %w", spec.Name, err)
 }
 
-// awaitExit waits for the started container to exit, killing it at its timeout or when ctx ends, and records the
-// exit code, TimedOut or Cancelled in res. After a kill it waits at most cleanupTimeout for the engine to report
-// the exit. It returns the wait's own error, if any.
-func (e *Engine) awaitExit(ctx context.Context, id string, wait client.ContainerWaitResult, timeout time.Duration, res *RunResult) error {
+// awaitExit waits for the started container to exit, killing it at its deadline (zero: none) or when ctx ends,
+// and records the exit code, TimedOut or Cancelled in res. After a kill it waits at most cleanupTimeout for the
+// engine to report the exit. It returns the wait's own error, if any.
+func (e *Engine) awaitExit(ctx context.Context, id string, wait client.ContainerWaitResult, deadlineAt time.Time, res *RunResult) error {
 	var deadline <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
+	if !deadlineAt.IsZero() {
+		t := time.NewTimer(time.Until(deadlineAt))
 		defer t.Stop()
 		deadline = t.C
 	}

@@ -1,0 +1,273 @@
+//go:build linux
+
+package executor
+
+// Fault injection: the Docker engine's socket closes while kewplan apply, run as a child process, has a worker
+// running. The test puts a socket relay of its own between kewplan and the engine (DOCKER_HOST points at it) and
+// cuts it; the machine's engine is never touched. Cut for longer than the reconnect bound, the apply ends
+// interrupted with the worker's work kept, salvage publishes it and apply --resume latest completes the graph
+// once the relay is back; cut for less, the apply carries on and the node succeeds.
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kewplan/kewplan/executor/engine"
+	"github.com/kewplan/kewplan/executor/ledger"
+	"github.com/kewplan/kewplan/executor/statedir"
+	"github.com/kewplan/kewplan/internal/testtools/sockrelay"
+	"github.com/kewplan/kewplan/planner"
+)
+
+// relayApply is one kewplan apply --json whose events are read into a channel as they come.
+type relayApply struct {
+	*kewplanRun
+	events chan map[string]any
+	lines  []string // every stdout line, once events is closed
+}
+
+func startRelayApply(t *testing.T, env []string, args ...string) *relayApply {
+	t.Helper()
+	r := &relayApply{kewplanRun: startKewplan(t, env, args...), events: make(chan map[string]any, 1024)}
+	go func() {
+		defer close(r.events)
+		sc := bufio.NewScanner(r.stdout)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			r.lines = append(r.lines, sc.Text())
+			var ev map[string]any
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				r.events <- ev
+			}
+		}
+	}()
+	return r
+}
+
+// until reads events until fn says stop; it fails the test when the apply ends first.
+func (r *relayApply) until(t *testing.T, what string, fn func(ev map[string]any) bool) {
+	t.Helper()
+	for ev := range r.events {
+		if fn(ev) {
+			return
+		}
+	}
+	t.Fatalf("the apply ended before %s: %s", what, r.stderr.String())
+}
+
+// finish drains the events and returns the exit status and the warnings.
+func (r *relayApply) finish() (code int, warnings string) {
+	var b strings.Builder
+	for ev := range r.events {
+		if ev["type"] == "warning" {
+			m, _ := ev["message"].(string)
+			b.WriteString(m + "\n")
+		}
+	}
+	return r.wait(), b.String()
+}
+
+// awaitLogLine waits (polling the file, with a generous backstop) until the node's stdout log holds want: the
+// agent's own stream event, written as it arrives.
+func awaitLogLine(t *testing.T, path, want string) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	backstop := time.After(2 * time.Minute)
+	for {
+		if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), want) {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-backstop:
+			t.Fatalf("%s never held %q", path, want)
+		}
+	}
+}
+
+// boolCode is 0 for true, 1 for false, for onFailure.
+func boolCode(ok bool) int {
+	if ok {
+		return 0
+	}
+	return 1
+}
+
+// relayEnv is kewplan's environment with DOCKER_HOST at the relay and the reconnect bound set.
+func relayEnv(relay *sockrelay.Relay, within string) []string {
+	return append(baseEnv(), "ANTHROPIC_API_KEY=sk-relay-dummy", "DOCKER_HOST="+relay.Host(), engine.ReconnectWithinEnv+"="+within)
+}
+
+// TestAdvEngineLostMidNode (F20, F21): the engine's socket closes while a worker that has committed waits, and stays
+// closed past the reconnect bound. The apply ends by itself, non-zero, with the run and the node interrupted (docs,
+// which had succeeded, keeps its outcome), the worker's commits and edit kept, and a message naming DOCKER_HOST and
+// `kewplan apply --resume latest`; salvage publishes the kept work while the engine is still cut. With the socket
+// back, apply --resume latest stops and sweeps the old container, reuses docs and completes fix.
+func TestAdvEngineLostMidNode(t *testing.T) {
+	f20 := adv(t, "F20", "the Docker engine's socket closes mid-node (a relay the test cuts) and stays closed past the reconnect bound",
+		"apply ends by itself, non-zero; the run and the running node are interrupted, not failed; the node's commits are kept; the message names DOCKER_HOST and apply --resume latest; salvage publishes the work")
+	f21 := adv(t, "F21", "kewplan apply --resume latest once the engine's socket is back",
+		"the old run's container is stopped and swept, the node that succeeded is reused, the interrupted one completes")
+	f := newFixture(t)
+	remote := f.bareRemote()
+	relay := sockrelay.Start(t, sockrelay.EngineSocket())
+	env := relayEnv(relay, "2s")
+
+	cfg := f.config(fmt.Sprintf(crashNodes, "commits=2\nedit=README.md:edited by the agent\nmode=gate"))
+	fixSlug := f.plan(cfg).Node(f.node("fix")).Slug
+	dir := statedir.Dir{Root: f.stateDir}
+	r := startRelayApply(t, env, "apply", f.dir, "--auto-approve", "--json", "--state-dir", f.stateDir)
+	runID, docsDone := "", false
+	r.until(t, "docs succeeded", func(ev map[string]any) bool {
+		switch ev["type"] {
+		case "apply_start":
+			runID, _ = ev["run_id"].(string)
+		case "node_done":
+			if ev["node"] == f.node("docs") {
+				if ev["status"] != ledger.StatusSucceeded {
+					t.Fatalf("docs ended %v before the cut", ev["status"])
+				}
+				docsDone = true
+			}
+		}
+		return docsDone
+	})
+	stdoutLog, _ := dir.Logs(runID, f.node("fix"), fixSlug, 1)
+	awaitLogLine(t, stdoutLog, "waiting for the gate") // after its commits and its edit
+	relay.Cut()
+	cutAt := time.Now()
+	code, warnings := r.finish()
+	t.Logf("the apply ended %s after the cut (bound 2s)", time.Since(cutAt).Round(time.Millisecond))
+
+	f20.check(code != 0, "the apply exited %d", code)
+	for _, want := range []string{"stopped answering", "DOCKER_HOST=" + relay.Host(), "`kewplan apply --resume latest`", "interrupted nodes: " + f.node("fix")} {
+		f20.check(strings.Contains(warnings, want), "the apply says %q", want)
+	}
+	run, nodes := f.ledgerRun(runID)
+	fix, docs := nodes[f.node("fix")], nodes[f.node("docs")]
+	f20.check(run.Status == ledger.RunInterrupted && run.EndedAt != nil, "the run is recorded %s (ended %v)", run.Status, run.EndedAt)
+	f20.check(fix.Status == ledger.StatusInterrupted && fix.EndedAt != nil && strings.Contains(fix.Reason, "stopped answering"),
+		"fix is recorded %s: %s", fix.Status, fix.Reason)
+	f20.check(docs.Status == ledger.StatusSucceeded, "docs keeps its outcome: %s", docs.Status)
+	s := fix.Salvage
+	f20.check(s != nil && s.Commits == 2 && s.FilesChanged == 1, "fix's work is kept: %+v", s)
+	if s == nil {
+		t.FailNow()
+	}
+
+	// Live control: the engine itself never stopped, so the agent still runs where kewplan could not reach it.
+	left, err := f.eng.ListContainers(t.Context(), planner.LabelRun+"="+runID)
+	running := 0
+	for _, c := range left {
+		if c.Labels[planner.LabelNode] == f.node("fix") && c.State == "running" {
+			running++
+		}
+	}
+	f20.check(err == nil && running == 1, "live control: fix's container still runs on the engine (%d)", running)
+	t.Cleanup(func() {
+		for _, c := range left {
+			_ = f.eng.ForceRemove(c.ID)
+		}
+	})
+
+	out, stderr, code := runKewplan(t, env, "salvage", runID, f.node("fix"), "--json", "--state-dir", f.stateDir)
+	f20.check(code == 0, "kewplan salvage exited %d while the engine is cut%s", code, onFailure(code, stderr))
+	var published struct{ Branch, Commit string }
+	_ = json.Unmarshal([]byte(out), &published)
+	if published.Branch != "" {
+		revs := strings.Fields(gitOut(t, "--git-dir="+remote, "rev-list", s.BaseCommit+".."+published.Branch))
+		f20.check(len(revs) == 3 && revs[1] == s.Head, "the salvage branch %s holds the edit's commit on the agent's two: %v", published.Branch, revs)
+	} else {
+		f20.check(false, "kewplan salvage published no branch: %s", out)
+	}
+
+	must(t, relay.Restore())
+	f.config(fmt.Sprintf(crashNodes, "mode=succeed"))
+	out, stderr, code = runKewplan(t, env, "apply", f.dir, "--resume", "latest", "--auto-approve", "--json", "--state-dir", f.stateDir)
+	f21.check(code == 0, "apply --resume latest exited %d%s", code, onFailure(code, stderr))
+	var resumed string
+	for _, line := range strings.Split(out, "\n") {
+		var ev map[string]any
+		if json.Unmarshal([]byte(line), &ev) == nil && ev["type"] == "apply_start" {
+			resumed, _ = ev["run_id"].(string)
+		}
+	}
+	if resumed == "" {
+		t.Fatalf("apply --resume started no run:\n%s\n%s", out, stderr)
+	}
+	said := out + stderr
+	f21.check(strings.Contains(said, "stopped container") && strings.Contains(said, "left running by run "+runID), "the resumed apply stopped the old run's container%s",
+		onFailure(boolCode(strings.Contains(said, "left running by run "+runID)), said))
+	left, err = f.eng.ListContainers(t.Context(), planner.LabelRun+"="+runID)
+	f21.check(err == nil && len(left) == 0, "no container of the cut run survives the resumed apply (%d left)", len(left))
+	_, statErr := os.Stat(dir.RunCheckouts(runID))
+	f21.check(os.IsNotExist(statErr), "the cut run's checkouts are swept: %v", statErr)
+	run2, nodes2 := f.ledgerRun(resumed)
+	f21.check(run2.ResumedFrom == runID && run2.Status == ledger.RunSucceeded, "the resumed run %s resumed %q", run2.Status, run2.ResumedFrom)
+	f21.check(nodes2[f.node("docs")].Status == ledger.StatusReused, "docs is reused: %s", nodes2[f.node("docs")].Status)
+	fix2 := nodes2[f.node("fix")]
+	f21.check(fix2.Status == ledger.StatusSucceeded && fix2.Pushed, "fix completes and pushes: %s (%s)", fix2.Status, fix2.Reason)
+	if fix2.Pushed {
+		revs := strings.Fields(gitOut(t, "--git-dir="+remote, "rev-list", s.BaseCommit+".."+fix2.Branch))
+		f21.check(len(revs) == 3 && revs[1] == s.Head, "fix's push carries the kept commits: %v (kept head %s)", revs, s.Head)
+	}
+	f.assertClean(resumed)
+}
+
+// TestAdvEngineShortCutCarriesOn (F22): the engine's socket closes while a worker waits and is back within the
+// reconnect bound. The apply follows the container again (its wait and its output, from the engine's log where
+// the attach stream ended), the worker finishes and the node succeeds; its log holds every line of the agent's
+// stream once.
+func TestAdvEngineShortCutCarriesOn(t *testing.T) {
+	f22 := adv(t, "F22", "the Docker engine's socket closes mid-node and is back within the reconnect bound",
+		"the apply carries on: the container is followed again, the node succeeds, its log holds the whole stream once")
+	f := newFixture(t)
+	f.bareRemote()
+	relay := sockrelay.Start(t, sockrelay.EngineSocket())
+	env := relayEnv(relay, "2m")
+
+	cfg := f.config(`
+node "%[1]sgate" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  prompt = "commits=1\nmode=gate"
+}
+`)
+	slug := f.plan(cfg).Node(f.node("gate")).Slug
+	dir := statedir.Dir{Root: f.stateDir}
+	r := startRelayApply(t, env, "apply", f.dir, "--auto-approve", "--json", "--state-dir", f.stateDir)
+	runID := ""
+	r.until(t, "the run started", func(ev map[string]any) bool {
+		runID, _ = ev["run_id"].(string)
+		return ev["type"] == "apply_start"
+	})
+	stdoutLog, _ := dir.Logs(runID, f.node("gate"), slug, 1)
+	awaitLogLine(t, stdoutLog, "waiting for the gate")
+	relay.Cut()
+	must(t, relay.Restore())
+	r.until(t, "the engine was reached again", func(ev map[string]any) bool {
+		m, _ := ev["message"].(string)
+		return ev["type"] == "warning" && strings.Contains(m, "answered again after")
+	})
+	// The container is followed again: let the agent through its gate.
+	must(t, os.WriteFile(filepath.Join(dir.Checkout(runID, f.node("gate"), slug, 1), ".kew-gate"), nil, 0o644))
+	code, warnings := r.finish()
+	f22.check(code == 0, "the apply exited %d%s", code, onFailure(code, warnings+r.stderr.String()))
+	_, nodes := f.ledgerRun(runID)
+	gate := nodes[f.node("gate")]
+	f22.check(gate.Status == ledger.StatusSucceeded && gate.Pushed, "the node succeeds and pushes: %s (%s)", gate.Status, gate.Reason)
+	log, err := os.ReadFile(stdoutLog)
+	must(t, err)
+	for _, line := range []string{"waiting for the gate", "through the gate", `"type":"result"`} {
+		f22.check(strings.Count(string(log), line) == 1, "the node's log holds %q once (%d)", line, strings.Count(string(log), line))
+	}
+	f.assertClean(runID)
+}
