@@ -271,3 +271,66 @@ node "%[1]sgate" {
 	}
 	f.assertClean(runID)
 }
+
+// TestAdvEngineCutWhileTheAgentEnds (F23): the agent finishes and its container is removed while the engine's
+// socket is closed; the socket is back within the bound. Its exit code is read from the engine's events, the node
+// succeeds and pushes, and apply warns that what the agent wrote while the engine was away is lost.
+func TestAdvEngineCutWhileTheAgentEnds(t *testing.T) {
+	f23 := adv(t, "F23", "the agent ends and its container is removed while the engine's socket is closed; the socket is back within the bound",
+		"the exit is read from the engine's events, not guessed: the node succeeds; apply warns that the output written meanwhile is lost")
+	f := newFixture(t)
+	f.bareRemote()
+	relay := sockrelay.Start(t, sockrelay.EngineSocket())
+	env := relayEnv(relay, "2m")
+	cfg := f.config(`
+node "%[1]sgate" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  prompt = "commits=1\nmode=gate"
+}
+`)
+	slug := f.plan(cfg).Node(f.node("gate")).Slug
+	dir := statedir.Dir{Root: f.stateDir}
+	r := startRelayApply(t, env, "apply", f.dir, "--auto-approve", "--json", "--state-dir", f.stateDir)
+	runID := ""
+	r.until(t, "the run started", func(ev map[string]any) bool {
+		runID, _ = ev["run_id"].(string)
+		return ev["type"] == "apply_start"
+	})
+	stdoutLog, _ := dir.Logs(runID, f.node("gate"), slug, 1)
+	awaitLogLine(t, stdoutLog, "waiting for the gate")
+	relay.Cut()
+	must(t, os.WriteFile(filepath.Join(dir.Checkout(runID, f.node("gate"), slug, 1), ".kew-gate"), nil, 0o644))
+	// The machine's engine (not the relay) says when the container is gone.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	backstop := time.After(2 * time.Minute)
+	for gone := false; !gone; {
+		list, err := f.eng.ListContainers(t.Context(), planner.LabelRun+"="+runID)
+		must(t, err)
+		gone = true
+		for _, c := range list {
+			if c.Labels[planner.LabelNode] == f.node("gate") {
+				gone = false
+			}
+		}
+		if !gone {
+			select {
+			case <-tick.C:
+			case <-backstop:
+				t.Fatal("the agent's container was not removed after its gate opened")
+			}
+		}
+	}
+	must(t, relay.Restore())
+	code, warnings := r.finish()
+	f23.check(code == 0, "the apply exited %d%s", code, onFailure(code, warnings+r.stderr.String()))
+	_, nodes := f.ledgerRun(runID)
+	gate := nodes[f.node("gate")]
+	f23.check(gate.Status == ledger.StatusSucceeded && gate.Pushed && gate.ExitCode != nil && *gate.ExitCode == 0,
+		"the node succeeds with the exit code the engine recorded: %s (%s)", gate.Status, gate.Reason)
+	f23.check(strings.Contains(warnings, "answered again after") && strings.Contains(warnings, "is lost"),
+		"apply says the engine answered again and the output written meanwhile is lost:\n%s", warnings)
+	f.assertClean(runID)
+}

@@ -67,6 +67,9 @@ func (a *applier) driveNode(ctx context.Context, planned *planner.NodePlan, res 
 	if ctx.Err() != nil {
 		return failed(ledger.StatusCancelled, "the apply was cancelled before the node started")
 	}
+	if a.engineLost() != nil {
+		return failed(ledger.StatusSkipped, notStartedEngineLost)
+	}
 	np, f := a.resolveNode(ctx, planned, res)
 	if f != nil {
 		return f

@@ -571,6 +571,8 @@ func judgeRun(ctx context.Context, at *adapter.Attempt, out *agentRun) *adapter.
 		return adapter.Failed(ledger.StatusTimedOut, fmt.Sprintf("killed at its %s timeout", out.timeout))
 	case out.promptErr != nil:
 		return adapter.Failed(ledger.StatusFailed, out.promptErr.Error())
+	case run.ExitCode < 0 && run.OutputLost != "":
+		return adapter.Failed(ledger.StatusFailed, run.OutputLost+"; how the agent exited is not known either")
 	case run.ExitCode != 0:
 		return adapter.Failed(ledger.StatusFailed, adapter.ExitReason(at.Node, run.ExitCode, st.StderrTail))
 	case run.StreamErr != nil:
