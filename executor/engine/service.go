@@ -47,6 +47,10 @@ type Service struct {
 	streamDone chan error
 	stopOnce   sync.Once
 	stopErr    error
+
+	mu       sync.Mutex
+	stopping bool
+	logs     io.Closer // the log followed after a reconnect, closed by Stop
 }
 
 // StartService creates the container, attaches to its streams (stdin too when stdin is not nil: it is written,
@@ -115,10 +119,7 @@ func (e *Engine) StartService(ctx context.Context, spec ServiceSpec, stdin []byt
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	go func() {
-		_, err := stdcopy.StdCopy(stdout, stderr, s.attach.Reader)
-		s.streamDone <- err
-	}()
+	go s.follow(stdout, stderr)
 	if _, err := e.cli.ContainerStart(ctx, s.ID, client.ContainerStartOptions{}); err != nil {
 		return fail(fmt.Errorf("start container %s: %w", spec.Name, err))
 	}
@@ -131,6 +132,46 @@ func (e *Engine) StartService(ctx context.Context, spec ServiceSpec, stdin []byt
 		}
 	}
 	return s, nil
+}
+
+// follow delivers the service's output until it ends. When its stream ends but the service was not being stopped,
+// the engine may only have lost the connection (reconnect.go): once the engine answers again and the container
+// still runs, its output is followed on from its log, from the byte the stream had reached.
+func (s *Service) follow(stdout, stderr io.Writer) {
+	out := &runOutput{stdout: &countingWriter{w: stdout}, stderr: &countingWriter{w: stderr}}
+	_, err := stdcopy.StdCopy(out.stdout, out.stderr, s.attach.Reader)
+	for range maxReattach {
+		if s.isStopping() || s.e.awaitEngine(context.Background(), err) != nil || s.isStopping() {
+			break
+		}
+		ictx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		res, ierr := s.e.cli.ContainerInspect(ictx, s.ID, client.ContainerInspectOptions{})
+		cancel()
+		if ierr != nil || res.Container.State == nil || !res.Container.State.Running {
+			break // it ended (or cannot be found): its stream ended with it
+		}
+		logs, lerr := s.e.cli.ContainerLogs(context.Background(), s.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Follow: true})
+		if lerr != nil {
+			break
+		}
+		s.mu.Lock()
+		stopping := s.stopping
+		s.logs = logs
+		s.mu.Unlock()
+		if stopping {
+			logs.Close()
+			break
+		}
+		_, err = stdcopy.StdCopy(&skipWriter{w: out.stdout, skip: out.stdout.n}, &skipWriter{w: out.stderr, skip: out.stderr.n}, logs)
+		logs.Close()
+	}
+	s.streamDone <- err
+}
+
+func (s *Service) isStopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
 }
 
 // IPAddress is the service's address on a network it joined.
@@ -165,6 +206,9 @@ func (s *Service) Running(ctx context.Context) (bool, int, error) {
 // its own context, so a cancelled apply still stops its services.
 func (s *Service) Stop() error {
 	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.stopping = true
+		s.mu.Unlock()
 		s.stopErr = s.e.ForceRemove(s.ID)
 		t := time.NewTimer(10 * time.Second)
 		defer t.Stop()
@@ -173,6 +217,11 @@ func (s *Service) Stop() error {
 		case <-t.C:
 		}
 		s.attach.Close()
+		s.mu.Lock()
+		if s.logs != nil {
+			s.logs.Close()
+		}
+		s.mu.Unlock()
 	})
 	return s.stopErr
 }
