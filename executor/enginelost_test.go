@@ -100,6 +100,17 @@ func boolCode(ok bool) int {
 	return 1
 }
 
+// lostNodes are crashNodes with a node that depends on fix: it cannot start before the cut.
+const lostNodes = crashNodes + `
+node "%%[1]safter" {
+  runner     = "claude-code"
+  model      = "claude-sonnet-4-5"
+  repo       = %%[2]q
+  prompt     = "mode=succeed"
+  depends_on = [node.%%[1]sfix]
+}
+`
+
 // relayEnv is kewplan's environment with DOCKER_HOST at the relay and the reconnect bound set.
 func relayEnv(relay *sockrelay.Relay, within string) []string {
 	return append(baseEnv(), "ANTHROPIC_API_KEY=sk-relay-dummy", "DOCKER_HOST="+relay.Host(), engine.ReconnectWithinEnv+"="+within)
@@ -120,7 +131,7 @@ func TestAdvEngineLostMidNode(t *testing.T) {
 	relay := sockrelay.Start(t, sockrelay.EngineSocket())
 	env := relayEnv(relay, "2s")
 
-	cfg := f.config(fmt.Sprintf(crashNodes, "commits=2\nedit=README.md:edited by the agent\nmode=gate"))
+	cfg := f.config(fmt.Sprintf(lostNodes, "commits=2\nedit=README.md:edited by the agent\nmode=gate"))
 	fixSlug := f.plan(cfg).Node(f.node("fix")).Slug
 	dir := statedir.Dir{Root: f.stateDir}
 	r := startRelayApply(t, env, "apply", f.dir, "--auto-approve", "--json", "--state-dir", f.stateDir)
@@ -156,6 +167,9 @@ func TestAdvEngineLostMidNode(t *testing.T) {
 	f20.check(fix.Status == ledger.StatusInterrupted && fix.EndedAt != nil && strings.Contains(fix.Reason, "stopped answering"),
 		"fix is recorded %s: %s", fix.Status, fix.Reason)
 	f20.check(docs.Status == ledger.StatusSucceeded, "docs keeps its outcome: %s", docs.Status)
+	after := nodes[f.node("after")]
+	f20.check(after.Status == ledger.StatusSkipped && after.Reason == notStartedEngineLost && strings.Contains(warnings, "not started: "+f.node("after")),
+		"after, which depends on fix, is not started: %s (%s)", after.Status, after.Reason)
 	s := fix.Salvage
 	f20.check(s != nil && s.Commits == 2 && s.FilesChanged == 1, "fix's work is kept: %+v", s)
 	if s == nil {
@@ -189,7 +203,7 @@ func TestAdvEngineLostMidNode(t *testing.T) {
 	}
 
 	must(t, relay.Restore())
-	f.config(fmt.Sprintf(crashNodes, "mode=succeed"))
+	f.config(fmt.Sprintf(lostNodes, "mode=succeed"))
 	out, stderr, code = runKewplan(t, env, "apply", f.dir, "--resume", "latest", "--auto-approve", "--json", "--state-dir", f.stateDir)
 	f21.check(code == 0, "apply --resume latest exited %d%s", code, onFailure(code, stderr))
 	var resumed string
@@ -212,6 +226,7 @@ func TestAdvEngineLostMidNode(t *testing.T) {
 	run2, nodes2 := f.ledgerRun(resumed)
 	f21.check(run2.ResumedFrom == runID && run2.Status == ledger.RunSucceeded, "the resumed run %s resumed %q", run2.Status, run2.ResumedFrom)
 	f21.check(nodes2[f.node("docs")].Status == ledger.StatusReused, "docs is reused: %s", nodes2[f.node("docs")].Status)
+	f21.check(nodes2[f.node("after")].Status == ledger.StatusSucceeded, "after runs: %s", nodes2[f.node("after")].Status)
 	fix2 := nodes2[f.node("fix")]
 	f21.check(fix2.Status == ledger.StatusSucceeded && fix2.Pushed, "fix completes and pushes: %s (%s)", fix2.Status, fix2.Reason)
 	if fix2.Pushed {
