@@ -155,7 +155,7 @@ func TestAdvEngineLostMidNode(t *testing.T) {
 	relay.Cut()
 	cutAt := time.Now()
 	code, warnings := r.finish()
-	t.Logf("the apply ended %s after the cut (bound 2s)", time.Since(cutAt).Round(time.Millisecond))
+	t.Logf("the apply ended %s after the cut (bound 2s); it warned:\n%s", time.Since(cutAt).Round(time.Millisecond), warnings)
 
 	f20.check(code != 0, "the apply exited %d", code)
 	for _, want := range []string{"stopped answering", "DOCKER_HOST=" + relay.Host(), "`kewplan apply --resume latest`", "interrupted nodes: " + f.node("fix")} {
