@@ -29,7 +29,6 @@ import (
 type relayApply struct {
 	*kewplanRun
 	events chan map[string]any
-	lines  []string // every stdout line, once events is closed
 }
 
 func startRelayApply(t *testing.T, env []string, args ...string) *relayApply {
@@ -40,7 +39,6 @@ func startRelayApply(t *testing.T, env []string, args ...string) *relayApply {
 		sc := bufio.NewScanner(r.stdout)
 		sc.Buffer(make([]byte, 64<<10), 16<<20)
 		for sc.Scan() {
-			r.lines = append(r.lines, sc.Text())
 			var ev map[string]any
 			if json.Unmarshal(sc.Bytes(), &ev) == nil {
 				r.events <- ev
@@ -58,7 +56,8 @@ func (r *relayApply) until(t *testing.T, what string, fn func(ev map[string]any)
 			return
 		}
 	}
-	t.Fatalf("the apply ended before %s: %s", what, r.stderr.String())
+	code := r.wait() // stderr is complete once the process is waited for
+	t.Fatalf("the apply ended (exit status %d) before %s: %s", code, what, r.stderr.String())
 }
 
 // finish drains the events and returns the exit status and the warnings.
@@ -347,5 +346,52 @@ node "%[1]sgate" {
 		"the node succeeds with the exit code the engine recorded: %s (%s)", gate.Status, gate.Reason)
 	f23.check(strings.Contains(warnings, "answered again after") && strings.Contains(warnings, "is lost"),
 		"apply says the engine answered again and the output written meanwhile is lost:\n%s", warnings)
+	f.assertClean(runID)
+}
+
+// TestAdvEngineShortCutProxyLog (F24): the engine's socket closes while a proxied worker waits, and is back within
+// the bound; the worker then makes a request the egress proxy refuses. The proxy's decision log, whose stream the
+// cut ended too, is followed on from the proxy's log: the refusal reaches the apply's events.
+func TestAdvEngineShortCutProxyLog(t *testing.T) {
+	f24 := adv(t, "F24", "the engine's socket closes while a proxied worker runs and is back within the bound; the worker's next CONNECT is refused",
+		"the egress proxy's decision log is followed on after the reconnect: the refusal is recorded")
+	f := newFixture(t)
+	newEgressWorld(t, f)
+	f.bareRemote()
+	relay := sockrelay.Start(t, sockrelay.EngineSocket())
+	env := relayEnv(relay, "2m")
+	cfg := f.config(`
+node "%[1]sout" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  prompt = "gate=first\nmode=egress\ntargets=evil.example.com:443"
+}
+`)
+	slug := f.plan(cfg).Node(f.node("out")).Slug
+	dir := statedir.Dir{Root: f.stateDir}
+	r := startRelayApply(t, env, "apply", f.dir, "--auto-approve", "--json", "--state-dir", f.stateDir)
+	runID := ""
+	r.until(t, "the run started", func(ev map[string]any) bool {
+		runID, _ = ev["run_id"].(string)
+		return ev["type"] == "apply_start"
+	})
+	stdoutLog, _ := dir.Logs(runID, f.node("out"), slug, 1)
+	awaitLogLine(t, stdoutLog, "waiting for the gate")
+	relay.Cut()
+	must(t, relay.Restore())
+	r.until(t, "the engine was reached again", func(ev map[string]any) bool {
+		m, _ := ev["message"].(string)
+		return ev["type"] == "warning" && strings.Contains(m, "answered again after")
+	})
+	must(t, os.WriteFile(filepath.Join(dir.Checkout(runID, f.node("out"), slug, 1), ".kew-gate"), nil, 0o644))
+	denied := false
+	r.until(t, "the refusal was recorded", func(ev map[string]any) bool {
+		denied = ev["type"] == "egress_denied" && ev["host"] == "evil.example.com"
+		return denied
+	})
+	code, warnings := r.finish()
+	f24.check(denied, "the apply reports the proxy's refusal of evil.example.com:443 made after the reconnect")
+	f24.check(code == 0, "the apply exited %d%s", code, onFailure(code, warnings+r.stderr.String()))
 	f.assertClean(runID)
 }

@@ -28,6 +28,7 @@
 //	sparse=NAME:N  with any mode, first: make NAME a sparse file of N bytes, uncommitted
 //	final_usage=none   the closing assistant message carries no usage
 //	tokens=I,O,CR,CW   usage figures of the result event (default 11,22,33,44; "none" omits usage and modelUsage)
+//	gate=first     with any mode, first (before every other directive): wait for the gate as mode=gate does
 //	probe=1        with any mode: first report the probe (as mode=probe does), so one run both probes and works
 //	dial=H:P,...   with any mode, first: report, in a system event "netprobe", whether a direct TCP connection (no
 //	               proxy) to each target opens within 3 s, and with dns=SERVER:PORT whether that DNS server answers
@@ -97,6 +98,9 @@ func main() {
 			"id": id, "model": model, "content": content, "usage": map[string]any{"input_tokens": 1, "output_tokens": 1}}})
 	}
 
+	if opts.get("gate", "") == "first" {
+		waitGate(assistant)
+	}
 	if opts.get("dial", "") != "" || opts.get("dns", "") != "" {
 		emit(map[string]any{"type": "system", "subtype": "netprobe", "session_id": session, "netprobe": netprobe(opts)})
 	}
@@ -139,14 +143,7 @@ func main() {
 		os.Stdout.WriteString("not json: " + forms + "\n")
 		fmt.Fprintln(os.Stderr, "stderr:", forms)
 	case "gate":
-		assistant("msg_gate", map[string]any{"type": "text", "text": "waiting for the gate"})
-		for {
-			if _, err := os.Stat("/work/.kew-gate"); err == nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond) // the agent's own wait for its input, like any process polling
-		}
-		assistant("msg_gate2", map[string]any{"type": "text", "text": "through the gate"})
+		waitGate(assistant)
 	case "egress":
 		egressMode(opts, session)
 	case "model":
@@ -446,4 +443,16 @@ func okOr(err error) string {
 		return "ok"
 	}
 	return err.Error()
+}
+
+// waitGate says "waiting for the gate", waits until the file /work/.kew-gate exists, and says "through the gate".
+func waitGate(assistant func(id string, content ...any)) {
+	assistant("msg_gate", map[string]any{"type": "text", "text": "waiting for the gate"})
+	for {
+		if _, err := os.Stat("/work/.kew-gate"); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // the agent's own wait for its input, like any process polling
+	}
+	assistant("msg_gate2", map[string]any{"type": "text", "text": "through the gate"})
 }
