@@ -29,6 +29,7 @@ import (
 type relayApply struct {
 	*kewplanRun
 	events chan map[string]any
+	seen   []string // the events until read so far, for a failure's message
 }
 
 func startRelayApply(t *testing.T, env []string, args ...string) *relayApply {
@@ -52,12 +53,14 @@ func startRelayApply(t *testing.T, env []string, args ...string) *relayApply {
 func (r *relayApply) until(t *testing.T, what string, fn func(ev map[string]any) bool) {
 	t.Helper()
 	for ev := range r.events {
+		b, _ := json.Marshal(ev)
+		r.seen = append(r.seen, string(b))
 		if fn(ev) {
 			return
 		}
 	}
 	code := r.wait() // stderr is complete once the process is waited for
-	t.Fatalf("the apply ended (exit status %d) before %s: %s", code, what, r.stderr.String())
+	t.Fatalf("the apply ended (exit status %d) before %s:\n%s\n%s", code, what, strings.Join(r.seen, "\n"), r.stderr.String())
 }
 
 // finish drains the events and returns the exit status and the warnings.
