@@ -484,9 +484,14 @@ func (e *Engine) Run(ctx context.Context, spec *ContainerSpec, opts RunOptions) 
 	wait := e.cli.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: cond})
 
 	started := time.Now()
+	var waitErr error
 	if _, err := e.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
-		st.stop()
-		return removeOnError(fmt.Errorf("start container %s: %w", spec.Name, err))
+		err = fmt.Errorf("start container %s: %w", spec.Name, err)
+		if !e.startedAnyway(ctx, id, err) {
+			st.stop()
+			return removeOnError(err)
+		}
+		waitErr = err // the engine started it, but its answer was lost with the connection: follow it again below
 	}
 	if opts.Started != nil {
 		opts.Started(id)
@@ -496,7 +501,9 @@ func (e *Engine) Run(ctx context.Context, spec *ContainerSpec, opts RunOptions) 
 		deadline = started.Add(opts.Timeout)
 	}
 
-	waitErr := e.awaitExit(ctx, id, wait, deadline, res)
+	if waitErr == nil {
+		waitErr = e.awaitExit(ctx, id, wait, deadline, res)
+	}
 	for reattached := 0; waitErr != nil && !res.TimedOut && !res.Cancelled && reattached < maxReattach; reattached++ {
 		// The wait ended without the container's exit: its connection broke, or the engine went away. The agent
 		// may still run; ask the engine again before anything is decided.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,7 +28,9 @@ import (
 // running (it waits on it again and follows its output from the engine's log, from the byte it had reached), ended
 // but not yet removed, or gone (its exit code read from the engine's events). If not, the engine is lost for the
 // rest of this connection: Run returns at once with RunResult.EngineLost and leaves the container as it is (nothing
-// could stop it), and every later call that needs the engine gets the same error at once.
+// could stop it), and every later call that needs the engine gets the same error at once. A start request whose
+// answer is lost the same way is taken for what the engine says once it answers again: a container that runs (or
+// ran) is followed like one whose wait broke.
 
 // DefaultReconnectWithin is how long kewplan keeps asking an engine that stopped answering before it gives up.
 const DefaultReconnectWithin = 30 * time.Second
@@ -173,6 +176,26 @@ func (e *Engine) lostOr(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (%v)", lost, err)
 	}
 	return err
+}
+
+// startedAnyway reports whether a container whose start request failed with the engine's connection was started
+// all the same: the engine answered again within the bound and has it running, or ran it (it ended, or it is gone,
+// removed after its run).
+func (e *Engine) startedAnyway(ctx context.Context, id string, err error) bool {
+	if !connectionFailed(err) || e.awaitEngine(ctx, err) != nil {
+		return false
+	}
+	ictx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	res, ierr := e.cli.ContainerInspect(ictx, id, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(ierr) {
+		return true // only a container that ran is removed by the engine itself
+	}
+	if ierr != nil || res.Container.State == nil {
+		return false
+	}
+	s := res.Container.State
+	return s.Running || s.StartedAt != "" && !strings.HasPrefix(s.StartedAt, "0001-")
 }
 
 // countingWriter counts what reached w. Only one output stream writes at a time (a follower starts after the one
