@@ -398,3 +398,63 @@ node "%[1]sout" {
 	f24.check(code == 0, "the apply exited %d%s", code, onFailure(code, warnings+r.stderr.String()))
 	f.assertClean(runID)
 }
+
+// TestAdvEngineStartAnswerLost (F25): the engine's socket closes just as it answers the request that starts a
+// worker's container (the container started; the answer is lost), and is back within the bound. The container is
+// taken for what the engine says it is, running, and followed: the node succeeds instead of failing to start.
+func TestAdvEngineStartAnswerLost(t *testing.T) {
+	f25 := adv(t, "F25", "the engine's socket closes as the engine answers the start of a worker's container, and is back within the bound",
+		"the container the engine started is followed, never removed as unstarted: the node succeeds")
+	f := newFixture(t)
+	f.bareRemote()
+	relay := sockrelay.Start(t, sockrelay.EngineSocket())
+	env := relayEnv(relay, "2m")
+	cfg := f.config(`
+node "%[1]sstart" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %[2]q
+  prompt = "commits=1\nmode=gate"
+}
+`)
+	slug := f.plan(cfg).Node(f.node("start")).Slug
+	dir := statedir.Dir{Root: f.stateDir}
+	// The node's container is created under its name; the next start request on the engine is its start.
+	created := false
+	cut := relay.CutOnAnswer(func(chunk []byte) bool {
+		req := string(chunk)
+		if strings.Contains(req, "/containers/create?name=kew-"+f.node("start")) {
+			created = true
+			return false
+		}
+		return created && strings.HasPrefix(req, "POST ") && strings.Contains(req, "/start ")
+	})
+	r := startRelayApply(t, env, "apply", f.dir, "--auto-approve", "--json", "--state-dir", f.stateDir)
+	select {
+	case <-cut:
+	case <-time.After(2 * time.Minute): // backstop only
+		t.Fatal("the node's start request never went through the relay")
+	}
+	must(t, relay.Restore())
+	runID := ""
+	r.until(t, "the engine was reached again", func(ev map[string]any) bool {
+		if ev["type"] == "apply_start" {
+			runID, _ = ev["run_id"].(string)
+		}
+		m, _ := ev["message"].(string)
+		return ev["type"] == "warning" && strings.Contains(m, "answered again after")
+	})
+	stdoutLog, _ := dir.Logs(runID, f.node("start"), slug, 1)
+	awaitLogLine(t, stdoutLog, "waiting for the gate")
+	must(t, os.WriteFile(filepath.Join(dir.Checkout(runID, f.node("start"), slug, 1), ".kew-gate"), nil, 0o644))
+	code, warnings := r.finish()
+	f25.check(code == 0, "the apply exited %d%s", code, onFailure(code, warnings+r.stderr.String()))
+	_, nodes := f.ledgerRun(runID)
+	n := nodes[f.node("start")]
+	f25.check(n.Status == ledger.StatusSucceeded && n.Pushed, "the node succeeds and pushes: %s (%s)", n.Status, n.Reason)
+	log, err := os.ReadFile(stdoutLog)
+	must(t, err)
+	f25.check(strings.Count(string(log), "waiting for the gate") == 1 && strings.Count(string(log), `"type":"result"`) == 1,
+		"the node's log holds its stream once")
+	f.assertClean(runID)
+}

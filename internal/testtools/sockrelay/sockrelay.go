@@ -6,12 +6,12 @@ package sockrelay
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -25,6 +25,9 @@ type Relay struct {
 	conns map[net.Conn]bool
 	cut   bool
 	wg    sync.WaitGroup
+	// match and cutDone are CutOnAnswer's trigger, while armed.
+	match   func(chunk []byte) bool
+	cutDone chan struct{}
 }
 
 // EngineSocket is the machine's engine socket: the path of a unix:// DOCKER_HOST, else /var/run/docker.sock.
@@ -102,18 +105,42 @@ func (r *Relay) accept(ln *net.UnixListener) {
 }
 
 // pipe copies both ways, passing on each half-close (an attach stream ends its writing side first), and forgets
-// both ends once both directions are done.
+// both ends once both directions are done. A connection on which CutOnAnswer's request went out cuts the relay
+// when the engine's answer begins.
 func (r *Relay) pipe(c, up *net.UnixConn) {
 	defer r.wg.Done()
+	var tripped atomic.Bool
 	var both sync.WaitGroup
 	both.Add(2)
-	one := func(dst, src *net.UnixConn) {
+	go func() { // client -> engine
 		defer both.Done()
-		_, _ = io.Copy(dst, src)
-		_ = dst.CloseWrite()
-	}
-	go one(up, c)
-	go one(c, up)
+		r.copy(up, c, func(chunk []byte) bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.match != nil && r.match(chunk) {
+				r.match = nil
+				tripped.Store(true)
+			}
+			return true
+		})
+	}()
+	go func() { // engine -> client
+		defer both.Done()
+		r.copy(c, up, func([]byte) bool {
+			if !tripped.Load() {
+				return true
+			}
+			r.mu.Lock()
+			done := r.cutDone
+			r.cutDone = nil
+			r.mu.Unlock()
+			r.Cut()
+			if done != nil {
+				close(done)
+			}
+			return false
+		})
+	}()
 	both.Wait()
 	c.Close()
 	up.Close()
@@ -121,6 +148,38 @@ func (r *Relay) pipe(c, up *net.UnixConn) {
 	delete(r.conns, c)
 	delete(r.conns, up)
 	r.mu.Unlock()
+}
+
+// copy passes src's bytes to dst, each chunk only when pass says so (false ends the copy), then half-closes dst.
+func (r *Relay) copy(dst, src *net.UnixConn, pass func(chunk []byte) bool) {
+	defer dst.CloseWrite()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !pass(buf[:n]) {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// CutOnAnswer arms the relay: the first chunk a client writes for which match returns true (match sees every chunk
+// clients write, one call at a time) is passed on to the engine, and when the engine begins to answer on that
+// connection the relay cuts (as Cut) instead of passing the answer on: the request took effect, its answer is lost.
+// The channel is closed once the relay cut. A request line arrives in one chunk (Go's HTTP client writes it whole).
+func (r *Relay) CutOnAnswer(match func(chunk []byte) bool) <-chan struct{} {
+	done := make(chan struct{})
+	r.mu.Lock()
+	r.match, r.cutDone = match, done
+	r.mu.Unlock()
+	return done
 }
 
 // Cut closes the relay's socket and every live connection through it: requests in flight fail, streams (logs,

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -85,5 +86,31 @@ func TestRelayCutRestore(t *testing.T) {
 	}
 	if err := r.Restore(); err == nil {
 		t.Fatal("Restore without a Cut succeeded")
+	}
+}
+
+// TestRelayCutOnAnswer: the armed request reaches the server, its answer does not, and the relay is cut.
+func TestRelayCutOnAnswer(t *testing.T) {
+	r := Start(t, echoServer(t))
+	c, err := net.Dial("unix", r.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cut := r.CutOnAnswer(func(chunk []byte) bool { return strings.Contains(string(chunk), "trip") })
+	if got, err := roundTrip(t, c, "hello"); err != nil || got != "hello\n" {
+		t.Fatalf("before the trigger: %q, %v", got, err)
+	}
+	if got, err := roundTrip(t, c, "trip"); err == nil {
+		t.Fatalf("the armed request's answer came through: %q", got)
+	}
+	select {
+	case <-cut:
+	case <-time.After(10 * time.Second): // backstop only
+		t.Fatal("the relay did not report its cut")
+	}
+	if c2, err := net.Dial("unix", r.Path()); err == nil {
+		c2.Close()
+		t.Fatal("a new connection was accepted after the cut")
 	}
 }
