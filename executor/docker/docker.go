@@ -485,7 +485,7 @@ func (d *dockerEngine) runAgent(ctx context.Context, at *adapter.Attempt) (f *ad
 	if lost := d.proxyLostReason(); lost != "" && live != nil {
 		d.attemptDone(live)
 		stream.Close(true)
-		return proxyFailure(lost + "; its container was not started")
+		return proxyFailure(lost + "; nothing ran")
 	}
 	stream.Watch(runCtx, stopRun)
 	disk.start(stopRun)
