@@ -194,6 +194,10 @@ func (s *Server) initBroker() error {
 		if b.restored, err = s.loadState(); err != nil {
 			return err
 		}
+		// A state file that cannot be written fails the start, not every model call after it.
+		if err := s.saveState(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -181,6 +181,9 @@ func (d *dockerEngine) Close() error {
 
 // Abort deletes every prompt file still on disk and kills and removes every container still running, within ctx.
 func (d *dockerEngine) Abort(ctx context.Context) []error {
+	if d.egress != nil {
+		d.egress.stopWatch() // the proxy removed below is not to be started again
+	}
 	d.mu.Lock()
 	ids := slices.Collect(maps.Keys(d.containers))
 	prompts := slices.Collect(maps.Keys(d.prompts))
@@ -686,6 +689,13 @@ func (d *dockerEngine) Sweep(ctx context.Context, run *adapter.Run) {
 			continue
 		}
 		a.Warn("", fmt.Sprintf("removed container %s left by run %s (kewplan pid %s)", c.Name, run, c.Labels[LabelPID]))
+	}
+	// The broker state of a dead apply's proxy: no proxy of this state directory runs now.
+	states, _ := filepath.Glob(run.Dir.ProxyStates())
+	for _, dir := range states {
+		if err := os.RemoveAll(dir); err != nil {
+			a.Warn("", fmt.Sprintf("could not remove the egress proxy's broker state %s left by a dead apply: %v", dir, err))
+		}
 	}
 	runs, err := os.ReadDir(checkouts)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -127,8 +127,9 @@ func (d *dockerEngine) startProxy(ctx context.Context) (*engine.Service, error) 
 	return svc, nil
 }
 
-// makeProxyStateDir makes the broker's state directory, writable by the proxy's user: its own when apply may
-// give it, else open to every user (it holds meters, never a secret, and lies inside the state directory).
+// makeProxyStateDir makes the broker's state directory, writable by the proxy's user whatever uid the engine maps
+// it to: it holds meters, never a secret, and lies in the state directory's broker space, which only its owner
+// can enter.
 func makeProxyStateDir(dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("the egress proxy's broker state %s: %w", dir, err)
@@ -136,22 +137,10 @@ func makeProxyStateDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("the egress proxy's broker state %s: %w", dir, err)
 	}
-	uid, gid := imageIDs()
-	if os.Chown(dir, uid, gid) == nil {
-		return nil
-	}
 	if err := os.Chmod(dir, 0o777); err != nil {
 		return fmt.Errorf("the egress proxy's broker state %s: %w", dir, err)
 	}
 	return nil
-}
-
-// imageIDs are egress.ImageUser's uid and gid.
-func imageIDs() (int, int) {
-	u, g, _ := strings.Cut(egress.ImageUser, ":")
-	uid, _ := strconv.Atoi(u)
-	gid, _ := strconv.Atoi(g)
-	return uid, gid
 }
 
 // watchEgress starts following kewplan's proxy once it answers.

@@ -87,6 +87,9 @@ func (d Dir) Broker() string { return filepath.Join(d.Root, "broker") }
 // death goes on from it. Apply removes it when the run ends.
 func (d Dir) ProxyState(run string) string { return filepath.Join(d.Broker(), "egress-"+run) }
 
+// ProxyStates is the glob pattern of every run's ProxyState, for the sweep of what dead applies left.
+func (d Dir) ProxyStates() string { return filepath.Join(d.Broker(), "egress-*") }
+
 // Receipt is the receipt of one run (kewplan apply writes it when the run ends; its signature, when signed, is
 // beside it with the suffix .sig).
 func (d Dir) Receipt(run string) string { return filepath.Join(d.Root, "receipts", run+".json") }
