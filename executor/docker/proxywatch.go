@@ -283,7 +283,7 @@ func (d *dockerEngine) proxyExited(ctx context.Context, dead *engine.Service, co
 // restartProxy starts a new proxy in the keeper's namespace, waits until it answers, and tells it again which
 // nodes ended (the state file says it too; this holds should its last save have failed).
 func (d *dockerEngine) restartProxy(ctx context.Context) error {
-	st, r := d.egress, d.egress.restart
+	r := d.egress.restart
 	// A container of the same name left by a failed try goes first.
 	if ok, _ := d.engine.ContainerExists(ctx, r.spec.Name); ok {
 		if err := d.engine.ForceRemove(r.spec.Name); err != nil {
@@ -294,9 +294,18 @@ func (d *dockerEngine) restartProxy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := d.probeEgress(ctx, svc, r.probe); err != nil {
+	if err := d.tellEnded(ctx, svc); err != nil {
 		_ = svc.Stop()
 		d.track(svc.ID, false)
+		return err
+	}
+	return nil
+}
+
+// tellEnded waits until a new proxy answers, then tells it again which nodes ended.
+func (d *dockerEngine) tellEnded(ctx context.Context, svc *engine.Service) error {
+	st, r := d.egress, d.egress.restart
+	if err := d.probeEgress(ctx, svc, r.probe); err != nil {
 		return err
 	}
 	st.mu.Lock()
