@@ -48,8 +48,8 @@ const (
 // synchronisation.
 func restartPause(n int) time.Duration { return time.Duration(n-1) * 500 * time.Millisecond }
 
-// proxyRestart is what the watch needs to start the same proxy again, and its own state; the fields below keeper
-// and stateDir are guarded by egressState.mu.
+// proxyRestart is what the watch needs to start the same proxy again, and its own state: restarts, ready, lost
+// and ended are guarded by egressState.mu; the rest is set before the watch starts.
 type proxyRestart struct {
 	keeper   *engine.Service // holds the addresses
 	spec     engine.ServiceSpec
