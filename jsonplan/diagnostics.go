@@ -58,9 +58,10 @@ type Snippet struct {
 // PolicyFinding is what a policy rule's finding carries beyond its diagnostic: the rule, its level ("deny",
 // "warn" or "review": a review finding is a warning that makes the plan need approvals) and the nodes it names.
 type PolicyFinding struct {
-	Rule  string              `json:"rule"`
-	Level string              `json:"level"`
-	Nodes []PolicyFindingNode `json:"nodes"`
+	Rule    string              `json:"rule"`
+	Level   string              `json:"level"`
+	Message string              `json:"message"`
+	Nodes   []PolicyFindingNode `json:"nodes"`
 }
 
 // PolicyFindingNode is a node a rule's finding names, with its block when the plan records one.

@@ -235,7 +235,7 @@ func (f *Finding) Diagnostic() *hcl.Diagnostic {
 	if nodes == nil {
 		nodes = []jsonplan.PolicyFindingNode{}
 	}
-	d.Extra = findingRef{id: f.ID(), finding: &jsonplan.PolicyFinding{Rule: name, Level: f.Level, Nodes: nodes}}
+	d.Extra = findingRef{id: f.ID(), finding: &jsonplan.PolicyFinding{Rule: name, Level: f.Level, Message: f.Rule.Message, Nodes: nodes}}
 	return d
 }
 

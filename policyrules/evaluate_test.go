@@ -107,7 +107,7 @@ func TestFindingDiagnostic(t *testing.T) {
 		t.Errorf("subject = %v, want the condition at policy.hcl:10", d.Subject)
 	}
 	jd := jsonplan.NewDiagnostic(d, nil)
-	want := &jsonplan.PolicyFinding{Rule: "push-outside-kew", Level: "review", Nodes: []jsonplan.PolicyFindingNode{{Name: "fix[1]", Range: doc.Nodes[1].Range}}}
+	want := &jsonplan.PolicyFinding{Rule: "push-outside-kew", Level: "review", Message: "A worker pushes outside kew/**.", Nodes: []jsonplan.PolicyFindingNode{{Name: "fix[1]", Range: doc.Nodes[1].Range}}}
 	if jd.Rule != "policy-rule-push-outside-kew" {
 		t.Errorf("rule = %q", jd.Rule)
 	}
