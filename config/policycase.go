@@ -113,7 +113,7 @@ func LoadPolicyTestCase(path string) (*PolicyTestCase, map[string][]byte, hcl.Di
 	}
 	if expect == nil {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Missing expect block",
-			Detail: "A policy test says what it expects, for example:\n\nexpect {\n  deny   = [\"opus-fan-out\"]\n  review = []\n  warn   = []\n}",
+			Detail:  "A policy test says what it expects, for example:\n\nexpect {\n  deny   = [\"opus-fan-out\"]\n  review = []\n  warn   = []\n}",
 			Subject: &hcl.Range{Filename: path, Start: hcl.InitialPos, End: hcl.InitialPos}})
 		return tc, files, diags
 	}

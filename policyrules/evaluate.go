@@ -246,5 +246,5 @@ type findingRef struct {
 	finding *jsonplan.PolicyFinding
 }
 
-func (r findingRef) RuleID() string                          { return r.id }
+func (r findingRef) RuleID() string                         { return r.id }
 func (r findingRef) PolicyFinding() *jsonplan.PolicyFinding { return r.finding }
