@@ -314,6 +314,15 @@ func newDiffSARIF(d *plandiff.Diff, opts SARIFOptions) *sarifLog {
 		}
 		b.add(f.Kind, "error", f.Message, discriminator, diffRange(f.Range), nil, opts.DefaultURI)
 	}
+	for _, x := range d.PolicyFindings {
+		b.addPolicyRule(x)
+		level := "warning"
+		if x.Severity == jsonplan.SeverityError {
+			level = "error"
+		}
+		b.add(x.Rule, level, x.Summary+". "+x.Detail, x.Summary, x.Range, x.Snippet, opts.DefaultURI)
+		b.relate(x.Policy)
+	}
 	return b.log()
 }
 
