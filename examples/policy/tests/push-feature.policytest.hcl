@@ -1,4 +1,4 @@
-configuration = "../fixtures/push-release"
+configuration = "../fixtures/push-feature"
 policy        = "../policy.hcl"
 expect {
   deny   = []
