@@ -87,6 +87,15 @@ func namesNodes(e hclsyntax.Expression) bool {
 }
 
 func selected(f *hclsyntax.ForExpr, ctx *hcl.EvalContext, k, v cty.Value) bool {
+	fast := (&scope{root: ctx.Variables}).push(f.KeyVar, f.ValVar)
+	fast.set(k, v)
+	if f.CondExpr != nil {
+		if c, ok := fastEval(f.CondExpr, fast); ok && plain(c) && c.Type() == cty.Bool {
+			return c.True()
+		}
+	} else if r, ok := fastEval(f.ValExpr, fast); ok {
+		return holdsTrue(r)
+	}
 	child := ctx.NewChild()
 	child.Variables = map[string]cty.Value{f.ValVar: v}
 	if f.KeyVar != "" {

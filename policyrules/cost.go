@@ -2,6 +2,7 @@ package policyrules
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -22,6 +23,19 @@ const MaxConditionSteps = 2_000_000
 type valueSizes struct {
 	inner int // the longest collection inside an element of a top-level one (a node's credentials, its attributes)
 	total int // every element of every collection: a bound on anything built from them (flatten, concat)
+}
+
+// lazySizes measures the values the first time a bound needs them: most conditions iterate only traversals of
+// plan and change, whose sizes are exact, and never pay for the walk.
+type lazySizes struct {
+	once sync.Once
+	vals []cty.Value
+	s    valueSizes
+}
+
+func (l *lazySizes) get() valueSizes {
+	l.once.Do(func() { l.s = measure(l.vals...) })
+	return l.s
 }
 
 func measure(vals ...cty.Value) valueSizes {
@@ -54,7 +68,7 @@ func measure(vals ...cty.Value) valueSizes {
 }
 
 // checkCost returns why the condition costs too much (and where), or "" when it is within MaxConditionSteps.
-func checkCost(expr hcl.Expression, ctx *hcl.EvalContext, sizes valueSizes) (string, hcl.Range) {
+func checkCost(expr hcl.Expression, ctx *hcl.EvalContext, sizes *lazySizes) (string, hcl.Range) {
 	se, ok := expr.(hclsyntax.Expression)
 	if !ok {
 		return "The condition is not written in HCL's native syntax; a rule's condition must be, so that its cost can be bounded.", expr.Range()
@@ -69,14 +83,16 @@ func checkCost(expr hcl.Expression, ctx *hcl.EvalContext, sizes valueSizes) (str
 }
 
 type costFrame struct {
-	node  hclsyntax.Node
-	mult  float64
-	iters map[string]bool // the for expressions' variables in scope
+	node hclsyntax.Node
+	mult float64
+	// iters are the for expressions' value variables in scope, each with the collection it iterates when that is
+	// a traversal of plan or change (cty.NilVal otherwise).
+	iters map[string]cty.Value
 }
 
 type costWalker struct {
 	ctx    *hcl.EvalContext
-	sizes  valueSizes
+	sizes  *lazySizes
 	stack  []costFrame
 	steps  float64
 	worst  hcl.Range
@@ -92,12 +108,13 @@ func (w *costWalker) Enter(n hclsyntax.Node) hcl.Diagnostics {
 		case *hclsyntax.ForExpr:
 			if n != hclsyntax.Node(p.CollExpr) {
 				f.mult *= float64(w.bound(p.CollExpr, parent.iters))
-				iters := map[string]bool{p.ValVar: true}
-				if p.KeyVar != "" {
-					iters[p.KeyVar] = true
+				iters := map[string]cty.Value{}
+				for k, v := range parent.iters {
+					iters[k] = v
 				}
-				for k := range parent.iters {
-					iters[k] = true
+				iters[p.ValVar] = w.rootValue(p.CollExpr, parent.iters)
+				if p.KeyVar != "" {
+					iters[p.KeyVar] = cty.NilVal
 				}
 				f.iters = iters
 			}
@@ -123,24 +140,63 @@ func (w *costWalker) Exit(hclsyntax.Node) hcl.Diagnostics {
 // bound is how many elements a collection expression may have: exactly, for a traversal of plan or change;
 // the longest inner collection, for one of a for expression's variables (n.credentials); otherwise the number of
 // all elements.
-func (w *costWalker) bound(e hclsyntax.Expression, iters map[string]bool) int {
+func (w *costWalker) bound(e hclsyntax.Expression, iters map[string]cty.Value) int {
 	t, ok := e.(*hclsyntax.ScopeTraversalExpr)
 	if !ok {
-		return w.sizes.total
+		return w.sizes.get().total
 	}
 	root := t.Traversal.RootName()
-	switch {
-	case iters[root]:
-		return w.sizes.inner
-	case root == config.RuleRootPlan || root == config.RuleRootChange:
-		v, diags := t.Value(w.ctx)
-		if diags.HasErrors() || v.IsNull() || !v.IsKnown() {
-			return 1 // it errors or is null when evaluated: nothing is iterated
+	if coll, ok := iters[root]; ok {
+		// n.credentials, for n in plan.nodes: the longest credentials list of any node.
+		if coll == cty.NilVal || len(t.Traversal) < 2 {
+			return w.sizes.get().inner
 		}
-		if ty := v.Type(); ty.IsCollectionType() || ty.IsTupleType() || ty.IsObjectType() {
-			return max(v.LengthInt(), 1)
+		longest := 1
+		for it := coll.ElementIterator(); it.Next(); {
+			_, el := it.Element()
+			if v, diags := t.Traversal[1:].TraverseRel(el); !diags.HasErrors() {
+				longest = max(longest, length(v))
+			}
 		}
-		return 1
+		return longest
 	}
-	return w.sizes.total
+	if root == config.RuleRootPlan || root == config.RuleRootChange {
+		v, diags := t.Value(w.ctx)
+		if diags.HasErrors() {
+			return 1 // it errors when evaluated: nothing is iterated
+		}
+		return max(length(v), 1)
+	}
+	return w.sizes.get().total
+}
+
+// rootValue is the collection a for expression iterates when it is a traversal of plan or change, for bounding
+// the traversals of its variable; cty.NilVal otherwise.
+func (w *costWalker) rootValue(e hclsyntax.Expression, iters map[string]cty.Value) cty.Value {
+	t, ok := e.(*hclsyntax.ScopeTraversalExpr)
+	if !ok {
+		return cty.NilVal
+	}
+	if _, shadowed := iters[t.Traversal.RootName()]; shadowed {
+		return cty.NilVal
+	}
+	if root := t.Traversal.RootName(); root != config.RuleRootPlan && root != config.RuleRootChange {
+		return cty.NilVal
+	}
+	v, diags := t.Value(w.ctx)
+	if diags.HasErrors() || !v.IsKnown() || v.IsNull() || !v.CanIterateElements() {
+		return cty.NilVal
+	}
+	return v
+}
+
+// length is how many elements v has, 0 for a null or a value that is no collection.
+func length(v cty.Value) int {
+	if !v.IsKnown() || v.IsNull() {
+		return 0
+	}
+	if ty := v.Type(); ty.IsCollectionType() || ty.IsTupleType() || ty.IsObjectType() {
+		return v.LengthInt()
+	}
+	return 0
 }

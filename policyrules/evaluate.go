@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/kewplan/kewplan/config"
@@ -98,7 +99,7 @@ func Evaluate(rules []*config.PolicyRule, in Input) *Result {
 		Variables: map[string]cty.Value{config.RuleRootPlan: plan, config.RuleRootChange: change},
 		Functions: functions,
 	}
-	sizes := measure(plan, change)
+	sizes := &lazySizes{vals: []cty.Value{plan, change}}
 	// Rules are independent and the context is only read: they are judged side by side, kept in rule order.
 	found := make([]Finding, len(rules))
 	hit := make([]bool, len(rules))
@@ -112,7 +113,7 @@ func Evaluate(rules []*config.PolicyRule, in Input) *Result {
 	return res
 }
 
-func evaluateRule(r *config.PolicyRule, ctx *hcl.EvalContext, sizes valueSizes, in Input) (Finding, bool) {
+func evaluateRule(r *config.PolicyRule, ctx *hcl.EvalContext, sizes *lazySizes, in Input) (Finding, bool) {
 	failed := func(problem string, subject hcl.Range) (Finding, bool) {
 		return Finding{Rule: r, Level: config.RuleLevelDeny, Failed: true, Problem: problem, Subject: subject}, true
 	}
@@ -121,6 +122,17 @@ func evaluateRule(r *config.PolicyRule, ctx *hcl.EvalContext, sizes valueSizes, 
 	}
 	if msg, subject := checkCost(r.Condition, ctx, sizes); msg != "" {
 		return failed(msg, subject)
+	}
+	root := &scope{root: ctx.Variables}
+	if se, ok := r.Condition.(hclsyntax.Expression); ok {
+		if v, ok := fastEval(se, root); ok && plain(v) && v.Type() == cty.Bool {
+			if v.False() {
+				return Finding{}, false
+			}
+			f := Finding{Rule: r, Level: r.Level, Subject: r.ConditionRange}
+			f.Nodes, f.More = attribute(r.Condition, ctx, in)
+			return f, true
+		}
 	}
 	v, diags := r.Condition.Value(ctx)
 	if diags.HasErrors() {

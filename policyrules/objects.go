@@ -6,6 +6,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/kewplan/kewplan/internal/parallel"
 	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 )
@@ -21,9 +22,8 @@ func PlanObject(doc *jsonplan.Document) cty.Value {
 		instances[blockOf(&doc.Nodes[i])]++
 	}
 	nodes := make([]cty.Value, len(doc.Nodes))
-	for i := range doc.Nodes {
-		nodes[i] = nodeObject(&doc.Nodes[i], instances)
-	}
+	// Each node's object is its own: they are built side by side.
+	parallel.For(len(doc.Nodes), func(i int) { nodes[i] = nodeObject(&doc.Nodes[i], instances) })
 	exposure := map[string]cty.Value{}
 	for cred, names := range doc.Exposure {
 		exposure[cred] = stringList(names)

@@ -1,0 +1,278 @@
+package policyrules
+
+import (
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+)
+
+// fastEval evaluates the common shapes of a condition (for expressions, comparisons, logic, traversals, literals,
+// function calls) directly over the cty values, without the per-element contexts and operator calls of HCL's
+// evaluator, which dominate a rule's cost on a large plan. It is a shortcut, not a second language: ok is false
+// for any other shape and on any error or type that is not exactly what it expects, and the caller then
+// evaluates with HCL, whose result and diagnostics are authoritative. Where fastEval does answer, it answers as
+// HCL does: every element of a for expression is evaluated (an error in any sends the rule to HCL), and && and ||
+// decide on their left operand only where HCL ignores the right one too.
+func fastEval(e hclsyntax.Expression, s *scope) (cty.Value, bool) {
+	switch e := e.(type) {
+	case *hclsyntax.LiteralValueExpr:
+		return e.Val, true
+	case *hclsyntax.TemplateExpr:
+		if e.IsStringLiteral() {
+			return e.Parts[0].(*hclsyntax.LiteralValueExpr).Val, true
+		}
+	case *hclsyntax.TemplateWrapExpr:
+		return fastEval(e.Wrapped, s)
+	case *hclsyntax.ParenthesesExpr:
+		if inner, ok := e.Expression.(hclsyntax.Expression); ok {
+			return fastEval(inner, s)
+		}
+	case *hclsyntax.ScopeTraversalExpr:
+		return fastTraversal(e.Traversal, s)
+	case *hclsyntax.UnaryOpExpr:
+		v, ok := fastEval(e.Val, s)
+		if !ok || !plain(v) {
+			return cty.NilVal, false
+		}
+		switch {
+		case e.Op == hclsyntax.OpLogicalNot && v.Type() == cty.Bool:
+			return v.Not(), true
+		case e.Op == hclsyntax.OpNegate && v.Type() == cty.Number:
+			return v.Negate(), true
+		}
+	case *hclsyntax.BinaryOpExpr:
+		return fastBinary(e, s)
+	case *hclsyntax.ConditionalExpr:
+		c, ok := fastEval(e.Condition, s)
+		if !ok || !plain(c) || c.Type() != cty.Bool {
+			return cty.NilVal, false
+		}
+		// HCL evaluates both results and unifies their types; only the same type on both sides is taken here.
+		t, ok1 := fastEval(e.TrueResult, s)
+		f, ok2 := fastEval(e.FalseResult, s)
+		if !ok1 || !ok2 || !t.Type().Equals(f.Type()) {
+			return cty.NilVal, false
+		}
+		if c.True() {
+			return t, true
+		}
+		return f, true
+	case *hclsyntax.TupleConsExpr:
+		vals := make([]cty.Value, len(e.Exprs))
+		for i, x := range e.Exprs {
+			v, ok := fastEval(x, s)
+			if !ok {
+				return cty.NilVal, false
+			}
+			vals[i] = v
+		}
+		return cty.TupleVal(vals), true
+	case *hclsyntax.ForExpr:
+		return fastFor(e, s)
+	case *hclsyntax.FunctionCallExpr:
+		return fastCall(e, s)
+	}
+	return cty.NilVal, false
+}
+
+// plain reports whether v is known, not null and unmarked: the only values fastEval operates on.
+func plain(v cty.Value) bool { return v.IsKnown() && !v.IsNull() && !v.IsMarked() }
+
+func fastTraversal(t hcl.Traversal, s *scope) (cty.Value, bool) {
+	root, ok := s.lookup(t.RootName())
+	if !ok {
+		return cty.NilVal, false
+	}
+	if len(t) == 1 {
+		return root, true
+	}
+	v, diags := t[1:].TraverseRel(root)
+	if diags.HasErrors() {
+		return cty.NilVal, false
+	}
+	return v, true
+}
+
+func fastBinary(e *hclsyntax.BinaryOpExpr, s *scope) (cty.Value, bool) {
+	l, ok := fastEval(e.LHS, s)
+	if !ok {
+		return cty.NilVal, false
+	}
+	switch e.Op {
+	case hclsyntax.OpLogicalAnd, hclsyntax.OpLogicalOr:
+		if !plain(l) || l.Type() != cty.Bool {
+			return cty.NilVal, false
+		}
+		// HCL's result is the left operand's when it decides alone (false &&, true ||), whatever the right is.
+		if e.Op == hclsyntax.OpLogicalAnd && l.False() || e.Op == hclsyntax.OpLogicalOr && l.True() {
+			return l, true
+		}
+		r, ok := fastEval(e.RHS, s)
+		if !ok || !plain(r) || r.Type() != cty.Bool {
+			return cty.NilVal, false
+		}
+		return r, true
+	}
+	r, ok := fastEval(e.RHS, s)
+	if !ok || !l.IsKnown() || !r.IsKnown() || l.IsMarked() || r.IsMarked() {
+		return cty.NilVal, false
+	}
+	switch e.Op {
+	case hclsyntax.OpEqual, hclsyntax.OpNotEqual:
+		eq := fastEquals(l, r)
+		if e.Op == hclsyntax.OpNotEqual {
+			eq = eq.Not()
+		}
+		return eq, true
+	}
+	if !plain(l) || !plain(r) || l.Type() != cty.Number || r.Type() != cty.Number {
+		return cty.NilVal, false
+	}
+	switch e.Op {
+	case hclsyntax.OpGreaterThan:
+		return l.GreaterThan(r), true
+	case hclsyntax.OpGreaterThanOrEqual:
+		return l.GreaterThanOrEqualTo(r), true
+	case hclsyntax.OpLessThan:
+		return l.LessThan(r), true
+	case hclsyntax.OpLessThanOrEqual:
+		return l.LessThanOrEqualTo(r), true
+	case hclsyntax.OpAdd:
+		return l.Add(r), true
+	case hclsyntax.OpSubtract:
+		return l.Subtract(r), true
+	case hclsyntax.OpMultiply:
+		return l.Multiply(r), true
+	}
+	return cty.NilVal, false // division and modulo have error cases of their own: HCL's
+}
+
+// fastEquals is l == r as cty's Equals decides it, with the comparison of two strings (most of a rule's) done
+// without its general path.
+func fastEquals(l, r cty.Value) cty.Value {
+	if l.Type() == cty.String && r.Type() == cty.String && !l.IsNull() && !r.IsNull() {
+		return cty.BoolVal(l.AsString() == r.AsString())
+	}
+	return l.Equals(r)
+}
+
+func fastFor(e *hclsyntax.ForExpr, s *scope) (cty.Value, bool) {
+	if e.KeyExpr != nil || e.Group {
+		return cty.NilVal, false // an object result: HCL's
+	}
+	coll, ok := fastEval(e.CollExpr, s)
+	if !ok || !plain(coll) || !coll.CanIterateElements() {
+		return cty.NilVal, false
+	}
+	vals := make([]cty.Value, 0, coll.LengthInt())
+	inner := s.push(e.KeyVar, e.ValVar)
+	for it := coll.ElementIterator(); it.Next(); {
+		k, v := it.Element()
+		inner.set(k, v)
+		if e.CondExpr != nil {
+			c, ok := fastEval(e.CondExpr, inner)
+			if !ok || !plain(c) || c.Type() != cty.Bool {
+				return cty.NilVal, false
+			}
+			if c.False() {
+				continue
+			}
+		}
+		v, ok := fastEval(e.ValExpr, inner)
+		if !ok {
+			return cty.NilVal, false
+		}
+		vals = append(vals, v)
+	}
+	if len(vals) == 0 {
+		return cty.EmptyTupleVal, true
+	}
+	return cty.TupleVal(vals), true
+}
+
+func fastCall(e *hclsyntax.FunctionCallExpr, s *scope) (cty.Value, bool) {
+	fn, ok := functions[e.Name]
+	if !ok || e.ExpandFinal {
+		return cty.NilVal, false
+	}
+	if e.Name == "can" || e.Name == "try" {
+		return cty.NilVal, false // they take expressions, not values: HCL's
+	}
+	args := make([]cty.Value, len(e.Args))
+	for i, a := range e.Args {
+		v, ok := fastEval(a, s)
+		if !ok {
+			return cty.NilVal, false
+		}
+		args[i] = v
+	}
+	// The folds and length over a for expression's tuple, directly: go-cty's Call walks every argument for marks,
+	// which over a tuple of nodes is most of the rule's cost.
+	if len(args) == 1 && plain(args[0]) && (args[0].Type().IsTupleType() || args[0].Type().IsListType()) {
+		switch e.Name {
+		case "length":
+			return cty.NumberIntVal(int64(args[0].LengthInt())), true
+		case "anytrue", "alltrue":
+			want := e.Name == "anytrue"
+			found := false
+			for it := args[0].ElementIterator(); it.Next(); {
+				_, el := it.Element()
+				if !plain(el) || el.Type() != cty.Bool {
+					return cty.NilVal, false
+				}
+				found = found || el.True() == want
+			}
+			return cty.BoolVal(found == want), true
+		}
+	}
+	v, err := callFunction(fn, args)
+	if err != nil {
+		return cty.NilVal, false
+	}
+	return v, true
+}
+
+// callFunction calls fn, turning a panic in a function (a bug of go-cty's on a value it did not expect) into an
+// error, so that the rule goes to HCL's evaluator, which reports it.
+func callFunction(fn function.Function, args []cty.Value) (v cty.Value, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			v, err = cty.NilVal, errPanicked
+		}
+	}()
+	return fn.Call(args)
+}
+
+var errPanicked = function.NewArgErrorf(0, "the function failed")
+
+// scope is the variables a fast evaluation sees: a for expression's key and value over its parent's, and at the
+// root plan and change.
+type scope struct {
+	parent         *scope
+	keyVar, valVar string
+	key, val       cty.Value
+	root           map[string]cty.Value
+}
+
+func (s *scope) lookup(name string) (cty.Value, bool) {
+	for c := s; c != nil; c = c.parent {
+		if c.root != nil {
+			v, ok := c.root[name]
+			return v, ok
+		}
+		if name == c.valVar {
+			return c.val, true
+		}
+		if c.keyVar != "" && name == c.keyVar {
+			return c.key, true
+		}
+	}
+	return cty.NilVal, false
+}
+
+func (s *scope) push(keyVar, valVar string) *scope {
+	return &scope{parent: s, keyVar: keyVar, valVar: valVar}
+}
+
+func (s *scope) set(k, v cty.Value) { s.key, s.val = k, v }
