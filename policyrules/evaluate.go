@@ -93,7 +93,7 @@ func Evaluate(rules []*config.PolicyRule, in Input) *Result {
 	if len(rules) == 0 || in.Plan == nil {
 		return res
 	}
-	plan := PlanObject(in.Plan)
+	plan := planObject(in.Plan, projection(rules))
 	change := ChangeObject(in.Change, in.Plan)
 	ctx := &hcl.EvalContext{
 		Variables: map[string]cty.Value{config.RuleRootPlan: plan, config.RuleRootChange: change},

@@ -84,12 +84,23 @@ func fastTraversal(t hcl.Traversal, s *scope) (cty.Value, bool) {
 	if !ok {
 		return cty.NilVal, false
 	}
-	if len(t) == 1 {
-		return root, true
-	}
-	v, diags := t[1:].TraverseRel(root)
-	if diags.HasErrors() {
-		return cty.NilVal, false
+	v := root
+	for i, step := range t[1:] {
+		a, ok := step.(hcl.TraverseAttr)
+		if !ok {
+			// An index step: HCL's own traversal, from here on.
+			rest, diags := t[1+i:].TraverseRel(v)
+			if diags.HasErrors() {
+				return cty.NilVal, false
+			}
+			return rest, true
+		}
+		// An attribute of an object, as hcl.GetAttr reads it; anything else (a map, null, a missing
+		// attribute) is HCL's.
+		if !plain(v) || !v.Type().IsObjectType() || !v.Type().HasAttribute(a.Name) {
+			return cty.NilVal, false
+		}
+		v = v.GetAttr(a.Name)
 	}
 	return v, true
 }
@@ -199,6 +210,11 @@ func fastCall(e *hclsyntax.FunctionCallExpr, s *scope) (cty.Value, bool) {
 	if e.Name == "can" || e.Name == "try" {
 		return cty.NilVal, false // they take expressions, not values: HCL's
 	}
+	if len(e.Args) == 1 && (e.Name == "anytrue" || e.Name == "alltrue" || e.Name == "length") {
+		if f, ok := e.Args[0].(*hclsyntax.ForExpr); ok && f.KeyExpr == nil && !f.Group {
+			return fastFold(e.Name, f, s)
+		}
+	}
 	args := make([]cty.Value, len(e.Args))
 	for i, a := range e.Args {
 		v, ok := fastEval(a, s)
@@ -231,6 +247,51 @@ func fastCall(e *hclsyntax.FunctionCallExpr, s *scope) (cty.Value, bool) {
 		return cty.NilVal, false
 	}
 	return v, true
+}
+
+// fastFold is anytrue, alltrue or length of a for expression, evaluated element by element without building
+// its tuple. Every element is evaluated, as HCL does, so an error in any sends the rule to HCL.
+func fastFold(name string, e *hclsyntax.ForExpr, s *scope) (cty.Value, bool) {
+	coll, ok := fastEval(e.CollExpr, s)
+	if !ok || !plain(coll) || !coll.CanIterateElements() {
+		return cty.NilVal, false
+	}
+	inner := s.push(e.KeyVar, e.ValVar)
+	count, trues := 0, 0
+	for it := coll.ElementIterator(); it.Next(); {
+		k, v := it.Element()
+		inner.set(k, v)
+		if e.CondExpr != nil {
+			c, ok := fastEval(e.CondExpr, inner)
+			if !ok || !plain(c) || c.Type() != cty.Bool {
+				return cty.NilVal, false
+			}
+			if c.False() {
+				continue
+			}
+		}
+		v, ok := fastEval(e.ValExpr, inner)
+		if !ok {
+			return cty.NilVal, false
+		}
+		count++
+		if name == "length" {
+			continue
+		}
+		if !plain(v) || v.Type() != cty.Bool {
+			return cty.NilVal, false
+		}
+		if v.True() {
+			trues++
+		}
+	}
+	switch name {
+	case "length":
+		return cty.NumberIntVal(int64(count)), true
+	case "anytrue":
+		return cty.BoolVal(trues > 0), true
+	}
+	return cty.BoolVal(trues == count), true
 }
 
 // callFunction calls fn, turning a panic in a function (a bug of go-cty's on a value it did not expect) into an

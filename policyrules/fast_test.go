@@ -1,7 +1,10 @@
 package policyrules
 
 import (
+	"slices"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -70,6 +73,44 @@ func TestFastEvalAgreesWithHCL(t *testing.T) {
 		expr, _ := hclsyntax.ParseExpression([]byte(src), "t.hcl", hcl.InitialPos)
 		if _, ok := fastEval(expr, &scope{root: ctx.Variables}); !ok {
 			t.Errorf("%s: fastEval declined", src)
+		}
+	}
+}
+
+func TestProjection(t *testing.T) {
+	tests := []struct {
+		condition string
+		want      []string // nil: the nodes are built whole
+	}{
+		{`anytrue([for n in plan.nodes : n.model == "x" && n.push.branch == "y"])`, []string{"model", "name", "push"}},
+		{`length(plan.nodes) > 3 && plan.totals.nodes > 1`, []string{"name"}},
+		{`anytrue(flatten([for n in plan.nodes : [for c in n.credentials : c == "X"]]))`, []string{"credentials", "name"}},
+		{`change != null && anytrue([for w in change.widenings : w.network == "open"])`, []string{"name"}},
+		{`anytrue([for n in plan.nodes : length(keys(n)) > 3])`, nil},
+		{`anytrue([for n in plan.nodes : "${n}" == ""])`, nil},
+		{`plan.nodes[0].model == "x"`, nil},
+		{`length(plan.nodes[*].model) > 0`, nil},
+		{`length(concat(plan.nodes, [])) > 0`, nil},
+		{`length(keys(plan)) > 0`, nil},
+		{`length([for n in plan.nodes : n if n.role == "worker"]) > 3`, []string{"name", "role"}},
+		{`length(distinct([for n in plan.nodes : n])) > 3`, nil},
+	}
+	for _, tt := range tests {
+		rules := parseRules(t, "policy {\n  rule \"r\" {\n    level = \"warn\"\n    condition = "+tt.condition+"\n    message = \"m\"\n  }\n}\n")
+		got := projection(rules)
+		if tt.want == nil {
+			if got != nil {
+				t.Errorf("%s: projection = %v, want whole nodes", tt.condition, got)
+			}
+			continue
+		}
+		var names []string
+		for k := range got {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		if diff := cmp.Diff(tt.want, names); diff != "" {
+			t.Errorf("%s: projection mismatch (-want +got):\n%s", tt.condition, diff)
 		}
 	}
 }

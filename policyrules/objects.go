@@ -16,14 +16,18 @@ import (
 // documented in docs/policy.md; a name here is part of the rule language and is never renamed.
 
 // PlanObject is `plan`: the document's nodes and its apply-wide figures.
-func PlanObject(doc *jsonplan.Document) cty.Value {
+func PlanObject(doc *jsonplan.Document) cty.Value { return planObject(doc, nil) }
+
+// planObject is PlanObject with each node holding only the attributes in attrs (nil: all of them): the rules'
+// conditions read a few, and building the rest for 10,000 nodes is most of what judging them costs.
+func planObject(doc *jsonplan.Document, attrs map[string]bool) cty.Value {
 	instances := map[string]int{}
 	for i := range doc.Nodes {
 		instances[blockOf(&doc.Nodes[i])]++
 	}
 	nodes := make([]cty.Value, len(doc.Nodes))
 	// Each node's object is its own: they are built side by side.
-	parallel.For(len(doc.Nodes), func(i int) { nodes[i] = nodeObject(&doc.Nodes[i], instances) })
+	parallel.For(len(doc.Nodes), func(i int) { nodes[i] = projectedNode(&doc.Nodes[i], instances, attrs) })
 	exposure := map[string]cty.Value{}
 	for cred, names := range doc.Exposure {
 		exposure[cred] = stringList(names)
@@ -121,75 +125,128 @@ func blockOf(n *jsonplan.NodeDocument) string {
 }
 
 func nodeObject(n *jsonplan.NodeDocument, instances map[string]int) cty.Value {
-	key := cty.NullVal(cty.DynamicPseudoType)
+	return projectedNode(n, instances, nil)
+}
+
+// projectedNode is a node's object with the attributes in attrs (nil: all).
+func projectedNode(n *jsonplan.NodeDocument, instances map[string]int, attrs map[string]bool) cty.Value {
+	m := make(map[string]cty.Value, nodeAttributeCount)
+	for _, a := range nodeAttributes {
+		if attrs == nil || attrs[a.name] {
+			m[a.name] = a.value(n, instances)
+		}
+	}
+	if len(m) == 0 {
+		return cty.EmptyObjectVal
+	}
+	return cty.ObjectVal(m)
+}
+
+// nodeAttribute is one attribute of a node's object and how it is made from the node's document.
+type nodeAttribute struct {
+	name  string
+	value func(n *jsonplan.NodeDocument, instances map[string]int) cty.Value
+}
+
+const nodeAttributeCount = 30
+
+// nodeAttributes are a node's object, attribute by attribute: the names of docs/policy.md.
+var nodeAttributes = []nodeAttribute{
+	{"name", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.StringVal(n.Name) }},
+	{"block", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.StringVal(blockOf(n)) }},
+	{"key", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return instanceKey(n) }},
+	{"instances", func(n *jsonplan.NodeDocument, in map[string]int) cty.Value {
+		return cty.NumberIntVal(int64(max(in[blockOf(n)], 1)))
+	}},
+	{"runner", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.StringVal(n.Runner) }},
+	{"protocol", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.StringVal(n.Protocol) }},
+	{"role", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.StringVal(n.Role) }},
+	{"model", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.StringVal(n.Model) }},
+	{"image", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.StringVal(n.Image) }},
+	{"network", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.StringVal(n.Network) }},
+	{"runtime", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.StringVal(n.Runtime) }},
+	{"isolation", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.StringVal(n.Isolation) }},
+	{"repository", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.StringVal(n.Repository) }},
+	{"ref", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.StringVal(n.Ref) }},
+	{"push", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return pushObject(n.Push) }},
+	{"credentials", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return stringList(n.Credentials) }},
+	{"credential_mode", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.StringVal(n.CredentialMode) }},
+	{"credential_modes", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value {
+		modes := map[string]cty.Value{}
+		for c, m := range n.CredentialModes {
+			modes[c] = cty.StringVal(m)
+		}
+		return mapOrEmpty(modes)
+	}},
+	{"egress", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value {
+		egress := make([]cty.Value, 0, len(n.Egress))
+		for _, e := range n.Egress {
+			egress = append(egress, cty.ObjectVal(map[string]cty.Value{
+				"host":    cty.StringVal(e.Host),
+				"port":    cty.NumberIntVal(int64(e.Port)),
+				"origins": stringList(e.Origins),
+			}))
+		}
+		return listOrEmpty(egress)
+	}},
+	{"egress_hosts", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value {
+		hosts := make([]string, 0, len(n.Egress))
+		for _, e := range n.Egress {
+			hosts = append(hosts, e.Host)
+		}
+		return stringList(sortedUnique(hosts))
+	}},
+	{"private_hosts", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return stringList(n.PrivateHosts) }},
+	{"provider_fetch", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return stringList(n.ProviderFetch) }},
+	{"depends_on", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return stringList(n.DependsOn) }},
+	{"unknown", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return stringList(n.Unknown) }},
+	{"pids_limit", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.NumberIntVal(n.PidsLimit) }},
+	{"memory", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.StringVal(n.Memory) }},
+	{"cpus", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.StringVal(n.CPUs) }},
+	{"budget", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return budgetObject(n.Budget) }},
+	{"worst_case_usd", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value {
+		if n.Budget == nil {
+			return cty.NullVal(cty.Number)
+		}
+		return floatOrNull(n.Budget.MaxUSD)
+	}},
+	{"errors", func(n *jsonplan.NodeDocument, _ map[string]int) cty.Value { return cty.BoolVal(n.Errors) }},
+}
+
+// NodeAttributeNames are the attributes of a node's object, in documentation order.
+func NodeAttributeNames() []string {
+	out := make([]string, len(nodeAttributes))
+	for i, a := range nodeAttributes {
+		out[i] = a.name
+	}
+	return out
+}
+
+func instanceKey(n *jsonplan.NodeDocument) cty.Value {
 	if n.Instance != nil {
 		switch k := n.Instance.Key.(type) {
 		case string:
-			key = cty.StringVal(k)
+			return cty.StringVal(k)
 		case int64:
-			key = cty.NumberIntVal(k)
+			return cty.NumberIntVal(k)
 		case float64:
-			key = cty.NumberFloatVal(k)
+			return cty.NumberFloatVal(k)
 		}
 	}
-	modes := map[string]cty.Value{}
-	for c, m := range n.CredentialModes {
-		modes[c] = cty.StringVal(m)
-	}
-	egress := make([]cty.Value, 0, len(n.Egress))
-	hosts := make([]string, 0, len(n.Egress))
-	for _, e := range n.Egress {
-		egress = append(egress, cty.ObjectVal(map[string]cty.Value{
-			"host":    cty.StringVal(e.Host),
-			"port":    cty.NumberIntVal(int64(e.Port)),
-			"origins": stringList(e.Origins),
-		}))
-		hosts = append(hosts, e.Host)
-	}
-	budget := cty.NullVal(cty.DynamicPseudoType)
-	worst := cty.NullVal(cty.Number)
-	if b := n.Budget; b != nil {
-		worst = floatOrNull(b.MaxUSD)
-		budget = cty.ObjectVal(map[string]cty.Value{
-			"max_usd":     worst,
-			"max_tokens":  intOrNull(b.MaxTokens),
-			"max_turns":   intOrNull(b.MaxTurns),
-			"warn_at":     floatOrNull(b.WarnAt),
-			"timeout":     cty.StringVal(b.Timeout),
-			"cost_source": cty.StringVal(b.CostSource),
-		})
+	return cty.NullVal(cty.DynamicPseudoType)
+}
+
+func budgetObject(b *jsonplan.BudgetDocument) cty.Value {
+	if b == nil {
+		return cty.NullVal(cty.DynamicPseudoType)
 	}
 	return cty.ObjectVal(map[string]cty.Value{
-		"name":             cty.StringVal(n.Name),
-		"block":            cty.StringVal(blockOf(n)),
-		"key":              key,
-		"instances":        cty.NumberIntVal(int64(max(instances[blockOf(n)], 1))),
-		"runner":           cty.StringVal(n.Runner),
-		"protocol":         cty.StringVal(n.Protocol),
-		"role":             cty.StringVal(n.Role),
-		"model":            cty.StringVal(n.Model),
-		"image":            cty.StringVal(n.Image),
-		"network":          cty.StringVal(n.Network),
-		"runtime":          cty.StringVal(n.Runtime),
-		"isolation":        cty.StringVal(n.Isolation),
-		"repository":       cty.StringVal(n.Repository),
-		"ref":              cty.StringVal(n.Ref),
-		"push":             pushObject(n.Push),
-		"credentials":      stringList(n.Credentials),
-		"credential_mode":  cty.StringVal(n.CredentialMode),
-		"credential_modes": mapOrEmpty(modes),
-		"egress":           listOrEmpty(egress),
-		"egress_hosts":     stringList(sortedUnique(hosts)),
-		"private_hosts":    stringList(n.PrivateHosts),
-		"provider_fetch":   stringList(n.ProviderFetch),
-		"depends_on":       stringList(n.DependsOn),
-		"unknown":          stringList(n.Unknown),
-		"pids_limit":       cty.NumberIntVal(n.PidsLimit),
-		"memory":           cty.StringVal(n.Memory),
-		"cpus":             cty.StringVal(n.CPUs),
-		"budget":           budget,
-		"worst_case_usd":   worst,
-		"errors":           cty.BoolVal(n.Errors),
+		"max_usd":     floatOrNull(b.MaxUSD),
+		"max_tokens":  intOrNull(b.MaxTokens),
+		"max_turns":   intOrNull(b.MaxTurns),
+		"warn_at":     floatOrNull(b.WarnAt),
+		"timeout":     cty.StringVal(b.Timeout),
+		"cost_source": cty.StringVal(b.CostSource),
 	})
 }
 

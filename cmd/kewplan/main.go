@@ -83,7 +83,7 @@ const (
 const exitTable = `Exit statuses (the same for every command, each with one meaning):
   0    success
   1    error, usage errors included (a missing argument, a mistyped flag)
-  2    kewplan diff only: the change widens credential exposure (review required)
+  2    kewplan diff only: the change widens credential exposure, or (--policy) a review rule matched (review required)
   3    kewplan fmt --check only: files are not in the canonical format
   70   kewplan crashed (a bug; please report it)
   130  interrupted`
