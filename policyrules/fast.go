@@ -178,9 +178,8 @@ func fastFor(e *hclsyntax.ForExpr, s *scope) (cty.Value, bool) {
 	}
 	vals := make([]cty.Value, 0, coll.LengthInt())
 	inner := s.push(e.KeyVar, e.ValVar)
-	for it := coll.ElementIterator(); it.Next(); {
-		k, v := it.Element()
-		inner.set(k, v)
+	for it := elements(coll, e.KeyVar != ""); it.next(); {
+		inner.set(it.key, it.val)
 		if e.CondExpr != nil {
 			c, ok := fastEval(e.CondExpr, inner)
 			if !ok || !plain(c) || c.Type() != cty.Bool {
@@ -258,9 +257,8 @@ func fastFold(name string, e *hclsyntax.ForExpr, s *scope) (cty.Value, bool) {
 	}
 	inner := s.push(e.KeyVar, e.ValVar)
 	count, trues := 0, 0
-	for it := coll.ElementIterator(); it.Next(); {
-		k, v := it.Element()
-		inner.set(k, v)
+	for it := elements(coll, e.KeyVar != ""); it.next(); {
+		inner.set(it.key, it.val)
 		if e.CondExpr != nil {
 			c, ok := fastEval(e.CondExpr, inner)
 			if !ok || !plain(c) || c.Type() != cty.Bool {
@@ -306,6 +304,38 @@ func callFunction(fn function.Function, args []cty.Value) (v cty.Value, err erro
 }
 
 var errPanicked = function.NewArgErrorf(0, "the function failed")
+
+// elementIter walks a collection's elements; without keys (a for expression with no key variable) a list or
+// tuple is walked as a slice, sparing cty's iterator the number value it makes for every index.
+type elementIter struct {
+	vals     []cty.Value
+	i        int
+	it       cty.ElementIterator
+	key, val cty.Value
+}
+
+func elements(coll cty.Value, keys bool) *elementIter {
+	if t := coll.Type(); !keys && (t.IsListType() || t.IsTupleType()) {
+		return &elementIter{vals: coll.AsValueSlice(), i: -1}
+	}
+	return &elementIter{it: coll.ElementIterator()}
+}
+
+func (e *elementIter) next() bool {
+	if e.it != nil {
+		if !e.it.Next() {
+			return false
+		}
+		e.key, e.val = e.it.Element()
+		return true
+	}
+	e.i++
+	if e.i >= len(e.vals) {
+		return false
+	}
+	e.key, e.val = cty.NilVal, e.vals[e.i]
+	return true
+}
 
 // scope is the variables a fast evaluation sees: a for expression's key and value over its parent's, and at the
 // root plan and change.
