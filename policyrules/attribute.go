@@ -13,7 +13,7 @@ import (
 // change.widenings or change.narrowings, the elements its body selects (its `if` clause is true, or, without
 // one, its value is true). A rule written over totals names no node, and its finding points at its condition
 // alone.
-func attribute(expr hcl.Expression, ctx *hcl.EvalContext, in Input) ([]jsonplan.PolicyFindingNode, int) {
+func attribute(expr hcl.Expression, e *env) ([]jsonplan.PolicyFindingNode, int) {
 	se, ok := expr.(hclsyntax.Expression)
 	if !ok {
 		return nil, 0
@@ -38,33 +38,69 @@ func attribute(expr hcl.Expression, ctx *hcl.EvalContext, in Input) ([]jsonplan.
 	seen := map[string]bool{}
 	var out []jsonplan.PolicyFindingNode
 	more := 0
+	add := func(name string) {
+		if name == "" || seen[name] {
+			return
+		}
+		seen[name] = true
+		if len(out) == MaxFindingNodes {
+			more++
+			return
+		}
+		fn := jsonplan.PolicyFindingNode{Name: name}
+		if n := e.doc.Node(name); n != nil {
+			fn.Range = n.Range
+		}
+		out = append(out, fn)
+	}
 	for _, f := range fors {
-		coll, diags := f.CollExpr.Value(ctx)
+		if isNodes(f.CollExpr) {
+			for i := range e.doc.Nodes {
+				if selectedNode(f, e, i) {
+					add(e.doc.Nodes[i].Name)
+				}
+			}
+			continue
+		}
+		coll, diags := f.CollExpr.Value(e.hclContext())
 		if diags.HasErrors() || coll.IsNull() || !coll.CanIterateElements() {
 			continue
 		}
 		for it := coll.ElementIterator(); it.Next(); {
 			k, v := it.Element()
-			if !selected(f, ctx, k, v) {
-				continue
+			if selected(f, e, k, v) {
+				add(elementNode(v))
 			}
-			name := elementNode(v)
-			if name == "" || seen[name] {
-				continue
-			}
-			seen[name] = true
-			if len(out) == MaxFindingNodes {
-				more++
-				continue
-			}
-			fn := jsonplan.PolicyFindingNode{Name: name}
-			if n := in.Plan.Node(name); n != nil {
-				fn.Range = n.Range
-			}
-			out = append(out, fn)
 		}
 	}
 	return out, more
+}
+
+// selectedNode is selected for plan.nodes[i], read from its document when the shortcut can.
+func selectedNode(f *hclsyntax.ForExpr, e *env, i int) bool {
+	fast := rootScope(e).push(f.KeyVar, f.ValVar)
+	fast.node = i
+	if f.KeyVar != "" {
+		fast.key = cty.NumberIntVal(int64(i))
+	}
+	if v, ok := selectedFast(f, fast); ok {
+		return v
+	}
+	return selected(f, e, cty.NumberIntVal(int64(i)), e.node(i))
+}
+
+// selectedFast is selected by the shortcut; ok false when it declines.
+func selectedFast(f *hclsyntax.ForExpr, s *scope) (bool, bool) {
+	if f.CondExpr != nil {
+		if c, ok := fastEval(f.CondExpr, s); ok && plain(c) && c.Type() == cty.Bool {
+			return c.True(), true
+		}
+		return false, false
+	}
+	if r, ok := fastEval(f.ValExpr, s); ok {
+		return holdsTrue(r), true
+	}
+	return false, false
 }
 
 // namesNodes reports whether a for expression's collection is one whose elements are nodes.
@@ -86,23 +122,19 @@ func namesNodes(e hclsyntax.Expression) bool {
 	return false
 }
 
-func selected(f *hclsyntax.ForExpr, ctx *hcl.EvalContext, k, v cty.Value) bool {
-	fast := (&scope{root: ctx.Variables}).push(f.KeyVar, f.ValVar)
+func selected(f *hclsyntax.ForExpr, e *env, k, v cty.Value) bool {
+	fast := rootScope(e).push(f.KeyVar, f.ValVar)
 	fast.set(k, v)
-	if f.CondExpr != nil {
-		if c, ok := fastEval(f.CondExpr, fast); ok && plain(c) && c.Type() == cty.Bool {
-			return c.True()
-		}
-	} else if r, ok := fastEval(f.ValExpr, fast); ok {
-		return holdsTrue(r)
+	if sel, ok := selectedFast(f, fast); ok {
+		return sel
 	}
-	child := ctx.NewChild()
+	child := e.hclContext().NewChild()
 	child.Variables = map[string]cty.Value{f.ValVar: v}
 	if f.KeyVar != "" {
 		child.Variables[f.KeyVar] = k
 	}
-	isTrue := func(e hclsyntax.Expression) bool {
-		r, diags := e.Value(child)
+	isTrue := func(x hclsyntax.Expression) bool {
+		r, diags := x.Value(child)
 		return !diags.HasErrors() && holdsTrue(r)
 	}
 	if f.CondExpr != nil {

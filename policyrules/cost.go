@@ -68,12 +68,12 @@ func measure(vals ...cty.Value) valueSizes {
 }
 
 // checkCost returns why the condition costs too much (and where), or "" when it is within MaxConditionSteps.
-func checkCost(expr hcl.Expression, ctx *hcl.EvalContext, sizes *lazySizes) (string, hcl.Range) {
+func checkCost(expr hcl.Expression, e *env) (string, hcl.Range) {
 	se, ok := expr.(hclsyntax.Expression)
 	if !ok {
 		return "The condition is not written in HCL's native syntax; a rule's condition must be, so that its cost can be bounded.", expr.Range()
 	}
-	w := &costWalker{ctx: ctx, sizes: sizes}
+	w := &costWalker{env: e}
 	hclsyntax.Walk(se, w)
 	if w.steps <= MaxConditionSteps {
 		return "", hcl.Range{}
@@ -85,14 +85,19 @@ func checkCost(expr hcl.Expression, ctx *hcl.EvalContext, sizes *lazySizes) (str
 type costFrame struct {
 	node hclsyntax.Node
 	mult float64
-	// iters are the for expressions' value variables in scope, each with the collection it iterates when that is
-	// a traversal of plan or change (cty.NilVal otherwise).
-	iters map[string]cty.Value
+	// iters are the for expressions' value variables in scope, each with what it iterates.
+	iters map[string]iterSource
+}
+
+// iterSource is what a for expression's variable iterates: plan.nodes, another collection of plan or change,
+// or something the bound does not know (neither set).
+type iterSource struct {
+	nodes bool
+	coll  cty.Value
 }
 
 type costWalker struct {
-	ctx    *hcl.EvalContext
-	sizes  *lazySizes
+	env    *env
 	stack  []costFrame
 	steps  float64
 	worst  hcl.Range
@@ -108,13 +113,13 @@ func (w *costWalker) Enter(n hclsyntax.Node) hcl.Diagnostics {
 		case *hclsyntax.ForExpr:
 			if n != hclsyntax.Node(p.CollExpr) {
 				f.mult *= float64(w.bound(p.CollExpr, parent.iters))
-				iters := map[string]cty.Value{}
+				iters := map[string]iterSource{}
 				for k, v := range parent.iters {
 					iters[k] = v
 				}
 				iters[p.ValVar] = w.rootValue(p.CollExpr, parent.iters)
 				if p.KeyVar != "" {
-					iters[p.KeyVar] = cty.NilVal
+					iters[p.KeyVar] = iterSource{}
 				}
 				f.iters = iters
 			}
@@ -140,54 +145,81 @@ func (w *costWalker) Exit(hclsyntax.Node) hcl.Diagnostics {
 // bound is how many elements a collection expression may have: exactly, for a traversal of plan or change;
 // the longest inner collection, for one of a for expression's variables (n.credentials); otherwise the number of
 // all elements.
-func (w *costWalker) bound(e hclsyntax.Expression, iters map[string]cty.Value) int {
+func (w *costWalker) bound(e hclsyntax.Expression, iters map[string]iterSource) int {
 	t, ok := e.(*hclsyntax.ScopeTraversalExpr)
 	if !ok {
-		return w.sizes.get().total
+		return w.env.valueSizes().total
 	}
 	root := t.Traversal.RootName()
-	if coll, ok := iters[root]; ok {
+	if src, ok := iters[root]; ok {
 		// n.credentials, for n in plan.nodes: the longest credentials list of any node.
-		if coll == cty.NilVal || len(t.Traversal) < 2 {
-			return w.sizes.get().inner
-		}
-		longest := 1
-		for it := coll.ElementIterator(); it.Next(); {
-			_, el := it.Element()
-			if v, diags := t.Traversal[1:].TraverseRel(el); !diags.HasErrors() {
-				longest = max(longest, length(v))
+		switch {
+		case len(t.Traversal) < 2:
+			return w.env.valueSizes().inner
+		case src.nodes:
+			longest := 1
+			sc := rootScope(w.env).push("", root)
+			for i := range w.env.doc.Nodes {
+				sc.node = i
+				if v, ok := fastTraversal(t.Traversal, sc); ok {
+					longest = max(longest, length(v))
+				}
 			}
+			return longest
+		case src.coll != cty.NilVal:
+			longest := 1
+			for it := src.coll.ElementIterator(); it.Next(); {
+				_, el := it.Element()
+				if v, diags := t.Traversal[1:].TraverseRel(el); !diags.HasErrors() {
+					longest = max(longest, length(v))
+				}
+			}
+			return longest
 		}
-		return longest
+		return w.env.valueSizes().inner
 	}
 	if root == config.RuleRootPlan || root == config.RuleRootChange {
-		v, diags := t.Value(w.ctx)
-		if diags.HasErrors() {
+		if isNodes(t) {
+			return max(len(w.env.doc.Nodes), 1)
+		}
+		v, ok := w.traversalValue(t)
+		if !ok {
 			return 1 // it errors when evaluated: nothing is iterated
 		}
 		return max(length(v), 1)
 	}
-	return w.sizes.get().total
+	return w.env.valueSizes().total
 }
 
-// rootValue is the collection a for expression iterates when it is a traversal of plan or change, for bounding
-// the traversals of its variable; cty.NilVal otherwise.
-func (w *costWalker) rootValue(e hclsyntax.Expression, iters map[string]cty.Value) cty.Value {
+// traversalValue is a traversal of plan or change, by the shortcut or else by HCL; false when it errors.
+func (w *costWalker) traversalValue(t *hclsyntax.ScopeTraversalExpr) (cty.Value, bool) {
+	if v, ok := fastTraversal(t.Traversal, rootScope(w.env)); ok {
+		return v, true
+	}
+	v, diags := t.Value(w.env.hclContext())
+	return v, !diags.HasErrors()
+}
+
+// rootValue is what a for expression's collection is, for bounding the traversals of its variable.
+func (w *costWalker) rootValue(e hclsyntax.Expression, iters map[string]iterSource) iterSource {
 	t, ok := e.(*hclsyntax.ScopeTraversalExpr)
 	if !ok {
-		return cty.NilVal
+		return iterSource{}
 	}
 	if _, shadowed := iters[t.Traversal.RootName()]; shadowed {
-		return cty.NilVal
+		return iterSource{}
 	}
 	if root := t.Traversal.RootName(); root != config.RuleRootPlan && root != config.RuleRootChange {
-		return cty.NilVal
+		return iterSource{}
 	}
-	v, diags := t.Value(w.ctx)
-	if diags.HasErrors() || !v.IsKnown() || v.IsNull() || !v.CanIterateElements() {
-		return cty.NilVal
+	if isNodes(t) {
+		return iterSource{nodes: true}
 	}
-	return v
+	v, ok := w.traversalValue(t)
+	if !ok || !v.IsKnown() || v.IsNull() || !v.CanIterateElements() {
+		return iterSource{}
+	}
+	return iterSource{coll: v}
 }
 
 // length is how many elements v has, 0 for a null or a value that is no collection.

@@ -93,17 +93,11 @@ func Evaluate(rules []*config.PolicyRule, in Input) *Result {
 	if len(rules) == 0 || in.Plan == nil {
 		return res
 	}
-	plan := planObject(in.Plan, projection(rules))
-	change := ChangeObject(in.Change, in.Plan)
-	ctx := &hcl.EvalContext{
-		Variables: map[string]cty.Value{config.RuleRootPlan: plan, config.RuleRootChange: change},
-		Functions: functions,
-	}
-	sizes := &lazySizes{vals: []cty.Value{plan, change}}
+	e := newEnv(rules, in)
 	// Rules are independent and the context is only read: they are judged side by side, kept in rule order.
 	found := make([]Finding, len(rules))
 	hit := make([]bool, len(rules))
-	parallel.For(len(rules), func(i int) { found[i], hit[i] = evaluateRule(rules[i], ctx, sizes, in) })
+	parallel.For(len(rules), func(i int) { found[i], hit[i] = evaluateRule(rules[i], e, in) })
 	res.Evaluated = len(rules)
 	for i := range rules {
 		if hit[i] {
@@ -113,28 +107,30 @@ func Evaluate(rules []*config.PolicyRule, in Input) *Result {
 	return res
 }
 
-func evaluateRule(r *config.PolicyRule, ctx *hcl.EvalContext, sizes *lazySizes, in Input) (Finding, bool) {
+func evaluateRule(r *config.PolicyRule, e *env, in Input) (Finding, bool) {
 	failed := func(problem string, subject hcl.Range) (Finding, bool) {
 		return Finding{Rule: r, Level: config.RuleLevelDeny, Failed: true, Problem: problem, Subject: subject}, true
 	}
 	if r.Condition == nil {
 		return failed("The rule has no condition.", r.DeclRange)
 	}
-	if msg, subject := checkCost(r.Condition, ctx, sizes); msg != "" {
+	if msg, subject := checkCost(r.Condition, e); msg != "" {
 		return failed(msg, subject)
 	}
-	root := &scope{root: ctx.Variables}
+	matched := func() (Finding, bool) {
+		f := Finding{Rule: r, Level: r.Level, Subject: r.ConditionRange}
+		f.Nodes, f.More = attribute(r.Condition, e)
+		return f, true
+	}
 	if se, ok := r.Condition.(hclsyntax.Expression); ok {
-		if v, ok := fastEval(se, root); ok && plain(v) && v.Type() == cty.Bool {
+		if v, ok := fastEval(se, rootScope(e)); ok && plain(v) && v.Type() == cty.Bool {
 			if v.False() {
 				return Finding{}, false
 			}
-			f := Finding{Rule: r, Level: r.Level, Subject: r.ConditionRange}
-			f.Nodes, f.More = attribute(r.Condition, ctx, in)
-			return f, true
+			return matched()
 		}
 	}
-	v, diags := r.Condition.Value(ctx)
+	v, diags := r.Condition.Value(e.hclContext())
 	if diags.HasErrors() {
 		return failed(describeError(diags, in.Change == nil, r), errorSubject(diags, r.ConditionRange))
 	}
@@ -146,9 +142,7 @@ func evaluateRule(r *config.PolicyRule, ctx *hcl.EvalContext, sizes *lazySizes, 
 	case v.False():
 		return Finding{}, false
 	}
-	f := Finding{Rule: r, Level: r.Level, Subject: r.ConditionRange}
-	f.Nodes, f.More = attribute(r.Condition, ctx, in)
-	return f, true
+	return matched()
 }
 
 // describeError words the condition's first error; a condition over change without a base gets the hint that

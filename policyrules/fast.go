@@ -5,6 +5,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/kewplan/kewplan/config"
 )
 
 // fastEval evaluates the common shapes of a condition (for expressions, comparisons, logic, traversals, literals,
@@ -80,16 +82,37 @@ func fastEval(e hclsyntax.Expression, s *scope) (cty.Value, bool) {
 func plain(v cty.Value) bool { return v.IsKnown() && !v.IsNull() && !v.IsMarked() }
 
 func fastTraversal(t hcl.Traversal, s *scope) (cty.Value, bool) {
-	root, ok := s.lookup(t.RootName())
-	if !ok {
+	v, node, kind := s.lookup(t.RootName())
+	steps := t[1:]
+	switch kind {
+	case kindNone:
 		return cty.NilVal, false
+	case kindNode:
+		// n.model, n over plan.nodes: the attribute from the node's document; n alone is HCL's.
+		if len(steps) == 0 {
+			return cty.NilVal, false
+		}
+		a, ok := steps[0].(hcl.TraverseAttr)
+		if !ok {
+			return cty.NilVal, false
+		}
+		attr, ok := s.env.nodeAttribute(node, a.Name)
+		if !ok {
+			return cty.NilVal, false
+		}
+		v, steps = attr, steps[1:]
+	case kindPlan:
+		if a, ok := firstAttr(steps); ok && a != "nodes" {
+			v = s.env.head // plan.totals.nodes: no node object is needed
+		} else {
+			v = s.env.fullPlan()
+		}
 	}
-	v := root
-	for i, step := range t[1:] {
+	for i, step := range steps {
 		a, ok := step.(hcl.TraverseAttr)
 		if !ok {
 			// An index step: HCL's own traversal, from here on.
-			rest, diags := t[1+i:].TraverseRel(v)
+			rest, diags := steps[i:].TraverseRel(v)
 			if diags.HasErrors() {
 				return cty.NilVal, false
 			}
@@ -103,6 +126,14 @@ func fastTraversal(t hcl.Traversal, s *scope) (cty.Value, bool) {
 		v = v.GetAttr(a.Name)
 	}
 	return v, true
+}
+
+func firstAttr(steps hcl.Traversal) (string, bool) {
+	if len(steps) == 0 {
+		return "", false
+	}
+	a, ok := steps[0].(hcl.TraverseAttr)
+	return a.Name, ok
 }
 
 func fastBinary(e *hclsyntax.BinaryOpExpr, s *scope) (cty.Value, bool) {
@@ -172,33 +203,63 @@ func fastFor(e *hclsyntax.ForExpr, s *scope) (cty.Value, bool) {
 	if e.KeyExpr != nil || e.Group {
 		return cty.NilVal, false // an object result: HCL's
 	}
-	coll, ok := fastEval(e.CollExpr, s)
-	if !ok || !plain(coll) || !coll.CanIterateElements() {
-		return cty.NilVal, false
-	}
-	vals := make([]cty.Value, 0, coll.LengthInt())
-	inner := s.push(e.KeyVar, e.ValVar)
-	for it := elements(coll, e.KeyVar != ""); it.next(); {
-		inner.set(it.key, it.val)
+	var vals []cty.Value
+	ok := s.each(e, func(inner *scope) bool {
 		if e.CondExpr != nil {
 			c, ok := fastEval(e.CondExpr, inner)
 			if !ok || !plain(c) || c.Type() != cty.Bool {
-				return cty.NilVal, false
+				return false
 			}
 			if c.False() {
-				continue
+				return true
 			}
 		}
 		v, ok := fastEval(e.ValExpr, inner)
 		if !ok {
-			return cty.NilVal, false
+			return false
 		}
 		vals = append(vals, v)
+		return true
+	})
+	if !ok {
+		return cty.NilVal, false
 	}
 	if len(vals) == 0 {
 		return cty.EmptyTupleVal, true
 	}
 	return cty.TupleVal(vals), true
+}
+
+// each calls body for every element of e's collection with e's variables set, until body returns false; false
+// when the collection is not one fastEval walks, or body stopped. plan.nodes is walked over the documents of the
+// nodes, without their objects.
+func (s *scope) each(e *hclsyntax.ForExpr, body func(inner *scope) bool) bool {
+	inner := s.push(e.KeyVar, e.ValVar)
+	if isNodes(e.CollExpr) {
+		if _, _, kind := s.lookup(config.RuleRootPlan); kind == kindPlan {
+			for i := range s.env.doc.Nodes {
+				inner.node, inner.val = i, cty.NilVal
+				if e.KeyVar != "" {
+					inner.key = cty.NumberIntVal(int64(i))
+				}
+				if !body(inner) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	coll, ok := fastEval(e.CollExpr, s)
+	if !ok || !plain(coll) || !coll.CanIterateElements() {
+		return false
+	}
+	for it := elements(coll, e.KeyVar != ""); it.next(); {
+		inner.set(it.key, it.val)
+		if !body(inner) {
+			return false
+		}
+	}
+	return true
 }
 
 func fastCall(e *hclsyntax.FunctionCallExpr, s *scope) (cty.Value, bool) {
@@ -208,6 +269,11 @@ func fastCall(e *hclsyntax.FunctionCallExpr, s *scope) (cty.Value, bool) {
 	}
 	if e.Name == "can" || e.Name == "try" {
 		return cty.NilVal, false // they take expressions, not values: HCL's
+	}
+	if len(e.Args) == 1 && e.Name == "length" && isNodes(e.Args[0]) {
+		if _, _, kind := s.lookup(config.RuleRootPlan); kind == kindPlan {
+			return cty.NumberIntVal(int64(len(s.env.doc.Nodes))), true
+		}
 	}
 	if len(e.Args) == 1 && (e.Name == "anytrue" || e.Name == "alltrue" || e.Name == "length") {
 		if f, ok := e.Args[0].(*hclsyntax.ForExpr); ok && f.KeyExpr == nil && !f.Group {
@@ -251,37 +317,43 @@ func fastCall(e *hclsyntax.FunctionCallExpr, s *scope) (cty.Value, bool) {
 // fastFold is anytrue, alltrue or length of a for expression, evaluated element by element without building
 // its tuple. Every element is evaluated, as HCL does, so an error in any sends the rule to HCL.
 func fastFold(name string, e *hclsyntax.ForExpr, s *scope) (cty.Value, bool) {
-	coll, ok := fastEval(e.CollExpr, s)
-	if !ok || !plain(coll) || !coll.CanIterateElements() {
-		return cty.NilVal, false
-	}
-	inner := s.push(e.KeyVar, e.ValVar)
 	count, trues := 0, 0
-	for it := elements(coll, e.KeyVar != ""); it.next(); {
-		inner.set(it.key, it.val)
+	// length() needs no value of a for expression whose value is its variable (n if n.role == "worker").
+	bare := false
+	if t, ok := e.ValExpr.(*hclsyntax.ScopeTraversalExpr); ok && name == "length" && len(t.Traversal) == 1 && t.Traversal.RootName() == e.ValVar {
+		bare = true
+	}
+	ok := s.each(e, func(inner *scope) bool {
 		if e.CondExpr != nil {
 			c, ok := fastEval(e.CondExpr, inner)
 			if !ok || !plain(c) || c.Type() != cty.Bool {
-				return cty.NilVal, false
+				return false
 			}
 			if c.False() {
-				continue
+				return true
 			}
+		}
+		count++
+		if bare {
+			return true
 		}
 		v, ok := fastEval(e.ValExpr, inner)
 		if !ok {
-			return cty.NilVal, false
+			return false
 		}
-		count++
 		if name == "length" {
-			continue
+			return true
 		}
 		if !plain(v) || v.Type() != cty.Bool {
-			return cty.NilVal, false
+			return false
 		}
 		if v.True() {
 			trues++
 		}
+		return true
+	})
+	if !ok {
+		return cty.NilVal, false
 	}
 	switch name {
 	case "length":
@@ -343,27 +415,48 @@ type scope struct {
 	parent         *scope
 	keyVar, valVar string
 	key, val       cty.Value
-	root           map[string]cty.Value
+	// node is plan.nodes' index of the frame's element, and val unused, when the frame walks plan.nodes over
+	// the nodes' documents; -1 otherwise.
+	node int
+	env  *env
 }
 
-func (s *scope) lookup(name string) (cty.Value, bool) {
+// What a name is in a scope.
+const (
+	kindNone  = iota // not in scope
+	kindValue        // a value
+	kindNode         // a node of plan.nodes, as its document
+	kindPlan         // plan, at the root
+)
+
+func rootScope(e *env) *scope { return &scope{env: e, node: -1} }
+
+func (s *scope) lookup(name string) (cty.Value, int, int) {
 	for c := s; c != nil; c = c.parent {
-		if c.root != nil {
-			v, ok := c.root[name]
-			return v, ok
+		if c.parent == nil {
+			switch name {
+			case config.RuleRootPlan:
+				return cty.NilVal, -1, kindPlan
+			case config.RuleRootChange:
+				return c.env.change, -1, kindValue
+			}
+			return cty.NilVal, -1, kindNone
 		}
 		if name == c.valVar {
-			return c.val, true
+			if c.node >= 0 {
+				return cty.NilVal, c.node, kindNode
+			}
+			return c.val, -1, kindValue
 		}
 		if c.keyVar != "" && name == c.keyVar {
-			return c.key, true
+			return c.key, -1, kindValue
 		}
 	}
-	return cty.NilVal, false
+	return cty.NilVal, -1, kindNone
 }
 
 func (s *scope) push(keyVar, valVar string) *scope {
-	return &scope{parent: s, keyVar: keyVar, valVar: valVar}
+	return &scope{parent: s, keyVar: keyVar, valVar: valVar, env: s.env, node: -1}
 }
 
-func (s *scope) set(k, v cty.Value) { s.key, s.val = k, v }
+func (s *scope) set(k, v cty.Value) { s.key, s.val, s.node = k, v, -1 }

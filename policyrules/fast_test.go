@@ -18,6 +18,8 @@ func TestFastEvalAgreesWithHCL(t *testing.T) {
 	doc.Nodes[1].Push = nil
 	doc.Nodes[2].Network = "open"
 	plan := PlanObject(doc)
+	e := newEnv(nil, Input{Plan: doc})
+	e.attrs = nil // the whole nodes, as ctx has them
 	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{"plan": plan, "change": cty.NullVal(cty.DynamicPseudoType)}, Functions: functions}
 	exprs := []string{
 		`anytrue([for n in plan.nodes : n.model == "claude-opus-4-1" && n.instances > 2])`,
@@ -51,6 +53,21 @@ func TestFastEvalAgreesWithHCL(t *testing.T) {
 		`lower(plan.nodes[0].model) == plan.nodes[0].model`,
 		`1 == 1.0`,
 		`[1] == [1]`,
+		`[for i, n in plan.nodes : i]`,
+		`[for i, n in plan.nodes : n.name if i > 0]`,
+		`length([for n in plan.nodes : n if n.role == "worker"])`,
+		`[for n in plan.nodes : n]`,
+		`anytrue([for n in plan.nodes : n.push == null])`,
+		`anytrue([for n in plan.nodes : n.budget.max_usd > 1])`,
+		`length(plan.nodes)`,
+		`plan.nodes[0].model`,
+		`plan.nodes[0]`,
+		`[for n in plan.nodes : n.instance]`,
+		`[for plan in plan.nodes : plan.model]`,
+		`anytrue([for n in plan.nodes : anytrue([for c in n.credentials : c == "ANTHROPIC_API_KEY"])])`,
+		`alltrue([for n in plan.nodes : n.egress_hosts == []])`,
+		`[for n in plan.nodes : n.key]`,
+		`[for n in plan.nodes : n.push.branch if n.push != null]`,
 	}
 	for _, src := range exprs {
 		expr, diags := hclsyntax.ParseExpression([]byte(src), "t.hcl", hcl.InitialPos)
@@ -58,7 +75,7 @@ func TestFastEvalAgreesWithHCL(t *testing.T) {
 			t.Fatalf("%s: %s", src, diags.Error())
 		}
 		want, wantDiags := expr.Value(ctx)
-		got, ok := fastEval(expr, &scope{root: ctx.Variables})
+		got, ok := fastEval(expr, rootScope(e))
 		switch {
 		case !ok:
 			continue
@@ -71,7 +88,7 @@ func TestFastEvalAgreesWithHCL(t *testing.T) {
 	// The common shapes are answered by the shortcut.
 	for _, src := range exprs[:6] {
 		expr, _ := hclsyntax.ParseExpression([]byte(src), "t.hcl", hcl.InitialPos)
-		if _, ok := fastEval(expr, &scope{root: ctx.Variables}); !ok {
+		if _, ok := fastEval(expr, rootScope(e)); !ok {
 			t.Errorf("%s: fastEval declined", src)
 		}
 	}

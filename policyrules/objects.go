@@ -21,13 +21,31 @@ func PlanObject(doc *jsonplan.Document) cty.Value { return planObject(doc, nil) 
 // planObject is PlanObject with each node holding only the attributes in attrs (nil: all of them): the rules'
 // conditions read a few, and building the rest for 10,000 nodes is most of what judging them costs.
 func planObject(doc *jsonplan.Document, attrs map[string]bool) cty.Value {
+	instances := blockInstances(doc)
+	fields := planFields(doc, instances)
+	fields["nodes"] = nodesTuple(doc, instances, attrs)
+	return cty.ObjectVal(fields)
+}
+
+// blockInstances counts the instances of each node block.
+func blockInstances(doc *jsonplan.Document) map[string]int {
 	instances := map[string]int{}
 	for i := range doc.Nodes {
 		instances[blockOf(&doc.Nodes[i])]++
 	}
+	return instances
+}
+
+// nodesTuple is plan.nodes.
+func nodesTuple(doc *jsonplan.Document, instances map[string]int, attrs map[string]bool) cty.Value {
 	nodes := make([]cty.Value, len(doc.Nodes))
 	// Each node's object is its own: they are built side by side.
 	parallel.For(len(doc.Nodes), func(i int) { nodes[i] = projectedNode(&doc.Nodes[i], instances, attrs) })
+	return cty.TupleVal(nodes)
+}
+
+// planFields are plan's attributes but nodes.
+func planFields(doc *jsonplan.Document, instances map[string]int) map[string]cty.Value {
 	exposure := map[string]cty.Value{}
 	for cred, names := range doc.Exposure {
 		exposure[cred] = stringList(names)
@@ -48,10 +66,8 @@ func planObject(doc *jsonplan.Document, attrs map[string]bool) cty.Value {
 			"unbounded":      stringList(b.Unbounded),
 		})
 	}
-	engine := doc.EngineName()
-	return cty.ObjectVal(map[string]cty.Value{
-		"nodes":    cty.TupleVal(nodes),
-		"engine":   cty.StringVal(engine),
+	return map[string]cty.Value{
+		"engine":   cty.StringVal(doc.EngineName()),
 		"exposure": mapOrEmpty(exposure),
 		"budget":   budget,
 		"totals": cty.ObjectVal(map[string]cty.Value{
@@ -61,7 +77,7 @@ func planObject(doc *jsonplan.Document, attrs map[string]bool) cty.Value {
 			"max_usd":        maxUSD,
 			"worst_case_usd": worst,
 		}),
-	})
+	}
 }
 
 // ChangeObject is `change`: the diff of head against a base plan; null when there is no base.
