@@ -87,7 +87,9 @@ func (e *env) fullPlan() cty.Value { e.build(); return e.plan }
 func (e *env) hclContext() *hcl.EvalContext { e.build(); return e.ctx }
 
 // node is plan.nodes[i] as a cty object.
-func (e *env) node(i int) cty.Value { return e.fullPlan().GetAttr("nodes").Index(cty.NumberIntVal(int64(i))) }
+func (e *env) node(i int) cty.Value {
+	return e.fullPlan().GetAttr("nodes").Index(cty.NumberIntVal(int64(i)))
+}
 
 // valueSizes are the collection sizes of plan and change, for a bound the cost check cannot compute alone.
 func (e *env) valueSizes() valueSizes { e.build(); return e.sizes.get() }
