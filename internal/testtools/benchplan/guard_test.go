@@ -17,6 +17,7 @@ import (
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/policyrules"
 	"github.com/kewplan/kewplan/views"
 )
 
@@ -131,6 +132,10 @@ func planJSON(t testing.TB, dir string, w io.Writer) (*jsonplan.Document, *plann
 	config.SortDiagnostics(p.Diagnostics)
 	doc := jsonplan.NewDocument(p, "guard", cfg.Files, cfg.VarFiles)
 	doc.SetEngine(config.EngineDocker, nil, nil)
+	// plan judges the policies' rules; a configuration without any must not pay for them.
+	if res := policyrules.Evaluate(policyrules.Rules(cfg.Policy), policyrules.Input{Plan: doc}); len(res.Findings) > 0 {
+		t.Fatalf("policy rules found %d findings in a configuration without rules", len(res.Findings))
+	}
 	if w != nil {
 		view, err := views.NewPlan("json", views.Streams{Stdout: w, Stderr: io.Discard}, views.SARIFOptions{})
 		if err != nil {
