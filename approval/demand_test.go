@@ -30,6 +30,7 @@ func TestCheckDemand(t *testing.T) {
 	forged.Key = byMallory.Key
 	always := &DemandApprovals{Block: "policy.hcl:2", Required: 1, When: "always", Signers: org}
 	widening := &DemandApprovals{Block: "policy.hcl:2", Required: 1, When: "widening", Signers: org}
+	review := &DemandApprovals{Block: "policy.hcl:2", Required: 1, When: "review", Signers: org}
 	asked := func(n int, applied bool, when string) []Requirement {
 		return []Requirement{{Source: SourcePolicy, Block: "policy.hcl:2", Required: n, When: when, AllowedSigners: org.Path, Applied: applied}}
 	}
@@ -49,6 +50,9 @@ func TestCheckDemand(t *testing.T) {
 		{name: "a key named that did not sign", reqs: asked(1, true, "always"), approvals: []Approval{forged}, demand: Demand{Approvals: always},
 			want: "its approval 1 is not a signature over the plan"},
 		{name: "widening and nothing widened", reqs: asked(1, false, "widening"), demand: Demand{Approvals: widening}},
+		{name: "review, and no review rule matched and nothing widened", reqs: asked(1, false, "review"), demand: Demand{Approvals: review}},
+		{name: "review, applied and approved", reqs: asked(1, true, "review"), approvals: []Approval{byAlice}, demand: Demand{Approvals: review}},
+		{name: "review not recorded", reqs: []Requirement{}, demand: Demand{Approvals: review}, want: "its run asked for 0 approvals"},
 		{name: "widening not recorded", reqs: []Requirement{}, demand: Demand{Approvals: widening}, want: "its run asked for 0 approvals"},
 		{name: "always, recorded as not applied", reqs: asked(1, false, "widening"), demand: Demand{Approvals: always}, want: "its run asked for 0 approvals"},
 		{name: "require more", reqs: asked(1, true, "always"), approvals: []Approval{byAlice}, demand: Demand{Require: 2},

@@ -335,9 +335,13 @@ type Demand struct {
 type DemandApprovals struct {
 	Block    string
 	Required int
-	When     string // config.ApprovalsAlways or config.ApprovalsWidening
+	When     string // config.ApprovalsAlways, config.ApprovalsWidening or config.ApprovalsReview
 	Signers  *AllowedSigners
 }
+
+// conditional reports whether an approvals block's when lets a run need no approvals: "widening" when nothing
+// widened, "review" when also no review rule matched.
+func conditional(when string) bool { return when == "widening" || when == "review" }
 
 // CheckDemand checks that the run r records asked for, and counted, what d asks: every approval it counted is a
 // signature over its plan's digest in PlanNamespace, by a key the demanded allowed signers list for that
@@ -379,11 +383,11 @@ func CheckDemand(r *Receipt, d Demand) error {
 	for _, q := range r.Requirements {
 		if q.Applied {
 			asked = max(asked, q.Required)
-		} else if q.When == "widening" && d.Approvals != nil && q.Required >= d.Approvals.Required {
+		} else if conditional(q.When) && d.Approvals != nil && q.Required >= d.Approvals.Required {
 			widenedNothing = true
 		}
 	}
-	if a := d.Approvals; a != nil && !(a.When == "widening" && widenedNothing && asked == 0) {
+	if a := d.Approvals; a != nil && !(conditional(a.When) && widenedNothing && asked == 0) {
 		if asked < a.Required {
 			problems = append(problems, fmt.Sprintf("its run asked for %d %s, and the policy's approvals block at %s asks for %d",
 				asked, plural(asked, "approval"), termsafe.String(a.Block), a.Required))

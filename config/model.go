@@ -311,6 +311,8 @@ type Policy struct {
 	ForbidPrivateHostsRange hcl.Range
 	// Approvals asks for signed approvals of a saved plan before apply runs it; nil when not written.
 	Approvals *Approvals
+	// Rules are the policy's rule blocks in source order (package policyrules evaluates them).
+	Rules     []*PolicyRule
 	DeclRange hcl.Range
 }
 

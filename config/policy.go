@@ -40,7 +40,7 @@ var policyBlockSchema = &hcl.BodySchema{
 		{Name: "forbid_private_hosts"},
 		{Name: "provider_fetch"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "approvals"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "approvals"}, {Type: "rule", LabelNames: []string{"name"}}},
 }
 
 // policyFileSchema is the top level of a file given with --policy: one policy block and nothing else.
@@ -71,6 +71,7 @@ func decodePolicyBlock(block *hcl.Block) (*Policy, hcl.Diagnostics) {
 	content, moreDiags := bodyContent(block.Body, policyBlockSchema, "a policy block")
 	diags = append(diags, moreDiags...)
 	p.Approvals = decodeApprovalsBlocks(content.Blocks, &diags)
+	p.Rules = decodePolicyRules(content.Blocks, &diags)
 
 	if attr, ok := content.Attributes["require_pinned_images"]; ok {
 		p.RequirePinnedImagesRange = attr.Range

@@ -14,6 +14,9 @@ import (
 const (
 	ApprovalsAlways   = "always"   // every saved plan needs its approvals
 	ApprovalsWidening = "widening" // only a plan that widens exposure against apply --base BASEPLAN
+	// ApprovalsReview: only a plan a review-level rule matched, or that widens exposure against apply --base
+	// (without --base kewplan cannot tell that it widens nothing, so it asks).
+	ApprovalsReview = "review"
 )
 
 // MaxRequiredApprovals bounds `required`: a number past it is a typo, and no signers file lists that many people.
@@ -30,7 +33,7 @@ type Approvals struct {
 	AllowedSigners      string
 	AllowedSignersPath  string
 	AllowedSignersRange hcl.Range
-	When                string // ApprovalsAlways (the default) or ApprovalsWidening
+	When                string // ApprovalsAlways (the default), ApprovalsWidening or ApprovalsReview
 	WhenRange           hcl.Range
 	DeclRange           hcl.Range
 }
@@ -120,15 +123,16 @@ func decodeApprovalsBlock(block *hcl.Block, diags *hcl.Diagnostics) *Approvals {
 		a.WhenRange = attr.Range
 		if v, ok := policyLiteral(attr, cty.String, diags); ok {
 			switch w := v.AsString(); w {
-			case ApprovalsAlways, ApprovalsWidening:
+			case ApprovalsAlways, ApprovalsWidening, ApprovalsReview:
 				a.When = w
 			default:
 				*diags = append(*diags, &hcl.Diagnostic{
 					Severity: hcl.DiagError,
 					Summary:  "Invalid approvals condition",
-					Detail: fmt.Sprintf("when is %q or %q: approvals for every saved plan, or only for one that "+
-						"widens exposure against the plan named by apply --base. %q is neither.",
-						ApprovalsAlways, ApprovalsWidening, printable(w)),
+					Detail: fmt.Sprintf("when is %q, %q or %q: approvals for every saved plan, only for one that "+
+						"widens exposure against the plan named by apply --base, or only for one a review-level "+
+						"rule matched or that widens exposure. %q is none of them.",
+						ApprovalsAlways, ApprovalsWidening, ApprovalsReview, printable(w)),
 					Subject: attr.Expr.Range().Ptr(),
 				})
 			}

@@ -65,6 +65,7 @@ const (
 	ReasonControlAuth        = "wrong or missing control secret"
 	ReasonControlUnknown     = "unknown node"
 	ReasonControlDisabled    = "control endpoint disabled"
+	ReasonStateNotSaved      = "broker state not saved"
 )
 
 // strippedHeaders are removed from every brokered request, whatever the runner declares: a credential of the
@@ -105,6 +106,9 @@ type broker struct {
 	transport *http.Transport
 	// unmetered turns reservation and settlement off: the baseline of the metering benchmarks only.
 	unmetered atomic.Bool
+	// state is the state file (nil: none); restored says the proxy went on from one (state.go).
+	state    *stateFile
+	restored bool
 }
 
 type brokerCtxKey struct{}
@@ -185,6 +189,16 @@ func (s *Server) initBroker() error {
 		ErrorLog:       log.New(io.Discard, "", 0), // the decision line says what failed
 	}
 	s.broker = b
+	if s.cfg.StateFile != "" {
+		b.state = &stateFile{path: s.cfg.StateFile}
+		if b.restored, err = s.loadState(); err != nil {
+			return err
+		}
+		// A state file that cannot be written fails the start, not every model call after it.
+		if err := s.saveState(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -196,6 +210,7 @@ func (s *Server) EndNode(node string) bool {
 		return false
 	}
 	bn.endOnce.Do(bn.end)
+	s.stateSaved()
 	return true
 }
 
@@ -221,6 +236,7 @@ func (s *Server) StartAttempt(node string, n int) bool {
 			return false
 		}
 		if bn.meter.CompareAndSwap(cur, &nodeMeter{attempt: n}) {
+			s.stateSaved()
 			return true
 		}
 	}
@@ -376,6 +392,17 @@ func (s *Server) serveBroker(w http.ResponseWriter, r *http.Request, rest string
 		refuse(status, reason, sentence)
 		return
 	}
+	if br.reserved != nil {
+		// The reservation is on disk before the call goes out: a proxy that dies while the provider answers
+		// leaves it counted for the next one (state.go).
+		if err := s.saveState(); err != nil {
+			unreserve(br.sums, &bn.total, *br.reserved)
+			fmt.Fprintln(s.opts.stderr(), err)
+			refuse(http.StatusServiceUnavailable, ReasonStateNotSaved, fmt.Sprintf(
+				"kewplan's credential broker refused this model call to node %s because it could not record the call's reservation, which keeps the node's budget across a restart of the proxy; try again.", bn.name))
+			return
+		}
+	}
 	s.forwardBrokered(w, r, &d, start, br)
 }
 
@@ -431,6 +458,7 @@ func (s *Server) recordBrokered(ctx context.Context, d *Decision, start time.Tim
 	d.BytesIn, d.BytesOut = in.n.Load(), cw.n
 	d.DurationMS = s.opts.Now().Sub(start).Milliseconds()
 	d.Meter = br.meterRecord()
+	s.stateSaved()
 	s.record(*d)
 	if aborted != nil {
 		panic(aborted)

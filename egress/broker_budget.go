@@ -74,6 +74,7 @@ type nodeMeter struct {
 	costGaps bool // some answer reported usage but no cost could be had
 	// openTokens and openUSD are the reservations of the model calls admitted and not yet ended; unsettled
 	// counts the calls that ended without the provider's final usage (their reservations stay in usage).
+	openCalls  int64
 	openTokens int64
 	openUSD    float64
 	unsettled  int64

@@ -61,6 +61,10 @@ type Config struct {
 	// the cluster IP and port of the Service in front of it): an agent that sends its base-URL requests through
 	// HTTP_PROXY names the Service, not the address the proxy listens on.
 	SelfAddresses []string `json:"self_addresses,omitempty"`
+	// StateFile is where the broker keeps its meters, attempts and ended nodes (state.go), in a directory only the
+	// proxy writes; a proxy started again with the same configuration goes on from it. Empty keeps them in memory
+	// only.
+	StateFile string `json:"state_file,omitempty"`
 }
 
 // NodeConfig is one agent's credentials and allowlist.

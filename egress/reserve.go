@@ -311,10 +311,24 @@ func admitReservation(attempt, node *nodeMeter, b *BrokerBudget, res Reserved) c
 	}
 	for _, m := range []*nodeMeter{attempt, node} {
 		m.calls++
+		m.openCalls++
 		m.openTokens += res.Tokens()
 		m.openUSD += res.usd()
 	}
 	return capCheck{}
+}
+
+// unreserve takes back an admitted call's reservation and its turn: the call was refused after all, before it
+// went out.
+func unreserve(attempt, node *nodeMeter, res Reserved) {
+	for _, m := range []*nodeMeter{attempt, node} {
+		m.mu.Lock()
+		m.calls--
+		m.openCalls--
+		m.openTokens -= res.Tokens()
+		m.openUSD -= res.usd()
+		m.mu.Unlock()
+	}
 }
 
 // wouldCross is the first cap (× scale) that the meter's sums, its open reservations and res would cross; the
@@ -377,6 +391,7 @@ func (m *nodeMeter) settle(res Reserved, u *BrokerUsage, settled bool, price *Br
 		}
 	}
 	m.mu.Lock()
+	m.openCalls--
 	m.openTokens -= res.Tokens()
 	m.openUSD -= res.usd()
 	if !settled {

@@ -94,6 +94,9 @@ type Options struct {
 	Now func() time.Time
 	// DialTimeout bounds one upstream connection; 10s when zero.
 	DialTimeout time.Duration
+	// Stderr receives the proxy's diagnostics that are no decision (a state file it could not save); os.Stderr
+	// when nil.
+	Stderr io.Writer
 }
 
 // Server is kewplan's egress proxy: an HTTP forward proxy that lets each authenticated node CONNECT only to the

@@ -205,6 +205,7 @@ func (a *applier) newRun() *adapter.Run {
 		Warn:          a.warn,
 		EgressDenied:  a.egressDenied,
 		BrokerRequest: a.brokerRequest,
+		RunEvent:      a.runEvent,
 		AddSecret:     a.addSecret,
 	}
 }

@@ -84,6 +84,18 @@ func (a *applier) brokerRequest(r ledger.BrokerRequest) {
 	}
 }
 
+// runEvent records an event of the run's shared objects, masked like a warning.
+func (a *applier) runEvent(e ledger.RunEvent) {
+	e.RunID = a.runID
+	e.Message = a.maskAll(e.Message, a.planCredentials())
+	if a.ledger == nil {
+		return
+	}
+	if err := a.ledger.RecordRunEvent(e); err != nil {
+		a.warn("", err.Error())
+	}
+}
+
 // summarize fills the summary's denials once the engine's proxy is gone.
 func (e *egressDenials) summarize(sum *ApplySummary) {
 	e.mu.Lock()

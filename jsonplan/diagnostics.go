@@ -24,6 +24,8 @@ type Diagnostic struct {
 	Rule     string   `json:"rule,omitempty"`
 	Range    *Range   `json:"range,omitempty"`
 	Snippet  *Snippet `json:"snippet,omitempty"`
+	// Policy is set on the finding of an organisation's policy rule (rule "policy-rule-NAME").
+	Policy *PolicyFinding `json:"policy,omitempty"`
 	// Unreadable marks the stand-in for an entry a plan file held that could not be read (see
 	// Diagnostics.UnmarshalJSON); it is never encoded.
 	Unreadable bool `json:"-"`
@@ -51,6 +53,21 @@ type Snippet struct {
 	StartLine            int     `json:"start_line"`
 	HighlightStartOffset int     `json:"highlight_start_offset"`
 	HighlightEndOffset   int     `json:"highlight_end_offset"`
+}
+
+// PolicyFinding is what a policy rule's finding carries beyond its diagnostic: the rule, its level ("deny",
+// "warn" or "review": a review finding is a warning that makes the plan need approvals) and the nodes it names.
+type PolicyFinding struct {
+	Rule    string              `json:"rule"`
+	Level   string              `json:"level"`
+	Message string              `json:"message"`
+	Nodes   []PolicyFindingNode `json:"nodes"`
+}
+
+// PolicyFindingNode is a node a rule's finding names, with its block when the plan records one.
+type PolicyFindingNode struct {
+	Name  string `json:"name"`
+	Range *Range `json:"range"`
 }
 
 // Severities as written in JSON.
@@ -163,6 +180,9 @@ func newDiagnostic(d *hcl.Diagnostic, sf *sourceFiles) Diagnostic {
 		Summary:  d.Summary,
 		Detail:   d.Detail,
 		Rule:     diagnosticRuleID(d),
+	}
+	if x, ok := d.Extra.(interface{ PolicyFinding() *PolicyFinding }); ok {
+		out.Policy = x.PolicyFinding()
 	}
 	if d.Severity == hcl.DiagWarning {
 		out.Severity = SeverityWarning

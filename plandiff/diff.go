@@ -114,6 +114,10 @@ type Diff struct {
 	// DiagnosticsAdded are diagnostics HEAD has and BASE has not; DiagnosticsResolved the reverse.
 	DiagnosticsAdded    []Diagnostic
 	DiagnosticsResolved []Diagnostic
+	// PolicyJudged is set when the organisation's policy rules judged HEAD and this change (diff --policy), and
+	// PolicyFindings are what they found, as HEAD's diagnostics (package policyrules fills both).
+	PolicyJudged   bool
+	PolicyFindings []jsonplan.Diagnostic
 }
 
 // Widened reports whether any change widens what an agent can reach: `kewplan diff` exits 2.
@@ -141,7 +145,7 @@ func (d *Diff) Counts() (widening, narrowing int) {
 // Empty reports whether the two plans are the same for review purposes.
 func (d *Diff) Empty() bool {
 	return len(d.Exposure) == 0 && len(d.Added) == 0 && len(d.Removed) == 0 && len(d.Changed) == 0 &&
-		len(d.DiagnosticsAdded) == 0 && len(d.DiagnosticsResolved) == 0
+		len(d.DiagnosticsAdded) == 0 && len(d.DiagnosticsResolved) == 0 && len(d.PolicyFindings) == 0
 }
 
 // MaxPlanBytes bounds a plan file read for a diff: a 10,000-node plan is a few megabytes.

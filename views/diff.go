@@ -34,6 +34,9 @@ type diffJSON struct {
 	NodesChanged        []diffNodeChangeJSON `json:"nodes_changed"`
 	DiagnosticsAdded    []diffDiagnosticJSON `json:"diagnostics_added"`
 	DiagnosticsResolved []diffDiagnosticJSON `json:"diagnostics_resolved"`
+	// PolicyFindings are the findings of the policy's rules (diff --policy), as plan --json writes them;
+	// absent when no rule judged the diff.
+	PolicyFindings *[]jsonplan.Diagnostic `json:"policy_findings,omitempty"`
 }
 
 // diffSideJSON identifies one of the compared plans.
@@ -142,6 +145,10 @@ func newDiffJSON(d *plandiff.Diff) *diffJSON {
 		NodesChanged:        []diffNodeChangeJSON{},
 		DiagnosticsAdded:    diffDiagnostics(d.DiagnosticsAdded),
 		DiagnosticsResolved: diffDiagnostics(d.DiagnosticsResolved),
+	}
+	if d.PolicyJudged {
+		findings := append([]jsonplan.Diagnostic{}, d.PolicyFindings...)
+		doc.PolicyFindings = &findings
 	}
 	for _, f := range d.Exposure {
 		doc.ExposureDelta = append(doc.ExposureDelta, diffFindingJSON{Kind: f.Kind, Widening: f.Widening, Node: f.Node,
@@ -311,8 +318,42 @@ func writeDiffHuman(w io.Writer, d *plandiff.Diff, opts DiffOptions) error {
 			pw.printf("  - %s (resolved)\n", diffSafe(diagnosticLine(x)))
 		}
 	}
+	if len(d.PolicyFindings) > 0 {
+		pw.printf("\nPolicy rules\n")
+		for _, x := range d.PolicyFindings {
+			pw.printf("  %s %s\n", style(policyMark(x), ansiBold+policyColour(x)), diffSafe(policyFindingLine(x)))
+		}
+	}
 	pw.printf("\n%s\n", style(diffVerdictLine(d), ansiBold))
 	return pw.err
+}
+
+// policyMark is a policy finding's level, padded for a column.
+func policyMark(x jsonplan.Diagnostic) string {
+	level := "warn"
+	if x.Policy != nil {
+		level = x.Policy.Level
+	}
+	return fmt.Sprintf("%-6s", level)
+}
+
+func policyColour(x jsonplan.Diagnostic) string {
+	if x.Severity == jsonplan.SeverityError {
+		return ansiRed
+	}
+	return ""
+}
+
+// policyFindingLine is a policy finding on one line: its summary and id, where the rule is, and what it says.
+func policyFindingLine(x jsonplan.Diagnostic) string {
+	s := x.Summary + " [" + x.Rule + "]"
+	if x.Range != nil {
+		s += fmt.Sprintf(" (%s:%d)", x.Range.Filename, x.Range.Start.Line)
+	}
+	if x.Detail != "" {
+		s += ": " + x.Detail
+	}
+	return s
 }
 
 func dependsText(c plandiff.NodeChange) string {

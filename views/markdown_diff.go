@@ -8,6 +8,7 @@ import (
 
 	"github.com/kewplan/kewplan/internal/termsafe"
 
+	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 )
 
@@ -114,6 +115,20 @@ func mdSections(d *plandiff.Diff) []mdSection {
 		}
 		for _, x := range d.DiagnosticsResolved {
 			s.blocks = append(s.blocks, "- Resolved: "+mdText(diagnosticLine(x))+"\n")
+		}
+		sections = append(sections, s)
+	}
+	if len(d.PolicyFindings) > 0 {
+		s := mdSection{heading: "\n### Policy rules\n\n| Level | Rule | Finding |\n|---|---|---|\n"}
+		for _, x := range d.PolicyFindings {
+			level := "warn"
+			if x.Policy != nil {
+				level = x.Policy.Level
+			}
+			if x.Severity == jsonplan.SeverityError {
+				level = "**" + level + "**"
+			}
+			s.blocks = append(s.blocks, fmt.Sprintf("| %s | %s | %s |\n", level, mdCode(x.Rule), mdText(policyFindingLine(x))))
 		}
 		sections = append(sections, s)
 	}

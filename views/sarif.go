@@ -166,12 +166,15 @@ type sarifResult struct {
 	Level               string            `json:"level"`
 	Message             sarifText         `json:"message"`
 	Locations           []sarifLocation   `json:"locations"`
+	RelatedLocations    []sarifLocation   `json:"relatedLocations,omitempty"`
 	PartialFingerprints map[string]string `json:"partialFingerprints"`
 }
 
-// sarifLocation is a result's location.
+// sarifLocation is a result's location; a related location (a node a policy rule names) carries a message.
 type sarifLocation struct {
+	ID               int                   `json:"id,omitempty"`
 	PhysicalLocation sarifPhysicalLocation `json:"physicalLocation"`
+	Message          *sarifText            `json:"message,omitempty"`
 }
 
 // sarifPhysicalLocation is a file and a region of it.
@@ -231,6 +234,7 @@ func newPlanSARIF(doc *jsonplan.Document, opts SARIFOptions) *sarifLog {
 	}
 	for _, d := range planDiagnostics(doc.Diagnostics) {
 		rule := d.Rule
+		b.addPolicyRule(d)
 		if _, ok := b.index[rule]; !ok || rule == "" {
 			rule = sarifRuleConfigurationError
 			if d.Severity == planner.SeverityWarning {
@@ -252,6 +256,7 @@ func newPlanSARIF(doc *jsonplan.Document, opts SARIFOptions) *sarifLog {
 			discriminator = d.Summary
 		}
 		b.add(rule, level, text, discriminator, d.Range, d.Snippet, fallback)
+		b.relate(d.Policy)
 	}
 	log := b.log()
 	props := &sarifRunProps{}
@@ -309,6 +314,15 @@ func newDiffSARIF(d *plandiff.Diff, opts SARIFOptions) *sarifLog {
 		}
 		b.add(f.Kind, "error", f.Message, discriminator, diffRange(f.Range), nil, opts.DefaultURI)
 	}
+	for _, x := range d.PolicyFindings {
+		b.addPolicyRule(x)
+		level := "warning"
+		if x.Severity == jsonplan.SeverityError {
+			level = "error"
+		}
+		b.add(x.Rule, level, x.Summary+". "+x.Detail, x.Summary, x.Range, x.Snippet, opts.DefaultURI)
+		b.relate(x.Policy)
+	}
 	return b.log()
 }
 
@@ -332,6 +346,58 @@ func configurationRules() []planner.Rule {
 			Help:        "Read the message; kewplan validate shows the same diagnostic with a source snippet.",
 		},
 	}
+}
+
+// addPolicyRule adds the rule descriptor of an organisation's policy rule the first time one of its findings is
+// seen: those rules are the policy's, not kewplan's catalogue.
+func (b *sarifBuilder) addPolicyRule(d jsonplan.Diagnostic) {
+	if d.Policy == nil || d.Rule == "" {
+		return
+	}
+	if _, ok := b.index[d.Rule]; ok {
+		return
+	}
+	severity := planner.SeverityWarning
+	if d.Policy.Level == "deny" || d.Severity == planner.SeverityError {
+		severity = planner.SeverityError
+	}
+	b.index[d.Rule] = len(b.rules)
+	b.rules = append(b.rules, newSARIFRule(planner.Rule{
+		ID: d.Rule, Severity: severity,
+		Summary:     fmt.Sprintf("Policy rule %q (%s)", d.Policy.Rule, d.Policy.Level),
+		Description: orText(d.Policy.Message, "A rule of the organisation's policy matched the plan."),
+		Help:        "The rule is the organisation's policy: change the plan so that its condition is false, or have the policy changed. kewplan policy test runs the policy's own tests.",
+	}))
+}
+
+// relate adds the nodes a policy finding names to the last result, as related locations at their blocks.
+func (b *sarifBuilder) relate(f *jsonplan.PolicyFinding) {
+	if f == nil || len(b.results) == 0 {
+		return
+	}
+	r := &b.results[len(b.results)-1]
+	for _, n := range f.Nodes {
+		if n.Range == nil || n.Range.Filename == "" || n.Range.Start.Line < 1 {
+			continue
+		}
+		region := sarifRegion{StartLine: n.Range.Start.Line, StartColumn: max(n.Range.Start.Column, 1),
+			EndLine: max(n.Range.End.Line, n.Range.Start.Line), EndColumn: max(n.Range.End.Column, 1)}
+		if region.EndLine == region.StartLine && region.EndColumn <= region.StartColumn {
+			region.EndColumn = region.StartColumn + 1
+		}
+		r.RelatedLocations = append(r.RelatedLocations, sarifLocation{
+			ID:               len(r.RelatedLocations) + 1,
+			PhysicalLocation: sarifPhysicalLocation{ArtifactLocation: sarifArtifactLocation{URI: b.uri(n.Range.Filename)}, Region: region},
+			Message:          &sarifText{Text: "node " + n.Name},
+		})
+	}
+}
+
+func orText(s, fallback string) string {
+	if s == "" {
+		return fallback
+	}
+	return s
 }
 
 // sarifBuilder collects results against a fixed rule list.

@@ -29,6 +29,7 @@ import (
 	"github.com/kewplan/kewplan/k8srender"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/policyrules"
 	"github.com/kewplan/kewplan/views"
 )
 
@@ -45,7 +46,7 @@ type ApplyCmd struct {
 	Policy      string   `name:"policy" env:"KEWPLAN_POLICY" placeholder:"FILE" help:"Enforce the organisation policy block in FILE and its approvals; a saved plan must have been made with the same policy (policy-mismatch otherwise). Without it, no organisation policy is enforced."`
 	Resume      string   `name:"resume" placeholder:"RUN|latest" help:"Resume run RUN (or the latest run): reuse the outputs of every node that succeeded there with the same inputs, and run the others."`
 	Engine      string   `name:"engine" placeholder:"docker|kubernetes" help:"Run the nodes as containers on Docker or as Jobs on Kubernetes (default: the configuration's only engine block, else docker)."`
-	Base        string   `name:"base" placeholder:"BASEPLAN" help:"The plan this one changes (a saved plan or plan --json output): a policy's approvals with when = \"widening\" are asked for only when this plan widens exposure against it."`
+	Base        string   `name:"base" placeholder:"BASEPLAN" help:"The plan this one changes (a saved plan or plan --json output): a policy's approvals with when = \"widening\" (or \"review\") are asked for only when this plan widens exposure against it (or a review rule matched); the policy's rules see the change as change."`
 	SignReceipt string   `name:"sign-receipt" placeholder:"KEYFILE" help:"Sign the run's receipt (<state-dir>/receipts/RUN.json) with this SSH key (namespace kewplan-receipt)."`
 	VarFlags    `embed:""`
 }
@@ -116,6 +117,9 @@ type toApply struct {
 	gate approvalState
 	// policySrc is the bytes of --policy as apply DIR planned with them.
 	policySrc []byte
+	// rules are the policies' rules; judged is what they found (nil without rules).
+	rules  []*config.PolicyRule
+	judged *policyrules.Result
 }
 
 // ResumeLatest is the --resume value naming the newest finished run.
@@ -141,7 +145,8 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 		if !ok {
 			return nil, ExitCode(1)
 		}
-		a := &toApply{cfg: pl.cfg, vars: pl.vars, plan: pl.plan, resume: c.Resume, policySrc: pl.policySrc}
+		a := &toApply{cfg: pl.cfg, vars: pl.vars, plan: pl.plan, resume: c.Resume, policySrc: pl.policySrc,
+			rules: policyrules.Rules(pl.cfg.Policy, pl.policy)}
 		if !c.selectEngine(view, a, pl.files...) {
 			return nil, ExitCode(1)
 		}
@@ -157,6 +162,11 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 			m, _ := k8srender.Render(pl.plan, k8srender.Options{Engine: e})
 			doc.SetEngine(a.engine, m, e)
 		}
+		res, err := judgePlan(env, a.rules, doc, pl.plan, c.Base, pl.files)
+		if err != nil {
+			return nil, err
+		}
+		a.judged = res
 		return a, view.Plan(doc)
 	}
 	if len(c.Vars) > 0 || len(c.VarFiles) > 0 || len(c.Targets) > 0 {
@@ -189,10 +199,44 @@ func (c *ApplyCmd) plan(env *Env, view views.Apply) (*toApply, error) {
 	}
 	view.SavedPlan(c.Path, len(p.Nodes), p.ConfigDigest)
 	a := &toApply{cfg: cfg, vars: vars, plan: p, saved: true, savedEngine: f.Engine(), resume: c.Resume, file: f}
+	if err := c.judgeSaved(env, view, a); err != nil {
+		return nil, err
+	}
 	if !c.selectEngine(view, a) {
 		return nil, ExitCode(1)
 	}
 	return a, c.decideResume(env, a)
+}
+
+// judgeSaved judges a saved plan's document again with the rules of the configuration's policy and of the
+// organisation policy apply enforces (--policy, else the one the plan was made with), against --base when given,
+// and shows the findings: a deny refuses the plan, a review makes a when = "review" approvals block apply.
+func (c *ApplyCmd) judgeSaved(env *Env, view views.Apply, a *toApply) error {
+	files := configSources(a.cfg)
+	policies := []*config.Policy{a.cfg.Policy}
+	if path := c.Policy; path != "" || a.file.PolicyLocation() != "" {
+		if path == "" {
+			path = a.file.PolicyLocation()
+		}
+		pol, polFiles, diags := config.LoadPolicyFile(path)
+		if diags.HasErrors() {
+			return fmt.Errorf("%w: the policy file %s no longer loads", planfile.ErrStale, termsafe.String(path))
+		}
+		policies = append(policies, pol)
+		files = append(files, polFiles)
+	}
+	a.rules = policyrules.Rules(policies...)
+	res, err := judgePlan(env, a.rules, a.file.Doc, nil, c.Base, files)
+	if err != nil || res == nil {
+		return err
+	}
+	a.judged = res
+	diags := res.Diagnostics()
+	if len(diags) > 0 {
+		a.plan.Diagnostics = append(a.plan.Diagnostics, diags...)
+		view.Diagnostics(diags, files...)
+	}
+	return nil
 }
 
 // selectEngine decides the engine: --engine, else the configuration's only engine block, else docker. A saved plan

@@ -60,7 +60,7 @@ func (c *ApplyCmd) gate(env *Env, a *toApply) error {
 	if err := c.notePolicy(av, a, sha, a.file.PolicyLocation()); err != nil {
 		return err
 	}
-	needed, err := c.approvalsNeeded(env, reqs, a.file.Doc)
+	needed, err := c.approvalsNeeded(env, a, reqs, a.file.Doc)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func (c *ApplyCmd) gateUnsaved(a *toApply, env *Env, av views.Approvals) error {
 	if err := c.notePolicy(av, a, planner.SHA256Hex(a.policySrc), ""); err != nil {
 		return err
 	}
-	needed, err := c.approvalsNeeded(env, reqs, doc)
+	needed, err := c.approvalsNeeded(env, a, reqs, doc)
 	if err != nil {
 		return err
 	}
@@ -127,13 +127,17 @@ func receiptRequirements(reqs []requirement, needed []bool) []approval.Requireme
 }
 
 // approvalsNeeded says for each requirement whether it applies: always for "always"; for "widening", unless
-// --base names a plan against which head widens nothing (without --base, kewplan cannot tell, so it asks).
-func (c *ApplyCmd) approvalsNeeded(env *Env, reqs []requirement, head *jsonplan.Document) ([]bool, error) {
+// --base names a plan against which head widens nothing (without --base, kewplan cannot tell, so it asks); for
+// "review", as for "widening" and also whenever a review-level rule matched.
+func (c *ApplyCmd) approvalsNeeded(env *Env, a *toApply, reqs []requirement, head *jsonplan.Document) ([]bool, error) {
 	needed := make([]bool, len(reqs))
 	var widened *bool
 	for i, req := range reqs {
 		needed[i] = true
-		if req.block.When != config.ApprovalsWidening || c.Base == "" {
+		if req.block.When == config.ApprovalsAlways || c.Base == "" {
+			continue
+		}
+		if req.block.When == config.ApprovalsReview && a.judged.NeedsReview() {
 			continue
 		}
 		if widened == nil {

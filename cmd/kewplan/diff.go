@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kewplan/kewplan/config"
 	"github.com/kewplan/kewplan/internal/safefile"
 	"github.com/kewplan/kewplan/jsonplan"
 	"github.com/kewplan/kewplan/plandiff"
 	"github.com/kewplan/kewplan/planfile"
+	"github.com/kewplan/kewplan/policyrules"
 	"github.com/kewplan/kewplan/views"
 )
 
@@ -21,6 +23,7 @@ type DiffCmd struct {
 	Base   string `arg:"" name:"base" help:"The plan before the change: a saved plan (kewplan plan --out) or kewplan plan --json output; - reads standard input."`
 	Head   string `arg:"" name:"head" help:"The plan after the change, in the same forms as BASE."`
 	Format string `name:"format" default:"human" placeholder:"FORMAT" help:"Output format: human, json, markdown (a pull-request comment) or sarif (GitHub code scanning)."`
+	Policy string `name:"policy" placeholder:"FILE" help:"Judge HEAD and the change with the rules of the policy block in FILE: exit 1 when a deny rule matches, 2 when a review rule does."`
 }
 
 // Help shows an example and the exit statuses.
@@ -30,7 +33,8 @@ func (DiffCmd) Help() string {
 		"  kewplan diff base.json head.json --format markdown > comment.md\n\n" +
 		"Exit status 0 when nothing widens credential exposure, 2 when something does and only then (a credential reaches a node\n" +
 		"it did not reach, a node gains open egress, a hardening flag is lost or weakened, an image leaves its\n" +
-		"pinned digest: review required), and 1 on any error, usage errors included. Narrowing is shown but does not fail."
+		"pinned digest: review required), and 1 on any error, usage errors included. Narrowing is shown but does not fail.\n" +
+		"With --policy, a deny rule that matches exits 1 and a review rule 2."
 }
 
 // Run compares the plans, renders the diff and sets the exit status.
@@ -58,10 +62,26 @@ func (c *DiffCmd) Run(env *Env) error {
 	}
 	paths.dir, paths.isConfig = docConfigDir(head, c.Head), savedConfigFiles(head)
 	d := plandiff.Compare(c.Base, base, c.Head, head)
+	var res *policyrules.Result
+	if c.Policy != "" {
+		pol, files, diags := config.LoadPolicyFile(c.Policy)
+		if diags.HasErrors() {
+			views.NewView(env.streams()).Diagnostics(diags, files)
+			return ExitCode(1)
+		}
+		isConfig := paths.isConfig
+		paths.isConfig = func(name string) bool { return name != c.Policy && (isConfig == nil || isConfig(name)) }
+		res = policyrules.Evaluate(policyrules.Rules(pol), policyrules.Input{Plan: head, Change: d})
+		d.PolicyJudged = true
+		d.PolicyFindings = jsonplan.NewDiagnostics(res.Diagnostics(), files)
+	}
 	if err := view.Diff(d); err != nil {
 		return fmt.Errorf("write diff: %w", err)
 	}
-	if d.Widened() {
+	switch {
+	case res != nil && res.Denied():
+		return ExitCode(1)
+	case d.Widened(), res != nil && res.NeedsReview():
 		return ExitCode(exitWidened)
 	}
 	return nil

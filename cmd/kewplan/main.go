@@ -41,6 +41,7 @@ type CLI struct {
 	Logs      LogsCmd      `cmd:"" help:"Show a readable transcript of what an agent did: a run's nodes, or a recorded stream."`
 	Diff      DiffCmd      `cmd:"" help:"Compare two plans and flag any widening of credential exposure."`
 	Egress    EgressCmd    `cmd:"" help:"Learn an egress allowlist from a run's recorded denials."`
+	Policy    PolicyCmd    `cmd:"" help:"Test an organisation's policy rules against fixtures (policy test)."`
 	Smoke     SmokeCmd     `cmd:"" help:"Check an image's launch, mount and prompt handoff without invoking the agent."`
 	Conform   ConformCmd   `cmd:"" help:"Run the container entrypoint contract's implementer checklist against an image."`
 	VersionC  VersionCmd   `cmd:"" name:"version" help:"Print kewplan's version."`
@@ -72,7 +73,7 @@ func (e ExitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) 
 const (
 	exitOK          = 0   // success
 	exitError       = 1   // any error, usage errors included (a missing argument, a mistyped flag)
-	exitWidened     = 2   // diff: the change widens credential exposure (review required); nothing else
+	exitWidened     = 2   // diff: the change widens credential exposure or a review rule matched (review required); nothing else
 	exitUnformatted = 3   // fmt --check: files are not in the canonical format; nothing else
 	exitCrash       = 70  // kewplan itself crashed (a bug: please report it); EX_SOFTWARE of sysexits.h
 	exitInterrupted = 130 // interrupted (SIGINT or SIGTERM), after cleaning up
@@ -82,7 +83,7 @@ const (
 const exitTable = `Exit statuses (the same for every command, each with one meaning):
   0    success
   1    error, usage errors included (a missing argument, a mistyped flag)
-  2    kewplan diff only: the change widens credential exposure (review required)
+  2    kewplan diff only: the change widens credential exposure, or (--policy) a review rule matched (review required)
   3    kewplan fmt --check only: files are not in the canonical format
   70   kewplan crashed (a bug; please report it)
   130  interrupted`

@@ -11,6 +11,7 @@ import (
 	"github.com/kewplan/kewplan/k8srender"
 	"github.com/kewplan/kewplan/planfile"
 	"github.com/kewplan/kewplan/planner"
+	"github.com/kewplan/kewplan/policyrules"
 	"github.com/kewplan/kewplan/views"
 )
 
@@ -23,6 +24,7 @@ type PlanCmd struct {
 	Engine   string   `name:"engine" placeholder:"ENGINE" help:"The engine the plan runs on: docker or kubernetes (default: the configuration's only engine block, else docker)."`
 	Targets  []string `name:"target" sep:"none" placeholder:"NODE" help:"Plan only NODE, or one instance such as 'fix[\"web\"]', and everything it depends on (repeatable)."`
 	Policy   string   `name:"policy" placeholder:"FILE" help:"Also enforce the organisation policy block in FILE (kept outside the repository under review)."`
+	Base     string   `name:"base" placeholder:"BASEPLAN" help:"The plan this one changes (a saved plan or plan --json output): the policy's rules see the change against it as change (null without it)."`
 	VarFlags `embed:""`
 }
 
@@ -55,6 +57,7 @@ func (c *PlanCmd) Run(env *Env) error {
 	if e := pl.cfg.Engine(config.EngineKubernetes); e != nil {
 		kube = e.Kubernetes
 	}
+	rules := policyrules.Rules(pl.cfg.Policy, pl.policy)
 	dir, cfgFiles := pl.cfg.Dir, pl.cfg.Files
 	// The parse tree is not needed past planning: let it go before the document is built and written, which
 	// lowers a large plan's peak memory.
@@ -64,6 +67,9 @@ func (c *PlanCmd) Run(env *Env) error {
 	doc := jsonplan.NewDocument(p, version, files...)
 	doc.ConfigDir = relConfigDir(dir)
 	doc.SetEngine(engine, m, kube)
+	if _, err := judgePlan(env, rules, doc, p, c.Base, files); err != nil {
+		return err
+	}
 	if c.Format == views.PlanFormatYAML {
 		view.Diagnostics(p.Diagnostics, files...)
 		if m != nil && !p.HasErrors() {
@@ -132,6 +138,7 @@ type planned struct {
 	plan      *planner.Plan
 	files     []map[string][]byte // sources for diagnostic snippets: the configuration's and the policy file's
 	policySrc []byte              // the --policy file's content, for a saved plan's staleness check
+	policy    *config.Policy      // the --policy file's policy; nil without one
 }
 
 // planFromFlags loads, resolves and plans, enforcing the --policy file when one is given. When the configuration
@@ -159,7 +166,7 @@ func planFromFlags(env *Env, view diagnosticsView, path string, vf VarFlags, tar
 			return fail(append(diags, d...))
 		}
 		diags = append(diags, d...)
-		in.Policy = pol
+		in.Policy, out.policy = pol, pol
 	}
 	p, planDiags := planner.Build(cfg, in)
 	var evaluated func(string) bool // nil after a failed plan: every node is checked

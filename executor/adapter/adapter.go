@@ -103,6 +103,10 @@ type Run struct {
 	// BrokerRequest records one request the run's egress proxy brokered (or refused to broker) for a node; the
 	// loop fills in the node's current attempt.
 	BrokerRequest func(ledger.BrokerRequest)
+	// RunEvent records in the ledger something that happened to the run's shared objects while it ran (its egress
+	// proxy exited, was started again, or could not be); the loop fills in the run's id. The engine says it
+	// through Warn as well.
+	RunEvent func(ledger.RunEvent)
 	// AddSecret registers a value (an egress proxy secret, a credential's placeholder) that is masked wherever a
 	// string leaves the apply, like a credential, as "[redacted LABEL]".
 	AddSecret func(value, label string)

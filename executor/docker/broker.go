@@ -68,9 +68,14 @@ func (d *dockerEngine) NodeEnded(ctx context.Context, np *planner.NodePlan) {
 	if d.egress == nil || d.egress.broker[np.Name] == nil || d.egress.control == "" {
 		return
 	}
+	user := d.egress.broker[np.Name].user
+	d.nodeEndedAtProxy(user)
+	if d.awaitProxy(ctx) != "" {
+		return // the proxy is gone, and its placeholders with it
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := egress.EndNodeAt(ctx, d.egress.controlAddr, d.egress.control, d.egress.broker[np.Name].user); err != nil {
+	if err := egress.EndNodeAt(ctx, d.egress.controlAddr, d.egress.control, user); err != nil {
 		d.run.Warn(np.Name, fmt.Sprintf("could not tell the egress proxy that the node ended, so its placeholders stay usable until the proxy stops at the end of the run: %v", err))
 	}
 }
@@ -82,6 +87,9 @@ func (d *dockerEngine) attemptStarts(ctx context.Context, at *adapter.Attempt) *
 	np := at.Node
 	if at.Number <= 1 || d.egress == nil || d.egress.broker[np.Name] == nil || d.egress.control == "" {
 		return nil
+	}
+	if lost := d.awaitProxy(ctx); lost != "" {
+		return proxyFailure(lost + "; attempt " + strconv.Itoa(at.Number) + " did not start")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

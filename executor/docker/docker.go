@@ -39,6 +39,8 @@ type dockerEngine struct {
 	// live is what still runs or lies on disk, for Abort: containers by id, prompt files.
 	containers map[string]bool
 	prompts    map[*checkout.PromptFile]bool
+	// live are the running attempts of proxied nodes, for the proxy's watch (proxywatch.go).
+	live map[*liveAttempt]bool
 }
 
 var _ adapter.Engine = (*dockerEngine)(nil)
@@ -188,6 +190,9 @@ func (d *dockerEngine) Close() error {
 
 // Abort deletes every prompt file still on disk and kills and removes every container still running, within ctx.
 func (d *dockerEngine) Abort(ctx context.Context) []error {
+	if d.egress != nil {
+		d.egress.stopWatch() // the proxy removed below is not to be started again
+	}
 	d.mu.Lock()
 	ids := slices.Collect(maps.Keys(d.containers))
 	prompts := slices.Collect(maps.Keys(d.prompts))
@@ -255,6 +260,9 @@ func (d *dockerEngine) trackPrompt(p *checkout.PromptFile, on bool) {
 // Attempt is one attempt of a node on Docker: a fresh checkout, the node's slot, its container, then the
 // reviewer's verdict or the worker's push.
 func (d *dockerEngine) Attempt(ctx context.Context, at *adapter.Attempt) *adapter.Failure {
+	if lost := d.proxyLostReason(); lost != "" && d.proxied(at.Node.Name) {
+		return proxyFailure(lost + "; nothing ran")
+	}
 	repo, base, f := d.prepareCheckout(ctx, at)
 	if f != nil {
 		return f
@@ -484,6 +492,13 @@ func (d *dockerEngine) runAgent(ctx context.Context, at *adapter.Attempt) (f *ad
 	// and the apply-wide one.
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
+	// The proxy's watch stops the container should the proxy be lost, and says so on the node when it died.
+	live := d.liveProxied(np.Name, stopRun)
+	if lost := d.proxyLostReason(); lost != "" && live != nil {
+		d.attemptDone(live)
+		stream.Close(true)
+		return proxyFailure(lost + "; nothing ran")
+	}
 	stream.Watch(runCtx, stopRun)
 	disk.start(stopRun)
 	out.run, out.runErr = d.engine.Run(runCtx, spec, engine.RunOptions{
@@ -498,6 +513,10 @@ func (d *dockerEngine) runAgent(ctx context.Context, at *adapter.Attempt) (f *ad
 	})
 	out.diskReason = disk.stopWatch()
 	stopRun()
+	deaths, lost := d.attemptDone(live)
+	for _, death := range deaths {
+		at.Warn("the egress proxy died while this attempt ran (" + death + "); network and model calls in flight then failed, and later ones went to the proxy started again")
+	}
 	out.stream = stream.Close(out.runErr != nil || out.run == nil || out.run.Cancelled)
 	if containerID != "" {
 		d.track(containerID, false)
@@ -515,6 +534,9 @@ func (d *dockerEngine) runAgent(ctx context.Context, at *adapter.Attempt) (f *ad
 	out.promptErr = pf.Remove()
 	if out.promptErr != nil {
 		at.Warn("SECURITY: " + out.promptErr.Error())
+	}
+	if lost != "" {
+		return proxyFailure(lost + "; kewplan stopped its container")
 	}
 	f = judgeRun(ctx, at, &out)
 	if f != nil {
@@ -690,6 +712,13 @@ func (d *dockerEngine) Sweep(ctx context.Context, run *adapter.Run) {
 			continue
 		}
 		a.Warn("", fmt.Sprintf("removed container %s left by run %s (kewplan pid %s)", c.Name, run, c.Labels[LabelPID]))
+	}
+	// The broker state of a dead apply's proxy: no proxy of this state directory runs now.
+	states, _ := filepath.Glob(run.Dir.ProxyStates())
+	for _, dir := range states {
+		if err := os.RemoveAll(dir); err != nil {
+			a.Warn("", fmt.Sprintf("could not remove the egress proxy's broker state %s left by a dead apply: %v", dir, err))
+		}
 	}
 	runs, err := os.ReadDir(checkouts)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -2,14 +2,15 @@ package docker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kewplan/kewplan/config"
@@ -26,11 +27,14 @@ const (
 	LabelRole       = "kewplan.role"
 	RoleEgressProxy = "egress-proxy"
 	RoleOpenNetwork = "open-network"
+	// RoleEgressNetwork is the container that holds the egress proxy's network namespace (proxywatch.go).
+	RoleEgressNetwork = "egress-network"
 	// LabelStateDir names the state directory of the apply that started the proxy, so that the orphan sweep of a
 	// later apply in the same state directory removes a proxy its killed predecessor left (the proxy starts
 	// before the run is in the ledger).
 	LabelStateDir = "kewplan.state-dir"
-	// EgressProxyPrefix starts the proxy container's name: kew-egress-<run>.
+	// EgressProxyPrefix starts the name of the container that holds the proxy's addresses: kew-egress-<run>. The
+	// proxy's process runs in its network namespace, in kew-egress-<run>-proxy (proxywatch.go).
 	EgressProxyPrefix = "kew-egress-"
 	// egressProxyMemory and egressProxyPids bound the proxy like an agent.
 	egressProxyMemory = 256 << 20
@@ -42,6 +46,9 @@ const (
 // egressState is the apply's egress proxy: kewplan's own container, or an existing proxy named by
 // sandbox.egress.proxy, and what it refused.
 type egressState struct {
+	// mu guards what the proxy's watch replaces when it starts the proxy again: svc, stderr, lines and the
+	// watch's own fields (proxywatch.go).
+	mu      sync.Mutex
 	svc     *engine.Service
 	name    string
 	urls    map[string]string // node name -> proxy URL (holds the node's secret)
@@ -55,6 +62,8 @@ type egressState struct {
 	baseURLs    map[string]string
 	control     string
 	controlAddr string
+	// restart is what the watch needs to start the same proxy again (nil for an operator's proxy).
+	restart *proxyRestart
 }
 
 // egressEnv is the proxy environment of a node's container (nil when the node is not proxied).
@@ -257,31 +266,17 @@ func (d *dockerEngine) startEgressProxy(ctx context.Context, nodes []*planner.No
 		cfg.ControlSecret = st.control
 		d.run.AddSecret(st.control, "proxy secret")
 	}
-	stdin, err := json.Marshal(cfg)
-	if err != nil {
-		return fmt.Errorf("egress proxy configuration: %w", err)
-	}
 	networks := []string{settings.ProxyNetwork}
 	for n := range allowlists {
 		if n != "" && n != settings.ProxyNetwork {
 			networks = append(networks, n)
 		}
 	}
-	st.lines = adapter.NewProxyLog(d.run, st.users)
-	svc, err := d.engine.StartService(ctx, engine.ServiceSpec{
-		Name: st.name, Image: image, User: egress.ImageUser,
-		Labels: map[string]string{
-			LabelRole: RoleEgressProxy, planner.LabelRun: d.run.ID, LabelPID: strconv.Itoa(d.run.PID), LabelStateDir: d.run.Dir.Root,
-		},
-		Networks: networks, Memory: egressProxyMemory, PidsLimit: egressProxyPids,
-	}, stdin, st.lines, st.stderr)
+	svc, keeper, err := d.startProxyContainers(ctx, image, networks, &cfg)
 	if err != nil {
-		return fmt.Errorf("kewplan's egress proxy could not start: %v", err)
+		return err
 	}
-	st.svc = svc
-	d.track(svc.ID, true)
-
-	probeIP, err := svc.IPAddress(ctx, settings.ProxyNetwork)
+	probeIP, err := keeper.IPAddress(ctx, settings.ProxyNetwork)
 	if err != nil {
 		return err
 	}
@@ -296,7 +291,7 @@ func (d *dockerEngine) startEgressProxy(ctx context.Context, nodes []*planner.No
 		} else if d.run.Config != nil && d.run.Config.Sandbox != nil {
 			netName = d.run.Config.Sandbox.AllowlistNetwork
 		}
-		ip, err := svc.IPAddress(ctx, netName)
+		ip, err := keeper.IPAddress(ctx, netName)
 		if err != nil {
 			return err
 		}
@@ -306,6 +301,7 @@ func (d *dockerEngine) startEgressProxy(ctx context.Context, nodes []*planner.No
 			st.baseURLs[np.Name] = egress.BrokerBaseURL(ip.String(), egress.DefaultPort, user, secret, bn.endpoint, bn.path)
 		}
 	}
+	d.watchEgress()
 	return nil
 }
 
@@ -335,31 +331,56 @@ func (d *dockerEngine) probeEgress(ctx context.Context, svc *engine.Service, add
 }
 
 func (d *dockerEngine) egressStderr() string {
-	if d.egress == nil || d.egress.stderr == nil {
+	if d.egress == nil {
 		return "(none)"
 	}
-	s := d.egress.stderr.String()
+	d.egress.mu.Lock()
+	tail := d.egress.stderr
+	d.egress.mu.Unlock()
+	if tail == nil {
+		return "(none)"
+	}
+	s := tail.String()
 	if s == "" {
 		return "(none)"
 	}
 	return s
 }
 
-// stopEgress removes kewplan's proxy (idempotent) and waits for its decision log to end.
+// stopEgress stops the proxy's watch, removes kewplan's proxy and the container holding its addresses
+// (idempotent), waits for its decision log to end and removes the broker's state.
 func (d *dockerEngine) stopEgress() {
-	if d.egress == nil || d.egress.svc == nil {
+	if d.egress == nil {
 		return
 	}
-	if err := d.egress.svc.Stop(); err != nil {
-		d.run.Warn("", fmt.Sprintf("could not remove the egress proxy %s: %v", d.egress.name, err))
+	st := d.egress
+	st.stopWatch()
+	st.mu.Lock()
+	svc, lines := st.svc, st.lines
+	st.mu.Unlock()
+	if svc != nil {
+		if err := svc.Stop(); err != nil {
+			d.run.Warn("", fmt.Sprintf("could not remove the egress proxy %s: %v", svc.Name, err))
+		}
+		d.track(svc.ID, false)
 	}
-	d.track(d.egress.svc.ID, false)
-	if d.egress.lines != nil {
-		d.egress.lines.Flush()
+	if r := st.restart; r != nil {
+		if err := r.keeper.Stop(); err != nil {
+			d.run.Warn("", fmt.Sprintf("could not remove the egress proxy's network container %s: %v", r.keeper.Name, err))
+		}
+		d.track(r.keeper.ID, false)
+		if r.stateDir != "" {
+			if err := os.RemoveAll(r.stateDir); err != nil {
+				d.run.Warn("", fmt.Sprintf("could not remove the egress proxy's broker state %s: %v", r.stateDir, err))
+			}
+		}
+	}
+	if lines != nil {
+		lines.Flush()
 	}
 }
 
 // ownedEgressProxy reports whether a listed container is a proxy an apply of this state directory started.
 func (d *dockerEngine) ownedEgressProxy(labels map[string]string) bool {
-	return labels[LabelRole] == RoleEgressProxy && labels[LabelStateDir] == d.run.Dir.Root
+	return (labels[LabelRole] == RoleEgressProxy || labels[LabelRole] == RoleEgressNetwork) && labels[LabelStateDir] == d.run.Dir.Root
 }

@@ -25,8 +25,15 @@ type ServiceSpec struct {
 	User   string   // "" keeps the image's USER
 	Labels map[string]string
 	// Networks are joined in order: the first at creation, the others before the container starts (Engine API
-	// 1.41 takes one network at creation). At least one.
+	// 1.41 takes one network at creation). At least one, unless NetworkOf is set.
 	Networks []string
+	// NetworkOf is the id of a running container whose network namespace the service joins, with its addresses
+	// on all its networks, instead of Networks (Docker's --network container:<id>): a service started again
+	// in it answers at the same addresses. Aliases and DNS are then the other container's.
+	NetworkOf string
+	// Binds are host directories mounted read-write (host path -> path in the container), for a service that
+	// keeps state across its own restarts.
+	Binds map[string]string
 	// Aliases are extra DNS names of the container, per network.
 	Aliases map[string][]string
 	// DNS are the upstreams of the container's embedded resolver (--dns); nil keeps the engine's.
@@ -57,8 +64,8 @@ type Service struct {
 // then closed, so the process reads it to its end), joins its networks and starts it. stdout and stderr receive
 // its output until Stop; nil discards. On error nothing is left behind.
 func (e *Engine) StartService(ctx context.Context, spec ServiceSpec, stdin []byte, stdout, stderr io.Writer) (*Service, error) {
-	if len(spec.Networks) == 0 {
-		return nil, fmt.Errorf("service %s: no network", spec.Name)
+	if (len(spec.Networks) == 0) == (spec.NetworkOf == "") {
+		return nil, fmt.Errorf("service %s: give it networks or another container's network, one of the two", spec.Name)
 	}
 	mem, pids := spec.Memory, spec.PidsLimit
 	if mem <= 0 {
@@ -72,8 +79,19 @@ func (e *Engine) StartService(ctx context.Context, spec ServiceSpec, stdin []byt
 		AttachStdout: true, AttachStderr: true,
 		AttachStdin: stdin != nil, OpenStdin: stdin != nil, StdinOnce: stdin != nil,
 	}
+	var mode container.NetworkMode
+	var endpoints map[string]*network.EndpointSettings
+	endpoint := func(n string) *network.EndpointSettings {
+		return &network.EndpointSettings{Aliases: append([]string(nil), spec.Aliases[n]...)}
+	}
+	if spec.NetworkOf != "" {
+		mode = container.NetworkMode("container:" + spec.NetworkOf)
+	} else {
+		mode = container.NetworkMode(spec.Networks[0])
+		endpoints = map[string]*network.EndpointSettings{spec.Networks[0]: endpoint(spec.Networks[0])}
+	}
 	host := &container.HostConfig{
-		NetworkMode:    container.NetworkMode(spec.Networks[0]),
+		NetworkMode:    mode,
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},
 		ReadonlyRootfs: true,
@@ -82,12 +100,12 @@ func (e *Engine) StartService(ctx context.Context, spec ServiceSpec, stdin []byt
 	}
 	host.Memory = mem
 	host.PidsLimit = &pids
-	endpoint := func(n string) *network.EndpointSettings {
-		return &network.EndpointSettings{Aliases: append([]string(nil), spec.Aliases[n]...)}
+	for src, dst := range spec.Binds {
+		host.Binds = append(host.Binds, src+":"+dst+":rw")
 	}
 	created, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: spec.Name, Config: cfg, HostConfig: host,
-		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{spec.Networks[0]: endpoint(spec.Networks[0])}},
+		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: endpoints},
 	})
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
@@ -103,7 +121,7 @@ func (e *Engine) StartService(ctx context.Context, spec ServiceSpec, stdin []byt
 		_ = e.ForceRemove(s.ID)
 		return nil, cause
 	}
-	for _, n := range spec.Networks[1:] {
+	for _, n := range spec.Networks[min(1, len(spec.Networks)):] {
 		if _, err := e.cli.NetworkConnect(ctx, n, client.NetworkConnectOptions{Container: s.ID, EndpointConfig: endpoint(n)}); err != nil {
 			return fail(fmt.Errorf("connect container %s to network %q: %w", spec.Name, n, err))
 		}
@@ -187,6 +205,27 @@ func (s *Service) IPAddress(ctx context.Context, networkName string) (netip.Addr
 		}
 	}
 	return netip.Addr{}, fmt.Errorf("container %s has no address on network %q", s.Name, networkName)
+}
+
+// Wait blocks until the service's process is not running (it exited, was killed or removed) and returns its
+// exit status (-1 when the engine gives none), or ctx's error when ctx ends first.
+func (s *Service) Wait(ctx context.Context) (int, error) {
+	wait := s.e.cli.ContainerWait(ctx, s.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	select {
+	case r := <-wait.Result:
+		if r.Error != nil && r.Error.Message != "" {
+			return int(r.StatusCode), fmt.Errorf("wait for container %s: %s", s.Name, r.Error.Message)
+		}
+		return int(r.StatusCode), nil
+	case err := <-wait.Error:
+		if ctx.Err() != nil {
+			return -1, ctx.Err()
+		}
+		if cerrdefs.IsNotFound(err) {
+			return -1, nil // removed: not running either
+		}
+		return -1, fmt.Errorf("wait for container %s: %w", s.Name, err)
+	}
 }
 
 // Running reports whether the service's process still runs, and its exit code when it does not.

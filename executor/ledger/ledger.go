@@ -144,6 +144,8 @@ var migrations = []string{
 	salvageProtectionMigration,
 	// crash recovery: the apply's process identity, each node's repository and path name.
 	interruptedMigration,
+	// run_events: what happened to a run's shared objects while it ran (its egress proxy's exits and restarts).
+	runEventMigration,
 }
 
 // Open opens (creating and migrating as needed) the ledger at path.

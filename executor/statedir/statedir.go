@@ -1,7 +1,8 @@
 // Package statedir is the one description of a state directory's layout: where the run ledger, the apply lock,
-// each node's checkout, logs, verdict copy and salvage, each run's receipt, the broker's scratch repositories and
-// the egress proxy's image cache live. Apply, `runs`, `logs`, `--resume` and the sweeps all take their paths from
-// a Dir; no other package joins a path under a state directory. It creates and reads nothing itself.
+// each node's checkout, logs, verdict copy and salvage, each run's receipt, the broker's scratch repositories, the
+// egress proxy's broker state and its image cache live. Apply, `runs`, `logs`, `--resume` and the sweeps all take
+// their paths from a Dir; no other package joins a path under a state directory. It creates and reads nothing
+// itself.
 package statedir
 
 import (
@@ -80,6 +81,14 @@ func (d Dir) Salvage(run, node, slug string) string {
 
 // Broker is the host-owned scratch space in which the broker publishes a worker's commits.
 func (d Dir) Broker() string { return filepath.Join(d.Root, "broker") }
+
+// ProxyState is where a run's egress proxy keeps its credential broker's state (meters, attempts, ended nodes;
+// never a secret): the one directory mounted into the proxy's container, so that a proxy started again after a
+// death goes on from it. Apply removes it when the run ends.
+func (d Dir) ProxyState(run string) string { return filepath.Join(d.Broker(), "egress-"+run) }
+
+// ProxyStates is the glob pattern of every run's ProxyState, for the sweep of what dead applies left.
+func (d Dir) ProxyStates() string { return filepath.Join(d.Broker(), "egress-*") }
 
 // Receipt is the receipt of one run (kewplan apply writes it when the run ends; its signature, when signed, is
 // beside it with the suffix .sig).

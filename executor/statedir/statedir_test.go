@@ -43,7 +43,7 @@ func TestLayout(t *testing.T) {
 		t.Fatalf("root %q is not absolute", d.Root)
 	}
 	out, errLog := d.Logs("RUN", `fix["api"]`, "", 2)
-	for _, p := range []string{d.Ledger(), d.Lock(), d.Checkout("RUN", "fix", "fix", 1), out, errLog, d.Verdict("RUN", "review", "review"), d.Broker(), d.EgressImageCache(), d.Receipt("RUN")} {
+	for _, p := range []string{d.Ledger(), d.Lock(), d.Checkout("RUN", "fix", "fix", 1), out, errLog, d.Verdict("RUN", "review", "review"), d.Broker(), d.ProxyState("RUN"), d.EgressImageCache(), d.Receipt("RUN")} {
 		if rel, err := filepath.Rel(d.Root, p); err != nil || strings.HasPrefix(rel, "..") {
 			t.Errorf("%s is outside the state directory %s", p, d.Root)
 		}

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/kewplan/kewplan/internal/jsonlimit"
 )
@@ -59,37 +59,54 @@ func Decode(data []byte, v any) error {
 // Check walks data against the type of v (a pointer, or a value whose type describes the document) and returns
 // an *Error for the first duplicate, case-folded or unknown key; malformed JSON is a *json.SyntaxError. It bounds
 // nesting at jsonlimit.DefaultMaxDepth first (a *jsonlimit.Error), which also bounds the walk's recursion.
+//
+// The walk is its own scanner over the bytes: keys are compared where they lie in data (a key with an escape or
+// a byte outside UTF-8 is decoded first, as encoding/json would decode it), so a document is checked without an
+// allocation per token.
 func Check(data []byte, v any) error {
 	if err := jsonlimit.Check(data, jsonlimit.Limits{}); err != nil {
 		return err
 	}
-	w := &walker{data: data, dec: json.NewDecoder(bytes.NewReader(data))}
-	w.dec.UseNumber()
+	w := &walker{data: data}
 	var t reflect.Type
 	if v != nil {
 		t = reflect.TypeOf(v)
 	}
-	if err := w.value(t); err != nil {
-		return err
+	err := w.value(t)
+	if err == nil {
+		if w.space(); w.off < len(w.data) {
+			line, col := position(data, int64(w.off))
+			return &Error{Path: "$", Line: line, Column: col, Detail: "the document holds more than one JSON value", Err: ErrTrailing}
+		}
+		return nil
 	}
-	if _, err := w.dec.Token(); err != io.EOF {
-		line, col := position(data, w.dec.InputOffset()-1)
-		return &Error{Path: "$", Line: line, Column: col, Detail: "the document holds more than one JSON value", Err: ErrTrailing}
+	if err == errSyntax {
+		// Malformed JSON is reported as encoding/json reports it, with its offset.
+		var any any
+		if jerr := json.Unmarshal(data, &any); jerr != nil {
+			return jerr
+		}
+		return fmt.Errorf("malformed JSON at byte %d", w.off)
 	}
-	return nil
+	return err
 }
+
+// errSyntax is the walk's own signal of malformed JSON; Check replaces it with encoding/json's error.
+var errSyntax = errors.New("malformed JSON")
 
 type walker struct {
 	data []byte
-	dec  *json.Decoder
+	off  int // the next byte to read
 	// path is the way to the value being walked, one step per level: a key, or an index (key "" and index ≥ 0);
 	// its text is made only for an error.
 	path []step
+	// keyAt is the offset of the opening quote of the key just read.
+	keyAt int
 }
 
 type step struct {
-	key   string
-	index int // -1 for a key
+	key   []byte // decoded
+	index int    // -1 for a key
 }
 
 // pathText is the JSON path of the value being walked: $, then .name, ["…"] or [i] per step.
@@ -100,7 +117,7 @@ func (w *walker) pathText() string {
 		if s.index >= 0 {
 			b.WriteString("[" + strconv.Itoa(s.index) + "]")
 		} else {
-			b.WriteString(member(s.key))
+			b.WriteString(member(string(s.key)))
 		}
 	}
 	return b.String()
@@ -119,35 +136,77 @@ func shape(t reflect.Type) reflect.Type {
 	return t
 }
 
+// space skips white space.
+func (w *walker) space() {
+	for w.off < len(w.data) {
+		switch w.data[w.off] {
+		case ' ', '\t', '\n', '\r':
+			w.off++
+		default:
+			return
+		}
+	}
+}
+
 // value walks one JSON value at w.path against t.
 func (w *walker) value(t reflect.Type) error {
-	tok, err := w.dec.Token()
-	if err != nil {
-		if err == io.EOF && len(w.path) > 0 {
-			return io.ErrUnexpectedEOF
-		}
-		return err
+	w.space()
+	if w.off >= len(w.data) {
+		return errSyntax
 	}
-	t = shape(t)
-	switch tok {
-	case json.Delim('{'):
-		return w.object(t)
-	case json.Delim('['):
-		var elem reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			elem = t.Elem()
-		}
-		w.path = append(w.path, step{})
-		for i := 0; w.dec.More(); i++ {
-			w.path[len(w.path)-1] = step{index: i}
-			if err := w.value(elem); err != nil {
-				return err
-			}
-		}
-		w.path = w.path[:len(w.path)-1]
-		_, err := w.dec.Token() // ']'
+	switch c := w.data[w.off]; {
+	case c == '{':
+		w.off++
+		return w.object(shape(t))
+	case c == '[':
+		w.off++
+		return w.array(shape(t))
+	case c == '"':
+		_, err := w.str()
 		return err
+	case c == 't':
+		return w.literal("true")
+	case c == 'f':
+		return w.literal("false")
+	case c == 'n':
+		return w.literal("null")
+	case c == '-' || c >= '0' && c <= '9':
+		return w.number()
 	}
+	return errSyntax
+}
+
+// array walks an array's elements; its opening bracket was read.
+func (w *walker) array(t reflect.Type) error {
+	var elem reflect.Type
+	if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+		elem = t.Elem()
+	}
+	w.space()
+	if w.off < len(w.data) && w.data[w.off] == ']' {
+		w.off++
+		return nil
+	}
+	w.path = append(w.path, step{})
+	for i := 0; ; i++ {
+		w.path[len(w.path)-1] = step{index: i}
+		if err := w.value(elem); err != nil {
+			return err
+		}
+		w.space()
+		if w.off >= len(w.data) {
+			return errSyntax
+		}
+		c := w.data[w.off]
+		w.off++
+		if c == ']' {
+			break
+		}
+		if c != ',' {
+			return errSyntax
+		}
+	}
+	w.path = w.path[:len(w.path)-1]
 	return nil
 }
 
@@ -161,77 +220,185 @@ func (w *walker) object(t reflect.Type) error {
 	case t != nil && t.Kind() == reflect.Map:
 		elem = t.Elem()
 	}
+	w.space()
+	if w.off < len(w.data) && w.data[w.off] == '}' {
+		w.off++
+		return nil
+	}
 	var seen keySet
 	w.path = append(w.path, step{index: -1})
-	defer func() { w.path = w.path[:len(w.path)-1] }()
-	for w.dec.More() {
-		tok, err := w.dec.Token()
+	for {
+		w.space()
+		if w.off >= len(w.data) || w.data[w.off] != '"' {
+			return errSyntax
+		}
+		w.keyAt = w.off
+		key, err := w.str()
 		if err != nil {
 			return err
 		}
-		key, _ := tok.(string)
 		w.path[len(w.path)-1] = step{key: key, index: -1}
 		if seen.add(key) {
-			return w.refuse(fmt.Sprintf("the key %s appears twice in this object: a reader could take either one", strconv.Quote(key)), ErrDuplicateKey)
+			return w.refuse(fmt.Sprintf("the key %s appears twice in this object: a reader could take either one", strconv.Quote(string(key))), ErrDuplicateKey)
 		}
 		var next reflect.Type
 		if fields != nil {
-			ft, ok := fields.byName[key]
+			ft, ok := fields.byName[string(key)]
 			if !ok {
 				for _, name := range fields.names {
-					if strings.EqualFold(name, key) {
-						return w.refuse(fmt.Sprintf("the key %s differs from the field %s only by case: write %s", strconv.Quote(key), strconv.Quote(name), strconv.Quote(name)), ErrCaseFolded)
+					if strings.EqualFold(name, string(key)) {
+						return w.refuse(fmt.Sprintf("the key %s differs from the field %s only by case: write %s", strconv.Quote(string(key)), strconv.Quote(name), strconv.Quote(name)), ErrCaseFolded)
 					}
 				}
-				return w.refuse(fmt.Sprintf("%s is not a field of this object", strconv.Quote(key)), ErrUnknownField)
+				return w.refuse(fmt.Sprintf("%s is not a field of this object", strconv.Quote(string(key))), ErrUnknownField)
 			}
 			next = ft
 		} else {
 			next = elem
 		}
+		w.space()
+		if w.off >= len(w.data) || w.data[w.off] != ':' {
+			return errSyntax
+		}
+		w.off++
 		if err := w.value(next); err != nil {
 			return err
 		}
+		w.space()
+		if w.off >= len(w.data) {
+			return errSyntax
+		}
+		c := w.data[w.off]
+		w.off++
+		if c == '}' {
+			break
+		}
+		if c != ',' {
+			return errSyntax
+		}
 	}
-	_, err := w.dec.Token() // '}'
-	return err
+	w.path = w.path[:len(w.path)-1]
+	return nil
 }
 
-// keySet is the keys of one object so far: a short list (most objects have a few keys, and a list costs no
-// allocation per object), a map past that.
+// str reads a string at w.off (its opening quote) and returns its decoded bytes: a slice of data when it holds
+// no escape and only UTF-8, else what encoding/json decodes it to (invalid UTF-8 becomes U+FFFD there).
+func (w *walker) str() ([]byte, error) {
+	start := w.off + 1
+	plain := true
+	for i := start; i < len(w.data); i++ {
+		switch c := w.data[i]; {
+		case c == '"':
+			w.off = i + 1
+			raw := w.data[start:i]
+			if plain || utf8.Valid(raw) && bytes.IndexByte(raw, '\\') < 0 {
+				return raw, nil
+			}
+			var s string
+			if err := json.Unmarshal(w.data[start-1:i+1], &s); err != nil {
+				return nil, errSyntax
+			}
+			return []byte(s), nil
+		case c == '\\':
+			plain = false
+			i++ // the escaped byte; encoding/json's decode above checks the escape
+		case c < 0x20:
+			w.off = i
+			return nil, errSyntax
+		case c >= 0x80:
+			plain = false
+		}
+	}
+	w.off = len(w.data)
+	return nil, errSyntax
+}
+
+// literal reads true, false or null.
+func (w *walker) literal(word string) error {
+	if !bytes.HasPrefix(w.data[w.off:], []byte(word)) {
+		return errSyntax
+	}
+	w.off += len(word)
+	return nil
+}
+
+// number reads a number as JSON's grammar has it: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (w *walker) number() error {
+	d := w.data
+	i := w.off
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case digits() == 0:
+		return errSyntax
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		if digits() == 0 {
+			return errSyntax
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return errSyntax
+		}
+	}
+	w.off = i
+	return nil
+}
+
+// keySet is the keys of one object so far: a short array (most objects have a few keys, and an array costs no
+// allocation), a map past that.
 type keySet struct {
-	few  []string
+	few  [16][]byte
+	n    int
 	many map[string]bool
 }
 
 // add records key and reports whether it was there already.
-func (k *keySet) add(key string) bool {
+func (k *keySet) add(key []byte) bool {
 	if k.many != nil {
-		if k.many[key] {
+		if k.many[string(key)] {
 			return true
 		}
-		k.many[key] = true
+		k.many[string(key)] = true
 		return false
 	}
-	for _, s := range k.few {
-		if s == key {
+	for _, s := range k.few[:k.n] {
+		if bytes.Equal(s, key) {
 			return true
 		}
 	}
-	if len(k.few) < 16 {
-		k.few = append(k.few, key)
+	if k.n < len(k.few) {
+		k.few[k.n] = key
+		k.n++
 		return false
 	}
-	k.many = map[string]bool{key: true}
+	k.many = map[string]bool{string(key): true}
 	for _, s := range k.few {
-		k.many[s] = true
+		k.many[string(s)] = true
 	}
 	return false
 }
 
 // refuse locates the key just read, at its opening quote.
 func (w *walker) refuse(detail string, kind error) error {
-	line, col := position(w.data, keyStart(w.data, w.dec.InputOffset()))
+	line, col := position(w.data, int64(w.keyAt))
 	return &Error{Path: w.pathText(), Line: line, Column: col, Detail: detail, Err: kind}
 }
 
@@ -248,23 +415,6 @@ func member(key string) string {
 		return "." + key
 	}
 	return "[" + strconv.Quote(key) + "]"
-}
-
-// keyStart is the offset of the opening quote of the string that ends at end (just past its closing quote).
-func keyStart(data []byte, end int64) int64 {
-	for i := end - 2; i > 0; i-- {
-		if data[i] != '"' {
-			continue
-		}
-		backslashes := 0
-		for j := i - 1; j >= 0 && data[j] == '\\'; j-- {
-			backslashes++
-		}
-		if backslashes%2 == 0 {
-			return i
-		}
-	}
-	return 0
 }
 
 // position is the 1-based line and column of byte offset off in data.

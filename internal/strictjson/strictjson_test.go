@@ -59,6 +59,10 @@ func TestDecode(t *testing.T) {
 		{name: "unexported field", in: `{"saved":{"hidden":1}}`, want: &Error{Path: "$.saved.hidden", Line: 1, Column: 11, Err: ErrUnknownField}},
 		{name: "key needing quotes", in: `{"a b":1}`, want: &Error{Path: `$["a b"]`, Line: 1, Column: 2, Err: ErrUnknownField}},
 		{name: "two values", in: `{} {}`, want: &Error{Path: "$", Line: 1, Column: 4, Err: ErrTrailing}},
+		{name: "duplicate spelled with an escape", in: `{"saved":{"variables":{"a":1,"\u0061":2}}}`, want: &Error{Path: "$.saved.variables.a", Line: 1, Column: 30, Err: ErrDuplicateKey}},
+		{name: "duplicate by invalid UTF-8", in: "{\"any\":{\"k\xff\":1,\"k\xfe\":2}}", want: &Error{Path: "$.any[\"k\uFFFD\"]", Line: 1, Column: 16, Err: ErrDuplicateKey}},
+		{name: "escaped field name", in: `{"form\u0061t":"x","saved":{"\u0050olicy":null}}`, want: &Error{Path: "$.saved.Policy", Line: 1, Column: 29, Err: ErrCaseFolded}},
+		{name: "numbers and literals", in: `{"any":[0,-1.5e+3,1E9,true,false,null,"\"\\\/\b"],"saved":{"Untagged":-0}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var d document
@@ -111,7 +115,7 @@ func TestBounds(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	for _, s := range []string{`{}`, `{"saved":{"policy":{}}}`, `{"a":1,"a":2}`, `[{"k":[{"k":1}]}]`} {
+	for _, s := range []string{`{}`, `{"saved":{"policy":{}}}`, `{"a":1,"a":2}`, `[{"k":[{"k":1}]}]`, `{"a\u0062":-0.5e3,"ab":[true,null]}`, "{\"\xff\":1}", `[1,]`, `{"a":01}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -120,6 +124,21 @@ func FuzzDecode(f *testing.F) {
 		var e *Error
 		if errors.As(err, &e) && (e.Line < 1 || e.Column < 1 || !strings.HasPrefix(e.Path, "$")) {
 			t.Fatalf("Decode(%q) = %v", b, err)
+		}
+		// The walk's scanner agrees with encoding/json on what is JSON.
+		checked := Check(b, nil)
+		var se *Error
+		var le *jsonlimit.Error
+		switch valid := json.Valid(b); {
+		case checked == nil && !valid:
+			t.Fatalf("Check(%q) accepted what encoding/json says is not JSON", b)
+		case checked != nil && valid && !errors.As(checked, &se) && !errors.As(checked, &le):
+			t.Fatalf("Check(%q) = %v on valid JSON", b, checked)
+		case checked != nil && !valid && !errors.As(checked, &se) && !errors.As(checked, &le):
+			var syn *json.SyntaxError
+			if !errors.As(checked, &syn) {
+				t.Fatalf("Check(%q) = %v (%T), want a *json.SyntaxError", b, checked, checked)
+			}
 		}
 		if err == nil {
 			// What strict decoding accepts, encoding/json reads the same way.

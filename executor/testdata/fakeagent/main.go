@@ -160,6 +160,13 @@ func main() {
 		if opts.get("then", "") == "apierror" {
 			apiErrorExit(session)
 		}
+		if v := opts.get("verdict", ""); v != "" {
+			b, _ := json.Marshal(map[string]any{"verdict": v, "summary": "fake review", "findings": []any{}})
+			if err := os.WriteFile("/work/.kew-review-verdict.json", b, 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, "fakeagent:", err)
+				os.Exit(5)
+			}
+		}
 	case "hangup":
 		hangupMode(opts, session, model)
 	case "probe":

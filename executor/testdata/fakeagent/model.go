@@ -14,7 +14,11 @@ package main
 //	mode=modelcalls calls=N              the agent makes N plain calls to $ANTHROPIC_BASE_URL/v1/messages and prints
 //	                                     no usage of its own: a system event per call with its status and, for a
 //	                                     refusal, the error message the SDK would show; then=apierror then ends
-//	                                     as mode=apierror does (an overloaded API, exit 1)
+//	                                     as mode=apierror does (an overloaded API, exit 1); gate_after=K waits
+//	                                     after call K until /work/.kew-gate exists (a system event "gate" says
+//	                                     it waits); retry=1 tries a call again, up to 1,200 times 50 ms apart,
+//	                                     while it fails to connect or answers 5xx, as an SDK retries (the
+//	                                     event's "tries" counts them); verdict=V then writes a verdict
 //	mode=hangup                          the agent makes a streamed call and hangs up after message_start (the stub
 //	                                     is slow), a streamed call the stub cuts before its usage, and calls the
 //	                                     batches and files paths: a system event "broker_call" for each; then it
@@ -151,26 +155,44 @@ func modelCallsMode(opts options, session, model string) {
 			tools = fmt.Sprintf(`,"tools":[{"type":%q,"name":"web_search"}]`, typ)
 		}
 		body := fmt.Sprintf(`{"model":%q,"max_tokens":16,"messages":[{"role":"user","content":"hi"}]%s}`, model, tools)
-		req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(body))
-		req.Header.Set("x-api-key", key)
-		req.Header.Set("anthropic-version", "2023-06-01")
-		req.Header.Set("content-type", "application/json")
 		ev := map[string]any{"type": "system", "subtype": "model_call", "session_id": session, "n": i}
-		resp, err := client.Do(req)
-		if err != nil {
-			ev["error"] = err.Error()
-		} else {
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
-			ev["status"] = resp.StatusCode
-			var e struct {
-				Error struct{ Type, Message string } `json:"error"`
+		retry := opts.get("retry", "") == "1"
+		for try := 1; ; try++ {
+			req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(body))
+			req.Header.Set("x-api-key", key)
+			req.Header.Set("anthropic-version", "2023-06-01")
+			req.Header.Set("content-type", "application/json")
+			delete(ev, "error")
+			ev["tries"] = try
+			resp, err := client.Do(req)
+			if err != nil {
+				ev["error"] = err.Error()
+			} else {
+				b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+				resp.Body.Close()
+				ev["status"] = resp.StatusCode
+				var e struct {
+					Error struct{ Type, Message string } `json:"error"`
+				}
+				if resp.StatusCode != 200 && json.Unmarshal(b, &e) == nil {
+					ev["error_type"], ev["message"] = e.Error.Type, e.Error.Message
+				}
 			}
-			if resp.StatusCode != 200 && json.Unmarshal(b, &e) == nil {
-				ev["error_type"], ev["message"] = e.Error.Type, e.Error.Message
+			if !retry || try >= 1200 || err == nil && resp.StatusCode < 500 {
+				break
 			}
+			time.Sleep(50 * time.Millisecond) // the SDK's own backoff
 		}
 		emit(ev)
+		if strconv.Itoa(i) == opts.get("gate_after", "") {
+			emit(map[string]any{"type": "system", "subtype": "gate", "session_id": session, "n": i})
+			for {
+				if _, err := os.Stat("/work/.kew-gate"); err == nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond) // the agent's own wait for its input, like any process polling
+			}
+		}
 	}
 }
 
