@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -174,7 +175,10 @@ func (d *dockerEngine) followEgress(ctx context.Context) {
 	st, r := d.egress, d.egress.restart
 	keeperGone := make(chan int, 1)
 	go func() {
-		code, _ := r.keeper.Wait(ctx)
+		code, err := r.keeper.Wait(ctx)
+		if errors.Is(err, engine.ErrEngineLost) {
+			return // the engine is lost, not the keeper: the apply ends with its running nodes interrupted
+		}
 		keeperGone <- code
 	}()
 	type exit struct {
@@ -204,6 +208,9 @@ func (d *dockerEngine) followEgress(ctx context.Context) {
 		}
 		if ctx.Err() != nil {
 			return
+		}
+		if errors.Is(e.err, engine.ErrEngineLost) {
+			return // as for the keeper: the loop ends the apply, each running node interrupted by its own run
 		}
 		if e.err != nil {
 			d.proxyLost(fmt.Sprintf("kewplan lost sight of its egress proxy: %v", e.err), d.runningProxied())

@@ -114,7 +114,11 @@ func (e *Engine) awaitEngine(ctx context.Context, cause error) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return ctx.Err()
+		select {
+		case <-done: // the probe's outcome wins over a cancellation that came with it (a node stopped for it)
+		default:
+			return ctx.Err()
+		}
 	}
 	if err := e.Lost(); err != nil {
 		return err

@@ -208,23 +208,33 @@ func (s *Service) IPAddress(ctx context.Context, networkName string) (netip.Addr
 }
 
 // Wait blocks until the service's process is not running (it exited, was killed or removed) and returns its
-// exit status (-1 when the engine gives none), or ctx's error when ctx ends first.
+// exit status (-1 when the engine gives none), or ctx's error when ctx ends first. A wait whose connection to the
+// engine broke is not the service's exit (reconnect.go): it waits again once the engine answers, and returns an
+// error wrapping ErrEngineLost when the engine did not answer within the bound.
 func (s *Service) Wait(ctx context.Context) (int, error) {
-	wait := s.e.cli.ContainerWait(ctx, s.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
-	select {
-	case r := <-wait.Result:
-		if r.Error != nil && r.Error.Message != "" {
-			return int(r.StatusCode), fmt.Errorf("wait for container %s: %s", s.Name, r.Error.Message)
+	for reattached := 0; ; reattached++ {
+		wait := s.e.cli.ContainerWait(ctx, s.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+		var err error
+		select {
+		case r := <-wait.Result:
+			if r.Error != nil && r.Error.Message != "" {
+				return int(r.StatusCode), fmt.Errorf("wait for container %s: %s", s.Name, r.Error.Message)
+			}
+			return int(r.StatusCode), nil
+		case err = <-wait.Error:
 		}
-		return int(r.StatusCode), nil
-	case err := <-wait.Error:
 		if ctx.Err() != nil {
 			return -1, ctx.Err()
 		}
 		if cerrdefs.IsNotFound(err) {
 			return -1, nil // removed: not running either
 		}
-		return -1, fmt.Errorf("wait for container %s: %w", s.Name, err)
+		if !connectionFailed(err) || reattached == maxReattach {
+			return -1, fmt.Errorf("wait for container %s: %w", s.Name, err)
+		}
+		if lost := s.e.awaitEngine(ctx, err); lost != nil {
+			return -1, fmt.Errorf("wait for container %s: %w", s.Name, lost)
+		}
 	}
 }
 
