@@ -150,17 +150,9 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	a.runID = newRunID(time.Now())
 	a.run.ID = a.runID
 	a.janitor.bind(a.engine, a.ledger, a.runID)
-	if err := a.engine.Start(ctx, a.run); err != nil {
-		a.engine.End(ctx, a.run)
-		var pe *PreflightError
-		if errors.As(err, &pe) {
-			return nil, err
-		}
-		return nil, &PreflightError{Problems: []string{a.maskAll(err.Error(), nil)}}
-	}
-	var endOnce sync.Once
-	end := func() { endOnce.Do(func() { a.engine.End(ctx, a.run) }) }
-	defer end()
+	// The run is recorded before the engine starts anything of it (its egress proxy): an apply killed at any
+	// moment after this leaves a run that the next command recognises as interrupted, and whose containers it
+	// stops and removes; one killed before it has started nothing.
 	started := time.Now()
 	run := ledger.RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.run.PID,
 		Process: ledger.CurrentProcess()}
@@ -170,6 +162,21 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	if err := a.ledger.StartRun(run); err != nil {
 		return nil, err
 	}
+	if err := a.engine.Start(ctx, a.run); err != nil {
+		a.engine.End(ctx, a.run)
+		// A run whose engine could not start ran nothing: like a failed preflight, it is not a run.
+		if ferr := a.ledger.ForgetRun(a.runID); ferr != nil {
+			a.warn("", fmt.Sprintf("could not remove the record of run %s, which did not start: %v", a.runID, ferr))
+		}
+		var pe *PreflightError
+		if errors.As(err, &pe) {
+			return nil, err
+		}
+		return nil, &PreflightError{Problems: []string{a.maskAll(err.Error(), nil)}}
+	}
+	var endOnce sync.Once
+	end := func() { endOnce.Do(func() { a.engine.End(ctx, a.run) }) }
+	defer end()
 	names := make([]string, len(opts.Plan.Nodes))
 	for i, np := range opts.Plan.Nodes {
 		names[i] = np.Name

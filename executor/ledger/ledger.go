@@ -347,6 +347,26 @@ func (l *Ledger) StartRun(r RunRecord) error {
 	})
 }
 
+// ForgetRun removes the record of a run that started nothing (its engine could not start), with anything written
+// under its id.
+func (l *Ledger) ForgetRun(id string) error {
+	return l.tx(func(tx *sql.Tx) error {
+		for _, q := range []string{
+			`DELETE FROM egress_denials WHERE run_id = ?`,
+			`DELETE FROM broker_requests WHERE run_id = ?`,
+			`DELETE FROM node_salvage WHERE run_id = ?`,
+			`DELETE FROM node_attempts WHERE run_id = ?`,
+			`DELETE FROM node_runs WHERE run_id = ?`,
+			`DELETE FROM runs WHERE id = ?`,
+		} {
+			if _, err := tx.Exec(q, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // FinishRun records a run's end and final status.
 func (l *Ledger) FinishRun(id, status string, ended time.Time) error {
 	return l.tx(func(tx *sql.Tx) error {
