@@ -296,6 +296,11 @@ func killAndRecover(t *testing.T, base *fixture, kp killPoint) {
 		_ = f.eng.ForceRemove(c.ID)
 	}
 
+	// Nor any of the dead apply's scratch: the broker's repositories of a push it was making.
+	if scratch, _ := os.ReadDir(dir.Broker()); len(scratch) > 0 {
+		t.Errorf("kewplan runs leaves the dead apply's broker scratch in %s: %v", dir.Broker(), scratch)
+	}
+
 	// Every commit made before the kill is on the origin: pushed by the apply, or published from the kept work.
 	_, nodes := f.ledgerRun(runID)
 	for _, w := range randomKillWorkers {

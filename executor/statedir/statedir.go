@@ -69,8 +69,11 @@ func (d Dir) Verdict(run, node, slug string) string {
 	return filepath.Join(d.Root, "verdicts", run, NodeName(node, slug))
 }
 
+// SalvageRuns holds the salvage of every run, one directory per run.
+func (d Dir) SalvageRuns() string { return filepath.Join(d.Root, "salvage") }
+
 // RunSalvage holds one run's salvage, one directory per node.
-func (d Dir) RunSalvage(run string) string { return filepath.Join(d.Root, "salvage", run) }
+func (d Dir) RunSalvage(run string) string { return filepath.Join(d.SalvageRuns(), run) }
 
 // Salvage is where the work of a worker that ended without its push is kept (a bundle of its commits, a patch
 // of its uncommitted changes), beside its logs.
