@@ -162,3 +162,25 @@ func (c *ApplyCmd) writeReceipt(env *Env, a *toApply, stateDir string, sum *exec
 	}
 	return views.NewApprovals(views.ViewTypeOf(c.JSON), env.streams()).ReceiptWritten(name, a.gate.receiptSigner != nil)
 }
+
+// startReceipts is the hook that writes the run's start receipt as it starts, before any node runs (signed like
+// the final one), and the receipts of the dead applies' runs the apply's sweep has just marked interrupted
+// (ledgerReceipts).
+// What it could not write is kept as warnings, shown when the apply returns.
+type startReceipts struct {
+	executor.NilHook
+	a        *toApply
+	stateDir string
+	warnings []string
+}
+
+func (h *startReceipts) ApplyStart(e executor.ApplyStartEvent) {
+	h.warnings = append(h.warnings, ledgerReceipts(h.stateDir)...)
+	d, err := statedir.New(h.stateDir)
+	if err == nil {
+		err = approval.WriteReceipt(d.StartReceipt(e.RunID), approval.StartReceipt(e.RunID, e.Time, h.a.gate.Gate, version), h.a.gate.receiptSigner)
+	}
+	if err != nil {
+		h.warnings = append(h.warnings, fmt.Sprintf("the start receipt of run %s could not be written (should its apply die, its run gets no receipt): %v", e.RunID, err))
+	}
+}

@@ -226,6 +226,9 @@ type RunRecord struct {
 	Process Process `json:"-"`
 	// ResumedFrom is the run this one resumed (apply --resume), "" for a fresh run.
 	ResumedFrom string `json:"resumed_from,omitempty"`
+	// InterruptedSince is, for an interrupted run (its apply died), the last thing recorded of it: when its
+	// apply was last known alive (its EndedAt). Nil for every other run.
+	InterruptedSince *time.Time `json:"interrupted_since,omitempty"`
 	// Aggregates over the run's node rows (read-only; not stored).
 	Nodes            int      `json:"nodes"`
 	Succeeded        int      `json:"succeeded"`
@@ -520,6 +523,9 @@ func scanRun(s scanner) (*RunRecord, error) {
 		r.StartedAt = *t
 	}
 	r.EndedAt = parseTS(ended)
+	if r.Status == RunInterrupted {
+		r.InterruptedSince = r.EndedAt
+	}
 	if cost.Valid {
 		c := cost.Float64
 		r.CostUSD = &c

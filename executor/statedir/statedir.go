@@ -84,9 +84,15 @@ func (d Dir) Salvage(run, node, slug string) string {
 // Broker is the host-owned scratch space in which the broker publishes a worker's commits.
 func (d Dir) Broker() string { return filepath.Join(d.Root, "broker") }
 
-// Receipt is the receipt of one run (kewplan apply writes it when the run ends; its signature, when signed, is
-// beside it with the suffix .sig).
+// Receipt is the receipt of one run (kewplan apply writes it when the run ends, the next command when its apply
+// died; its signature, when signed, is beside it with the suffix .sig).
 func (d Dir) Receipt(run string) string { return filepath.Join(d.Root, "receipts", run+".json") }
+
+// StartReceipt is the receipt apply writes as the run starts, before any node runs (signed like the final one);
+// the receipt of a run whose apply died is made from it.
+func (d Dir) StartReceipt(run string) string {
+	return filepath.Join(d.Root, "receipts", run+".start.json")
+}
 
 // EgressImageCache remembers the egress proxy image's tag for the binary that built it.
 func (d Dir) EgressImageCache() string { return filepath.Join(d.Root, "egress-image.json") }
