@@ -282,11 +282,19 @@ func killAndRecover(t *testing.T, base *fixture, kp killPoint) {
 	if err := json.Unmarshal([]byte(out), &listed); err != nil {
 		t.Fatalf("kewplan runs --json: %v\n%s", err, out)
 	}
-	for _, r := range listed.Runs {
+	var killed *ledger.RunRecord
+	for i, r := range listed.Runs {
 		if r.Status == ledger.RunRunning {
 			t.Errorf("run %s still reads running after kewplan runs:\n%s", r.ID, stderr)
 		}
+		if r.ID == runID {
+			killed = &listed.Runs[i]
+		}
 	}
+	if killed == nil {
+		t.Fatalf("kewplan runs does not list the killed run %s:\n%s", runID, out)
+	}
+	checkSaysInterrupted(t, env, &f, killed)
 	left, err := f.eng.ListContainers(ctx, planner.LabelRun+"="+runID)
 	if err != nil {
 		t.Fatal(err)
@@ -488,3 +496,48 @@ func checkoutCommits(dir, base string) []string {
 	}
 	return strings.Fields(string(out))
 }
+
+// checkSaysInterrupted checks that runs, runs show and the run's receipt say that the killed run was interrupted,
+// and since when (a kill in the instant after the apply recorded its end leaves the run its final status, and its
+// receipt that status).
+func checkSaysInterrupted(t *testing.T, env []string, f *fixture, run *ledger.RunRecord) {
+	t.Helper()
+	dir := statedir.Dir{Root: f.stateDir}
+	// The receipt, read as JSON (the approval package imports this one).
+	var r *struct {
+		Status           string     `json:"status"`
+		InterruptedSince *time.Time `json:"interrupted_since"`
+	}
+	b, err := os.ReadFile(dir.Receipt(run.ID))
+	if err == nil {
+		err = json.Unmarshal(b, &r)
+	}
+	if err != nil {
+		t.Errorf("the killed run has no receipt after kewplan runs: %v", err)
+		r = nil
+	} else if r.Status != run.Status {
+		t.Errorf("the receipt says %s, the ledger %s", r.Status, run.Status)
+	}
+	if run.Status != ledger.RunInterrupted {
+		return
+	}
+	if run.InterruptedSince == nil || run.EndedAt == nil || !run.InterruptedSince.Equal(*run.EndedAt) {
+		t.Errorf("kewplan runs --json does not say since when the run is interrupted: %+v", run)
+		return
+	}
+	since := run.InterruptedSince.UTC()
+	if r != nil && (r.InterruptedSince == nil || !r.InterruptedSince.Equal(since)) {
+		t.Errorf("the receipt says interrupted since %v, the ledger %v", r.InterruptedSince, since)
+	}
+	list, _, _ := runKewplan(t, env, "runs", "--state-dir", f.stateDir)
+	show, _, _ := runKewplan(t, env, "runs", "show", run.ID, "--state-dir", f.stateDir)
+	for _, c := range []struct{ what, out, want string }{
+		{"kewplan runs", list, "interrupted since " + since.Format("2006-01-02 15:04:05Z")},
+		{"kewplan runs show", show, "interrupted    since " + since.Format(time.RFC3339)},
+	} {
+		if !strings.Contains(c.out, c.want) {
+			t.Errorf("%s does not say %q:\n%s", c.what, c.want, c.out)
+		}
+	}
+}
+
