@@ -165,8 +165,7 @@ func (c *ApplyCmd) writeReceipt(env *Env, a *toApply, stateDir string, sum *exec
 
 // startReceipts is the hook that writes the run's start receipt as it starts, before any node runs (signed like
 // the final one), and the receipts of the dead applies' runs the apply's sweep has just marked interrupted
-// (ledgerReceipts).
-// What it could not write is kept as warnings, shown when the apply returns.
+// (ledgerReceipts). What it could not write is kept as warnings, shown when the apply returns.
 type startReceipts struct {
 	executor.NilHook
 	a        *toApply
