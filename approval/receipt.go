@@ -175,10 +175,9 @@ func StartReceipt(runID string, started time.Time, g Gate, version string) *Rece
 }
 
 // LedgerReceipt is the receipt of a run whose apply died before it wrote its own (killed, out of memory, its
-// machine down; its run then reads interrupted, or, killed in the instant between recording its end and writing
-// its receipt, its final status): the plan, policy and approvals its start receipt recorded, the run's status
-// and end as the ledger holds them (an interrupted run's end is the last thing recorded of it, its
-// InterruptedSince), and each node as the ledger holds it (denials counts the egress denials by node).
+// machine down): the plan, policy and approvals its start receipt recorded, the run's status and end as the
+// ledger holds them (an interrupted run's end is the last thing recorded of it, its InterruptedSince), and each
+// node as the ledger holds it (denials counts the egress denials by node).
 func LedgerReceipt(start *Receipt, run *ledger.RunRecord, nodes []ledger.NodeRecord, denials map[string]int) *Receipt {
 	r := *start
 	r.Status, r.Nodes, r.EgressDeniedTotal = run.Status, []ReceiptNode{}, 0

@@ -54,6 +54,10 @@ type ApplyOptions struct {
 	KeepCheckouts bool
 	// Janitor, when set, tracks the live containers and prompt files so a second signal can clean up at once.
 	Janitor *Janitor
+	// RunStarting, when set, is called with the run's id and start time just before the run is recorded, so that
+	// what the caller writes of the run (its start receipt) is on disk before anything of it is; an error stops
+	// the apply with nothing started.
+	RunStarting func(runID string, started time.Time) error
 	// MaxOutputBytes bounds what one agent may write on stdout and stderr together (both are logged verbatim to
 	// the host's disk); past it the container is killed and the node fails. 0 means DefaultMaxOutputBytes.
 	MaxOutputBytes int64
@@ -158,6 +162,11 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 		Process: ledger.CurrentProcess()}
 	if opts.Resume != nil {
 		run.ResumedFrom = opts.Resume.FromRun
+	}
+	if opts.RunStarting != nil {
+		if err := opts.RunStarting(a.runID, started); err != nil {
+			return nil, err
+		}
 	}
 	if err := a.ledger.StartRun(run); err != nil {
 		return nil, err

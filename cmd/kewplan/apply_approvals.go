@@ -163,9 +163,10 @@ func (c *ApplyCmd) writeReceipt(env *Env, a *toApply, stateDir string, sum *exec
 	return views.NewApprovals(views.ViewTypeOf(c.JSON), env.streams()).ReceiptWritten(name, a.gate.receiptSigner != nil)
 }
 
-// startReceipts is the hook that writes the run's start receipt as it starts, before any node runs (signed like
-// the final one), and the receipts of the dead applies' runs the apply's sweep has just marked interrupted
-// (ledgerReceipts). What it could not write is kept as warnings, shown when the apply returns.
+// startReceipts writes the run's start receipt before the run is recorded (signed like the final one: should the
+// apply die, the receipt of its run is made from it), and, as the run starts, the receipts of the dead applies'
+// runs the apply's sweep has just marked interrupted (ledgerReceipts; the apply holds the state directory's
+// lock). What it could not write of those is kept as warnings, shown when the apply returns.
 type startReceipts struct {
 	executor.NilHook
 	a        *toApply
@@ -173,13 +174,20 @@ type startReceipts struct {
 	warnings []string
 }
 
-func (h *startReceipts) ApplyStart(e executor.ApplyStartEvent) {
-	h.warnings = append(h.warnings, ledgerReceipts(h.stateDir)...)
+// write writes the start receipt of run id (executor.ApplyOptions.RunStarting).
+func (h *startReceipts) write(id string, started time.Time) error {
 	d, err := statedir.New(h.stateDir)
 	if err == nil {
-		err = approval.WriteReceipt(d.StartReceipt(e.RunID), approval.StartReceipt(e.RunID, e.Time, h.a.gate.Gate, version), h.a.gate.receiptSigner)
+		err = approval.WriteReceipt(d.StartReceipt(id), approval.StartReceipt(id, started, h.a.gate.Gate, version), h.a.gate.receiptSigner)
 	}
 	if err != nil {
-		h.warnings = append(h.warnings, fmt.Sprintf("the start receipt of run %s could not be written (should its apply die, its run gets no receipt): %v", e.RunID, err))
+		return fmt.Errorf("the start receipt of run %s could not be written, so the run was not started: %w", id, err)
+	}
+	return nil
+}
+
+func (h *startReceipts) ApplyStart(executor.ApplyStartEvent) {
+	if d, err := statedir.New(h.stateDir); err == nil {
+		h.warnings = append(h.warnings, ledgerReceipts(d)...)
 	}
 }

@@ -26,24 +26,21 @@ func recoverState(env *Env, stateDir string) {
 	if err != nil {
 		rec.Warnings = append(rec.Warnings, "could not look for interrupted runs: "+err.Error())
 	}
-	if !rec.Live {
-		rec.Warnings = append(rec.Warnings, ledgerReceipts(stateDir)...)
+	if d, err := statedir.New(stateDir); err == nil && !rec.Live && present(d.Ledger()) {
+		// Under the lock, as Recover was: an apply that starts meanwhile writes the receipts itself.
+		if lock, err := ledger.LockStateDir(d); err == nil {
+			rec.Warnings = append(rec.Warnings, ledgerReceipts(d)...)
+			lock.Unlock()
+		}
 	}
 	views.Recovery(env.streams(), rec)
 }
 
-// ledgerReceipts writes the receipt of every run that ended, has a start receipt and no receipt of its own (its
-// apply died before it could write one; the run reads interrupted, or, killed in the instant after recording its
-// end, its final status): made from the start receipt and the ledger, unsigned, since no key is at hand. It
-// returns what it could not do, as warnings.
-func ledgerReceipts(stateDir string) []string {
-	d, err := statedir.New(stateDir)
-	if err != nil {
-		return nil
-	}
-	if _, err := os.Stat(d.Ledger()); err != nil {
-		return nil
-	}
+// ledgerReceipts writes the receipt of every interrupted run that has a start receipt and no receipt of its own
+// (its apply died before it could write one): made from the start receipt and the ledger, unsigned, since no key
+// is at hand. The caller holds the state directory's lock. It returns what it could not do, as warnings; a state
+// directory this user may only read is left as it is.
+func ledgerReceipts(d statedir.Dir) []string {
 	l, err := ledger.OpenReadOnly(d.Ledger())
 	if err != nil {
 		return nil // no runs yet, or a ledger Recover has already reported
@@ -57,11 +54,15 @@ func ledgerReceipts(stateDir string) []string {
 	for i := range runs {
 		r := &runs[i]
 		name, start := d.Receipt(r.ID), d.StartReceipt(r.ID)
-		if r.Status == ledger.RunRunning || present(name) || !present(start) {
+		if r.Status != ledger.RunInterrupted || present(name) || !present(start) {
 			continue
 		}
-		if err := writeLedgerReceipt(l, r, name, start); err != nil {
-			warnings = append(warnings, "run "+r.ID+" ended without its receipt, and the receipt could not be made from the ledger: "+err.Error())
+		err := writeLedgerReceipt(l, r, name, start)
+		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) {
+			return warnings
+		}
+		if err != nil {
+			warnings = append(warnings, "run "+r.ID+" was interrupted, and its receipt could not be written: "+err.Error())
 		}
 	}
 	return warnings
