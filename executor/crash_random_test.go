@@ -38,7 +38,7 @@ node "%[1]sw1" {
   runner              = "claude-code"
   model               = "claude-sonnet-4-5"
   repo                = %[2]q
-  prompt              = "commits=2\nedit=NOTES.md:edited by w1\nmode=turns\nturns=4\ngap=200ms"
+  prompt              = "commits=2\nedit=NOTES.md:edited by w1\nmode=turns\nturns=7\ngap=200ms"
   timeout             = "5m"
   resume_from_salvage = true
 }
@@ -249,15 +249,20 @@ func killAndRecover(t *testing.T, base *fixture, kp killPoint) {
 	dir := statedir.Dir{Root: f.stateDir}
 
 	// What each worker had committed when the apply died (its container may go on until the next command).
+	// What the checkouts looked like is logged, as evidence of where in its phase the kill landed.
 	before := map[string][]string{}
+	var checkouts []string
 	ents, _ := os.ReadDir(dir.RunCheckouts(runID))
 	for _, e := range ents {
+		co := filepath.Join(dir.RunCheckouts(runID), e.Name())
+		checkouts = append(checkouts, strings.TrimPrefix(e.Name(), f.prefix)+" "+checkoutState(co))
 		for _, w := range randomKillWorkers {
 			if strings.HasPrefix(e.Name(), f.node(w)) {
-				before[w] = append(before[w], checkoutCommits(filepath.Join(dir.RunCheckouts(runID), e.Name()), mainHead)...)
+				before[w] = append(before[w], checkoutCommits(co, mainHead)...)
 			}
 		}
 	}
+	t.Logf("checkouts at the kill: %v", checkouts)
 
 	// The ledger opens and lists the run, as the kill left it.
 	l, err := ledger.OpenReadOnly(dir.Ledger())
@@ -445,10 +450,12 @@ func (kp killPoint) reached(ev applyEvent, f *fixture, target string, progress *
 	case phaseStart:
 		return ev.Type == "node_start" && ev.Node == target
 	case phaseStream:
+		// Progress events are throttled (one each 500 ms at most), so a node may end with fewer than Nth of
+		// them: the kill then comes at its end.
 		if ev.Type == "node_progress" && ev.Node == target {
 			*progress++
 		}
-		return *progress >= kp.Nth
+		return *progress >= kp.Nth || ev.Type == "node_done" && ev.Node == target
 	case phaseVerdict:
 		// The reviewer's first progress is its init line; the second its last lines, after its pause: its
 		// container is exiting and its verdict is about to be collected.
@@ -485,6 +492,22 @@ func releasePush(t *testing.T, origin *crashOrigin, pid int) {
 	}
 }
 
+// checkoutState says how far a checkout had got: cloning (no HEAD yet), cloned, prompt written (its container
+// starting or running), verdict written.
+func checkoutState(dir string) string {
+	cmd := exec.Command("git", "-c", "safe.directory=*", "--git-dir="+filepath.Join(dir, ".git"), "rev-parse", "--verify", "--quiet", "HEAD")
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	if cmd.Run() != nil {
+		return "cloning"
+	}
+	for _, c := range []struct{ file, state string }{{".kew-review-verdict.json", "verdict written"}, {planner.PromptFilename, "prompt written"}} {
+		if _, err := os.Lstat(filepath.Join(dir, c.file)); err == nil {
+			return c.state
+		}
+	}
+	return "cloned"
+}
+
 // checkoutCommits lists the commits of a worker's checkout since base, newest first (none when it has no
 // repository yet: the kill came during its clone).
 func checkoutCommits(dir, base string) []string {
@@ -498,8 +521,8 @@ func checkoutCommits(dir, base string) []string {
 }
 
 // checkSaysInterrupted checks that runs, runs show and the run's receipt say that the killed run was interrupted,
-// and since when (a kill in the instant after the apply recorded its end leaves the run its final status, and its
-// receipt that status).
+// and since when (a kill in the instant after the apply recorded its end leaves the run its final status, and
+// its start receipt only, or the final receipt).
 func checkSaysInterrupted(t *testing.T, env []string, f *fixture, run *ledger.RunRecord) {
 	t.Helper()
 	dir := statedir.Dir{Root: f.stateDir}
@@ -508,14 +531,21 @@ func checkSaysInterrupted(t *testing.T, env []string, f *fixture, run *ledger.Ru
 		Status           string     `json:"status"`
 		InterruptedSince *time.Time `json:"interrupted_since"`
 	}
+	if _, err := os.Stat(dir.StartReceipt(run.ID)); err != nil {
+		t.Errorf("the killed run has no start receipt: %v", err)
+	}
 	b, err := os.ReadFile(dir.Receipt(run.ID))
 	if err == nil {
 		err = json.Unmarshal(b, &r)
 	}
-	if err != nil {
+	switch {
+	case err != nil && run.Status != ledger.RunInterrupted:
+		// Killed after recording the run's end, before writing its receipt: the start receipt is all there is.
+		r = nil
+	case err != nil:
 		t.Errorf("the killed run has no receipt after kewplan runs: %v", err)
 		r = nil
-	} else if r.Status != run.Status {
+	case r.Status != run.Status:
 		t.Errorf("the receipt says %s, the ledger %s", r.Status, run.Status)
 	}
 	if run.Status != ledger.RunInterrupted {
@@ -540,4 +570,3 @@ func checkSaysInterrupted(t *testing.T, env []string, f *fixture, run *ledger.Ru
 		}
 	}
 }
-
