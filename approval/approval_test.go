@@ -277,3 +277,67 @@ func TestReceiptSignedAndVerified(t *testing.T) {
 		t.Errorf("receipt JSON: %v", err)
 	}
 }
+
+// TestInterruptedReceipt: the receipt of a run whose apply died is made from its signed start receipt and the
+// ledger: it says interrupted and since when, carries the approvals the start recorded, is unsigned, and verify
+// says why and where the signed start is.
+func TestInterruptedReceipt(t *testing.T) {
+	dir := t.TempDir()
+	ops := newKey(t, dir, "ops")
+	allowed := signers(t, dir, "ci@example.com namespaces=\"kewplan-receipt\" "+ops.line+"\n")
+	started := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	gate := Gate{Plan: ReceiptPlan{Digest: digestA, File: "p.plan", Saved: true},
+		Approvals: []Approval{{Principals: "alice", Key: "SHA256:k", Signature: "sig"}}}
+	name := filepath.Join(dir, "receipts", "r1.json")
+	start := StartReceiptName(name)
+	if start != filepath.Join(dir, "receipts", "r1.start.json") {
+		t.Fatalf("StartReceiptName(%s) = %s", name, start)
+	}
+	if err := WriteReceipt(start, StartReceipt("r1", started, gate, "test"), ops.signer); err != nil {
+		t.Fatal(err)
+	}
+	v, err := VerifyReceipt(start, allowed, time.Now())
+	if err != nil {
+		t.Fatalf("the signed start receipt: %v", err)
+	}
+	if v.Receipt.Status != ledger.RunRunning || v.Receipt.Ended != nil || len(v.Receipt.Nodes) != 0 {
+		t.Errorf("start receipt: %+v", v.Receipt)
+	}
+
+	sr, err := ReadReceipt(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := started.Add(90 * time.Second)
+	cost := 0.5
+	run := &ledger.RunRecord{ID: "r1", Status: ledger.RunInterrupted, StartedAt: started, EndedAt: &since}
+	nodes := []ledger.NodeRecord{
+		{RunID: "r1", Node: "fix", Role: "worker", Image: "img", Status: ledger.StatusInterrupted, Reason: "interrupted: last recorded at 10:01:30",
+			BaseCommit: "b4se", InputTokens: 3, OutputTokens: 4, CostUSD: &cost, CostSource: ledger.CostReported, Attempts: 1},
+		{RunID: "r1", Node: "docs", Role: "worker", Image: "img", Status: ledger.StatusSucceeded, Commit: "c0ffee", Pushed: true, Attempts: 1},
+	}
+	r := LedgerReceipt(sr, run, nodes, map[string]int{"fix": 2})
+	if err := WriteReceipt(name, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadReceipt(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != ledger.RunInterrupted || got.InterruptedSince == nil || !got.InterruptedSince.Equal(since) ||
+		got.Ended == nil || !got.Ended.Equal(since) || got.Plan != gate.Plan || len(got.Approvals) != 1 || got.EgressDeniedTotal != 2 {
+		t.Errorf("interrupted receipt: %+v", got)
+	}
+	if len(got.Nodes) != 2 || got.Nodes[0].Name != "docs" || !got.Nodes[0].Pushed || got.Nodes[1].Status != ledger.StatusInterrupted ||
+		got.Nodes[1].CostUSD == nil || *got.Nodes[1].CostUSD != cost || got.Nodes[1].EgressDenials != 2 {
+		t.Errorf("interrupted receipt's nodes: %+v", got.Nodes)
+	}
+	b, _ := os.ReadFile(name)
+	if !bytes.Contains(b, []byte(`"interrupted_since": "2026-12-01T10:01:30Z"`)) {
+		t.Errorf("the receipt does not say since when:\n%s", b)
+	}
+	_, err = VerifyReceipt(name, allowed, time.Now())
+	if err == nil || !strings.Contains(err.Error(), "interrupted since 2026-12-01T10:01:30Z") || !strings.Contains(err.Error(), start) {
+		t.Errorf("verify of the interrupted receipt: %v", err)
+	}
+}

@@ -37,13 +37,17 @@ const maxReceiptBytes = 64 << 20
 
 // Receipt is the record of one apply: which plan ran, who approved it, and per node what ran and what came of it.
 type Receipt struct {
-	Format         string      `json:"format"`
-	KewplanVersion string      `json:"kewplan_version"`
-	RunID          string      `json:"run_id"`
-	Status         string      `json:"status"`
-	Started        time.Time   `json:"started"`
-	Ended          time.Time   `json:"ended"`
-	Plan           ReceiptPlan `json:"plan"`
+	Format         string    `json:"format"`
+	KewplanVersion string    `json:"kewplan_version"`
+	RunID          string    `json:"run_id"`
+	Status         string    `json:"status"`
+	Started        time.Time `json:"started"`
+	// Ended is when the run ended; null in a start receipt (status running).
+	Ended *time.Time `json:"ended"`
+	// InterruptedSince is, for a run whose apply died (status interrupted), the last thing recorded of it: when
+	// its apply was last known alive. Such a receipt is written after the fact by the next command, unsigned.
+	InterruptedSince *time.Time  `json:"interrupted_since,omitempty"`
+	Plan             ReceiptPlan `json:"plan"`
 	// Policy is the organisation policy apply enforced (--policy or KEWPLAN_POLICY), or Enforced false.
 	Policy ReceiptPolicy `json:"policy"`
 	// Requirements are the approvals blocks apply checked, in order: the configuration's own policy's and the
@@ -142,10 +146,24 @@ func NewReceipt(sum *executor.ApplySummary, g Gate, version string) *Receipt {
 	for _, d := range sum.EgressDenials {
 		denials[d.Node]++
 	}
+	ended := sum.Ended.UTC()
+	r := StartReceipt(sum.RunID, sum.Started, g, version)
+	r.Status, r.Ended, r.EgressDeniedTotal = sum.Status, &ended, sum.EgressDeniedTotal
+	for i := range sum.Nodes {
+		r.Nodes = append(r.Nodes, receiptNode(&sum.Nodes[i], denials[sum.Nodes[i].Node]))
+	}
+	sort.SliceStable(r.Nodes, func(i, j int) bool { return r.Nodes[i].Name < r.Nodes[j].Name })
+	return r
+}
+
+// StartReceipt is the receipt an apply writes when its run starts, before any node runs (status running, no
+// nodes): the plan that runs and who approved it, signed like the final receipt. Should the apply die, it is what
+// the receipt of its run is made from (LedgerReceipt).
+func StartReceipt(runID string, started time.Time, g Gate, version string) *Receipt {
 	r := &Receipt{
-		Format: ReceiptFormat, KewplanVersion: version, RunID: sum.RunID, Status: sum.Status,
-		Started: sum.Started.UTC(), Ended: sum.Ended.UTC(), Plan: g.Plan, Policy: g.Policy,
-		Requirements: g.Requirements, Approvals: g.Approvals, EgressDeniedTotal: sum.EgressDeniedTotal,
+		Format: ReceiptFormat, KewplanVersion: version, RunID: runID, Status: ledger.RunRunning,
+		Started: started.UTC(), Plan: g.Plan, Policy: g.Policy,
+		Requirements: g.Requirements, Approvals: g.Approvals, Nodes: []ReceiptNode{},
 	}
 	if r.Approvals == nil {
 		r.Approvals = []Approval{}
@@ -153,11 +171,50 @@ func NewReceipt(sum *executor.ApplySummary, g Gate, version string) *Receipt {
 	if r.Requirements == nil {
 		r.Requirements = []Requirement{}
 	}
-	for i := range sum.Nodes {
-		r.Nodes = append(r.Nodes, receiptNode(&sum.Nodes[i], denials[sum.Nodes[i].Node]))
+	return r
+}
+
+// LedgerReceipt is the receipt of a run whose apply died before it wrote its own (killed, out of memory, its
+// machine down): the plan, policy and approvals its start receipt recorded, the run's status and end as the
+// ledger holds them (an interrupted run's end is the last thing recorded of it, its InterruptedSince), and each
+// node as the ledger holds it (denials counts the egress denials by node).
+func LedgerReceipt(start *Receipt, run *ledger.RunRecord, nodes []ledger.NodeRecord, denials map[string]int) *Receipt {
+	r := *start
+	r.Status, r.Nodes, r.EgressDeniedTotal = run.Status, []ReceiptNode{}, 0
+	if run.EndedAt != nil {
+		ended := run.EndedAt.UTC()
+		r.Ended = &ended
+		if run.Status == ledger.RunInterrupted {
+			r.InterruptedSince = &ended
+		}
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		res := ledger.NodeResult{RunID: n.RunID, Node: n.Node, Role: n.Role, Image: n.Image, ImageID: n.ImageID,
+			BaseCommit: n.BaseCommit, Commit: n.Commit, Branch: n.Branch, Pushed: n.Pushed, Status: n.Status,
+			Reason: n.Reason, ExitCode: n.ExitCode, Argv: n.Argv, Attempts: n.Attempts, ReusedFrom: n.ReusedFrom}
+		res.Totals.InputTokens, res.Totals.OutputTokens = n.InputTokens, n.OutputTokens
+		res.Totals.CacheReadTokens, res.Totals.CacheWriteTokens = n.CacheReadTokens, n.CacheWriteTokens
+		rn := receiptNode(&res, denials[n.Node])
+		rn.CostUSD, rn.CostSource = n.CostUSD, n.CostSource
+		if n.Verdict != "" {
+			rn.Verdict = n.Verdict
+		}
+		r.Nodes = append(r.Nodes, rn)
+		r.EgressDeniedTotal += denials[n.Node]
 	}
 	sort.SliceStable(r.Nodes, func(i, j int) bool { return r.Nodes[i].Name < r.Nodes[j].Name })
-	return r
+	return &r
+}
+
+// ReadReceipt reads a receipt kewplan wrote, strictly, without checking any signature (the receipt of a run
+// whose apply died is made from its start receipt).
+func ReadReceipt(name string) (*Receipt, error) {
+	b, err := safefile.Read(name, maxReceiptBytes)
+	if err != nil {
+		return nil, fmt.Errorf("receipt: %w", err)
+	}
+	return decodeReceipt(name, b)
 }
 
 func receiptNode(n *ledger.NodeResult, denials int) ReceiptNode {
@@ -209,6 +266,11 @@ func WriteReceipt(name string, r *Receipt, signer ssh.Signer) error {
 	return writeAtomic(name, b, 0o644)
 }
 
+// StartReceiptName is the start receipt beside the receipt name: RUN.start.json beside RUN.json.
+func StartReceiptName(name string) string {
+	return strings.TrimSuffix(name, ".json") + ".start.json"
+}
+
 // VerifiedReceipt is a receipt whose signature checked out, and who signed it.
 type VerifiedReceipt struct {
 	Receipt *Receipt
@@ -227,6 +289,14 @@ func VerifyReceipt(name string, signers *AllowedSigners, now time.Time) (*Verifi
 	}
 	armored, err := safefile.Read(name+SignatureSuffix, maxKeyBytes)
 	if errors.Is(err, fs.ErrNotExist) {
+		if r, derr := decodeReceipt(name, b); derr == nil && r.Status == ledger.RunInterrupted {
+			since := "an unknown time"
+			if r.InterruptedSince != nil {
+				since = r.InterruptedSince.UTC().Format(time.RFC3339)
+			}
+			return nil, fmt.Errorf("%w: %s is the receipt of run %s, interrupted since %s: its apply died before it could sign an outcome, and the command that wrote this receipt afterwards holds no key, so it is unsigned. What was approved to start is signed in %s: verify that",
+				ErrReceipt, name, termsafe.String(r.RunID), since, StartReceiptName(name))
+		}
 		return nil, fmt.Errorf("%w: %s has no signature %s: sign receipts with kewplan apply --sign-receipt KEYFILE", ErrReceipt, name, name+SignatureSuffix)
 	}
 	if err != nil {

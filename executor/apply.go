@@ -54,6 +54,10 @@ type ApplyOptions struct {
 	KeepCheckouts bool
 	// Janitor, when set, tracks the live containers and prompt files so a second signal can clean up at once.
 	Janitor *Janitor
+	// RunStarting, when set, is called with the run's id and start time just before the run is recorded, so that
+	// what the caller writes of the run (its start receipt) is on disk before anything of it is; an error stops
+	// the apply with nothing started.
+	RunStarting func(runID string, started time.Time) error
 	// MaxOutputBytes bounds what one agent may write on stdout and stderr together (both are logged verbatim to
 	// the host's disk); past it the container is killed and the node fails. 0 means DefaultMaxOutputBytes.
 	MaxOutputBytes int64
@@ -150,8 +154,29 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	a.runID = newRunID(time.Now())
 	a.run.ID = a.runID
 	a.janitor.bind(a.engine, a.ledger, a.runID)
+	// The run is recorded before the engine starts anything of it (its egress proxy): an apply killed at any
+	// moment after this leaves a run that the next command recognises as interrupted, and whose containers it
+	// stops and removes; one killed before it has started nothing.
+	started := time.Now()
+	run := ledger.RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.run.PID,
+		Process: ledger.CurrentProcess()}
+	if opts.Resume != nil {
+		run.ResumedFrom = opts.Resume.FromRun
+	}
+	if opts.RunStarting != nil {
+		if err := opts.RunStarting(a.runID, started); err != nil {
+			return nil, err
+		}
+	}
+	if err := a.ledger.StartRun(run); err != nil {
+		return nil, err
+	}
 	if err := a.engine.Start(ctx, a.run); err != nil {
 		a.engine.End(ctx, a.run)
+		// A run whose engine could not start ran nothing: like a failed preflight, it is not a run.
+		if ferr := a.ledger.ForgetRun(a.runID); ferr != nil {
+			a.warn("", fmt.Sprintf("could not remove the record of run %s, which did not start: %v", a.runID, ferr))
+		}
 		var pe *PreflightError
 		if errors.As(err, &pe) {
 			return nil, err
@@ -161,15 +186,6 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplySummary, error) {
 	var endOnce sync.Once
 	end := func() { endOnce.Do(func() { a.engine.End(ctx, a.run) }) }
 	defer end()
-	started := time.Now()
-	run := ledger.RunRecord{ID: a.runID, StartedAt: started, ConfigDigest: opts.Plan.ConfigDigest, KewplanVersion: opts.KewplanVersion, PID: a.run.PID,
-		Process: ledger.CurrentProcess()}
-	if opts.Resume != nil {
-		run.ResumedFrom = opts.Resume.FromRun
-	}
-	if err := a.ledger.StartRun(run); err != nil {
-		return nil, err
-	}
 	names := make([]string, len(opts.Plan.Nodes))
 	for i, np := range opts.Plan.Nodes {
 		names[i] = np.Name

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -39,6 +40,9 @@ func recoverInterrupted(ctx context.Context, l *ledger.Ledger, dir statedir.Dir,
 	if err != nil {
 		run.Warn("", fmt.Sprintf("could not mark the runs of dead applies interrupted: %v", err))
 	}
+	if len(live) == 0 {
+		removeStaleScratch(dir, run)
+	}
 	for _, r := range marked {
 		run.Warn("", interruptedWarning(r))
 	}
@@ -63,6 +67,20 @@ func recoverInterrupted(ctx context.Context, l *ledger.Ledger, dir statedir.Dir,
 		return
 	}
 	eng.Sweep(ctx, run)
+}
+
+// removeStaleScratch removes what a dead kewplan left half-made in the state directory whose lock the caller
+// holds: the broker's scratch repositories of a push or a keeping of work it was making (broker-*, salvage-*, publish-*), and
+// a bundle it was writing beside a node's kept work (.salvage-*). None of it is work: the commits are in the
+// checkout until they are kept, and kept work is put in place whole, by a rename.
+func removeStaleScratch(dir statedir.Dir, run *adapter.Run) {
+	stale, _ := filepath.Glob(filepath.Join(dir.Broker(), "*"))
+	partial, _ := filepath.Glob(filepath.Join(dir.SalvageRuns(), "*", ".salvage-*"))
+	for _, p := range append(stale, partial...) {
+		if err := os.RemoveAll(p); err != nil {
+			run.Warn("", fmt.Sprintf("could not remove %s, left by a kewplan that died: %v", p, err))
+		}
+	}
 }
 
 func interruptedWarning(r ledger.InterruptedRun) string {

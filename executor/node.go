@@ -31,19 +31,18 @@ func (a *applier) runNode(ctx context.Context, planned *planner.NodePlan) (res *
 		a.warn(planned.Name, err.Error())
 	}
 
-	checkout := a.dir.Checkout(a.runID, planned.Name, planned.Slug, 1)
 	defer func() {
 		res.Ended = time.Now()
 		a.redactResult(res, planned.Credentials)
+		// The outcome is recorded before the last attempt's checkout is removed: an apply killed in between
+		// leaves a node whose push (or kept work) the ledger knows, never one whose work is gone unrecorded.
+		if err := a.ledger.RecordNode(res); err != nil {
+			a.warn(planned.Name, err.Error())
+		}
 		// An interrupted node's container may still run on an engine kewplan lost: its checkout stays, with its
 		// work already kept, until the next command stops the container and sweeps both (interrupted.go).
 		if !a.opts.KeepCheckouts && res.Status != ledger.StatusInterrupted {
-			if err := os.RemoveAll(checkout); err != nil {
-				a.warn(planned.Name, fmt.Sprintf("could not remove the checkout %s: %v", checkout, err))
-			}
-		}
-		if err := a.ledger.RecordNode(res); err != nil {
-			a.warn(planned.Name, err.Error())
+			a.removeCheckout(planned.Name, a.dir.Checkout(a.runID, planned.Name, planned.Slug, max(res.Attempts, 1)))
 		}
 		if res.Status != ledger.StatusSkipped && res.Status != ledger.StatusCancelled {
 			a.announceStart(planned, res)

@@ -44,11 +44,7 @@ func (a *applier) runAttempts(ctx context.Context, np *planner.NodePlan, res *le
 		}
 		spent = addTotals(spent, res.Totals)
 		if !retry {
-			res.Totals = spent
-			if attempt > 1 && !a.opts.KeepCheckouts && (f == nil || f.Status != ledger.StatusInterrupted) {
-				// The first attempt's checkout is the node's, which runNode removes; later ones are removed here.
-				defer a.removeCheckout(np.Name, dir)
-			}
+			res.Totals = spent // the last attempt's checkout is removed by runNode, once the outcome is recorded
 			if f != nil && attempt > 1 && f.Class != "" {
 				f.Reason = fmt.Sprintf("%s after %d attempts", rec.StopReason, attempt)
 			}

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/kewplan/kewplan/approval"
+	"github.com/kewplan/kewplan/executor/ledger"
 	"github.com/kewplan/kewplan/internal/jsonstream"
 	"github.com/kewplan/kewplan/internal/money"
 	"github.com/kewplan/kewplan/internal/termsafe"
@@ -96,7 +98,14 @@ func (v *verifyView) Verified(name string, r *approval.VerifiedReceipt, plan, po
 // WriteReceiptSummary writes a receipt for people: the run, the plan and its approvers, then a line per node. It
 // is also what the CI example posts as a comment.
 func WriteReceiptSummary(w io.Writer, r *approval.Receipt) {
-	fmt.Fprintf(w, "Run %s: %s, plan %s", termsafe.String(r.RunID), termsafe.String(r.Status), termsafe.String(r.Plan.Digest))
+	status := termsafe.String(r.Status)
+	switch {
+	case r.Status == ledger.RunInterrupted && r.InterruptedSince != nil:
+		status += " since " + r.InterruptedSince.UTC().Format(time.RFC3339) + " (its apply died; the next command wrote this receipt)"
+	case r.Status == ledger.RunRunning:
+		status += " (written as the run started, before any node ran)"
+	}
+	fmt.Fprintf(w, "Run %s: %s, plan %s", termsafe.String(r.RunID), status, termsafe.String(r.Plan.Digest))
 	if !r.Plan.Saved {
 		fmt.Fprint(w, " (not a saved plan)")
 	}

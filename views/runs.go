@@ -220,7 +220,11 @@ func writeRunsHuman(w io.Writer, runs []ledger.RunRecord) error {
 		if r.EndedAt != nil {
 			dur = formatDuration(r.EndedAt.Sub(r.StartedAt))
 		}
-		rows = append(rows, []string{r.ID, r.StartedAt.UTC().Format("2006-01-02 15:04:05Z"), r.Status,
+		status := r.Status
+		if r.Status == ledger.RunInterrupted && r.EndedAt != nil {
+			status += " since " + r.EndedAt.UTC().Format("2006-01-02 15:04:05Z")
+		}
+		rows = append(rows, []string{r.ID, r.StartedAt.UTC().Format("2006-01-02 15:04:05Z"), status,
 			fmt.Sprintf("%d/%d", r.Succeeded, r.Nodes), dur, humanize.Comma(r.InputTokens), humanize.Comma(r.OutputTokens), formatCostSource(r.CostUSD, r.CostSource)})
 	}
 	applyTable(w, rows)

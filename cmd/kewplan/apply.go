@@ -336,11 +336,15 @@ func (c *ApplyCmd) apply(env *Env, view views.Apply, a *toApply, minFree int64) 
 	}
 	ctx, stopSignals, janitor := applySignals(view)
 	defer stopSignals()
+	receipts := &startReceipts{a: a, stateDir: stateDir}
 	sum, err := executor.Apply(ctx, executor.ApplyOptions{
 		Config: a.cfg, Vars: a.vars, Plan: a.plan, StateDir: stateDir, Parallelism: c.Parallelism, MinFreeBytes: minFree,
-		Environ: env.Environ, Hooks: view.Hooks(), KewplanVersion: version, Janitor: janitor,
-		Resume: a.resumePlan, Engine: eng,
+		Environ: env.Environ, Hooks: append(view.Hooks(), receipts), KewplanVersion: version, Janitor: janitor,
+		Resume: a.resumePlan, Engine: eng, RunStarting: receipts.write,
 	})
+	if len(receipts.warnings) > 0 {
+		views.Recovery(env.streams(), &executor.Recovery{Warnings: receipts.warnings})
+	}
 	if err != nil {
 		var pe *executor.PreflightError
 		if errors.As(err, &pe) {

@@ -166,3 +166,32 @@ func (c *ApplyCmd) writeReceipt(env *Env, a *toApply, stateDir string, sum *exec
 	}
 	return views.NewApprovals(views.ViewTypeOf(c.JSON), env.streams()).ReceiptWritten(name, a.gate.receiptSigner != nil)
 }
+
+// startReceipts writes the run's start receipt before the run is recorded (signed like the final one: should the
+// apply die, the receipt of its run is made from it), and, as the run starts, the receipts of the dead applies'
+// runs the apply's sweep has just marked interrupted (ledgerReceipts; the apply holds the state directory's
+// lock). What it could not write of those is kept as warnings, shown when the apply returns.
+type startReceipts struct {
+	executor.NilHook
+	a        *toApply
+	stateDir string
+	warnings []string
+}
+
+// write writes the start receipt of run id (executor.ApplyOptions.RunStarting).
+func (h *startReceipts) write(id string, started time.Time) error {
+	d, err := statedir.New(h.stateDir)
+	if err == nil {
+		err = approval.WriteReceipt(d.StartReceipt(id), approval.StartReceipt(id, started, h.a.gate.Gate, version), h.a.gate.receiptSigner)
+	}
+	if err != nil {
+		return fmt.Errorf("the start receipt of run %s could not be written, so the run was not started: %w", id, err)
+	}
+	return nil
+}
+
+func (h *startReceipts) ApplyStart(executor.ApplyStartEvent) {
+	if d, err := statedir.New(h.stateDir); err == nil {
+		h.warnings = append(h.warnings, ledgerReceipts(d)...)
+	}
+}

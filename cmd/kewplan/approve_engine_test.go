@@ -73,10 +73,16 @@ node "%[1]sreview" {
 		t.Errorf("apply output:\n%s", out)
 	}
 	receipts, _ := filepath.Glob(filepath.Join(state, "receipts", "*.json"))
-	if len(receipts) != 1 {
-		t.Fatalf("receipts: %v", receipts)
+	starts, _ := filepath.Glob(filepath.Join(state, "receipts", "*.start.json"))
+	if len(receipts) != 2 || len(starts) != 1 {
+		t.Fatalf("receipts: %v, want the run's and its start receipt", receipts)
 	}
-	receipt := receipts[0]
+	receipt := strings.TrimSuffix(starts[0], ".start.json") + ".json"
+	// The start receipt, written before any node ran, is signed too and says the run started.
+	out = mustKewplan(t, "verify", starts[0], "--allowed-signers", filepath.Join(keys, "ci_signers"), "--plan", plan)
+	if !strings.Contains(out, "signed by ci@example.com") || !strings.Contains(out, ": running (written as the run started, before any node ran)") {
+		t.Errorf("verify of the start receipt:\n%s", out)
+	}
 	out = mustKewplan(t, "verify", receipt, "--allowed-signers", filepath.Join(keys, "ci_signers"), "--plan", plan)
 	if !strings.Contains(out, "signed by ci@example.com") || !strings.Contains(out, "Approved by: alice@example.com") ||
 		!strings.Contains(out, prefix+"review  approved  verdict approve, exit 0, 5+6 tokens, $0.25, 0 egress denials, image sha256:") {

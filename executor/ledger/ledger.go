@@ -228,6 +228,9 @@ type RunRecord struct {
 	Process Process `json:"-"`
 	// ResumedFrom is the run this one resumed (apply --resume), "" for a fresh run.
 	ResumedFrom string `json:"resumed_from,omitempty"`
+	// InterruptedSince is, for an interrupted run (its apply died), the last thing recorded of it: when its
+	// apply was last known alive (its EndedAt). Nil for every other run.
+	InterruptedSince *time.Time `json:"interrupted_since,omitempty"`
 	// Aggregates over the run's node rows (read-only; not stored).
 	Nodes            int      `json:"nodes"`
 	Succeeded        int      `json:"succeeded"`
@@ -346,6 +349,26 @@ func (l *Ledger) StartRun(r RunRecord) error {
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, ts(r.StartedAt), r.ConfigDigest, RunRunning, r.KewplanVersion, p.PID, r.ResumedFrom, p.Host, p.BootID, int64(p.Start))
 		return err
+	})
+}
+
+// ForgetRun removes the record of a run that started nothing (its engine could not start), with anything written
+// under its id.
+func (l *Ledger) ForgetRun(id string) error {
+	return l.tx(func(tx *sql.Tx) error {
+		for _, q := range []string{
+			`DELETE FROM egress_denials WHERE run_id = ?`,
+			`DELETE FROM broker_requests WHERE run_id = ?`,
+			`DELETE FROM node_salvage WHERE run_id = ?`,
+			`DELETE FROM node_attempts WHERE run_id = ?`,
+			`DELETE FROM node_runs WHERE run_id = ?`,
+			`DELETE FROM runs WHERE id = ?`,
+		} {
+			if _, err := tx.Exec(q, id); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
@@ -502,6 +525,9 @@ func scanRun(s scanner) (*RunRecord, error) {
 		r.StartedAt = *t
 	}
 	r.EndedAt = parseTS(ended)
+	if r.Status == RunInterrupted {
+		r.InterruptedSince = r.EndedAt
+	}
 	if cost.Valid {
 		c := cost.Float64
 		r.CostUSD = &c

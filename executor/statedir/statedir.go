@@ -70,8 +70,11 @@ func (d Dir) Verdict(run, node, slug string) string {
 	return filepath.Join(d.Root, "verdicts", run, NodeName(node, slug))
 }
 
+// SalvageRuns holds the salvage of every run, one directory per run.
+func (d Dir) SalvageRuns() string { return filepath.Join(d.Root, "salvage") }
+
 // RunSalvage holds one run's salvage, one directory per node.
-func (d Dir) RunSalvage(run string) string { return filepath.Join(d.Root, "salvage", run) }
+func (d Dir) RunSalvage(run string) string { return filepath.Join(d.SalvageRuns(), run) }
 
 // Salvage is where the work of a worker that ended without its push is kept (a bundle of its commits, a patch
 // of its uncommitted changes), beside its logs.
@@ -90,9 +93,15 @@ func (d Dir) ProxyState(run string) string { return filepath.Join(d.Broker(), "e
 // ProxyStates is the glob pattern of every run's ProxyState, for the sweep of what dead applies left.
 func (d Dir) ProxyStates() string { return filepath.Join(d.Broker(), "egress-*") }
 
-// Receipt is the receipt of one run (kewplan apply writes it when the run ends; its signature, when signed, is
-// beside it with the suffix .sig).
+// Receipt is the receipt of one run (kewplan apply writes it when the run ends, the next command when its apply
+// died; its signature, when signed, is beside it with the suffix .sig).
 func (d Dir) Receipt(run string) string { return filepath.Join(d.Root, "receipts", run+".json") }
+
+// StartReceipt is the receipt apply writes as the run starts, before any node runs (signed like the final one);
+// the receipt of a run whose apply died is made from it.
+func (d Dir) StartReceipt(run string) string {
+	return filepath.Join(d.Root, "receipts", run+".start.json")
+}
 
 // EgressImageCache remembers the egress proxy image's tag for the binary that built it.
 func (d Dir) EgressImageCache() string { return filepath.Join(d.Root, "egress-image.json") }

@@ -145,6 +145,9 @@ var catalogue = []item{
 		Tests:    []string{"executor.TestAdvKilledApplyKeepsWork", "executor.TestApplySweepsADeadApply", "ledger.TestMarkInterrupted", "ledger.TestProcessAlive"}},
 	{ID: "F13", Attack: "apply --resume latest after a SIGKILLed apply", Expected: "succeeded nodes reused; interrupted ones run again from their kept work",
 		Tests: []string{"executor.TestAdvKilledApplyKeepsWork"}},
+	{ID: "F14", Attack: "SIGKILL to kewplan apply at 20 seeded random moments of a four-node apply (clone, container start, streaming, push, verdict collection, ledger write)",
+		Expected: "after each: the ledger opens; no run running and no container of the apply after the next command; every commit made before the kill pushed or salvageable; apply --resume latest completes the graph; runs, runs show and the receipt say interrupted and since when",
+		Tests:    []string{"executor.TestAdvKillAtRandomMoments", "executor.TestApplyWritesBeforeActing", "executor.TestApplyEngineStartFailsLeavesNoRun", "views.TestInterruptedSaysSinceWhen"}},
 
 	{ID: "G1", Attack: "fuzz the verdict parser", Expected: "never panics; strict keys; digest of the input",
 		Tests: []string{"verdict.FuzzDecodeVerdict"}},
