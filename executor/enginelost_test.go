@@ -118,15 +118,15 @@ func relayEnv(relay *sockrelay.Relay, within string) []string {
 	return append(baseEnv(), "ANTHROPIC_API_KEY=sk-relay-dummy", "DOCKER_HOST="+relay.Host(), engine.ReconnectWithinEnv+"="+within)
 }
 
-// TestAdvEngineLostMidNode (F20, F21): the engine's socket closes while a worker that has committed waits, and stays
+// TestAdvEngineLostMidNode (F15, F16): the engine's socket closes while a worker that has committed waits, and stays
 // closed past the reconnect bound. The apply ends by itself, non-zero, with the run and the node interrupted (docs,
 // which had succeeded, keeps its outcome), the worker's commits and edit kept, and a message naming DOCKER_HOST and
 // `kewplan apply --resume latest`; salvage publishes the kept work while the engine is still cut. With the socket
 // back, apply --resume latest stops and sweeps the old container, reuses docs and completes fix.
 func TestAdvEngineLostMidNode(t *testing.T) {
-	f20 := adv(t, "F20", "the Docker engine's socket closes mid-node (a relay the test cuts) and stays closed past the reconnect bound",
+	f15 := adv(t, "F15", "the Docker engine's socket closes mid-node (a relay the test cuts) and stays closed past the reconnect bound",
 		"apply ends by itself, non-zero; the run and the running node are interrupted, not failed; the node's commits are kept; the message names DOCKER_HOST and apply --resume latest; salvage publishes the work")
-	f21 := adv(t, "F21", "kewplan apply --resume latest once the engine's socket is back",
+	f16 := adv(t, "F16", "kewplan apply --resume latest once the engine's socket is back",
 		"the old run's container is stopped and swept, the node that succeeded is reused, the interrupted one completes")
 	f := newFixture(t)
 	remote := f.bareRemote()
@@ -159,21 +159,21 @@ func TestAdvEngineLostMidNode(t *testing.T) {
 	code, warnings := r.finish()
 	t.Logf("the apply ended %s after the cut (bound 2s); it warned:\n%s", time.Since(cutAt).Round(time.Millisecond), warnings)
 
-	f20.check(code != 0, "the apply exited %d", code)
+	f15.check(code != 0, "the apply exited %d", code)
 	for _, want := range []string{"stopped answering", "DOCKER_HOST=" + relay.Host(), "`kewplan apply --resume latest`", "interrupted nodes: " + f.node("fix")} {
-		f20.check(strings.Contains(warnings, want), "the apply says %q", want)
+		f15.check(strings.Contains(warnings, want), "the apply says %q", want)
 	}
 	run, nodes := f.ledgerRun(runID)
 	fix, docs := nodes[f.node("fix")], nodes[f.node("docs")]
-	f20.check(run.Status == ledger.RunInterrupted && run.EndedAt != nil, "the run is recorded %s (ended %v)", run.Status, run.EndedAt)
-	f20.check(fix.Status == ledger.StatusInterrupted && fix.EndedAt != nil && strings.Contains(fix.Reason, "stopped answering"),
+	f15.check(run.Status == ledger.RunInterrupted && run.EndedAt != nil, "the run is recorded %s (ended %v)", run.Status, run.EndedAt)
+	f15.check(fix.Status == ledger.StatusInterrupted && fix.EndedAt != nil && strings.Contains(fix.Reason, "stopped answering"),
 		"fix is recorded %s: %s", fix.Status, fix.Reason)
-	f20.check(docs.Status == ledger.StatusSucceeded, "docs keeps its outcome: %s", docs.Status)
+	f15.check(docs.Status == ledger.StatusSucceeded, "docs keeps its outcome: %s", docs.Status)
 	after := nodes[f.node("after")]
-	f20.check(after.Status == ledger.StatusSkipped && after.Reason == notStartedEngineLost && strings.Contains(warnings, "not started: "+f.node("after")),
+	f15.check(after.Status == ledger.StatusSkipped && after.Reason == notStartedEngineLost && strings.Contains(warnings, "not started: "+f.node("after")),
 		"after, which depends on fix, is not started: %s (%s)", after.Status, after.Reason)
 	s := fix.Salvage
-	f20.check(s != nil && s.Commits == 2 && s.FilesChanged == 1, "fix's work is kept: %+v", s)
+	f15.check(s != nil && s.Commits == 2 && s.FilesChanged == 1, "fix's work is kept: %+v", s)
 	if s == nil {
 		t.FailNow()
 	}
@@ -186,7 +186,7 @@ func TestAdvEngineLostMidNode(t *testing.T) {
 			running++
 		}
 	}
-	f20.check(err == nil && running == 1, "live control: fix's container still runs on the engine (%d)", running)
+	f15.check(err == nil && running == 1, "live control: fix's container still runs on the engine (%d)", running)
 	t.Cleanup(func() {
 		for _, c := range left {
 			_ = f.eng.ForceRemove(c.ID)
@@ -194,20 +194,20 @@ func TestAdvEngineLostMidNode(t *testing.T) {
 	})
 
 	out, stderr, code := runKewplan(t, env, "salvage", runID, f.node("fix"), "--json", "--state-dir", f.stateDir)
-	f20.check(code == 0, "kewplan salvage exited %d while the engine is cut%s", code, onFailure(code, stderr))
+	f15.check(code == 0, "kewplan salvage exited %d while the engine is cut%s", code, onFailure(code, stderr))
 	var published struct{ Branch, Commit string }
 	_ = json.Unmarshal([]byte(out), &published)
 	if published.Branch != "" {
 		revs := strings.Fields(gitOut(t, "--git-dir="+remote, "rev-list", s.BaseCommit+".."+published.Branch))
-		f20.check(len(revs) == 3 && revs[1] == s.Head, "the salvage branch %s holds the edit's commit on the agent's two: %v", published.Branch, revs)
+		f15.check(len(revs) == 3 && revs[1] == s.Head, "the salvage branch %s holds the edit's commit on the agent's two: %v", published.Branch, revs)
 	} else {
-		f20.check(false, "kewplan salvage published no branch: %s", out)
+		f15.check(false, "kewplan salvage published no branch: %s", out)
 	}
 
 	must(t, relay.Restore())
 	f.config(fmt.Sprintf(lostNodes, "mode=succeed"))
 	out, stderr, code = runKewplan(t, env, "apply", f.dir, "--resume", "latest", "--auto-approve", "--json", "--state-dir", f.stateDir)
-	f21.check(code == 0, "apply --resume latest exited %d%s", code, onFailure(code, stderr))
+	f16.check(code == 0, "apply --resume latest exited %d%s", code, onFailure(code, stderr))
 	var resumed string
 	for _, line := range strings.Split(out, "\n") {
 		var ev map[string]any
@@ -219,31 +219,31 @@ func TestAdvEngineLostMidNode(t *testing.T) {
 		t.Fatalf("apply --resume started no run:\n%s\n%s", out, stderr)
 	}
 	said := out + stderr
-	f21.check(strings.Contains(said, "stopped container") && strings.Contains(said, "left running by run "+runID), "the resumed apply stopped the old run's container%s",
+	f16.check(strings.Contains(said, "stopped container") && strings.Contains(said, "left running by run "+runID), "the resumed apply stopped the old run's container%s",
 		onFailure(boolCode(strings.Contains(said, "left running by run "+runID)), said))
 	left, err = f.eng.ListContainers(t.Context(), planner.LabelRun+"="+runID)
-	f21.check(err == nil && len(left) == 0, "no container of the cut run survives the resumed apply (%d left)", len(left))
+	f16.check(err == nil && len(left) == 0, "no container of the cut run survives the resumed apply (%d left)", len(left))
 	_, statErr := os.Stat(dir.RunCheckouts(runID))
-	f21.check(os.IsNotExist(statErr), "the cut run's checkouts are swept: %v", statErr)
+	f16.check(os.IsNotExist(statErr), "the cut run's checkouts are swept: %v", statErr)
 	run2, nodes2 := f.ledgerRun(resumed)
-	f21.check(run2.ResumedFrom == runID && run2.Status == ledger.RunSucceeded, "the resumed run %s resumed %q", run2.Status, run2.ResumedFrom)
-	f21.check(nodes2[f.node("docs")].Status == ledger.StatusReused, "docs is reused: %s", nodes2[f.node("docs")].Status)
-	f21.check(nodes2[f.node("after")].Status == ledger.StatusSucceeded, "after runs: %s", nodes2[f.node("after")].Status)
+	f16.check(run2.ResumedFrom == runID && run2.Status == ledger.RunSucceeded, "the resumed run %s resumed %q", run2.Status, run2.ResumedFrom)
+	f16.check(nodes2[f.node("docs")].Status == ledger.StatusReused, "docs is reused: %s", nodes2[f.node("docs")].Status)
+	f16.check(nodes2[f.node("after")].Status == ledger.StatusSucceeded, "after runs: %s", nodes2[f.node("after")].Status)
 	fix2 := nodes2[f.node("fix")]
-	f21.check(fix2.Status == ledger.StatusSucceeded && fix2.Pushed, "fix completes and pushes: %s (%s)", fix2.Status, fix2.Reason)
+	f16.check(fix2.Status == ledger.StatusSucceeded && fix2.Pushed, "fix completes and pushes: %s (%s)", fix2.Status, fix2.Reason)
 	if fix2.Pushed {
 		revs := strings.Fields(gitOut(t, "--git-dir="+remote, "rev-list", s.BaseCommit+".."+fix2.Branch))
-		f21.check(len(revs) == 3 && revs[1] == s.Head, "fix's push carries the kept commits: %v (kept head %s)", revs, s.Head)
+		f16.check(len(revs) == 3 && revs[1] == s.Head, "fix's push carries the kept commits: %v (kept head %s)", revs, s.Head)
 	}
 	f.assertClean(resumed)
 }
 
-// TestAdvEngineShortCutCarriesOn (F22): the engine's socket closes while a worker waits and is back within the
+// TestAdvEngineShortCutCarriesOn (F17): the engine's socket closes while a worker waits and is back within the
 // reconnect bound. The apply follows the container again (its wait and its output, from the engine's log where
 // the attach stream ended), the worker finishes and the node succeeds; its log holds every line of the agent's
 // stream once.
 func TestAdvEngineShortCutCarriesOn(t *testing.T) {
-	f22 := adv(t, "F22", "the Docker engine's socket closes mid-node and is back within the reconnect bound",
+	f17 := adv(t, "F17", "the Docker engine's socket closes mid-node and is back within the reconnect bound",
 		"the apply carries on: the container is followed again, the node succeeds, its log holds the whole stream once")
 	f := newFixture(t)
 	f.bareRemote()
@@ -277,23 +277,23 @@ node "%[1]sgate" {
 	// The container is followed again: let the agent through its gate.
 	must(t, os.WriteFile(filepath.Join(dir.Checkout(runID, f.node("gate"), slug, 1), ".kew-gate"), nil, 0o644))
 	code, warnings := r.finish()
-	f22.check(code == 0, "the apply exited %d%s", code, onFailure(code, warnings+r.stderr.String()))
+	f17.check(code == 0, "the apply exited %d%s", code, onFailure(code, warnings+r.stderr.String()))
 	_, nodes := f.ledgerRun(runID)
 	gate := nodes[f.node("gate")]
-	f22.check(gate.Status == ledger.StatusSucceeded && gate.Pushed, "the node succeeds and pushes: %s (%s)", gate.Status, gate.Reason)
+	f17.check(gate.Status == ledger.StatusSucceeded && gate.Pushed, "the node succeeds and pushes: %s (%s)", gate.Status, gate.Reason)
 	log, err := os.ReadFile(stdoutLog)
 	must(t, err)
 	for _, line := range []string{"waiting for the gate", "through the gate", `"type":"result"`} {
-		f22.check(strings.Count(string(log), line) == 1, "the node's log holds %q once (%d)", line, strings.Count(string(log), line))
+		f17.check(strings.Count(string(log), line) == 1, "the node's log holds %q once (%d)", line, strings.Count(string(log), line))
 	}
 	f.assertClean(runID)
 }
 
-// TestAdvEngineCutWhileTheAgentEnds (F23): the agent finishes and its container is removed while the engine's
+// TestAdvEngineCutWhileTheAgentEnds (F18): the agent finishes and its container is removed while the engine's
 // socket is closed; the socket is back within the bound. Its exit code is read from the engine's events, the node
 // succeeds and pushes, and apply warns that what the agent wrote while the engine was away is lost.
 func TestAdvEngineCutWhileTheAgentEnds(t *testing.T) {
-	f23 := adv(t, "F23", "the agent ends and its container is removed while the engine's socket is closed; the socket is back within the bound",
+	f18 := adv(t, "F18", "the agent ends and its container is removed while the engine's socket is closed; the socket is back within the bound",
 		"the exit is read from the engine's events, not guessed: the node succeeds; apply warns that the output written meanwhile is lost")
 	f := newFixture(t)
 	f.bareRemote()
@@ -342,21 +342,21 @@ node "%[1]sgate" {
 	}
 	must(t, relay.Restore())
 	code, warnings := r.finish()
-	f23.check(code == 0, "the apply exited %d%s", code, onFailure(code, warnings+r.stderr.String()))
+	f18.check(code == 0, "the apply exited %d%s", code, onFailure(code, warnings+r.stderr.String()))
 	_, nodes := f.ledgerRun(runID)
 	gate := nodes[f.node("gate")]
-	f23.check(gate.Status == ledger.StatusSucceeded && gate.Pushed && gate.ExitCode != nil && *gate.ExitCode == 0,
+	f18.check(gate.Status == ledger.StatusSucceeded && gate.Pushed && gate.ExitCode != nil && *gate.ExitCode == 0,
 		"the node succeeds with the exit code the engine recorded: %s (%s)", gate.Status, gate.Reason)
-	f23.check(strings.Contains(warnings, "answered again after") && strings.Contains(warnings, "is lost"),
+	f18.check(strings.Contains(warnings, "answered again after") && strings.Contains(warnings, "is lost"),
 		"apply says the engine answered again and the output written meanwhile is lost:\n%s", warnings)
 	f.assertClean(runID)
 }
 
-// TestAdvEngineShortCutProxyLog (F24): the engine's socket closes while a proxied worker waits, and is back within
+// TestAdvEngineShortCutProxyLog (F19): the engine's socket closes while a proxied worker waits, and is back within
 // the bound; the worker then makes a request the egress proxy refuses. The proxy's decision log, whose stream the
 // cut ended too, is followed on from the proxy's log: the refusal reaches the apply's events.
 func TestAdvEngineShortCutProxyLog(t *testing.T) {
-	f24 := adv(t, "F24", "the engine's socket closes while a proxied worker runs and is back within the bound; the worker's next CONNECT is refused",
+	f19 := adv(t, "F19", "the engine's socket closes while a proxied worker runs and is back within the bound; the worker's next CONNECT is refused",
 		"the egress proxy's decision log is followed on after the reconnect: the refusal is recorded")
 	f := newFixture(t)
 	newEgressWorld(t, f)
@@ -394,16 +394,16 @@ node "%[1]sout" {
 		return denied
 	})
 	code, warnings := r.finish()
-	f24.check(denied, "the apply reports the proxy's refusal of evil.example.com:443 made after the reconnect")
-	f24.check(code == 0, "the apply exited %d%s", code, onFailure(code, warnings+r.stderr.String()))
+	f19.check(denied, "the apply reports the proxy's refusal of evil.example.com:443 made after the reconnect")
+	f19.check(code == 0, "the apply exited %d%s", code, onFailure(code, warnings+r.stderr.String()))
 	f.assertClean(runID)
 }
 
-// TestAdvEngineStartAnswerLost (F25): the engine's socket closes just as it answers the request that starts a
+// TestAdvEngineStartAnswerLost (F20): the engine's socket closes just as it answers the request that starts a
 // worker's container (the container started; the answer is lost), and is back within the bound. The container is
 // taken for what the engine says it is, running, and followed: the node succeeds instead of failing to start.
 func TestAdvEngineStartAnswerLost(t *testing.T) {
-	f25 := adv(t, "F25", "the engine's socket closes as the engine answers the start of a worker's container, and is back within the bound",
+	f20 := adv(t, "F20", "the engine's socket closes as the engine answers the start of a worker's container, and is back within the bound",
 		"the container the engine started is followed, never removed as unstarted: the node succeeds")
 	f := newFixture(t)
 	f.bareRemote()
@@ -448,13 +448,13 @@ node "%[1]sstart" {
 	awaitLogLine(t, stdoutLog, "waiting for the gate")
 	must(t, os.WriteFile(filepath.Join(dir.Checkout(runID, f.node("start"), slug, 1), ".kew-gate"), nil, 0o644))
 	code, warnings := r.finish()
-	f25.check(code == 0, "the apply exited %d%s", code, onFailure(code, warnings+r.stderr.String()))
+	f20.check(code == 0, "the apply exited %d%s", code, onFailure(code, warnings+r.stderr.String()))
 	_, nodes := f.ledgerRun(runID)
 	n := nodes[f.node("start")]
-	f25.check(n.Status == ledger.StatusSucceeded && n.Pushed, "the node succeeds and pushes: %s (%s)", n.Status, n.Reason)
+	f20.check(n.Status == ledger.StatusSucceeded && n.Pushed, "the node succeeds and pushes: %s (%s)", n.Status, n.Reason)
 	log, err := os.ReadFile(stdoutLog)
 	must(t, err)
-	f25.check(strings.Count(string(log), "waiting for the gate") == 1 && strings.Count(string(log), `"type":"result"`) == 1,
+	f20.check(strings.Count(string(log), "waiting for the gate") == 1 && strings.Count(string(log), `"type":"result"`) == 1,
 		"the node's log holds its stream once")
 	f.assertClean(runID)
 }
