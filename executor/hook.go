@@ -45,6 +45,15 @@ func (NilHook) BudgetWarning(BudgetWarningEvent) {}
 
 var _ Hook = NilHook{}
 
+// SecretHook is a hook that also masks what it passes on beyond the apply (an exporter of telemetry): it is told
+// each value the engine registered as a secret of the run (its egress proxy's secrets, each brokered node's
+// placeholders) when it is registered, before any event that could carry it. A hook that only renders to a
+// terminal needs none of this: apply masks the events it sends.
+type SecretHook interface {
+	Hook
+	RunSecret(value string)
+}
+
 // ApplyStartEvent opens a run.
 type ApplyStartEvent struct {
 	RunID        string
