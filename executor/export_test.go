@@ -24,7 +24,9 @@ func (x *TestFixture) Node(name string) string { return x.f.node(name) }
 func (x *TestFixture) Config(nodes string) *config.Config { return x.f.config(nodes) }
 
 // ModelStandIn starts the TLS stand-in for api.anthropic.com (fixture.modelStandIn).
-func (x *TestFixture) ModelStandIn(ctx context.Context, args ...string) { x.f.modelStandIn(ctx, args...) }
+func (x *TestFixture) ModelStandIn(ctx context.Context, args ...string) {
+	x.f.modelStandIn(ctx, args...)
+}
 
 // ApplyBrokered applies with key as the brokered credential, instant retry waits and the extra hooks after the
 // fixture's recorder; it returns the summary and the warnings the recorder heard.
@@ -43,7 +45,9 @@ func (x *TestFixture) ApplyBrokered(ctx context.Context, cfg *config.Config, key
 func (x *TestFixture) AssertClean(runID string) { x.f.assertClean(runID) }
 
 // BrokerRequests are the run's brokered requests in the ledger.
-func (x *TestFixture) BrokerRequests(runID string) []ledger.BrokerRequest { return x.f.brokerRequests(runID) }
+func (x *TestFixture) BrokerRequests(runID string) []ledger.BrokerRequest {
+	return x.f.brokerRequests(runID)
+}
 
 // FakeAPIKey is a fresh stand-in for an Anthropic key.
 func FakeAPIKey() string { return testAPIKey() }
