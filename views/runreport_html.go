@@ -10,7 +10,9 @@ import (
 // html/template escapes the text for where it lands; m is t keeping line breaks, for verdict summaries.
 var reportFuncs = template.FuncMap{"t": termsafe.String, "m": termsafe.Text}
 
-func init() { runReportTemplate = template.Must(template.New("report").Funcs(reportFuncs).Parse(runReportHTML)) }
+func init() {
+	runReportTemplate = template.Must(template.New("report").Funcs(reportFuncs).Parse(runReportHTML))
+}
 
 // runReportHTML is the page. No script, no external reference: the Content-Security-Policy says so to the browser
 // too, so a string that escaped escaping still could not load or run anything.
