@@ -603,6 +603,15 @@ func (s *syncHook) EgressDenied(e ledger.EgressDenial) { s.call(func(h Hook) { h
 
 func (s *syncHook) BudgetWarning(e BudgetWarningEvent) { s.call(func(h Hook) { h.BudgetWarning(e) }) }
 
+// nodePhase tells every PhaseHook of a step of an attempt.
+func (s *syncHook) nodePhase(e NodePhaseEvent) {
+	s.call(func(h Hook) {
+		if ph, ok := h.(PhaseHook); ok {
+			ph.NodePhase(e)
+		}
+	})
+}
+
 // runSecret tells every SecretHook of a value registered as the run's secret.
 func (s *syncHook) runSecret(v string) {
 	if s == nil {

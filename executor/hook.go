@@ -54,6 +54,24 @@ type SecretHook interface {
 	RunSecret(value string)
 }
 
+// PhaseHook is a hook that also hears of each step of an attempt once it ended (the checkout, the container, the
+// push or the verdict collection), for a hook that draws them (an exporter of traces). Engines that report no
+// steps send none.
+type PhaseHook interface {
+	Hook
+	NodePhase(NodePhaseEvent)
+}
+
+// NodePhaseEvent is one step of an attempt: Phase is adapter.StepCheckout, StepContainer, StepPush or StepVerdict.
+type NodePhaseEvent struct {
+	RunID   string
+	Node    string
+	Attempt int
+	Phase   string
+	Start   time.Time
+	End     time.Time
+}
+
 // ApplyStartEvent opens a run.
 type ApplyStartEvent struct {
 	RunID        string

@@ -3,6 +3,7 @@ package executor_test
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +131,21 @@ node "%[1]sdenied" {
 	}
 	if len(attempts) != 2 {
 		t.Fatalf("%d attempt spans under the retried node, want 2", len(attempts))
+	}
+	// Each attempt's steps are its children: the checkout and the container, and for a reviewer the verdict.
+	steps := map[string][]string{}
+	for _, s := range got.Spans {
+		if _, ok := attempts[s.ParentSpanID]; ok {
+			steps[attempts[s.ParentSpanID]] = append(steps[attempts[s.ParentSpanID]], s.Name)
+		}
+	}
+	for _, a := range []string{"1", "2"} {
+		if !slices.Contains(steps[a], "checkout") || !slices.Contains(steps[a], "container") {
+			t.Errorf("attempt %s's children %q, want its checkout and container", a, steps[a])
+		}
+	}
+	if !slices.Contains(steps["2"], "verdict") && !slices.Contains(steps["1"], "verdict") {
+		t.Logf("no verdict step under the retried node's attempts (its agent failed before one): %q", steps)
 	}
 	perAttempt := map[string]int{}
 	for _, s := range got.Spans {

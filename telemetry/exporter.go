@@ -108,7 +108,10 @@ func New(ctx context.Context, opts Options) (*Exporter, error) {
 	return e, nil
 }
 
-var _ executor.SecretHook = (*Exporter)(nil)
+var (
+	_ executor.SecretHook = (*Exporter)(nil)
+	_ executor.PhaseHook  = (*Exporter)(nil)
+)
 
 func (e *Exporter) work() {
 	defer e.worker.Done()
@@ -173,6 +176,11 @@ func (e *Exporter) ApplyStart(ev executor.ApplyStartEvent) {
 // NodeStart remembers when the node started.
 func (e *Exporter) NodeStart(ev executor.NodeStartEvent) {
 	e.enqueue(func() { e.w.started[ev.Node] = ev.Time })
+}
+
+// NodePhase is kept for the attempt's span, as a child span.
+func (e *Exporter) NodePhase(ev executor.NodePhaseEvent) {
+	e.enqueue(func() { e.w.phases[ev.Node] = append(e.w.phases[ev.Node], ev) })
 }
 
 // NodeRetry is kept for the node's span, as an event.

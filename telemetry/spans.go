@@ -26,6 +26,7 @@ type workerState struct {
 	started  map[string]time.Time
 	retries  map[string][]executor.NodeRetryEvent
 	warnings map[string][]executor.BudgetWarningEvent
+	phases   map[string][]executor.NodePhaseEvent
 	denials  map[string][]ledger.EgressDenial
 	done     map[string]bool
 	attempts map[string]map[int]trace.SpanContext
@@ -41,6 +42,7 @@ func (w *workerState) init() {
 	w.started = map[string]time.Time{}
 	w.retries = map[string][]executor.NodeRetryEvent{}
 	w.warnings = map[string][]executor.BudgetWarningEvent{}
+	w.phases = map[string][]executor.NodePhaseEvent{}
 	w.denials = map[string][]ledger.EgressDenial{}
 	w.done = map[string]bool{}
 	w.attempts = map[string]map[int]trace.SpanContext{}
@@ -165,6 +167,7 @@ func (e *Exporter) nodeDone(res ledger.NodeResult) {
 	w.done[res.Node] = true
 	delete(w.retries, res.Node)
 	delete(w.warnings, res.Node)
+	delete(w.phases, res.Node)
 	delete(w.denials, res.Node)
 }
 
@@ -240,8 +243,16 @@ func (e *Exporter) attemptSpan(ctx context.Context, res *ledger.NodeResult, a le
 	if a.CostUSD != nil {
 		attrs = append(attrs, attribute.Float64("kewplan.cost.usd", *a.CostUSD))
 	}
-	_, span := e.tracer.Start(ctx, fmt.Sprintf("attempt %d", a.Attempt),
+	actx, span := e.tracer.Start(ctx, fmt.Sprintf("attempt %d", a.Attempt),
 		trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	for _, p := range e.w.phases[res.Node] {
+		if p.Attempt != a.Attempt {
+			continue
+		}
+		_, ps := e.tracer.Start(actx, e.mask(p.Phase), trace.WithTimestamp(p.Start), trace.WithAttributes(
+			e.str("kewplan.node", res.Node), attribute.Int("kewplan.attempt", a.Attempt)))
+		ps.End(trace.WithTimestamp(p.End))
+	}
 	if a.Status != ledger.StatusSucceeded && !ledger.NodeSucceeded(a.Status) {
 		span.SetStatus(codes.Error, a.Status)
 	}

@@ -246,7 +246,9 @@ func (d *dockerEngine) trackPrompt(p *checkout.PromptFile, on bool) {
 // Attempt is one attempt of a node on Docker: a fresh checkout, the node's slot, its container, then the
 // reviewer's verdict or the worker's push.
 func (d *dockerEngine) Attempt(ctx context.Context, at *adapter.Attempt) *adapter.Failure {
+	step := time.Now()
 	repo, base, f := d.prepareCheckout(ctx, at)
+	at.Step(adapter.StepCheckout, step)
 	if f != nil {
 		return f
 	}
@@ -256,14 +258,21 @@ func (d *dockerEngine) Attempt(ctx context.Context, at *adapter.Attempt) *adapte
 	if f := d.attemptStarts(ctx, at); f != nil {
 		return f
 	}
-	if f := d.runAgent(ctx, at); f != nil {
+	step = time.Now()
+	f = d.runAgent(ctx, at)
+	at.Step(adapter.StepContainer, step)
+	if f != nil {
 		d.keepWork(ctx, at, repo, base, f, false)
 		return f
 	}
+	step = time.Now()
 	if at.Node.Role == config.RoleReviewer {
-		return judgeReview(at, base)
+		f = judgeReview(at, base)
+		at.Step(adapter.StepVerdict, step)
+		return f
 	}
 	f = d.publish(ctx, at, repo, base)
+	at.Step(adapter.StepPush, step)
 	d.keepWork(ctx, at, repo, base, f, true)
 	return f
 }
