@@ -33,6 +33,7 @@ type Exporter struct {
 	errs   *exportErrors
 
 	mu      sync.Mutex
+	pending []string // the worker's warnings, said at the end from the hook's goroutine
 	secrets []string
 	masker  *redact.Masker // nil when secrets changed since it was built
 
@@ -146,6 +147,14 @@ func maskable(secrets []string) []string {
 	return out
 }
 
+// warnLater keeps a warning of the worker's for the end of the run: the worker runs beside the apply's hook calls,
+// and a view hears from one goroutine at a time.
+func (e *Exporter) warnLater(msg string) {
+	e.mu.Lock()
+	e.pending = append(e.pending, msg)
+	e.mu.Unlock()
+}
+
 // mask is the masker of every secret known so far.
 func (e *Exporter) mask(s string) string {
 	e.mu.Lock()
@@ -255,6 +264,13 @@ func (e *Exporter) shutdown(deadline time.Time) {
 func (e *Exporter) warnOutcome(shutdownErr error) {
 	if e.opts.Warn == nil {
 		return
+	}
+	e.mu.Lock()
+	pending := e.pending
+	e.pending = nil
+	e.mu.Unlock()
+	for _, w := range pending {
+		e.opts.Warn(w)
 	}
 	if n := e.dropped.Load(); n > 0 {
 		e.opts.Warn(fmt.Sprintf("OpenTelemetry export: %d events of the run were dropped because the export queue was full; the trace is incomplete", n))

@@ -86,9 +86,7 @@ func (e *Exporter) openLedger() *ledger.Ledger {
 	}
 	l, err := ledger.OpenReadOnly(w.dir.Ledger())
 	if err != nil {
-		if e.opts.Warn != nil {
-			e.opts.Warn(fmt.Sprintf("OpenTelemetry export: %s; the trace has no attempts or model calls", e.mask(err.Error())))
-		}
+		e.warnLater(fmt.Sprintf("OpenTelemetry export: %s; the trace has no attempts or model calls", e.mask(err.Error())))
 		return nil
 	}
 	w.ledger = l
@@ -137,8 +135,8 @@ func (e *Exporter) nodeDone(res ledger.NodeResult) {
 	var attempts []ledger.AttemptRecord
 	if l := e.openLedger(); l != nil && res.Attempts > 0 {
 		all, err := l.Attempts(w.runID)
-		if err != nil && e.opts.Warn != nil {
-			e.opts.Warn(fmt.Sprintf("OpenTelemetry export: node %s: %s", e.mask(res.Node), e.mask(err.Error())))
+		if err != nil {
+			e.warnLater(fmt.Sprintf("OpenTelemetry export: node %s: %s", e.mask(res.Node), e.mask(err.Error())))
 		}
 		attempts = all[res.Node]
 	}
@@ -271,8 +269,8 @@ func (e *Exporter) applyDone(sum executor.ApplySummary) {
 	}
 	if l := e.openLedger(); l != nil {
 		reqs, err := l.BrokerRequests(w.runID)
-		if err != nil && e.opts.Warn != nil {
-			e.opts.Warn("OpenTelemetry export: " + e.mask(err.Error()))
+		if err != nil {
+			e.warnLater("OpenTelemetry export: " + e.mask(err.Error()))
 		}
 		for _, r := range reqs {
 			e.modelCallSpan(r)

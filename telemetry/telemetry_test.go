@@ -94,6 +94,9 @@ func synthRun(t *testing.T, exp *telemetry.Exporter, stateDir string) {
 	exp.ApplyStart(executor.ApplyStartEvent{RunID: runID, StateDir: stateDir, ConfigDigest: "cfg", Nodes: []string{"fix", "review"}, Parallelism: 2, Time: t0})
 	exp.RunSecret(canaryPlaceholder)
 	exp.NodeStart(executor.NodeStartEvent{RunID: runID, Node: "fix", Runner: "claude-code", Model: "claude-sonnet-4-5", Time: t0})
+	for i, step := range []string{"checkout", "container", "push"} {
+		exp.NodePhase(executor.NodePhaseEvent{RunID: runID, Node: "fix", Attempt: 2, Phase: step, Start: t0.Add(time.Duration(6+i) * time.Second), End: t0.Add(time.Duration(7+i) * time.Second)})
+	}
 	exp.NodeRetry(executor.NodeRetryEvent{RunID: runID, Node: "fix", Attempt: 1, NextAttempt: 2, MaxAttempts: 2, Class: "api_error", Reason: "agent said " + canaryKey, Wait: time.Second, Time: t0.Add(5 * time.Second)})
 	exp.EgressDenied(ledger.EgressDenial{RunID: runID, Node: "fix", Method: "CONNECT", Host: base64.StdEncoding.EncodeToString([]byte(canaryKey)) + ".evil.test", Port: 443, Reason: "not_allowed", Time: t0.Add(7 * time.Second)})
 	exp.NodeDone(ledger.NodeResult{RunID: runID, Node: "fix", Runner: "claude-code", Role: "worker", Image: "img", Model: "claude-sonnet-4-5", Status: ledger.StatusSucceeded,
@@ -162,12 +165,12 @@ func checkSynthTrace(t *testing.T, got *collector.Data) {
 		byName[s.Name] = s
 		traces[s.TraceID] = true
 	}
-	if len(traces) != 1 || len(got.Spans) != 7 {
+	if len(traces) != 1 || len(got.Spans) != 10 {
 		names := []string{}
 		for _, s := range got.Spans {
 			names = append(names, s.Name)
 		}
-		t.Fatalf("%d spans in %d traces, want 7 in one: %q", len(got.Spans), len(traces), names)
+		t.Fatalf("%d spans in %d traces, want 10 in one: %q", len(got.Spans), len(traces), names)
 	}
 	root := byName["kewplan apply"]
 	for k, v := range map[string]string{"kewplan.run.id": "run-synth", "kewplan.plan.digest": "sha256:plan", "kewplan.engine": "docker", "kewplan.run.status": "succeeded", "gen_ai.usage.input_tokens": "110"} {
@@ -203,6 +206,11 @@ func checkSynthTrace(t *testing.T, got *collector.Data) {
 	a1, a2 := byName["attempt 1"], byName["attempt 2"]
 	if a1.ParentSpanID != fix.SpanID || a2.ParentSpanID != fix.SpanID || a1.Attrs["kewplan.attempt.stop_class"] != "api_error" || a1.Status != 2 || a2.Attrs["gen_ai.usage.input_tokens"] != "100" {
 		t.Errorf("attempt spans %+v %+v", a1, a2)
+	}
+	for _, step := range []string{"checkout", "container", "push"} {
+		if s := byName[step]; s.ParentSpanID != a2.SpanID {
+			t.Errorf("step %s is not under attempt 2", step)
+		}
 	}
 	var calls []collector.Span
 	for _, s := range got.Spans {
