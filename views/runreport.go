@@ -376,9 +376,13 @@ func drawTimeline(r RunReport, groups []nodeGroup, grouped bool) timeline {
 		}
 	}
 	for i := 0; i <= 4; i++ {
-		tl.Ticks = append(tl.Ticks, tick{X: timelineLabelW + i*timelineW/4, Label: formatDuration(span * time.Duration(i) / 4)})
+		label := "0s"
+		if i > 0 {
+			label = formatDuration(span * time.Duration(i) / 4)
+		}
+		tl.Ticks = append(tl.Ticks, tick{X: timelineLabelW + i*timelineW/4, Label: label})
 	}
-	tl.W, tl.H = timelineLabelW+timelineW+20, 24+len(tl.Rows)*timelineRowH+8
+	tl.W, tl.H = timelineLabelW+timelineW+60, 24+len(tl.Rows)*timelineRowH+8
 	return tl
 }
 
@@ -392,6 +396,11 @@ func tableGroups(groups []nodeGroup, r RunReport, proxy map[string]ledger.MeterS
 	var out []reportGroup
 	for _, g := range groups {
 		rg := reportGroup{Name: g.name, Single: len(g.nodes) == 1, Summary: groupSummary(g.nodes)}
+		// Nodes of no fan-out share one table.
+		if rg.Single && len(out) > 0 && out[len(out)-1].Single {
+			rg = out[len(out)-1]
+			out = out[:len(out)-1]
+		}
 		for _, n := range g.nodes {
 			row := reportRow{Node: n.Node, Status: n.Status, Class: statusClass(n.Status), Runner: n.Runner, Model: n.RoutedModel,
 				Attempts: fmt.Sprint(max(n.Attempts, len(attemptsOf(n, r.History)))), Duration: formatDuration(n.Duration()),
