@@ -17,13 +17,12 @@ import (
 // RunReport is what `runs show RUN --format html` draws: the run's records as the ledger keeps them, and its
 // receipt as the caller found it.
 type RunReport struct {
-	Run      *ledger.RunRecord
-	Nodes    []ledger.NodeRecord
-	History  map[string]NodeHistory
-	Denials  []ledger.EgressDenial
-	Meters   []ledger.NodeMeters
-	Brokered []ledger.BrokerRequest
-	Receipt  ReceiptStatus
+	Run     *ledger.RunRecord
+	Nodes   []ledger.NodeRecord
+	History map[string]NodeHistory
+	Denials []ledger.EgressDenial
+	Meters  []ledger.NodeMeters
+	Receipt ReceiptStatus
 }
 
 // ReceiptStatus is what the report says of the run's receipt: where it is, the SHA-256 of its bytes, the plan

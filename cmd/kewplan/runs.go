@@ -95,7 +95,7 @@ func (c *RunsShowCmd) Run(env *Env) error {
 	}
 	if c.Format == "html" {
 		return views.NewRunReport(env.streams()).Show(views.RunReport{Run: run, Nodes: nodes, History: nodeHistory(nodes, attempts),
-			Denials: denials, Meters: meters, Brokered: brokered, Receipt: runReceipt(c.StateDir, run.ID)})
+			Denials: denials, Meters: meters, Receipt: runReceipt(c.StateDir, run.ID)})
 	}
 	view := views.NewRuns(views.ViewTypeOf(c.JSON || c.Format == "json"), env.streams())
 	if err := view.RunEgress(run, nodes, nodeHistory(nodes, attempts), denials, meters); err != nil {
