@@ -53,6 +53,9 @@ const (
 	canaryPlaceholder = "kewplan-placeholder-canary-fedcba9876543210"
 )
 
+// hostileNode is a node name written to get out of whatever it lands in: a shell, HTML, a terminal, JSON.
+const hostileNode = "x\"$(id)<script>\x1b[2J\u202e"
+
 // synthRun feeds an exporter the events of a two-node apply whose strings carry both canaries in the places an
 // agent controls (the model it reports, the host it asks for, its verdict), against a ledger holding the
 // attempts and brokered calls.
@@ -105,6 +108,7 @@ func synthRun(t *testing.T, exp *telemetry.Exporter, stateDir string) {
 	exp.NodeDone(ledger.NodeResult{RunID: runID, Node: "review", Runner: "claude-code", Role: "reviewer", Model: "claude-sonnet-4-5", Status: ledger.StatusApproved,
 		Started: t0.Add(10 * time.Second), Ended: t0.Add(12 * time.Second),
 		Verdict: &verdict.Verdict{Verdict: "approve", Summary: "<script>" + canaryKey + "</script>", SHA256: "abc"}})
+	exp.NodeDone(ledger.NodeResult{RunID: runID, Node: hostileNode, Runner: "claude-code", Status: ledger.StatusSkipped, Ended: t0.Add(12 * time.Second)})
 	exp.ApplyDone(executor.ApplySummary{RunID: runID, Status: ledger.RunSucceeded, Started: t0, Ended: t0.Add(12 * time.Second), InputTokens: 110, OutputTokens: 22, EgressDeniedTotal: 1})
 }
 
@@ -145,7 +149,7 @@ func TestExportToARealCollector(t *testing.T) {
 					t.Errorf("the exported data holds %q:\n%s", canary, strings.Join(leaks, "\n"))
 				}
 			}
-			if strings.Contains(string(raw), "<script>") || strings.Contains(string(raw), "quoting the agent") {
+			if strings.Contains(string(raw), "</script>") || strings.Contains(string(raw), "quoting the agent") {
 				t.Errorf("agent text (a verdict summary, a reason) was exported")
 			}
 		})
@@ -165,12 +169,12 @@ func checkSynthTrace(t *testing.T, got *collector.Data) {
 		byName[s.Name] = s
 		traces[s.TraceID] = true
 	}
-	if len(traces) != 1 || len(got.Spans) != 10 {
+	if len(traces) != 1 || len(got.Spans) != 11 {
 		names := []string{}
 		for _, s := range got.Spans {
 			names = append(names, s.Name)
 		}
-		t.Fatalf("%d spans in %d traces, want 10 in one: %q", len(got.Spans), len(traces), names)
+		t.Fatalf("%d spans in %d traces, want 11 in one: %q", len(got.Spans), len(traces), names)
 	}
 	root := byName["kewplan apply"]
 	for k, v := range map[string]string{"kewplan.run.id": "run-synth", "kewplan.plan.digest": "sha256:plan", "kewplan.engine": "docker", "kewplan.run.status": "succeeded", "gen_ai.usage.input_tokens": "110"} {
@@ -180,6 +184,9 @@ func checkSynthTrace(t *testing.T, got *collector.Data) {
 	}
 	if root.Resource["service.name"] != "kewplan-test" || root.Resource["deployment.environment.name"] != "ci" || root.Resource["service.version"] != "test" {
 		t.Errorf("resource %v: want OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES and the version", root.Resource)
+	}
+	if h := byName["node "+hostileNode]; h.Attrs["kewplan.node"] != hostileNode || h.Attrs["kewplan.node.status"] != "skipped" {
+		t.Errorf("the hostile node's span %q: attributes %v, want its name carried whole as data", h.Name, h.Attrs)
 	}
 	fix, review := byName["node fix"], byName["node review"]
 	if fix.ParentSpanID != root.SpanID || review.ParentSpanID != root.SpanID {
