@@ -17,15 +17,17 @@ vet:
 
 # The tests build every image they need themselves (FROM scratch plus static Go binaries, or a debootstrap base
 # cached in the engine by tag); nothing is pulled. test-deps installs the host tools they need from Debian's
-# packages when they are missing (git for checkouts, debootstrap for the reference image's test base), and registers
+# packages when they are missing (git for checkouts, debootstrap for the reference image's test base, chromium for
+# the run report's headless browser test), and registers
 # gVisor's runsc with the engine as the extra runtime "runsc" (scripts/runsc-setup.sh: Debian's package, one merged
-# daemon.json entry, a reload; runc stays the default) for the isolation-tier tests.
+# daemon.json entry, a reload; runc stays the default) for the isolation-tier tests. The telemetry tests build their
+# OpenTelemetry Collector (internal/testtools/otelcol, a module of its own) once into ~/.cache/kewplan-otelcol.
 test: test-deps vet
 	$(GO) test -race -timeout 30m $(PKGS)
 
 test-deps:
 	@missing=""; \
-	for tool in git:git debootstrap:debootstrap $$(test -x $${KEWPLAN_K8S_CACHE:-$$HOME/.cache/kewplan-k8s}/v1.37.2/kubelet && echo containerd:containerd ctr:containerd ipset:ipset /usr/lib/cni/bridge:containernetworking-plugins); do \
+	for tool in git:git debootstrap:debootstrap chromium:chromium $$(test -x $${KEWPLAN_K8S_CACHE:-$$HOME/.cache/kewplan-k8s}/v1.37.2/kubelet && echo containerd:containerd ctr:containerd ipset:ipset /usr/lib/cni/bridge:containernetworking-plugins); do \
 	  command -v $${tool%%:*} >/dev/null 2>&1 || PATH="$$PATH:/usr/sbin:/sbin" command -v $${tool%%:*} >/dev/null 2>&1 || missing="$$missing $${tool##*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \

@@ -628,6 +628,27 @@ func (s *syncHook) EgressDenied(e ledger.EgressDenial) { s.call(func(h Hook) { h
 
 func (s *syncHook) BudgetWarning(e BudgetWarningEvent) { s.call(func(h Hook) { h.BudgetWarning(e) }) }
 
+// nodePhase tells every PhaseHook of a step of an attempt.
+func (s *syncHook) nodePhase(e NodePhaseEvent) {
+	s.call(func(h Hook) {
+		if ph, ok := h.(PhaseHook); ok {
+			ph.NodePhase(e)
+		}
+	})
+}
+
+// runSecret tells every SecretHook of a value registered as the run's secret.
+func (s *syncHook) runSecret(v string) {
+	if s == nil {
+		return
+	}
+	s.call(func(h Hook) {
+		if sh, ok := h.(SecretHook); ok {
+			sh.RunSecret(v)
+		}
+	})
+}
+
 // Janitor remembers what a running apply must clean up, so that a second interrupt can make one last, bounded
 // attempt (the engine kills and removes what still runs and deletes the prompt files, the run is marked
 // cancelled) before the process exits without waiting for the nodes to wind down.

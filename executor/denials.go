@@ -123,6 +123,7 @@ func (a *applier) addSecret(v, label string) {
 	a.secrets.values = append(a.secrets.values, v)
 	a.secrets.labels = append(a.secrets.labels, label)
 	a.secrets.mu.Unlock()
+	a.hook.runSecret(v)
 }
 
 // maskAll masks the named credentials (maskString) and every registered run secret in s.

@@ -45,6 +45,33 @@ func (NilHook) BudgetWarning(BudgetWarningEvent) {}
 
 var _ Hook = NilHook{}
 
+// SecretHook is a hook that also masks what it passes on beyond the apply (an exporter of telemetry): it is told
+// each value the engine registered as a secret of the run (its egress proxy's secrets, each brokered node's
+// placeholders) when it is registered, before any event that could carry it. A hook that only renders to a
+// terminal needs none of this: apply masks the events it sends.
+type SecretHook interface {
+	Hook
+	RunSecret(value string)
+}
+
+// PhaseHook is a hook that also hears of each step of an attempt once it ended (the checkout, the container, the
+// push or the verdict collection), for a hook that draws them (an exporter of traces). Engines that report no
+// steps send none.
+type PhaseHook interface {
+	Hook
+	NodePhase(NodePhaseEvent)
+}
+
+// NodePhaseEvent is one step of an attempt: Phase is adapter.StepCheckout, StepContainer, StepPush or StepVerdict.
+type NodePhaseEvent struct {
+	RunID   string
+	Node    string
+	Attempt int
+	Phase   string
+	Start   time.Time
+	End     time.Time
+}
+
 // ApplyStartEvent opens a run.
 type ApplyStartEvent struct {
 	RunID        string

@@ -87,11 +87,15 @@ func (a *applier) attemptNode(ctx context.Context, np *planner.NodePlan, res *le
 	a.attempts[np.Name] = res.Attempts
 	a.mu.Unlock()
 	var opened *nodeStream
+	number := res.Attempts
 	at := &adapter.Attempt{
 		Node: np, Number: res.Attempts, Result: res,
 		Checkout:    a.dir.Checkout(a.runID, np.Name, np.Slug, res.Attempts),
 		VerdictCopy: a.dir.Verdict(a.runID, np.Name, np.Slug),
 		FromSalvage: a.salvageStart(np),
+		Phase: func(name string, start, end time.Time) {
+			a.hook.nodePhase(NodePhaseEvent{RunID: a.runID, Node: np.Name, Attempt: number, Phase: name, Start: start, End: end})
+		},
 		TakeSlot: func(ctx context.Context) *adapter.Failure {
 			// The checkout exists: its repository and base commit are recorded before anything costs, so that
 			// the work of an agent whose apply dies can be kept (interrupted.go).

@@ -48,6 +48,7 @@ type ApplyCmd struct {
 	Engine      string   `name:"engine" placeholder:"docker|kubernetes" help:"Run the nodes as containers on Docker or as Jobs on Kubernetes (default: the configuration's only engine block, else docker)."`
 	Base        string   `name:"base" placeholder:"BASEPLAN" help:"The plan this one changes (a saved plan or plan --json output): a policy's approvals with when = \"widening\" (or \"review\") are asked for only when this plan widens exposure against it (or a review rule matched); the policy's rules see the change as change."`
 	SignReceipt string   `name:"sign-receipt" placeholder:"KEYFILE" help:"Sign the run's receipt (<state-dir>/receipts/RUN.json) with this SSH key (namespace kewplan-receipt)."`
+	OTel        bool     `name:"otel" help:"Export the apply as OpenTelemetry traces and metrics (on by itself when OTEL_EXPORTER_OTLP_ENDPOINT is set; without one, to the collector's default local address). See docs/observability.md."`
 	VarFlags    `embed:""`
 }
 
@@ -334,12 +335,18 @@ func (c *ApplyCmd) apply(env *Env, view views.Apply, a *toApply, minFree int64) 
 		view.PreflightFailed([]string{err.Error()})
 		return ExitCode(1)
 	}
+	hooks, closeTelemetry, err := c.telemetryHooks(env, a, view.Hooks())
+	if err != nil {
+		view.PreflightFailed([]string{err.Error()})
+		return ExitCode(1)
+	}
+	defer closeTelemetry()
 	ctx, stopSignals, janitor := applySignals(view)
 	defer stopSignals()
 	receipts := &startReceipts{a: a, stateDir: stateDir}
 	sum, err := executor.Apply(ctx, executor.ApplyOptions{
 		Config: a.cfg, Vars: a.vars, Plan: a.plan, StateDir: stateDir, Parallelism: c.Parallelism, MinFreeBytes: minFree,
-		Environ: env.Environ, Hooks: append(view.Hooks(), receipts), KewplanVersion: version, Janitor: janitor,
+		Environ: env.Environ, Hooks: append(hooks, receipts), KewplanVersion: version, Janitor: janitor,
 		Resume: a.resumePlan, Engine: eng, RunStarting: receipts.write,
 	})
 	if len(receipts.warnings) > 0 {

@@ -56,6 +56,7 @@ func (c *RunsListCmd) Run(env *Env) error {
 // RunsShowCmd shows one run.
 type RunsShowCmd struct {
 	RunID          string `arg:"" name:"run" help:"The run id (from kewplan runs)."`
+	Format         string `name:"format" enum:"text,json,html" default:"text" help:"text, json (as --json) or html: one self-contained page with the graph, a timeline, both meters, denials, verdicts and the receipt (kewplan runs show RUN --format html > run.html)."`
 	runsStateFlags `embed:""`
 }
 
@@ -92,7 +93,11 @@ func (c *RunsShowCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	view := views.NewRuns(views.ViewTypeOf(c.JSON), env.streams())
+	if c.Format == "html" {
+		return views.NewRunReport(env.streams()).Show(views.RunReport{Run: run, Nodes: nodes, History: nodeHistory(nodes, attempts),
+			Denials: denials, Meters: meters, Receipt: runReceipt(c.StateDir, run.ID)})
+	}
+	view := views.NewRuns(views.ViewTypeOf(c.JSON || c.Format == "json"), env.streams())
 	if err := view.RunEgress(run, nodes, nodeHistory(nodes, attempts), denials, meters); err != nil {
 		return err
 	}

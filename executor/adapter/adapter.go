@@ -137,6 +137,24 @@ type Attempt struct {
 	BudgetStop func() (reason string, over bool)
 	// Warn reports a warning about the node.
 	Warn func(msg string)
+	// Phase hears of each step of the attempt once it ended (checkout, container, push, verdict), for the
+	// hooks that draw one; nil when none listens. Engines report through Step.
+	Phase func(name string, start, end time.Time)
+}
+
+// The steps of an attempt an engine reports.
+const (
+	StepCheckout  = "checkout"  // the host's clone of the repository
+	StepContainer = "container" // the agent's container, from creation to its end
+	StepPush      = "push"      // publishing a worker's commits
+	StepVerdict   = "verdict"   // collecting and judging a reviewer's verdict
+)
+
+// Step reports a step of the attempt that began at start and has just ended.
+func (a *Attempt) Step(name string, start time.Time) {
+	if a.Phase != nil {
+		a.Phase(name, start, time.Now())
+	}
 }
 
 // Stream is the log and meter plumbing of one attempt, written once for every engine: what the agent writes on

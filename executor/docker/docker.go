@@ -263,7 +263,9 @@ func (d *dockerEngine) Attempt(ctx context.Context, at *adapter.Attempt) *adapte
 	if lost := d.proxyLostReason(); lost != "" && d.proxied(at.Node.Name) {
 		return proxyFailure(lost + "; nothing ran")
 	}
+	step := time.Now()
 	repo, base, f := d.prepareCheckout(ctx, at)
+	at.Step(adapter.StepCheckout, step)
 	if f != nil {
 		return f
 	}
@@ -273,14 +275,21 @@ func (d *dockerEngine) Attempt(ctx context.Context, at *adapter.Attempt) *adapte
 	if f := d.attemptStarts(ctx, at); f != nil {
 		return f
 	}
-	if f := d.runAgent(ctx, at); f != nil {
+	step = time.Now()
+	f = d.runAgent(ctx, at)
+	at.Step(adapter.StepContainer, step)
+	if f != nil {
 		d.keepWork(ctx, at, repo, base, f, false)
 		return f
 	}
+	step = time.Now()
 	if at.Node.Role == config.RoleReviewer {
-		return judgeReview(at, base)
+		f = judgeReview(at, base)
+		at.Step(adapter.StepVerdict, step)
+		return f
 	}
 	f = d.publish(ctx, at, repo, base)
+	at.Step(adapter.StepPush, step)
 	d.keepWork(ctx, at, repo, base, f, true)
 	return f
 }
