@@ -61,8 +61,10 @@ node "%[1]sdenied" {
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	key := executor.FakeAPIKey()
 	var warnings []string
+	// The flush timeout is a backstop: on a loaded machine the first export under the race detector can take
+	// longer than the default's five seconds, which is not what this test is about.
 	exp, err := telemetry.New(ctx, telemetry.Options{Getenv: os.Getenv, Secrets: []string{key}, Engine: "docker", Version: "test",
-		Warn: func(s string) { warnings = append(warnings, s) }})
+		Warn: func(s string) { warnings = append(warnings, s) }, FlushTimeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

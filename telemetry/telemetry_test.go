@@ -132,7 +132,7 @@ func TestExportToARealCollector(t *testing.T) {
 			var warnings []string
 			exp, err := telemetry.New(t.Context(), telemetry.Options{
 				Getenv: os.Getenv, Secrets: []string{canaryKey}, PlanDigest: "sha256:plan", Engine: "docker", Version: "test",
-				Warn: func(s string) { warnings = append(warnings, s) },
+				Warn: func(s string) { warnings = append(warnings, s) }, FlushTimeout: 2 * time.Minute, // a backstop
 			})
 			if err != nil {
 				t.Fatal(err)
