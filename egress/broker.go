@@ -429,7 +429,7 @@ func (s *Server) forwardBrokered(w http.ResponseWriter, r *http.Request, d *Deci
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = in
 	}
-	cw := &countingWriter{ResponseWriter: w}
+	cw := &countingWriter{ResponseWriter: w, now: s.opts.Now}
 	// A stream cut after its headers (the node ended, the agent or the upstream went away) makes ReverseProxy
 	// abort the handler with a panic; the decision line is written on the way out either way.
 	defer s.recordBrokered(ctx, d, start, br, in, cw)
@@ -457,6 +457,10 @@ func (s *Server) recordBrokered(ctx context.Context, d *Decision, start time.Tim
 	}
 	d.BytesIn, d.BytesOut = in.n.Load(), cw.n
 	d.DurationMS = s.opts.Now().Sub(start).Milliseconds()
+	if !cw.first.IsZero() {
+		ms := cw.first.Sub(start).Milliseconds()
+		d.FirstByteMS = &ms
+	}
 	d.Meter = br.meterRecord()
 	s.stateSaved()
 	s.record(*d)
@@ -771,11 +775,15 @@ type countingWriter struct {
 	http.ResponseWriter
 	n      int64
 	status int
+	// now is the proxy's clock; first is when the answer's first byte (its status line) went to the agent.
+	now   func() time.Time
+	first time.Time
 }
 
 func (c *countingWriter) WriteHeader(code int) {
 	if c.status == 0 {
 		c.status = code
+		c.first = c.now()
 	}
 	c.ResponseWriter.WriteHeader(code)
 }
@@ -783,6 +791,7 @@ func (c *countingWriter) WriteHeader(code int) {
 func (c *countingWriter) Write(p []byte) (int, error) {
 	if c.status == 0 {
 		c.status = http.StatusOK
+		c.first = c.now()
 	}
 	n, err := c.ResponseWriter.Write(p)
 	c.n += int64(n)

@@ -308,13 +308,14 @@ func TestBrokerForwardsTheRealCredential(t *testing.T) {
 		m.Reserved = &Reserved{InputTokens: in, OutputTokens: out}
 		return &m
 	}
+	zero := int64(0) // the rig's clock stands still
 	wantLog := []Decision{
 		{Kind: KindBroker, Node: "fix", Method: "POST", Host: "api.anthropic.com", Port: g.up.port, Path: brokerPrefix("fix", secretFix) + g.fixEP + "/v1/messages",
-			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "ANTHROPIC_API_KEY", BytesIn: int64(len(body)), BytesOut: n, Meter: withReserved(15, 16), Attempt: 1},
+			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "ANTHROPIC_API_KEY", BytesIn: int64(len(body)), BytesOut: n, Meter: withReserved(15, 16), Attempt: 1, FirstByteMS: &zero},
 		{Kind: KindBroker, Node: "fix", Method: "POST", Host: "api.anthropic.com", Port: g.up.port, Path: brokerPrefix("fix", secretFix) + g.fixEP + "/v1/messages",
-			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "CLAUDE_CODE_OAUTH_TOKEN", BytesIn: int64(len(body)), BytesOut: int64(len(got2)), Meter: withReserved(15, 16), Attempt: 1},
+			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "CLAUDE_CODE_OAUTH_TOKEN", BytesIn: int64(len(body)), BytesOut: int64(len(got2)), Meter: withReserved(15, 16), Attempt: 1, FirstByteMS: &zero},
 		{Kind: KindBroker, Node: "review", Method: "POST", Host: "openrouter.ai", Port: g.up.port, Path: brokerPrefix("review", secretReview) + g.revEP + "/api/v1/chat/completions",
-			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "OPENROUTER_API_KEY", BytesIn: 13, BytesOut: int64(len(got3)), Meter: withReserved(4, DefaultMaxOutputTokens), Attempt: 1},
+			Allowed: true, Reason: ReasonBrokered, Status: 200, Credential: "OPENROUTER_API_KEY", BytesIn: 13, BytesOut: int64(len(got3)), Meter: withReserved(4, DefaultMaxOutputTokens), Attempt: 1, FirstByteMS: &zero},
 	}
 	if diff := cmp.Diff(wantLog, brokerDecisions(t, g.log, KindBroker)); diff != "" {
 		t.Errorf("decision lines (-want +got):\n%s", diff)
@@ -377,6 +378,10 @@ func TestBrokerStreamsEventsAsTheyArrive(t *testing.T) {
 	if got := events(1); got[0] != "message_start" {
 		t.Fatalf("first event %q, want message_start", got[0])
 	}
+	// Two seconds pass on the proxy's clock between the answer's first byte and its end.
+	g.nowMu.Lock()
+	g.nowTime = g.nowTime.Add(2 * time.Second)
+	g.nowMu.Unlock()
 	close(g.up.gate)
 	if diff := cmp.Diff([]string{"content_block_delta", "message_delta", "message_stop"}, events(3)); diff != "" {
 		t.Errorf("later events (-want +got):\n%s", diff)
@@ -387,6 +392,9 @@ func TestBrokerStreamsEventsAsTheyArrive(t *testing.T) {
 	d := brokerDecisions(t, g.log, KindBroker)
 	if len(d) != 1 || !d[0].Allowed || d[0].Status != 200 || d[0].BytesOut == 0 || d[0].BytesIn != 15 {
 		t.Errorf("decision lines %+v, want one allowed 200 with its bytes", d)
+	}
+	if len(d) == 1 && (d[0].FirstByteMS == nil || *d[0].FirstByteMS != 0 || d[0].DurationMS != 2000) {
+		t.Errorf("first byte after %v ms and the end after %d ms, want 0 and 2000", d[0].FirstByteMS, d[0].DurationMS)
 	}
 	// The meter read message_start's input and message_delta's running output total as the events passed.
 	want := &Meter{ModelCall: true, Reserved: &Reserved{InputTokens: 4, OutputTokens: DefaultMaxOutputTokens}, Usage: &BrokerUsage{InputTokens: 3, OutputTokens: 42, CostSource: CostUnknown, Reported: true}}

@@ -72,6 +72,9 @@ type Decision struct {
 	BytesOut int64 `json:"bytes_out,omitempty"`
 	// DurationMS is from the request's arrival to the end of its answer.
 	DurationMS int64 `json:"duration_ms,omitempty"`
+	// FirstByteMS is a forwarded brokered request's time from its arrival to the first byte of the answer the
+	// agent received (the upstream's status line, or the broker's own refusal mid-answer); nil when none went.
+	FirstByteMS *int64 `json:"first_byte_ms,omitempty"`
 	// Meter is a brokered request's model call and metered usage (broker_budget.go).
 	Meter *Meter `json:"meter,omitempty"`
 	// Attempt is the node's attempt a brokered request was admitted in (from 1), or the attempt a control call

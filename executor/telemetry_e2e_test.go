@@ -163,7 +163,8 @@ node "%[1]sdenied" {
 			continue
 		}
 		a, ok := attempts[s.ParentSpanID]
-		if !ok || s.Attrs["gen_ai.usage.input_tokens"] != "200000" || s.Attrs["kewplan.meter"] != "proxy" || s.Attrs["http.response.status_code"] != "200" {
+		if !ok || s.Attrs["gen_ai.usage.input_tokens"] != "200000" || s.Attrs["kewplan.meter"] != "proxy" || s.Attrs["http.response.status_code"] != "200" ||
+			s.Attrs["kewplan.time_to_first_byte_ms"] == "" {
 			t.Errorf("model call span: under attempt %q, attributes %v", a, s.Attrs)
 		}
 		perAttempt[a]++

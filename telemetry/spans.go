@@ -329,6 +329,11 @@ func (e *Exporter) modelCallSpan(r ledger.BrokerRequest) {
 		attribute.Int("http.response.status_code", r.Status), e.str("kewplan.credential", r.Credential),
 		attribute.Int64("kewplan.bytes_in", r.BytesIn), attribute.Int64("kewplan.bytes_out", r.BytesOut),
 	}
+	if r.FirstByteMS != nil {
+		// The time to the answer's first byte, as the proxy saw it (the GenAI conventions' time to first token is
+		// a metric of the server's; this is the client's view of one call).
+		attrs = append(attrs, attribute.Int64("kewplan.time_to_first_byte_ms", *r.FirstByteMS))
+	}
 	if r.ModelCall {
 		model := r.Model
 		if model == "" {

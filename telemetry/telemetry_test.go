@@ -85,9 +85,10 @@ func synthRun(t *testing.T, exp *telemetry.Exporter, stateDir string) {
 			t.Fatal(err)
 		}
 	}
+	firstByte := int64(250)
 	for _, r := range []ledger.BrokerRequest{
 		{RunID: runID, Node: "fix", Attempt: 1, Method: "POST", Host: "api.anthropic.com", Path: "/v1/messages", Status: 529, DurationMS: 300, Time: t0.Add(4 * time.Second), ModelCall: true, Model: "m " + canaryPlaceholder},
-		{RunID: runID, Node: "fix", Attempt: 2, Method: "POST", Host: "api.anthropic.com", Path: "/v1/messages?k=" + canaryKey, Status: 200, DurationMS: 800, Time: t0.Add(8 * time.Second),
+		{RunID: runID, Node: "fix", Attempt: 2, Method: "POST", Host: "api.anthropic.com", Path: "/v1/messages?k=" + canaryKey, Status: 200, DurationMS: 800, FirstByteMS: &firstByte, Time: t0.Add(8 * time.Second),
 			ModelCall: true, Metered: true, Model: "claude-sonnet-4-5", InputTokens: 1200, OutputTokens: 30, CostUSD: &cost, CostSource: "estimated"},
 	} {
 		if err := l.RecordBrokerRequest(r); err != nil {
@@ -232,7 +233,8 @@ func checkSynthTrace(t *testing.T, got *collector.Data) {
 		want := a1.SpanID
 		if c.Attrs["http.response.status_code"] == "200" {
 			want = a2.SpanID
-			if c.Name != "chat claude-sonnet-4-5" || c.Attrs["gen_ai.usage.input_tokens"] != "1200" || c.Attrs["kewplan.meter"] != "proxy" || c.Attrs["gen_ai.operation.name"] != "chat" {
+			if c.Name != "chat claude-sonnet-4-5" || c.Attrs["gen_ai.usage.input_tokens"] != "1200" || c.Attrs["kewplan.meter"] != "proxy" || c.Attrs["gen_ai.operation.name"] != "chat" ||
+				c.Attrs["kewplan.time_to_first_byte_ms"] != "250" {
 				t.Errorf("answered call %+v", c)
 			}
 		}

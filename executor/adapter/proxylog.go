@@ -102,7 +102,7 @@ func brokerRequest(dec egress.Decision, node string, t time.Time) ledger.BrokerR
 	}
 	r := ledger.BrokerRequest{Node: node, Attempt: dec.Attempt, Method: clipText(dec.Method, 16), Host: clipText(dec.Host, 260),
 		Path: clipText(dec.Path, 512), Status: dec.Status, Credential: clipText(dec.Credential, 128), BytesIn: dec.BytesIn,
-		BytesOut: dec.BytesOut, DurationMS: dec.DurationMS, Reason: reason, Time: t}
+		BytesOut: dec.BytesOut, DurationMS: dec.DurationMS, FirstByteMS: dec.FirstByteMS, Reason: reason, Time: t}
 	if m := dec.Meter; m != nil {
 		r.ModelCall, r.BudgetCap, r.Unsettled = m.ModelCall, clipText(m.Cap, 16), m.Unsettled
 		if u := m.Usage; u != nil {

@@ -146,6 +146,8 @@ var migrations = []string{
 	interruptedMigration,
 	// run_events: what happened to a run's shared objects while it ran (its egress proxy's exits and restarts).
 	runEventMigration,
+	// broker_requests.first_byte_ms: a brokered call's time to the first byte of its answer.
+	firstByteMigration,
 }
 
 // Open opens (creating and migrating as needed) the ledger at path.

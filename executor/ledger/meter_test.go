@@ -26,8 +26,9 @@ func TestMetersSideBySide(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := 0.75
+	firstByte := int64(420)
 	for _, r := range []BrokerRequest{
-		{Node: "fix", Attempt: 1, Status: 200, ModelCall: true, Metered: true, Model: "claude-sonnet-4-5", InputTokens: 24000, OutputTokens: 0, CostUSD: &c, CostSource: "estimated"},
+		{Node: "fix", Attempt: 1, Status: 200, ModelCall: true, Metered: true, Model: "claude-sonnet-4-5", InputTokens: 24000, OutputTokens: 0, CostUSD: &c, CostSource: "estimated", FirstByteMS: &firstByte},
 		{Node: "fix", Attempt: 1, Status: 200, ModelCall: true, Metered: true, Model: "claude-sonnet-4-5-20250929", InputTokens: 24000, CacheReadTokens: 7, CostUSD: &c, CostSource: "estimated"},
 		{Node: "fix", Attempt: 1, Status: 402, ModelCall: true, BudgetCap: "max_usd", Reason: "budget exceeded"},
 		{Node: "fix", Attempt: 1, Method: "GET", Status: 200},
@@ -50,7 +51,8 @@ func TestMetersSideBySide(t *testing.T) {
 		t.Errorf("Meters() mismatch (-want +got):\n%s", diff)
 	}
 	reqs, err := l.BrokerRequests("r1")
-	if err != nil || len(reqs) != 4 || !reqs[0].ModelCall || reqs[0].InputTokens != 24000 || *reqs[0].CostUSD != 0.75 || reqs[2].BudgetCap != "max_usd" {
+	if err != nil || len(reqs) != 4 || !reqs[0].ModelCall || reqs[0].InputTokens != 24000 || *reqs[0].CostUSD != 0.75 || reqs[2].BudgetCap != "max_usd" ||
+		reqs[0].FirstByteMS == nil || *reqs[0].FirstByteMS != 420 || reqs[1].FirstByteMS != nil {
 		t.Errorf("BrokerRequests: %+v, %v", reqs, err)
 	}
 }
