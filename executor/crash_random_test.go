@@ -169,7 +169,8 @@ func TestAdvKillAtRandomMoments(t *testing.T) {
 }
 
 // crashOrigin is a bare origin repository whose pre-receive hook holds the push of one branch when asked: it
-// names its receive-pack's pid on held, then waits for a line on release.
+// names its receive-pack's pid on held, then waits for a line on release: "reject" refuses the push, any other
+// lets it land.
 type crashOrigin struct {
 	git, hold, held, release string
 }
@@ -194,6 +195,7 @@ while read -r old new ref; do
         rm -f %[1]q
         echo "$PPID" > %[2]q
         read -r go < %[3]q
+        if [ "$go" = reject ]; then exit 1; fi
         ;;
     esac
   fi
@@ -473,6 +475,13 @@ func (kp killPoint) reached(ev applyEvent, f *fixture, target string, progress *
 // nothing of the dead apply writes to the origin after this returns.
 func releasePush(t *testing.T, origin *crashOrigin, pid int) {
 	t.Helper()
+	answerPush(t, origin, pid, "go")
+}
+
+// answerPush answers the held push ("reject" refuses it, "go" lets it land) and waits for its receive-pack to exit:
+// when it returns, the origin's ref is updated or never will be.
+func answerPush(t *testing.T, origin *crashOrigin, pid int, answer string) {
+	t.Helper()
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		t.Logf("the held receive-pack %d is gone already: %v", pid, err)
@@ -480,7 +489,7 @@ func releasePush(t *testing.T, origin *crashOrigin, pid int) {
 	}
 	w, err := os.OpenFile(origin.release, os.O_WRONLY, 0)
 	must(t, err)
-	_, _ = w.WriteString("go\n")
+	_, _ = w.WriteString(answer + "\n")
 	w.Close()
 	if pidfd < 0 {
 		return

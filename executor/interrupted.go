@@ -50,7 +50,16 @@ func recoverInterrupted(ctx context.Context, l *ledger.Ledger, dir statedir.Dir,
 		run.Warn("", fmt.Sprintf("run %s is recorded running by kewplan pid %d on %s, which still runs but does not hold the lock of %s (was %s removed?); nothing of it is touched: stop that process or wait for it",
 			r.ID, r.Process.PID, r.Process.Host, dir.Root, dir.Lock()))
 	}
-	if len(live) > 0 || eng == nil {
+	if len(live) > 0 {
+		return
+	}
+	// A run whose checkouts are still on disk has its work kept first; until then its nodes stay interrupted.
+	workNotKept := func(id string) bool {
+		_, err := os.Stat(dir.RunCheckouts(id))
+		return err == nil
+	}
+	if eng == nil {
+		resolvePushIntents(ctx, l, dir, run, workNotKept)
 		return
 	}
 	var unstopped map[string]bool
@@ -58,10 +67,12 @@ func recoverInterrupted(ctx context.Context, l *ledger.Ledger, dir statedir.Dir,
 		var listed bool
 		if unstopped, listed = s.StopOrphans(ctx, run); !listed {
 			run.Warn("", "the checkouts of interrupted runs are left in place until a command can reach the engine and stop their containers")
+			resolvePushIntents(ctx, l, dir, run, workNotKept)
 			return
 		}
 	}
 	keepInterruptedWork(ctx, l, dir, run, unstopped)
+	resolvePushIntents(ctx, l, dir, run, func(id string) bool { return unstopped[id] })
 	if len(unstopped) > 0 {
 		run.Warn("", "the sweep of dead applies is left for the next command: some of their containers could not be stopped")
 		return
@@ -177,8 +188,63 @@ func keepNodeWork(ctx context.Context, l *ledger.Ledger, dir statedir.Dir, run *
 		return
 	}
 	n.Salvage = s
+	if n.PushIntent != nil {
+		run.Warn(n.Node, fmt.Sprintf("kept %s of interrupted node %s of run %s, whose push to %s had begun when its apply died; whether it landed is asked of the remote",
+			s.Summary(), n.Node, n.RunID, n.PushIntent.Branch))
+		return
+	}
 	run.Warn(n.Node, fmt.Sprintf("kept %s of interrupted node %s of run %s; nothing was pushed: publish it with `kewplan salvage %s %s`, or continue the run with `kewplan apply --resume %s`",
 		s.Summary(), n.Node, n.RunID, n.RunID, n.Node, n.RunID))
+}
+
+// Pushes that may have landed. Before the broker pushes a worker's commits, the loop records the remote, branch
+// and exact commit in the ledger (ledger.PushIntent); the node's recorded outcome resolves it. An apply killed
+// between the push landing on the remote and that outcome leaves an interrupted node with an open intent: the
+// remote alone knows whether the push landed, so it is asked (git ls-remote, bounded). A branch holding exactly
+// the intended commit is the push having landed: the node is recorded as the worker that pushed it, so that
+// --resume reuses it and its dependants see its commit (running it again from its ref could never fast-forward
+// the branch). Anything else leaves it interrupted; an unreachable remote is asked again by the next command.
+
+// remoteAskTimeout bounds asking a remote which commit one branch holds.
+const remoteAskTimeout = 30 * time.Second
+
+// resolvePushIntents settles the open push intents of interrupted nodes, skipping the runs for which skip is true
+// (their work is not kept yet).
+func resolvePushIntents(ctx context.Context, l *ledger.Ledger, dir statedir.Dir, run *adapter.Run, skip func(runID string) bool) {
+	intents, err := l.UnresolvedPushIntents()
+	if err != nil {
+		run.Warn("", fmt.Sprintf("could not read which pushes of interrupted runs had begun: %v", err))
+		return
+	}
+	for _, p := range intents {
+		if skip(p.RunID) {
+			continue
+		}
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), remoteAskTimeout)
+		held, err := broker.RemoteBranch(qctx, broker.BranchRequest{Repo: p.Repo, Branch: p.Branch, StateDir: dir.Broker(), Environ: run.Environ})
+		cancel()
+		if err != nil {
+			run.Warn(p.Node, fmt.Sprintf("could not ask the remote whether the push of interrupted node %s of run %s to %s had landed, so it stays interrupted (the next command asks again): %v",
+				p.Node, p.RunID, p.Branch, err))
+			continue
+		}
+		landed := held == p.Commit
+		reason := fmt.Sprintf("pushed %s to %s; its apply died before recording it, and the remote's branch held that commit when the next command asked", p.Commit, p.Branch)
+		if err := l.ResolvePushIntent(p, landed, reason); err != nil {
+			run.Warn(p.Node, fmt.Sprintf("could not record what the remote said of the push of interrupted node %s of run %s: %v", p.Node, p.RunID, err))
+			continue
+		}
+		if landed {
+			run.Warn(p.Node, fmt.Sprintf("the push of %s to %s had landed before apply died; recorded as pushed (commit %s, run %s)", p.Node, p.Branch, p.Commit, p.RunID))
+			continue
+		}
+		holds := "no such branch"
+		if held != "" {
+			holds = "commit " + held
+		}
+		run.Warn(p.Node, fmt.Sprintf("the push of %s to %s had not landed before apply died (the remote holds %s, not %s); it stays interrupted: continue the run with `kewplan apply --resume %s`",
+			p.Node, p.Branch, holds, p.Commit, p.RunID))
+	}
 }
 
 // salvageTimeout bounds keeping one interrupted node's work (the engine's own bound for a stopped worker).
@@ -261,11 +327,15 @@ func Recover(ctx context.Context, opts RecoverOptions) (*Recovery, error) {
 }
 
 // needsRecovery reports whether the ledger records a run still running (its apply is dead: the caller holds the
-// lock) or an interrupted run whose checkouts are still on disk.
+// lock), an interrupted run whose checkouts are still on disk, or a push of an interrupted node that may have
+// landed.
 func needsRecovery(l *ledger.Ledger, dir statedir.Dir) bool {
 	runs, err := l.Runs()
 	if err != nil {
 		return true // let recoverInterrupted report it
+	}
+	if open, err := l.UnresolvedPushIntents(); err != nil || len(open) > 0 {
+		return true
 	}
 	for _, r := range runs {
 		switch r.Status {

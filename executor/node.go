@@ -117,6 +117,10 @@ func (a *applier) attemptNode(ctx context.Context, np *planner.NodePlan, res *le
 			return d.String(), over
 		},
 		Warn: func(msg string) { a.warn(np.Name, msg) },
+		PushIntent: func(repo, branch, commit string) error {
+			return a.ledger.RecordPushIntent(ledger.PushIntent{RunID: a.runID, Node: np.Name, Attempt: number,
+				Repo: repo, Branch: branch, Commit: commit})
+		},
 	}
 	f := a.engine.Attempt(ctx, at)
 	if opened != nil && !opened.closed {

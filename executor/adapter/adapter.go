@@ -137,6 +137,10 @@ type Attempt struct {
 	BudgetStop func() (reason string, over bool)
 	// Warn reports a warning about the node.
 	Warn func(msg string)
+	// PushIntent records in the ledger, before a worker's push, the remote, branch and exact commit it is about
+	// to push (write-ahead: an apply that dies during the push leaves the next command able to ask the remote
+	// whether it landed). An engine that pushes calls it just before, and pushes nothing when it fails.
+	PushIntent func(repo, branch, commit string) error
 	// Phase hears of each step of the attempt once it ended (checkout, container, push, verdict), for the
 	// hooks that draw one; nil when none listens. Engines report through Step.
 	Phase func(name string, start, end time.Time)

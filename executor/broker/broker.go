@@ -33,6 +33,9 @@ type Request struct {
 	// both.
 	ProtectedBranches  []string
 	AllowProtectedPush bool
+	// BeforePush, when set, is called with the exact commit about to be pushed, after every check and just before
+	// the push; an error stops the push (the caller could not write ahead what it is about to do).
+	BeforePush func(commit string) error
 }
 
 // ProtectedBranchError refuses a push to a protected branch (rule planner.RulePushProtectedBranch).
@@ -104,4 +107,19 @@ type PushResult struct {
 // gh fails after the push, PullRequestSkipped says why and the push still counts.
 func Push(ctx context.Context, req Request) (*PushResult, error) {
 	return brokerPush(ctx, req)
+}
+
+// BranchRequest asks the remote which commit one of its branches holds.
+type BranchRequest struct {
+	Repo     string // the remote
+	Branch   string // the branch, without refs/heads/
+	StateDir string // host-owned scratch space for the broker
+	// Environ is the host environment, as for Request: only its transport settings reach git.
+	Environ []string
+}
+
+// RemoteBranch asks the remote, with git ls-remote from a host-owned scratch repository and the push's transport
+// settings, which commit refs/heads/Branch holds: "" when the remote has no such branch. ctx bounds the question.
+func RemoteBranch(ctx context.Context, req BranchRequest) (string, error) {
+	return brokerRemoteBranch(ctx, req)
 }

@@ -538,3 +538,44 @@ func (fx *brokerFixture) gitOnTerminal(dir string, args ...string) {
 		fx.t.Logf("control git %s: %v", strings.Join(args, " "), err)
 	}
 }
+
+// TestBrokerBeforePushAndRemoteBranch: BeforePush hears the exact commit before the remote has it, an error from
+// it stops the push, and RemoteBranch then tells what the remote's branch holds.
+func TestBrokerBeforePushAndRemoteBranch(t *testing.T) {
+	fx := newBrokerFixture(t)
+	head := fx.commit("fix.go", "package main // fixed\n")
+	ask := func() string {
+		t.Helper()
+		got, err := RemoteBranch(context.Background(), BranchRequest{Repo: fx.remote, Branch: "kew/fix", StateDir: fx.state, Environ: fx.env})
+		if err != nil {
+			t.Fatalf("RemoteBranch() = %v", err)
+		}
+		return got
+	}
+	req := fx.request()
+	req.BeforePush = func(commit string) error { return errors.New("the ledger is read-only") }
+	if _, err := fx.push(req); err == nil || !strings.Contains(err.Error(), "nothing was pushed: the ledger is read-only") {
+		t.Errorf("Push() with a failing BeforePush = %v, want nothing pushed", err)
+	}
+	if got := ask(); got != "" {
+		t.Errorf("RemoteBranch() after a stopped push = %q, want no branch", got)
+	}
+	var heard, remoteThen string
+	req.BeforePush = func(commit string) error {
+		heard, remoteThen = commit, fx.remoteBranch()
+		return nil
+	}
+	if _, err := fx.push(req); err != nil {
+		t.Fatal(err)
+	}
+	if heard != head || remoteThen != "" {
+		t.Errorf("BeforePush heard %q while the remote held %q; want %q before the remote had anything", heard, remoteThen, head)
+	}
+	if got := ask(); got != head {
+		t.Errorf("RemoteBranch() = %q, want the pushed %q", got, head)
+	}
+	if _, err := RemoteBranch(context.Background(), BranchRequest{Repo: filepath.Join(fx.base, "missing.git"), Branch: "kew/fix", StateDir: fx.state, Environ: fx.env}); err == nil {
+		t.Error("RemoteBranch() of a missing remote succeeded, want an error")
+	}
+	fx.requireStateClean()
+}

@@ -102,6 +102,11 @@ func brokerPush(ctx context.Context, req Request) (*PushResult, error) {
 		return nil, fmt.Errorf("host broker: %w", err)
 	}
 
+	if req.BeforePush != nil {
+		if err := req.BeforePush(head); err != nil {
+			return nil, fmt.Errorf("host broker: nothing was pushed: %w", err)
+		}
+	}
 	args := []string{"--quiet", "--no-follow-tags"}
 	if req.Force {
 		args = append(args, "--force")
@@ -120,6 +125,42 @@ func brokerPush(ctx context.Context, req Request) (*PushResult, error) {
 		res.PullRequest, res.PullRequestSkipped = openPullRequest(ctx, g, req, head)
 	}
 	return res, nil
+}
+
+func brokerRemoteBranch(ctx context.Context, req BranchRequest) (string, error) {
+	if req.Environ == nil {
+		req.Environ = os.Environ()
+	}
+	switch {
+	case req.Repo == "" || strings.HasPrefix(req.Repo, "-"):
+		return "", fmt.Errorf("host broker: repository %q is not a remote git can ask", redactURLCredentials(req.Repo))
+	case req.StateDir == "":
+		return "", errors.New("host broker: no state directory")
+	}
+	ref := "refs/heads/" + req.Branch
+	if err := checkRefName(ref); err != nil {
+		return "", fmt.Errorf("host broker: branch %q: %w", req.Branch, err)
+	}
+	g, scratch, err := newScratch(req.StateDir, req.Environ, "broker-")
+	if err != nil {
+		return "", fmt.Errorf("host broker: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+	host := filepath.Join(scratch, "host.git")
+	if _, err := g.sealed(ctx, nil, "init", "--bare", "--quiet", "--template=", host); err != nil {
+		return "", fmt.Errorf("host broker: create %s: %w", filepath.Base(host), err)
+	}
+	out, err := g.remote(ctx, host, "ls-remote", "--", req.Repo, ref)
+	if err != nil {
+		return "", fmt.Errorf("host broker: ask %s for its branch %s: %w", redactURLCredentials(req.Repo), req.Branch, err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		id, name, ok := strings.Cut(line, "\t")
+		if ok && name == ref && isObjectID(id) {
+			return id, nil
+		}
+	}
+	return "", nil
 }
 
 func checkBrokerRequest(req *Request) error {

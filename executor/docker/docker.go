@@ -635,6 +635,9 @@ func (d *dockerEngine) publish(ctx context.Context, at *adapter.Attempt, repo, b
 	req := broker.Request{Checkout: at.Checkout, Repo: repo, BaseCommit: base, Branch: np.Branch,
 		StateDir: d.run.Dir.Broker(), Environ: d.run.Environ,
 		ProtectedBranches: np.ProtectedBranches, AllowProtectedPush: np.AllowProtectedPush}
+	if at.PushIntent != nil {
+		req.BeforePush = func(commit string) error { return at.PushIntent(repo, np.Branch, commit) }
+	}
 	if np.PullRequest != nil {
 		req.PullRequest = &broker.PullRequest{Base: np.PullRequest.Base, Title: np.PullRequest.Title}
 	}

@@ -146,6 +146,8 @@ var migrations = []string{
 	interruptedMigration,
 	// run_events: what happened to a run's shared objects while it ran (its egress proxy's exits and restarts).
 	runEventMigration,
+	// push_intents: the push a node attempt was about to make, recorded before it (write-ahead).
+	pushIntentMigration,
 	// broker_requests.first_byte_ms: a brokered call's time to the first byte of its answer.
 	firstByteMigration,
 }
@@ -311,6 +313,9 @@ type NodeRecord struct {
 	// name under the state directory: what keeping an interrupted node's work needs.
 	Repo string `json:"-"`
 	Slug string `json:"-"`
+	// PushIntent is the push the node's last attempt was about to make and whose outcome was never recorded (its
+	// apply died during it); nil otherwise. Not in the JSON: its remote may carry credentials.
+	PushIntent *PushIntent `json:"-"`
 }
 
 // Duration is how long the node ran (zero when it never started or has not ended).
@@ -362,6 +367,7 @@ func (l *Ledger) ForgetRun(id string) error {
 			`DELETE FROM egress_denials WHERE run_id = ?`,
 			`DELETE FROM broker_requests WHERE run_id = ?`,
 			`DELETE FROM node_salvage WHERE run_id = ?`,
+			`DELETE FROM push_intents WHERE run_id = ?`,
 			`DELETE FROM node_attempts WHERE run_id = ?`,
 			`DELETE FROM node_runs WHERE run_id = ?`,
 			`DELETE FROM runs WHERE id = ?`,
@@ -440,6 +446,9 @@ func (l *Ledger) RecordNode(r *NodeResult) error {
 			return err
 		}
 		if err := recordCheckout(tx, r); err != nil {
+			return err
+		}
+		if err := resolvePushIntents(tx, r); err != nil {
 			return err
 		}
 		return recordSalvage(tx, r)
@@ -628,6 +637,9 @@ func (l *Ledger) nodes(runID string) ([]NodeRecord, error) {
 		return nil, err
 	}
 	if err := l.fillCheckout(runID, out); err != nil {
+		return nil, err
+	}
+	if err := l.fillPushIntents(runID, out); err != nil {
 		return nil, err
 	}
 	return out, l.fillSalvage(runID, out)

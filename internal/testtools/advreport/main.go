@@ -159,6 +159,11 @@ var catalogue = []item{
 	{ID: "F19", Attack: "the engine's socket closes while a proxied worker runs and is back within the bound; the worker's next CONNECT is refused", Expected: "the egress proxy's wait and decision log followed on: the proxy is not taken for dead, the refusal is recorded"},
 	{ID: "F20", Attack: "the engine's socket closes as the engine answers the start of a worker's container; back within the bound",
 		Expected: "the container the engine started is followed, never removed as unstarted: the node succeeds"},
+	{ID: "F21", Attack: "SIGKILL to kewplan apply after a worker's push landed on the origin and before its outcome was recorded (no resume_from_salvage)",
+		Expected: "the next command asks the origin about the push intent written ahead and records the node as pushed with the origin's commit; apply --resume latest reuses it and completes the graph",
+		Tests:    []string{"ledger.TestPushIntent", "broker.TestBrokerBeforePushAndRemoteBranch"}},
+	{ID: "F22", Attack: "SIGKILL to kewplan apply during a worker's push that the origin then refuses (no resume_from_salvage)",
+		Expected: "the node stays interrupted; apply --resume latest runs it again and completes the graph"},
 
 	{ID: "G1", Attack: "fuzz the verdict parser", Expected: "never panics; strict keys; digest of the input",
 		Tests: []string{"verdict.FuzzDecodeVerdict"}},
