@@ -118,6 +118,57 @@ func relayEnv(relay *sockrelay.Relay, within string) []string {
 	return append(baseEnv(), "ANTHROPIC_API_KEY=sk-relay-dummy", "DOCKER_HOST="+relay.Host(), engine.ReconnectWithinEnv+"="+within)
 }
 
+// gated is an apply, through its own relay, of one worker that waits at its gate (the stand-in agent's
+// mode=gate or gate=first) until open lets it through.
+type gated struct {
+	relay     *sockrelay.Relay
+	r         *relayApply
+	runID     string
+	checkout  string
+	stdoutLog string
+}
+
+// startGated applies one node named name with prompt through a new relay (reconnect bound two minutes) and
+// returns once its agent waits at its gate.
+func startGated(t *testing.T, f *fixture, name, prompt string) *gated {
+	t.Helper()
+	g := &gated{relay: sockrelay.Start(t, sockrelay.EngineSocket())}
+	cfg := f.config(fmt.Sprintf(`
+node "%%[1]s%s" {
+  runner = "claude-code"
+  model  = "claude-sonnet-4-5"
+  repo   = %%[2]q
+  prompt = %q
+}
+`, name, prompt))
+	slug := f.plan(cfg).Node(f.node(name)).Slug
+	dir := statedir.Dir{Root: f.stateDir}
+	g.r = startRelayApply(t, relayEnv(g.relay, "2m"), "apply", f.dir, "--auto-approve", "--json", "--state-dir", f.stateDir)
+	g.r.until(t, "the run started", func(ev map[string]any) bool {
+		g.runID, _ = ev["run_id"].(string)
+		return ev["type"] == "apply_start"
+	})
+	g.stdoutLog, _ = dir.Logs(g.runID, f.node(name), slug, 1)
+	g.checkout = dir.Checkout(g.runID, f.node(name), slug, 1)
+	awaitLogLine(t, g.stdoutLog, "waiting for the gate")
+	return g
+}
+
+// open lets the agent through its gate.
+func (g *gated) open(t *testing.T) {
+	t.Helper()
+	must(t, os.WriteFile(filepath.Join(g.checkout, ".kew-gate"), nil, 0o644))
+}
+
+// awaitReconnect waits for apply's warning that the engine answered again.
+func awaitReconnect(t *testing.T, r *relayApply) {
+	t.Helper()
+	r.until(t, "the engine was reached again", func(ev map[string]any) bool {
+		m, _ := ev["message"].(string)
+		return ev["type"] == "warning" && strings.Contains(m, "answered again after")
+	})
+}
+
 // TestAdvEngineLostMidNode (F15, F16): the engine's socket closes while a worker that has committed waits, and stays
 // closed past the reconnect bound. The apply ends by itself, non-zero, with the run and the node interrupted (docs,
 // which had succeeded, keeps its outcome), the worker's commits and edit kept, and a message naming DOCKER_HOST and
@@ -247,35 +298,13 @@ func TestAdvEngineShortCutCarriesOn(t *testing.T) {
 		"the apply carries on: the container is followed again, the node succeeds, its log holds the whole stream once")
 	f := newFixture(t)
 	f.bareRemote()
-	relay := sockrelay.Start(t, sockrelay.EngineSocket())
-	env := relayEnv(relay, "2m")
-
-	cfg := f.config(`
-node "%[1]sgate" {
-  runner = "claude-code"
-  model  = "claude-sonnet-4-5"
-  repo   = %[2]q
-  prompt = "commits=1\nmode=gate"
-}
-`)
-	slug := f.plan(cfg).Node(f.node("gate")).Slug
-	dir := statedir.Dir{Root: f.stateDir}
-	r := startRelayApply(t, env, "apply", f.dir, "--auto-approve", "--json", "--state-dir", f.stateDir)
-	runID := ""
-	r.until(t, "the run started", func(ev map[string]any) bool {
-		runID, _ = ev["run_id"].(string)
-		return ev["type"] == "apply_start"
-	})
-	stdoutLog, _ := dir.Logs(runID, f.node("gate"), slug, 1)
-	awaitLogLine(t, stdoutLog, "waiting for the gate")
-	relay.Cut()
-	must(t, relay.Restore())
-	r.until(t, "the engine was reached again", func(ev map[string]any) bool {
-		m, _ := ev["message"].(string)
-		return ev["type"] == "warning" && strings.Contains(m, "answered again after")
-	})
+	g := startGated(t, f, "gate", "commits=1\nmode=gate")
+	g.relay.Cut()
+	must(t, g.relay.Restore())
+	awaitReconnect(t, g.r)
 	// The container is followed again: let the agent through its gate.
-	must(t, os.WriteFile(filepath.Join(dir.Checkout(runID, f.node("gate"), slug, 1), ".kew-gate"), nil, 0o644))
+	g.open(t)
+	r, runID, stdoutLog := g.r, g.runID, g.stdoutLog
 	code, warnings := r.finish()
 	f17.check(code == 0, "the apply exited %d%s", code, onFailure(code, warnings+r.stderr.String()))
 	_, nodes := f.ledgerRun(runID)
@@ -297,28 +326,10 @@ func TestAdvEngineCutWhileTheAgentEnds(t *testing.T) {
 		"the exit is read from the engine's events, not guessed: the node succeeds; apply warns that the output written meanwhile is lost")
 	f := newFixture(t)
 	f.bareRemote()
-	relay := sockrelay.Start(t, sockrelay.EngineSocket())
-	env := relayEnv(relay, "2m")
-	cfg := f.config(`
-node "%[1]sgate" {
-  runner = "claude-code"
-  model  = "claude-sonnet-4-5"
-  repo   = %[2]q
-  prompt = "commits=1\nmode=gate"
-}
-`)
-	slug := f.plan(cfg).Node(f.node("gate")).Slug
-	dir := statedir.Dir{Root: f.stateDir}
-	r := startRelayApply(t, env, "apply", f.dir, "--auto-approve", "--json", "--state-dir", f.stateDir)
-	runID := ""
-	r.until(t, "the run started", func(ev map[string]any) bool {
-		runID, _ = ev["run_id"].(string)
-		return ev["type"] == "apply_start"
-	})
-	stdoutLog, _ := dir.Logs(runID, f.node("gate"), slug, 1)
-	awaitLogLine(t, stdoutLog, "waiting for the gate")
+	g := startGated(t, f, "gate", "commits=1\nmode=gate")
+	relay, r, runID := g.relay, g.r, g.runID
 	relay.Cut()
-	must(t, os.WriteFile(filepath.Join(dir.Checkout(runID, f.node("gate"), slug, 1), ".kew-gate"), nil, 0o644))
+	g.open(t)
 	// The machine's engine (not the relay) says when the container is gone.
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -361,33 +372,12 @@ func TestAdvEngineShortCutProxyLog(t *testing.T) {
 	f := newFixture(t)
 	newEgressWorld(t, f)
 	f.bareRemote()
-	relay := sockrelay.Start(t, sockrelay.EngineSocket())
-	env := relayEnv(relay, "2m")
-	cfg := f.config(`
-node "%[1]sout" {
-  runner = "claude-code"
-  model  = "claude-sonnet-4-5"
-  repo   = %[2]q
-  prompt = "gate=first\nmode=egress\ntargets=evil.example.com:443"
-}
-`)
-	slug := f.plan(cfg).Node(f.node("out")).Slug
-	dir := statedir.Dir{Root: f.stateDir}
-	r := startRelayApply(t, env, "apply", f.dir, "--auto-approve", "--json", "--state-dir", f.stateDir)
-	runID := ""
-	r.until(t, "the run started", func(ev map[string]any) bool {
-		runID, _ = ev["run_id"].(string)
-		return ev["type"] == "apply_start"
-	})
-	stdoutLog, _ := dir.Logs(runID, f.node("out"), slug, 1)
-	awaitLogLine(t, stdoutLog, "waiting for the gate")
-	relay.Cut()
-	must(t, relay.Restore())
-	r.until(t, "the engine was reached again", func(ev map[string]any) bool {
-		m, _ := ev["message"].(string)
-		return ev["type"] == "warning" && strings.Contains(m, "answered again after")
-	})
-	must(t, os.WriteFile(filepath.Join(dir.Checkout(runID, f.node("out"), slug, 1), ".kew-gate"), nil, 0o644))
+	g := startGated(t, f, "out", "gate=first\nmode=egress\ntargets=evil.example.com:443")
+	g.relay.Cut()
+	must(t, g.relay.Restore())
+	awaitReconnect(t, g.r)
+	g.open(t)
+	r, runID := g.r, g.runID
 	denied := false
 	r.until(t, "the refusal was recorded", func(ev map[string]any) bool {
 		denied = ev["type"] == "egress_denied" && ev["host"] == "evil.example.com"
