@@ -176,15 +176,40 @@ func (w *walker) value(t reflect.Type) error {
 	return errSyntax
 }
 
+// empty reads the closing bracket of an array or object just opened, if it is the next byte.
+func (w *walker) empty(closing byte) bool {
+	w.space()
+	if w.off < len(w.data) && w.data[w.off] == closing {
+		w.off++
+		return true
+	}
+	return false
+}
+
+// next reads what follows an element or member: a comma (more follow) or the closing bracket.
+func (w *walker) next(closing byte) (more bool, err error) {
+	w.space()
+	if w.off >= len(w.data) {
+		return false, errSyntax
+	}
+	c := w.data[w.off]
+	w.off++
+	switch c {
+	case ',':
+		return true, nil
+	case closing:
+		return false, nil
+	}
+	return false, errSyntax
+}
+
 // array walks an array's elements; its opening bracket was read.
 func (w *walker) array(t reflect.Type) error {
 	var elem reflect.Type
 	if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 		elem = t.Elem()
 	}
-	w.space()
-	if w.off < len(w.data) && w.data[w.off] == ']' {
-		w.off++
+	if w.empty(']') {
 		return nil
 	}
 	w.path = append(w.path, step{})
@@ -193,17 +218,12 @@ func (w *walker) array(t reflect.Type) error {
 		if err := w.value(elem); err != nil {
 			return err
 		}
-		w.space()
-		if w.off >= len(w.data) {
-			return errSyntax
+		more, err := w.next(']')
+		if err != nil {
+			return err
 		}
-		c := w.data[w.off]
-		w.off++
-		if c == ']' {
+		if !more {
 			break
-		}
-		if c != ',' {
-			return errSyntax
 		}
 	}
 	w.path = w.path[:len(w.path)-1]
@@ -220,9 +240,7 @@ func (w *walker) object(t reflect.Type) error {
 	case t != nil && t.Kind() == reflect.Map:
 		elem = t.Elem()
 	}
-	w.space()
-	if w.off < len(w.data) && w.data[w.off] == '}' {
-		w.off++
+	if w.empty('}') {
 		return nil
 	}
 	var seen keySet
@@ -264,17 +282,12 @@ func (w *walker) object(t reflect.Type) error {
 		if err := w.value(next); err != nil {
 			return err
 		}
-		w.space()
-		if w.off >= len(w.data) {
-			return errSyntax
+		more, err := w.next('}')
+		if err != nil {
+			return err
 		}
-		c := w.data[w.off]
-		w.off++
-		if c == '}' {
+		if !more {
 			break
-		}
-		if c != ',' {
-			return errSyntax
 		}
 	}
 	w.path = w.path[:len(w.path)-1]
