@@ -112,10 +112,12 @@ func showRun(t *testing.T, env []string, f *fixture, runID string) map[string]le
 	return byName
 }
 
-// resumeLatest runs apply --resume latest and returns the resumed run's nodes.
-func resumeLatest(t *testing.T, env []string, f *fixture, from string) map[string]ledger.NodeRecord {
+// resumeLatest runs apply --resume latest (with extra arguments), checks that it succeeded, resumed run from and
+// left nothing behind, and returns the resumed run's nodes.
+func resumeLatest(t *testing.T, env []string, f *fixture, from string, extra ...string) map[string]ledger.NodeRecord {
 	t.Helper()
-	out, stderr, code := runKewplan(t, env, "apply", f.dir, "--resume", "latest", "--auto-approve", "--json", "--state-dir", f.stateDir)
+	args := append([]string{"apply", f.dir, "--resume", "latest", "--auto-approve", "--json", "--state-dir", f.stateDir}, extra...)
+	out, stderr, code := runKewplan(t, env, args...)
 	var resumed string
 	for _, line := range strings.Split(out, "\n") {
 		var ev applyEvent
